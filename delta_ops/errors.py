@@ -1,0 +1,87 @@
+"""The one exception hierarchy of delta-ops.
+
+Every error says *what* went wrong and *where* (the file, the line, the property, the feature),
+so a failed maintenance run can be diagnosed from its one-line message. Callers that want to
+handle any delta-ops failure catch :class:`DeltaOpsError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class DeltaOpsError(Exception):
+    """Base class of every error raised by delta-ops."""
+
+
+class NotADeltaTable(DeltaOpsError):
+    """The location has no `_delta_log` directory or no commit or checkpoint in it."""
+
+    def __init__(self, location: str, reason: str = "no _delta_log with commits or checkpoints"):
+        self.location = location
+        super().__init__(f"not a Delta table: {location}: {reason}")
+
+
+class CorruptLog(DeltaOpsError):
+    """A log file (commit, checkpoint, `_last_checkpoint`, sidecar) cannot be read or is invalid."""
+
+    def __init__(self, file: str, problem: str, line: int | None = None):
+        self.file = file
+        self.line = line
+        self.problem = problem
+        where = f"{file}:{line}" if line is not None else file
+        super().__init__(f"{where}: {problem}")
+
+
+class VersionGap(CorruptLog):
+    """Commit files are not contiguous, so some version cannot be reconstructed."""
+
+    def __init__(self, file: str, expected: int, found: int):
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            file, f"log versions are not contiguous: expected version {expected}, found {found}"
+        )
+
+
+class VersionNotFound(DeltaOpsError):
+    """The requested version does not exist or can no longer be reconstructed."""
+
+
+class InvalidProtocol(DeltaOpsError):
+    """A protocol action violates the protocol rules (e.g. features with a legacy version)."""
+
+
+class UnsupportedFeature(DeltaOpsError):
+    """The table needs table features (or protocol versions) that delta-ops does not implement."""
+
+    def __init__(self, features: Iterable[str], action: str = "read"):
+        self.features = sorted(set(features))
+        self.action = action
+        names = ", ".join(self.features)
+        super().__init__(f"cannot {action} this table: unsupported table feature(s): {names}")
+
+
+class InvalidTableProperty(DeltaOpsError):
+    """A table property has a value that cannot be parsed; never silently replaced by a default."""
+
+    def __init__(self, name: str, value: str, reason: str):
+        self.name = name
+        self.value = value
+        super().__init__(f"invalid value for table property {name}={value!r}: {reason}")
+
+
+class InvalidDeletionVector(DeltaOpsError):
+    """A deletion vector descriptor or its stored bitmap is malformed."""
+
+
+class RetentionTooShort(DeltaOpsError):
+    """A retention shorter than the table's safety limit was asked for without forcing it."""
+
+
+class ConcurrentModification(DeltaOpsError):
+    """A concurrent commit conflicts with this transaction and retrying cannot resolve it."""
+
+
+class UnsafePath(DeltaOpsError):
+    """A path resolves outside the table root, so delta-ops refuses to touch it."""

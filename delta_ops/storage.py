@@ -1,0 +1,245 @@
+"""Table storage: one place where delta-ops touches files, through fsspec.
+
+A :class:`Storage` is opened from a URL or local path plus fsspec storage options. It knows the
+table root and its `_delta_log`, lists the log with sizes and modification times, reads files
+(many at once where the filesystem can do that concurrently), and writes with the guarantees
+the protocol needs: put-if-absent for commits and atomic replacement for hints.
+
+Example::
+
+    storage = Storage.open("s3://bucket/table", {"anon": False})
+    for entry in storage.list_log():
+        print(entry.name, entry.size)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import unquote
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from delta_ops.errors import NotADeltaTable, UnsafePath
+
+logger = logging.getLogger(__name__)
+
+LOG_DIR = "_delta_log"
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One listed file: its name relative to the listed directory, size and mtime in ms."""
+
+    name: str
+    size: int
+    modification_time: int
+
+
+def _mtime_ms(info: Mapping[str, Any]) -> int:
+    """Return an fsspec `info` entry's modification time in epoch milliseconds."""
+    for key in ("mtime", "LastModified", "last_modified", "updated", "created", "modified"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if isinstance(value, datetime):
+            return int(value.timestamp() * 1000)
+        if isinstance(value, (int, float)):
+            # local filesystems report seconds, a few stores report ms already
+            return int(value * 1000) if value < 1e11 else int(value)
+        if isinstance(value, str):
+            return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+    return 0
+
+
+class Storage:
+    """A Delta table's location: the fsspec filesystem plus the root path inside it."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, url: str):
+        self.fs = fs
+        self.root = root.rstrip("/") or "/"
+        self.url = url
+
+    @classmethod
+    def open(cls, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> Storage:
+        """Open a table location from a local path, `file://`, `memory://` or any fsspec URL."""
+        text = os.fspath(url)
+        fs, path = fsspec.core.url_to_fs(text, **dict(storage_options or {}))
+        if isinstance(fs, LocalFileSystem):
+            path = os.path.abspath(path)
+        return cls(fs, path, text)
+
+    @property
+    def is_local(self) -> bool:
+        """True when the table lives on the local filesystem (enables link/rename atomics)."""
+        return isinstance(self.fs, LocalFileSystem)
+
+    @property
+    def log_path(self) -> str:
+        """Absolute path of `_delta_log` inside the filesystem."""
+        return self.join(LOG_DIR)
+
+    def join(self, relative: str) -> str:
+        """Join a table-relative path (already URL-decoded) to the root."""
+        return posixpath.join(self.root, relative) if self.root != "/" else "/" + relative
+
+    def table_path(self, path_in_log: str) -> str:
+        """Resolve a path as written in the log (URL-encoded, relative or absolute) to a filesystem path.
+
+        Relative paths are URL-decoded (RFC 2396) and joined to the root; absolute URIs are
+        decoded and stripped of their scheme for the filesystem.
+        """
+        decoded = unquote(path_in_log)
+        if "://" in path_in_log or path_in_log.startswith("/"):
+            return self.fs._strip_protocol(decoded)
+        return self.join(decoded)
+
+    def relative_inside_root(self, path_in_log: str) -> str:
+        """Return the decoded table-relative path, refusing anything that leaves the root."""
+        full = posixpath.normpath(self.table_path(path_in_log))
+        root = posixpath.normpath(self.root)
+        if full != root and not full.startswith(root.rstrip("/") + "/"):
+            raise UnsafePath(f"{path_in_log!r} resolves outside the table root {self.root}")
+        return full[len(root) :].lstrip("/")
+
+    def log_file(self, name: str) -> str:
+        """Absolute path of a file inside `_delta_log`."""
+        return posixpath.join(self.log_path, name)
+
+    # ----------------------------------------------------------------------------- listing
+    def list_log(self, subdir: str = "") -> list[FileEntry]:
+        """List files directly in `_delta_log` (or one of its subdirectories), sorted by name.
+
+        Raises NotADeltaTable when `_delta_log` itself does not exist.
+        """
+        directory = self.log_path if not subdir else self.log_file(subdir)
+        if self.is_local:
+            return self._list_local(directory, must_exist=not subdir)
+        try:
+            infos = self.fs.ls(directory, detail=True)
+        except FileNotFoundError:
+            if subdir:
+                return []
+            raise NotADeltaTable(self.url, "no _delta_log directory") from None
+        entries = [
+            FileEntry(posixpath.basename(i["name"].rstrip("/")), int(i.get("size") or 0), _mtime_ms(i))
+            for i in infos
+            if i.get("type") != "directory"
+        ]
+        entries.sort(key=lambda e: e.name)
+        return entries
+
+    @staticmethod
+    def _list_local(directory: str, must_exist: bool) -> list[FileEntry]:
+        try:
+            with os.scandir(directory) as it:
+                entries = []
+                for item in it:
+                    if item.is_file():
+                        st = item.stat()
+                        entries.append(FileEntry(item.name, st.st_size, st.st_mtime_ns // 1_000_000))
+        except FileNotFoundError:
+            if must_exist:
+                raise NotADeltaTable(os.path.dirname(directory), "no _delta_log directory") from None
+            return []
+        except NotADirectoryError:
+            raise NotADeltaTable(os.path.dirname(directory), "_delta_log is not a directory") from None
+        entries.sort(key=lambda e: e.name)
+        return entries
+
+    # ----------------------------------------------------------------------------- reading
+    def read_bytes(self, path: str) -> bytes:
+        """Read a whole file given its absolute filesystem path."""
+        if self.is_local:
+            with open(path, "rb") as f:
+                return f.read()
+        return self.fs.cat_file(path)
+
+    def read_many(self, paths: Sequence[str]) -> list[bytes]:
+        """Read several whole files, in order; concurrently where the filesystem supports it."""
+        if not paths:
+            return []
+        if self.is_local:
+            out = []
+            for p in paths:
+                with open(p, "rb") as f:
+                    out.append(f.read())
+            return out
+        data = self.fs.cat(list(paths), on_error="raise")
+        if isinstance(data, bytes):  # a single path comes back unwrapped
+            return [data]
+        return [data[p] if p in data else data[self.fs._strip_protocol(p)] for p in paths]
+
+    def read_range(self, path: str, start: int, end: int) -> bytes:
+        """Read bytes `[start, end)` of a file."""
+        if self.is_local:
+            with open(path, "rb") as f:
+                f.seek(start)
+                return f.read(end - start)
+        return self.fs.cat_file(path, start=start, end=end)
+
+    def exists(self, path: str) -> bool:
+        return self.fs.exists(path)
+
+    # ----------------------------------------------------------------------------- writing
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        """Create `path` with `data` only if it does not exist; return False if it already did.
+
+        Local files: write a hidden temp file next to the target, then `os.link` it to the final
+        name, which fails atomically across processes when the name is taken. Other filesystems:
+        fsspec's exclusive create mode (`mode="xb"`), which the memory filesystem and stores with
+        conditional writes implement.
+        """
+        if self.is_local:
+            directory, name = os.path.split(path)
+            os.makedirs(directory, exist_ok=True)
+            tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, path)
+                return True
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(tmp)
+        try:
+            with self.fs.open(path, "xb") as f:
+                f.write(data)
+            return True
+        except FileExistsError:
+            return False
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Write or replace `path` so that readers see either the old or the new content.
+
+        Local: temp file + `os.replace`. Object stores: a single PUT, which is atomic.
+        """
+        if self.is_local:
+            directory, name = os.path.split(path)
+            os.makedirs(directory, exist_ok=True)
+            tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            return
+        self.fs.pipe_file(path, data)
+
+    def delete(self, paths: Iterable[str]) -> None:
+        """Delete files (not directories); a file that is already gone is not an error."""
+        for p in paths:
+            try:
+                self.fs.rm_file(p)
+            except FileNotFoundError:
+                pass

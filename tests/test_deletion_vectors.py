@@ -1,0 +1,601 @@
+"""Tests for delta_ops.deletion_vectors: the spec's examples, every DV in the real fixtures, and
+DVs we write read back by independent readers (deltalake / delta-rs and DuckDB's delta
+extension / delta-kernel-rs)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import shutil
+import struct
+import uuid
+import zlib
+from pathlib import Path
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyroaring import BitMap64
+
+from delta_ops.deletion_vectors import (
+    NATIVE_MAGIC,
+    DeletionVectorDescriptor,
+    decode_bitmap,
+    dv_relative_paths,
+    dv_unique_ids,
+    encode_bitmap,
+    encode_deletion_vector_file,
+    inline_descriptor,
+    load_deletion_vector,
+    write_deletion_vector_file,
+    z85_decode,
+    z85_encode,
+)
+from delta_ops.errors import InvalidDeletionVector
+
+SHARED = Path("/work/shared")
+TABLES = SHARED / "fixtures" / "tables"
+DV_TABLES = [
+    "delta-rs/table-with-dv-small",
+    "kernel/with-short-dv",
+    "delta-spark/dv-partitioned-with-checkpoint",
+    "delta-spark/log-replay-dv-key-cases",
+    "delta-rs/table_with_deletion_logs",
+]
+SPEC_INLINE_DV = "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L"
+
+LOCAL = fsspec.filesystem("file")
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _commit_actions(table: Path):
+    """Yield (version, action) for every action of every JSON commit, in order."""
+    for commit in sorted((table / "_delta_log").glob("*.json")):
+        version = int(commit.name.split(".")[0])
+        for line in commit.read_text().splitlines():
+            if line.strip():
+                yield version, json.loads(line)
+
+
+def _referenced_dvs(table: Path) -> list[dict]:
+    seen: dict[str, dict] = {}
+    for _, action in _commit_actions(table):
+        for kind in ("add", "remove"):
+            dv = action.get(kind, {}).get("deletionVector")
+            if dv:
+                seen[json.dumps(dv, sort_keys=True)] = dv
+    return list(seen.values())
+
+
+def _peer_facts() -> dict[str, dict]:
+    lines = (TABLES / "PEER_FACTS.jsonl").read_text().splitlines()
+    return {fact["table"]: fact for fact in map(json.loads, filter(None, lines))}
+
+
+def _spec_descriptor(fragment: str) -> dict:
+    """The JSON descriptor in the protocol text that contains ``fragment``."""
+    [seed] = glob.glob(str(SHARED / "seeds" / "004_*.txt"))
+    text = Path(seed).read_text()
+    at = text.index(fragment)
+    # Z85 text may itself hold braces; the example's closing brace is alone on its line.
+    start, end = text.rindex("\n{", 0, at) + 1, text.index("\n}", at) + 1
+    return json.loads(text[start : end + 1])
+
+
+# --- the protocol's own examples ------------------------------------------------------------
+
+
+def test_spec_inline_example_decodes_to_documented_rows():
+    spec = _spec_descriptor(SPEC_INLINE_DV)
+    desc = DeletionVectorDescriptor.from_dict(spec)
+    assert desc.storage_type == "i" and desc.offset is None
+    rows = load_deletion_vector(desc, "/nonexistent-table-root", LOCAL)
+    assert list(rows) == [3, 4, 7, 11, 18, 29]
+    assert desc.relative_path() is None and desc.absolute_path("s3://t") is None
+    assert desc.unique_id == "i" + SPEC_INLINE_DV
+
+
+def test_spec_inline_example_is_spark_native_with_big_endian_framing():
+    raw = z85_decode(SPEC_INLINE_DV)
+    assert struct.unpack(">i", raw[:4])[0] == NATIVE_MAGIC
+    # The same bitmap re-framed little-endian (what Spark's native writer emits today) and in the
+    # portable format must decode to the same rows.
+    count, length = struct.unpack(">ii", raw[4:12])
+    little = struct.pack("<iii", NATIVE_MAGIC, count, length) + raw[12:]
+    expected = [3, 4, 7, 11, 18, 29]
+    assert list(decode_bitmap(little)) == expected
+    assert list(decode_bitmap(encode_bitmap(expected))) == expected
+
+
+def test_native_format_with_several_buckets():
+    from pyroaring import BitMap
+
+    low, high = BitMap([1, 2]), BitMap([5])
+    parts = [low.serialize(), BitMap().serialize(), high.serialize()]  # empty middle bucket
+    body = b"".join(struct.pack("<i", len(p)) + p for p in parts)
+    native = struct.pack("<ii", NATIVE_MAGIC, len(parts)) + body
+    assert list(decode_bitmap(native)) == [1, 2, 2 * 2**32 + 5]
+    with pytest.raises(InvalidDeletionVector, match="trailing"):
+        decode_bitmap(native + b"\x00")
+    with pytest.raises(InvalidDeletionVector, match="bucket 2"):
+        decode_bitmap(native[:-3])
+
+
+def test_spec_on_disk_examples_resolve_paths():
+    u = DeletionVectorDescriptor.from_dict(_spec_descriptor("ab^-aqEH.-t@S}K{vb[*k^"))
+    assert u.random_prefix == "ab"
+    assert u.uuid() == uuid.UUID("d2c639aa-8816-431a-aaf6-d3fe2512ff61")
+    assert u.relative_path() == "ab/deletion_vector_d2c639aa-8816-431a-aaf6-d3fe2512ff61.bin"
+    assert (
+        u.absolute_path("s3://mytable/")
+        == "s3://mytable/ab/deletion_vector_d2c639aa-8816-431a-aaf6-d3fe2512ff61.bin"
+    )
+    assert u.unique_id == "uab^-aqEH.-t@S}K{vb[*k^@4"
+    assert u.to_dict() == _spec_descriptor("ab^-aqEH.-t@S}K{vb[*k^")
+
+    p = DeletionVectorDescriptor.from_dict(_spec_descriptor('"pathOrInlineDv" : "s3://'))
+    assert p.storage_type == "p"
+    assert p.relative_path() is None
+    assert p.absolute_path("s3://other") == p.path_or_inline_dv
+    encoded = DeletionVectorDescriptor("p", "s3://my%20table/dv.bin", 1, 34, 1)
+    assert encoded.absolute_path("ignored") == "s3://my table/dv.bin"
+
+
+def test_descriptor_validation():
+    with pytest.raises(InvalidDeletionVector, match="storageType 'x'"):
+        DeletionVectorDescriptor.from_dict(
+            {"storageType": "x", "pathOrInlineDv": "abc", "sizeInBytes": 1, "cardinality": 1}
+        )
+    with pytest.raises(InvalidDeletionVector, match="lacks the field 'sizeInBytes'"):
+        DeletionVectorDescriptor.from_dict({"storageType": "i", "pathOrInlineDv": "abcde"})
+    with pytest.raises(InvalidDeletionVector, match="only for storageType 'u'"):
+        DeletionVectorDescriptor("i", SPEC_INLINE_DV, None, 40, 6).uuid()
+    no_prefix = DeletionVectorDescriptor("u", z85_encode(bytes(16)), 1, 34, 1)
+    assert no_prefix.random_prefix == ""
+    assert no_prefix.relative_path() == f"deletion_vector_{uuid.UUID(int=0)}.bin"
+    assert "offset" not in DeletionVectorDescriptor("i", "00000", None, 4, 0).to_dict()
+
+
+# --- Z85 ------------------------------------------------------------------------------------
+
+
+def test_z85_reference_vector():
+    # The test vector of the Z85 specification (ZeroMQ RFC 32).
+    data = bytes([0x86, 0x4F, 0xD2, 0x6F, 0xB5, 0x59, 0xF7, 0x5B])
+    assert z85_encode(data) == "HelloWorld"
+    assert z85_decode("HelloWorld") == data
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(min_value=0, max_value=1024).flatmap(
+        lambda n: st.binary(min_size=4 * n, max_size=4 * n)
+    )
+)
+def test_z85_round_trip(data: bytes):
+    text = z85_encode(data)
+    assert len(text) == len(data) * 5 // 4
+    assert z85_decode(text) == data
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [("abcd", "multiple of 5"), ("abc~d", "'~'"), ("#####", "overflows"), ("abcdé", "non-ASCII")],
+)
+def test_z85_decode_rejects_invalid_text(text, problem):
+    with pytest.raises(InvalidDeletionVector, match=problem):
+        z85_decode(text)
+
+
+def test_z85_encode_requires_whole_blocks():
+    with pytest.raises(ValueError, match="pad"):
+        z85_encode(b"abc")
+
+
+# --- every DV of the real fixtures ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("table", DV_TABLES)
+def test_fixture_dvs_load_with_declared_cardinality(table):
+    root = TABLES / table
+    dvs = _referenced_dvs(root)
+    assert dvs, f"{table} should reference deletion vectors"
+    for dv in dvs:
+        desc = DeletionVectorDescriptor.from_dict(dv)
+        rows = load_deletion_vector(desc, str(root), LOCAL)
+        assert len(rows) == dv["cardinality"]
+        assert (root / desc.relative_path()).is_file()
+
+
+@pytest.mark.parametrize("table", DV_TABLES)
+def test_fixture_live_row_count_matches_peer_readers(table):
+    """Replaying the JSON log by (path, dvId) and subtracting each live file's loaded DV from
+    its numRecords gives the row count DuckDB's delta extension reports."""
+    root = TABLES / table
+    live: dict[tuple[str, str | None], dict] = {}
+    for _, action in _commit_actions(root):
+        for kind in ("add", "remove"):
+            if kind not in action:
+                continue
+            entry = action[kind]
+            dv = entry.get("deletionVector")
+            key = (entry["path"], DeletionVectorDescriptor.from_dict(dv).unique_id if dv else None)
+            if kind == "add":
+                live[key] = entry
+            else:
+                live.pop(key, None)
+    rows = 0
+    for add in live.values():
+        rows += json.loads(add["stats"])["numRecords"]
+        if add.get("deletionVector"):
+            desc = DeletionVectorDescriptor.from_dict(add["deletionVector"])
+            rows -= len(load_deletion_vector(desc, str(root), LOCAL))
+    assert rows == _peer_facts()[table]["kernel_rows"]
+
+
+def test_dv_small_deletes_two_of_ten_rows():
+    root = TABLES / "delta-rs/table-with-dv-small"
+    [dv] = _referenced_dvs(root)
+    rows = load_deletion_vector(DeletionVectorDescriptor.from_dict(dv), str(root), LOCAL)
+    data = pq.read_table(
+        root / "part-00000-fae5310a-a37d-4e51-827b-c3d5516560ca-c000.snappy.parquet"
+    )
+    assert data.num_rows == 10
+    assert list(rows) == [0, 9]
+    assert data.num_rows - len(rows) == _peer_facts()["delta-rs/table-with-dv-small"]["kernel_rows"]
+
+
+@pytest.mark.parametrize("table", DV_TABLES)
+def test_reencoding_fixture_dvs_reproduces_stored_bytes(table):
+    # All fixture DVs keep their rows in bucket 0, so Spark's empty gap buckets never occur and
+    # pyroaring's serialization must match Spark's byte for byte.
+    root = TABLES / table
+    for dv in _referenced_dvs(root):
+        desc = DeletionVectorDescriptor.from_dict(dv)
+        stored = (root / desc.relative_path()).read_bytes()
+        payload = stored[desc.offset + 4 : desc.offset + 4 + desc.size_in_bytes]
+        rows = decode_bitmap(payload)
+        assert rows.max() < 2**32
+        assert encode_bitmap(rows) == payload
+        assert encode_bitmap(list(rows)) == payload
+
+
+# --- corrupted inputs -----------------------------------------------------------------------
+
+DV_SMALL_FILE = "deletion_vector_61d16c75-6994-46b7-a15b-8b538852e50e.bin"
+
+
+@pytest.fixture
+def dv_small(tmp_path) -> tuple[Path, DeletionVectorDescriptor]:
+    src = TABLES / "delta-rs/table-with-dv-small"
+    root = tmp_path / "table"
+    shutil.copytree(src, root)
+    [dv] = _referenced_dvs(root)
+    return root, DeletionVectorDescriptor.from_dict(dv)
+
+
+def _rewrite(path: Path, change) -> None:
+    data = bytearray(path.read_bytes())
+    change(data)
+    path.write_bytes(bytes(data))
+
+
+def _fix_crc(data: bytearray, offset: int = 1) -> None:
+    (size,) = struct.unpack_from(">i", data, offset)
+    payload = bytes(data[offset + 4 : offset + 4 + size])
+    struct.pack_into(">I", data, offset + 4 + size, zlib.crc32(payload))
+
+
+def test_corrupt_crc_byte(dv_small):
+    root, desc = dv_small
+    _rewrite(root / DV_SMALL_FILE, lambda d: d.__setitem__(-1, d[-1] ^ 0xFF))
+    with pytest.raises(InvalidDeletionVector, match=f"{DV_SMALL_FILE}.*CRC-32 mismatch"):
+        load_deletion_vector(desc, str(root), LOCAL)
+
+
+def test_corrupt_payload_byte_caught_by_crc(dv_small):
+    root, desc = dv_small
+    _rewrite(root / DV_SMALL_FILE, lambda d: d.__setitem__(-6, d[-6] ^ 0x01))
+    with pytest.raises(InvalidDeletionVector, match=f"{DV_SMALL_FILE}.*CRC-32"):
+        load_deletion_vector(desc, str(root), LOCAL)
+
+
+def test_wrong_size_in_descriptor(dv_small):
+    root, desc = dv_small
+    bad = DeletionVectorDescriptor("u", desc.path_or_inline_dv, 1, desc.size_in_bytes + 1, 2)
+    with pytest.raises(InvalidDeletionVector, match=f"{DV_SMALL_FILE}.*sizeInBytes is 37"):
+        load_deletion_vector(bad, str(root), LOCAL)
+
+
+def test_wrong_size_in_file(dv_small):
+    root, desc = dv_small
+    _rewrite(root / DV_SMALL_FILE, lambda d: struct.pack_into(">i", d, 1, 35))
+    with pytest.raises(InvalidDeletionVector, match=f"{DV_SMALL_FILE}.*35 bytes in the file"):
+        load_deletion_vector(desc, str(root), LOCAL)
+
+
+def test_bad_magic(dv_small):
+    root, desc = dv_small
+
+    def change(d: bytearray) -> None:
+        struct.pack_into("<i", d, 5, 1234567)
+        _fix_crc(d)  # so that the magic, not the checksum, is what fails
+
+    _rewrite(root / DV_SMALL_FILE, change)
+    with pytest.raises(InvalidDeletionVector, match=f"{DV_SMALL_FILE}.*magic 1234567"):
+        load_deletion_vector(desc, str(root), LOCAL)
+
+
+def test_wrong_version_byte(dv_small):
+    root, desc = dv_small
+    _rewrite(root / DV_SMALL_FILE, lambda d: d.__setitem__(0, 2))
+    with pytest.raises(InvalidDeletionVector, match=f"{DV_SMALL_FILE}.*format version 2"):
+        load_deletion_vector(desc, str(root), LOCAL)
+
+
+def test_wrong_cardinality(dv_small):
+    root, desc = dv_small
+    bad = DeletionVectorDescriptor("u", desc.path_or_inline_dv, 1, desc.size_in_bytes, 3)
+    with pytest.raises(InvalidDeletionVector, match=f"{DV_SMALL_FILE}.*cardinality 3"):
+        load_deletion_vector(bad, str(root), LOCAL)
+
+
+def test_truncated_and_missing_file(dv_small):
+    root, desc = dv_small
+    _rewrite(root / DV_SMALL_FILE, lambda d: d.__delitem__(slice(-2, None)))
+    with pytest.raises(InvalidDeletionVector, match=f"{DV_SMALL_FILE}.*truncated"):
+        load_deletion_vector(desc, str(root), LOCAL)
+    (root / DV_SMALL_FILE).unlink()
+    with pytest.raises(InvalidDeletionVector, match=f"{DV_SMALL_FILE}.*does not exist"):
+        load_deletion_vector(desc, str(root), LOCAL)
+
+
+def test_corrupt_inline_dvs_name_inline():
+    good = DeletionVectorDescriptor("i", SPEC_INLINE_DV, None, 40, 6)
+    for bad, problem in [
+        (DeletionVectorDescriptor("i", SPEC_INLINE_DV, None, 40, 5), "cardinality 5"),
+        (DeletionVectorDescriptor("i", SPEC_INLINE_DV, None, 44, 6), "sizeInBytes is 44"),
+        (DeletionVectorDescriptor("i", "~" + SPEC_INLINE_DV[1:], None, 40, 6), "'~'"),
+        (DeletionVectorDescriptor("i", "00000" + SPEC_INLINE_DV[5:], None, 40, 6), "magic"),
+    ]:
+        with pytest.raises(InvalidDeletionVector, match=f"^inline: .*{problem}"):
+            load_deletion_vector(bad, "/t", LOCAL)
+    assert len(load_deletion_vector(good, "/t", LOCAL)) == 6
+
+
+# --- encoding and writing -------------------------------------------------------------------
+
+
+def test_encode_bitmap_rejects_out_of_range_rows():
+    with pytest.raises(InvalidDeletionVector, match="2\\*\\*63"):
+        encode_bitmap([2**63])
+    with pytest.raises(InvalidDeletionVector, match="2\\*\\*63"):
+        encode_bitmap([-1])
+    assert list(decode_bitmap(encode_bitmap([0, 2**63 - 1]))) == [0, 2**63 - 1]
+
+
+def test_encode_file_layout_and_offsets():
+    data, entries = encode_deletion_vector_file([[1, 2], BitMap64([7]), range(100_000)])
+    assert data[0] == 1
+    assert [e[2] for e in entries] == [2, 1, 100_000]
+    assert entries[0][0] == 1
+    for (offset, size, _), nxt in zip(entries, entries[1:] + [(len(data), 0, 0)]):
+        assert offset + 4 + size + 4 == nxt[0]
+    with pytest.raises(InvalidDeletionVector, match="empty"):
+        encode_deletion_vector_file([[1], []])
+
+
+def test_write_file_round_trip_with_prefix_and_no_overwrite(tmp_path, monkeypatch):
+    bitmaps = [[0, 5, 2**40], range(10, 20)]
+    descs = write_deletion_vector_file(LOCAL, str(tmp_path), bitmaps, random_prefix="q7")
+    assert descs[0].offset == 1
+    assert all(d.random_prefix == "q7" and d.storage_type == "u" for d in descs)
+    assert len({d.path_or_inline_dv for d in descs}) == 1  # one file, packed
+    path = tmp_path / descs[0].relative_path()
+    assert path.parent.name == "q7" and path.name.startswith("deletion_vector_")
+    for desc, rows in zip(descs, bitmaps):
+        assert list(load_deletion_vector(desc, str(tmp_path), LOCAL)) == sorted(rows)
+        assert DeletionVectorDescriptor.from_dict(desc.to_dict()) == desc
+
+    # A UUID clash must fail instead of overwriting the existing file.
+    fixed = descs[0].uuid()
+    monkeypatch.setattr(uuid, "uuid4", lambda: fixed)
+    before = path.read_bytes()
+    with pytest.raises(InvalidDeletionVector, match="already exists"):
+        write_deletion_vector_file(LOCAL, str(tmp_path), [[1]], random_prefix="q7")
+    assert path.read_bytes() == before
+
+
+def test_absent_offset_means_first_dv_and_p_paths_are_url_decoded(tmp_path):
+    root = tmp_path / "a table"  # the space is URL-encoded in a 'p' descriptor
+    root.mkdir()
+    [first, second] = write_deletion_vector_file(LOCAL, str(root), [[4], [6, 8]])
+    no_offset = DeletionVectorDescriptor("u", first.path_or_inline_dv, None, 34, 1)
+    assert list(load_deletion_vector(no_offset, str(root), LOCAL)) == [4]
+
+    encoded = (root / second.relative_path()).as_uri()
+    assert "%20" in encoded
+    p = DeletionVectorDescriptor("p", encoded, second.offset, second.size_in_bytes, 2)
+    assert p.absolute_path("/elsewhere") == encoded.replace("%20", " ")
+    assert list(load_deletion_vector(p, "/elsewhere", LOCAL)) == [6, 8]
+
+
+def test_write_file_on_memory_filesystem():
+    fs = fsspec.filesystem("memory")
+    root = f"memory://dv-test-{uuid.uuid4()}"
+    [desc] = write_deletion_vector_file(fs, root, [[3, 1]])
+    assert list(load_deletion_vector(desc, root, fs)) == [1, 3]
+
+
+def test_inline_descriptor_pads_and_round_trips():
+    rows = [3, 4, 7, 11, 18]  # an odd count makes the bitmap 42 bytes: padding is exercised
+    desc = inline_descriptor(rows)
+    assert desc.storage_type == "i" and desc.offset is None and desc.cardinality == 5
+    assert desc.size_in_bytes == len(encode_bitmap(rows)) == 42
+    assert len(desc.path_or_inline_dv) == 44 * 5 // 4
+    assert z85_decode(desc.path_or_inline_dv) == encode_bitmap(rows) + b"\x00\x00"
+    assert list(load_deletion_vector(desc, "/t", LOCAL)) == rows
+
+
+# --- Arrow helpers --------------------------------------------------------------------------
+
+
+def test_dv_unique_ids_and_relative_paths_on_arrow():
+    u = DeletionVectorDescriptor("u", "ab" + z85_encode(uuid.UUID(int=1).bytes), 9, 34, 1)
+    i = DeletionVectorDescriptor("i", SPEC_INLINE_DV, None, 40, 6)
+    p = DeletionVectorDescriptor("p", "s3://x/dv.bin", 1, 34, 1)
+    rows = [u.to_dict(), None, i.to_dict(), p.to_dict(), u.to_dict()]
+    dv_type = pa.struct(
+        [
+            ("storageType", pa.string()),
+            ("pathOrInlineDv", pa.string()),
+            ("offset", pa.int32()),
+            ("sizeInBytes", pa.int32()),
+            ("cardinality", pa.int64()),
+        ]
+    )
+    arr = pa.array(rows, type=dv_type)
+    expected_ids = [u.unique_id, None, i.unique_id, p.unique_id, u.unique_id]
+    assert dv_unique_ids(arr).to_pylist() == expected_ids
+    expected_paths = [u.relative_path(), None, None, None, u.relative_path()]
+    assert dv_relative_paths(arr).to_pylist() == expected_paths
+
+    chunked = pa.chunked_array([arr.slice(0, 2), arr.slice(2)])
+    assert dv_unique_ids(chunked).to_pylist() == expected_ids
+    assert dv_relative_paths(chunked).to_pylist() == expected_paths
+    assert dv_unique_ids(pa.chunked_array([], type=dv_type)).to_pylist() == []
+
+
+def test_dv_unique_ids_respects_struct_validity_over_children():
+    # A null struct slot whose children still hold values (as Arrow permits) must be null.
+    children = [pa.array(["u", "i"]), pa.array([z85_encode(bytes(16)), SPEC_INLINE_DV])]
+    arr = pa.StructArray.from_arrays(
+        children, names=["storageType", "pathOrInlineDv"], mask=pa.array([True, False])
+    )
+    assert dv_unique_ids(arr).to_pylist() == [None, "i" + SPEC_INLINE_DV]
+    assert dv_relative_paths(arr).to_pylist() == [None, None]
+
+
+# --- DVs we write, read by independent readers ---------------------------------------------
+
+WITHOUT_DV = "delta-rs/table-without-dv-small"
+
+
+def _duckdb_rows(table: Path) -> list[tuple]:
+    import duckdb
+    import duckdb_extension_delta
+
+    # The pip package ships the binary extension for the matching DuckDB version; loading it
+    # by file path needs no download and no unsigned-extension setting.
+    ext = (
+        Path(duckdb_extension_delta.__file__).parent
+        / "extensions"
+        / f"v{duckdb.__version__}"
+        / "delta.duckdb_extension"
+    )
+    con = duckdb.connect()
+    try:
+        con.load_extension(str(ext))
+        return con.sql(f"SELECT * FROM delta_scan('{table}')").fetchall()
+    finally:
+        con.close()
+
+
+def _commit_with_dv(root: Path, dv: DeletionVectorDescriptor) -> None:
+    """Write version 1 by hand: upgrade the protocol to DVs, then swap the file for itself
+    plus ``dv``."""
+    actions = {k: v for _, a in _commit_actions(root) for k, v in a.items()}
+    old_protocol, metadata, add = actions["protocol"], actions["metaData"], actions["add"]
+    # The fixture is (1, 2); writer version 2 implies appendOnly and invariants, which a table-
+    # features protocol must then list explicitly.
+    assert (old_protocol["minReaderVersion"], old_protocol["minWriterVersion"]) == (1, 2)
+    protocol = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": ["deletionVectors"],
+        "writerFeatures": ["appendOnly", "invariants", "deletionVectors"],
+    }
+    metadata = {
+        **metadata,
+        "configuration": {**metadata["configuration"], "delta.enableDeletionVectors": "true"},
+    }
+    stats = json.loads(add["stats"])
+    # Deleting rows may leave min/max wider than the remaining values.
+    new_stats = {**stats, "tightBounds": False}
+    remove = {
+        "path": add["path"],
+        "deletionTimestamp": 1_700_000_000_000,
+        "dataChange": True,
+        "extendedFileMetadata": True,
+        "partitionValues": add["partitionValues"],
+        "size": add["size"],
+        "stats": json.dumps({"numRecords": stats["numRecords"]}),
+    }
+    new_add = {**add, "stats": json.dumps(new_stats), "deletionVector": dv.to_dict()}
+    commit_info = {
+        "timestamp": 1_700_000_000_000,
+        "operation": "DELETE",
+        "engineInfo": "delta-ops tests",
+    }
+    lines = [
+        {"commitInfo": commit_info},
+        {"protocol": protocol},
+        {"metaData": metadata},
+        {"remove": remove},
+        {"add": new_add},
+    ]
+    target = root / "_delta_log" / "00000000000000000001.json"
+    with open(target, "x") as handle:
+        handle.write("\n".join(json.dumps(line) for line in lines) + "\n")
+
+
+def _assert_readers_see(root: Path, deleted: list[int]) -> None:
+    [data_file] = root.glob("*.parquet")
+    original = pq.read_table(data_file).to_pylist()
+    expected = sorted(
+        (row for index, row in enumerate(original) if index not in deleted),
+        key=lambda r: r["value"],
+    )
+    assert len(expected) == len(original) - len(deleted)
+
+    import deltalake
+
+    dt = deltalake.DeltaTable(str(root))
+    assert dt.version() == 1
+    # deltalake's to_pyarrow_table() refuses every table with the deletionVectors reader
+    # feature (pyarrow datasets cannot apply DVs); scan() is its DV-aware DataFusion reader.
+    got = pa.RecordBatchReader.from_stream(dt.scan()).read_all().to_pylist()
+    assert sorted(got, key=lambda r: r["value"]) == expected
+    [dv_row] = pa.RecordBatchReader.from_stream(dt.deletion_vectors()).read_all().to_pylist()
+    assert dv_row["filepath"].endswith(data_file.name)
+    assert [i for i, keep in enumerate(dv_row["selection_vector"]) if not keep] == deleted
+
+    duck = sorted(_duckdb_rows(root))
+    assert duck == [(row["value"],) for row in expected]
+
+
+@pytest.fixture
+def plain_table(tmp_path) -> Path:
+    root = tmp_path / "table"
+    shutil.copytree(TABLES / WITHOUT_DV, root)
+    return root
+
+
+def test_written_file_dv_is_honoured_by_deltalake_and_duckdb(plain_table):
+    deleted = [2, 7]
+    [dv] = write_deletion_vector_file(LOCAL, str(plain_table), [deleted])
+    assert list(load_deletion_vector(dv, str(plain_table), LOCAL)) == deleted
+    _commit_with_dv(plain_table, dv)
+    _assert_readers_see(plain_table, deleted)
+
+
+def test_written_inline_dv_is_honoured_by_deltalake_and_duckdb(plain_table):
+    deleted = [0, 9]
+    dv = inline_descriptor(deleted)
+    _commit_with_dv(plain_table, dv)
+    _assert_readers_see(plain_table, deleted)
