@@ -177,6 +177,21 @@ class Storage:
             return [data]
         return [data[p] if p in data else data[self.fs._strip_protocol(p)] for p in paths]
 
+    def read_into(self, path: str, target: memoryview, expected_size: int) -> int:
+        """Read a local file into `target`; return the bytes read.
+
+        The file may have grown since it was listed (only `_last_checkpoint`-like files do;
+        commits are immutable), so at most `len(target)` bytes are read.
+        """
+        with open(path, "rb", buffering=0) as f:
+            total = 0
+            while total < len(target):
+                n = f.readinto(target[total:])
+                if not n:
+                    break
+                total += n
+            return total
+
     def read_range(self, path: str, start: int, end: int) -> bytes:
         """Read bytes `[start, end)` of a file."""
         if self.is_local:

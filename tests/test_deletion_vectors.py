@@ -35,9 +35,8 @@ from delta_ops.deletion_vectors import (
     z85_encode,
 )
 from delta_ops.errors import InvalidDeletionVector
+from tests.support import SHARED, TABLES, duckdb_connection
 
-SHARED = Path("/work/shared")
-TABLES = SHARED / "fixtures" / "tables"
 DV_TABLES = [
     "delta-rs/table-with-dv-small",
     "kernel/with-short-dv",
@@ -487,20 +486,8 @@ WITHOUT_DV = "delta-rs/table-without-dv-small"
 
 
 def _duckdb_rows(table: Path) -> list[tuple]:
-    import duckdb
-    import duckdb_extension_delta
-
-    # The pip package ships the binary extension for the matching DuckDB version; loading it
-    # by file path needs no download and no unsigned-extension setting.
-    ext = (
-        Path(duckdb_extension_delta.__file__).parent
-        / "extensions"
-        / f"v{duckdb.__version__}"
-        / "delta.duckdb_extension"
-    )
-    con = duckdb.connect()
+    con = duckdb_connection()
     try:
-        con.load_extension(str(ext))
         return con.sql(f"SELECT * FROM delta_scan('{table}')").fetchall()
     finally:
         con.close()

@@ -1,0 +1,1 @@
+"""Benchmarks and synthetic-table fixtures of delta-ops (see README.md)."""

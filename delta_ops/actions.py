@@ -1,0 +1,489 @@
+"""Log actions as Arrow: the canonical columnar form every log file is normalized into.
+
+Commits (JSON) and checkpoints (parquet, V1 or V2) arrive with different physical layouts:
+JSON objects such as `partitionValues` parse as Arrow structs, checkpoints store them as maps,
+writers disagree on field order and on optional fields. :func:`normalize_actions` turns any of
+them into an :class:`ActionBatch`:
+
+* ``sources``: the parsed rows themselves (one :class:`ActionSource` per parse), kept as they are
+  so that file actions are copied only once, after reconciliation has picked the winners;
+* the few non-file actions (protocol, metaData, txn, domainMetadata, the draft
+  `rowIdHighWaterMark`, V2 `sidecar` / `checkpointMetadata`) in small tables or lists.
+
+No Python object is created per file action.
+
+Example::
+
+    batch = normalize_actions(table_parsed_from_json, versions=version_per_row, seq_start=0)
+    keys = file_action_keys(batch.sources[0])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+STRING_MAP = pa.map_(pa.string(), pa.string())
+
+# Parsed log data and the reconciled state are allocated from the system allocator: it gives
+# the JSON parser's large scratch buffers back to the OS, where pyarrow's default mimalloc pool
+# keeps them, which would make peak memory grow with log size (measured in BENCHMARKS.md).
+LOG_MEMORY_POOL = pa.system_memory_pool()
+
+DELETION_VECTOR_TYPE = pa.struct(
+    [
+        ("storageType", pa.string()),
+        ("pathOrInlineDv", pa.string()),
+        ("offset", pa.int32()),
+        ("sizeInBytes", pa.int32()),
+        ("cardinality", pa.int64()),
+        ("maxRowIndex", pa.int64()),
+    ]
+)
+
+# One row per add/remove. `is_add` tells which; fields that only one of them has are null in
+# the other. `seq` orders all actions of a log segment (checkpoint rows first, then commits in
+# version and line order); `version` is the commit (or checkpoint) version that carried it.
+FILE_ACTION_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("is_add", pa.bool_()),
+        ("version", pa.int64()),
+        ("seq", pa.int64()),
+        ("partitionValues", STRING_MAP),
+        ("size", pa.int64()),
+        ("modificationTime", pa.int64()),
+        ("dataChange", pa.bool_()),
+        ("stats", pa.string()),
+        ("tags", STRING_MAP),
+        ("deletionVector", DELETION_VECTOR_TYPE),
+        ("baseRowId", pa.int64()),
+        ("defaultRowCommitVersion", pa.int64()),
+        ("clusteringProvider", pa.string()),
+        ("deletionTimestamp", pa.int64()),
+        ("extendedFileMetadata", pa.bool_()),
+    ]
+)
+
+ADD_FIELDS = (
+    "path",
+    "partitionValues",
+    "size",
+    "modificationTime",
+    "dataChange",
+    "stats",
+    "tags",
+    "deletionVector",
+    "baseRowId",
+    "defaultRowCommitVersion",
+    "clusteringProvider",
+)
+REMOVE_FIELDS = (
+    "path",
+    "deletionTimestamp",
+    "dataChange",
+    "extendedFileMetadata",
+    "partitionValues",
+    "size",
+    "stats",
+    "tags",
+    "deletionVector",
+    "baseRowId",
+    "defaultRowCommitVersion",
+)
+MAP_FIELDS = frozenset({"partitionValues", "tags"})
+
+_DV_JSON = pa.struct(
+    [
+        ("storageType", pa.string()),
+        ("pathOrInlineDv", pa.string()),
+        ("offset", pa.int32()),
+        ("sizeInBytes", pa.int32()),
+        ("cardinality", pa.int64()),
+    ]
+)
+
+# Explicit schema for pyarrow's JSON reader. Map-valued objects (partitionValues, tags,
+# configuration, format.options) are left out on purpose: the reader cannot produce maps, so
+# they are type-inferred as structs and converted by `struct_to_map`.
+COMMIT_JSON_SCHEMA = pa.schema(
+    [
+        (
+            "add",
+            pa.struct(
+                [
+                    ("path", pa.string()),
+                    ("size", pa.int64()),
+                    ("modificationTime", pa.int64()),
+                    ("dataChange", pa.bool_()),
+                    ("stats", pa.string()),
+                    ("deletionVector", _DV_JSON),
+                    ("baseRowId", pa.int64()),
+                    ("defaultRowCommitVersion", pa.int64()),
+                    ("clusteringProvider", pa.string()),
+                ]
+            ),
+        ),
+        (
+            "remove",
+            pa.struct(
+                [
+                    ("path", pa.string()),
+                    ("deletionTimestamp", pa.int64()),
+                    ("dataChange", pa.bool_()),
+                    ("extendedFileMetadata", pa.bool_()),
+                    ("size", pa.int64()),
+                    ("stats", pa.string()),
+                    ("deletionVector", _DV_JSON),
+                    ("baseRowId", pa.int64()),
+                    ("defaultRowCommitVersion", pa.int64()),
+                ]
+            ),
+        ),
+        (
+            "metaData",
+            pa.struct(
+                [
+                    ("id", pa.string()),
+                    ("name", pa.string()),
+                    ("description", pa.string()),
+                    ("schemaString", pa.string()),
+                    ("partitionColumns", pa.list_(pa.string())),
+                    ("createdTime", pa.int64()),
+                ]
+            ),
+        ),
+        (
+            "protocol",
+            pa.struct(
+                [
+                    ("minReaderVersion", pa.int64()),
+                    ("minWriterVersion", pa.int64()),
+                    ("readerFeatures", pa.list_(pa.string())),
+                    ("writerFeatures", pa.list_(pa.string())),
+                ]
+            ),
+        ),
+        (
+            "txn",
+            pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())]),
+        ),
+        (
+            "domainMetadata",
+            pa.struct([("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())]),
+        ),
+        (
+            "rowIdHighWaterMark",
+            pa.struct([("highWaterMark", pa.int64()), ("preservedRowIds", pa.bool_())]),
+        ),
+        (
+            "sidecar",
+            pa.struct([("path", pa.string()), ("sizeInBytes", pa.int64()), ("modificationTime", pa.int64())]),
+        ),
+        ("checkpointMetadata", pa.struct([("version", pa.int64())])),
+        ("_v", pa.int64()),  # version marker injected by the bulk commit reader
+        ("cdc", pa.struct([("path", pa.string()), ("size", pa.int64()), ("dataChange", pa.bool_())])),
+    ]
+)
+
+COMMIT_INFO_JSON_SCHEMA = pa.schema(
+    [("commitInfo", pa.struct([("timestamp", pa.int64()), ("inCommitTimestamp", pa.int64())]))]
+)
+
+
+@dataclass
+class ActionSource:
+    """Rows parsed from some log files, in log order, with the version of every row."""
+
+    table: pa.Table
+    versions: np.ndarray  # int64, one per row
+
+    @property
+    def num_rows(self) -> int:
+        return self.table.num_rows
+
+
+@dataclass
+class ActionBatch:
+    """Actions of a run of log files in log order: parsed sources plus the non-file actions.
+
+    `seq` numbers in the non-file lists are row positions in the concatenation of `sources`.
+    """
+
+    sources: list[ActionSource] = field(default_factory=list)
+    protocols: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    metadatas: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    txns: pa.Table | None = None  # appId, version, lastUpdated, seq
+    domains: pa.Table | None = None  # domain, configuration, removed, seq
+    high_water_marks: list[tuple[int, int]] = field(default_factory=list)  # (seq, hwm), draft form
+    sidecars: pa.Table | None = None  # path, sizeInBytes, modificationTime
+
+    @property
+    def num_rows(self) -> int:
+        return sum(src.num_rows for src in self.sources)
+
+
+# ------------------------------------------------------------------------------- conversions
+def _combine(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(arr, pa.ChunkedArray):
+        return arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    return arr
+
+
+def struct_to_map(arr: pa.Array | pa.ChunkedArray, *, keep_null_values: bool) -> pa.Array:
+    """Convert a JSON-inferred struct of string values to `map<string,string>`, vectorised.
+
+    The JSON reader unifies object keys across rows, so a key missing from a row shows up as
+    null. `keep_null_values` keeps such entries (partition values, where null is meaningful and
+    every partition column is present); otherwise they are dropped (tags).
+    """
+    arr = _combine(arr)
+    n = len(arr)
+    if pa.types.is_map(arr.type):
+        return arr.cast(STRING_MAP)
+    if pa.types.is_null(arr.type):
+        return pa.nulls(n, STRING_MAP)
+    names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
+    k = len(names)
+    mask = arr.is_null()
+    if k == 0 or n == 0:
+        offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
+        return pa.MapArray.from_arrays(
+            offsets, pa.array([], pa.string()), pa.array([], pa.string()), mask=mask
+        ).cast(STRING_MAP)
+    children = [pc.cast(arr.field(i), pa.string()) for i in range(k)]
+    # interleave children row-major: item (row i, key j) = children[j][i]
+    stacked = pa.concat_arrays([_combine(c) for c in children])
+    order = (np.arange(k, dtype=np.int64)[None, :] * n + np.arange(n, dtype=np.int64)[:, None]).ravel()
+    items = stacked.take(pa.array(order))
+    keys = pa.array(np.tile(np.array(names, dtype=object), n), pa.string())
+    if keep_null_values:
+        counts = np.full(n, k, dtype=np.int64)
+    else:
+        valid = items.is_valid()
+        keys = keys.filter(valid)
+        items = items.filter(valid)
+        counts = np.asarray(valid.to_numpy(zero_copy_only=False), dtype=bool).reshape(n, k).sum(axis=1)
+    # rows that are null themselves contribute no entries
+    row_null = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
+    if row_null.any():
+        entry_keep = np.repeat(~row_null, counts)
+        keys = keys.filter(pa.array(entry_keep))
+        items = items.filter(pa.array(entry_keep))
+        counts = np.where(row_null, 0, counts)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return pa.MapArray.from_arrays(pa.array(offsets), keys, items, mask=mask).cast(STRING_MAP)
+
+
+def _field_or_null(struct: pa.Array, name: str, typ: pa.DataType) -> pa.Array:
+    """A child of a struct array cast to `typ`, or all-null if the struct lacks it."""
+    if struct.type.get_field_index(name) < 0:
+        return pa.nulls(len(struct), typ)
+    child = pc.struct_field(struct, name)
+    if name in MAP_FIELDS:
+        return struct_to_map(child, keep_null_values=(name == "partitionValues"))
+    if name == "deletionVector":
+        return _normalize_dv(child)
+    if child.type != typ:
+        child = child.cast(typ)
+    return child
+
+
+def _normalize_dv(dv: pa.Array) -> pa.Array:
+    if pa.types.is_null(dv.type):
+        return pa.nulls(len(dv), DELETION_VECTOR_TYPE)
+    children = [
+        _field_or_null(dv, f.name, f.type) for f in DELETION_VECTOR_TYPE
+    ]
+    return pa.StructArray.from_arrays(children, fields=list(DELETION_VECTOR_TYPE), mask=dv.is_null())
+
+
+def _struct_column(table: pa.Table, name: str) -> pa.Array | None:
+    """A top-level action column as one array, or None when absent or all-null by type."""
+    if name not in table.column_names or pa.types.is_null(table.schema.field(name).type):
+        return None
+    return _combine(table.column(name))
+
+
+def file_action_keys(source: ActionSource) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """Per row of a source: (path, deletion-vector unique id, is_add).
+
+    `path` is null on rows that are not file actions.
+    """
+    from delta_ops.deletion_vectors import dv_unique_ids
+
+    n = source.num_rows
+    paths, dv_ids, valid = [], [], []
+    for column in ("add", "remove"):
+        struct = _struct_column(source.table, column)
+        if struct is None:
+            paths.append(pa.nulls(n, pa.string()))
+            dv_ids.append(pa.nulls(n, pa.string()))
+            valid.append(pa.array(np.zeros(n, dtype=bool)))
+            continue
+        paths.append(_field_or_null(struct, "path", pa.string()))
+        if struct.type.get_field_index("deletionVector") >= 0:
+            dv = pc.struct_field(struct, "deletionVector")
+            dv_ids.append(pa.nulls(n, pa.string()) if pa.types.is_null(dv.type) else dv_unique_ids(dv))
+        else:
+            dv_ids.append(pa.nulls(n, pa.string()))
+        valid.append(struct.is_valid())
+    is_add = valid[0]
+    path = pc.if_else(is_add, paths[0], paths[1])
+    dv_id = pc.if_else(is_add, dv_ids[0], dv_ids[1])
+    return path, dv_id, is_add
+
+
+def materialize_file_actions(
+    source: ActionSource, column: str, mask: np.ndarray, fields: tuple[str, ...]
+) -> pa.Table:
+    """Flat rows (FILE_ACTION_SCHEMA columns named in `fields`, plus `version`) of the
+    `add` or `remove` actions selected by a boolean row mask."""
+    struct = _struct_column(source.table, column)
+    count = int(mask.sum())
+    columns: dict[str, pa.Array] = {}
+    selected = pc.filter(struct, pa.array(mask), memory_pool=LOG_MEMORY_POOL) if struct is not None and count else None
+    for name in fields:
+        typ = FILE_ACTION_SCHEMA.field(name).type
+        columns[name] = pa.nulls(count, typ) if selected is None else _field_or_null(selected, name, typ)
+    columns["version"] = pa.array(source.versions[mask], pa.int64())
+    return pa.table(columns)
+
+
+def _non_null_rows(table: pa.Table, column: str) -> tuple[np.ndarray, pa.Array | None]:
+    if column not in table.column_names:
+        return np.empty(0, dtype=np.int64), None
+    col = _combine(table.column(column))
+    if pa.types.is_null(col.type):
+        return np.empty(0, dtype=np.int64), None
+    idx = np.flatnonzero(np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
+    return idx, (col.take(pa.array(idx)) if len(idx) else None)
+
+
+def _clean_mapping(value: Any) -> dict[str, str]:
+    """A JSON-inferred struct (dict with None for absent keys) or a map (list of pairs) as a dict."""
+    if value is None:
+        return {}
+    if isinstance(value, list):
+        return {k: v for k, v in value if v is not None}
+    return {k: v for k, v in value.items() if v is not None}
+
+
+def _metadata_dicts(rows: pa.Array) -> list[dict[str, Any]]:
+    out = []
+    for m in rows.to_pylist():
+        fmt = m.get("format") or {}
+        out.append(
+            {
+                "id": m.get("id"),
+                "name": m.get("name"),
+                "description": m.get("description"),
+                "format": {
+                    "provider": fmt.get("provider") or "parquet",
+                    "options": _clean_mapping(fmt.get("options")),
+                },
+                "schemaString": m.get("schemaString"),
+                "partitionColumns": list(m.get("partitionColumns") or []),
+                "configuration": _clean_mapping(m.get("configuration")),
+                "createdTime": m.get("createdTime"),
+            }
+        )
+    return out
+
+
+def _protocol_dicts(rows: pa.Array) -> list[dict[str, Any]]:
+    out = []
+    for p in rows.to_pylist():
+        d = {"minReaderVersion": p.get("minReaderVersion"), "minWriterVersion": p.get("minWriterVersion")}
+        if p.get("readerFeatures") is not None:
+            d["readerFeatures"] = list(p["readerFeatures"])
+        if p.get("writerFeatures") is not None:
+            d["writerFeatures"] = list(p["writerFeatures"])
+        out.append(d)
+    return out
+
+
+def _small_table(rows: pa.Array | None, names: tuple[str, ...], types: tuple[pa.DataType, ...], seqs: np.ndarray) -> pa.Table | None:
+    if rows is None:
+        return None
+    cols = {n: _field_or_null(rows, n, t) for n, t in zip(names, types)}
+    cols["seq"] = pa.array(seqs, pa.int64())
+    return pa.table(cols)
+
+
+def normalize_actions(table: pa.Table, *, versions: np.ndarray, seq_start: int) -> ActionBatch:
+    """Wrap parsed log rows (JSON commits or checkpoint parquet) as an ActionBatch.
+
+    File actions stay in the parsed table (see :func:`file_action_keys`); the few non-file
+    actions are extracted here.
+
+    Args:
+        table: one row per action, with top-level columns named after the action types.
+        versions: the log version of each row (int64 array of the table's length).
+        seq_start: the position of the first row in the whole log segment.
+    """
+    n = table.num_rows
+    seqs = np.arange(seq_start, seq_start + n, dtype=np.int64)
+    versions = np.asarray(versions, dtype=np.int64)
+    # one source per record batch: the JSON reader returns many chunks, and combining them
+    # would copy every action once more
+    sources, offset = [], 0
+    for record_batch in table.to_batches():
+        length = record_batch.num_rows
+        sources.append(ActionSource(pa.Table.from_batches([record_batch]), versions[offset : offset + length]))
+        offset += length
+    batch = ActionBatch(sources=sources)
+    idx, rows = _non_null_rows(table, "protocol")
+    if rows is not None:
+        batch.protocols = list(zip(seqs[idx].tolist(), _protocol_dicts(rows)))
+    idx, rows = _non_null_rows(table, "metaData")
+    if rows is not None:
+        batch.metadatas = list(zip(seqs[idx].tolist(), _metadata_dicts(rows)))
+    idx, rows = _non_null_rows(table, "txn")
+    batch.txns = _small_table(rows, ("appId", "version", "lastUpdated"), (pa.string(), pa.int64(), pa.int64()), seqs[idx])
+    idx, rows = _non_null_rows(table, "domainMetadata")
+    batch.domains = _small_table(
+        rows, ("domain", "configuration", "removed"), (pa.string(), pa.string(), pa.bool_()), seqs[idx]
+    )
+    idx, rows = _non_null_rows(table, "rowIdHighWaterMark")
+    if rows is not None:
+        hwm = _field_or_null(rows, "highWaterMark", pa.int64()).to_pylist()
+        batch.high_water_marks = [(s, h) for s, h in zip(seqs[idx].tolist(), hwm) if h is not None]
+    idx, rows = _non_null_rows(table, "sidecar")
+    if rows is not None:
+        batch.sidecars = pa.table(
+            {
+                "path": _field_or_null(rows, "path", pa.string()),
+                "sizeInBytes": _field_or_null(rows, "sizeInBytes", pa.int64()),
+                "modificationTime": _field_or_null(rows, "modificationTime", pa.int64()),
+            }
+        )
+    return batch
+
+
+def concat_batches(batches: list[ActionBatch]) -> ActionBatch:
+    """Concatenate batches that were normalized with consecutive `seq` ranges."""
+    def cat(tables: list[pa.Table | None]) -> pa.Table | None:
+        present = [t for t in tables if t is not None and t.num_rows]
+        return pa.concat_tables(present) if present else None
+
+    return ActionBatch(
+        sources=[src for b in batches for src in b.sources],
+        protocols=[p for b in batches for p in b.protocols],
+        metadatas=[m for b in batches for m in b.metadatas],
+        txns=cat([b.txns for b in batches]),
+        domains=cat([b.domains for b in batches]),
+        high_water_marks=[h for b in batches for h in b.high_water_marks],
+        sidecars=cat([b.sidecars for b in batches]),
+    )
+
+
+def mapping_to_dict(value: Mapping[str, Any] | list | None) -> dict[str, str]:
+    """Public helper: a map cell (list of pairs) or dict as a plain dict without null values."""
+    return _clean_mapping(value)

@@ -1,0 +1,361 @@
+"""Reading log files into normalized Arrow action batches.
+
+Commits are read in bulk: the bytes of all commit files are concatenated and parsed by one
+call to pyarrow's (multi-threaded) JSON reader, and each row is attributed to its version by
+counting the action lines of every file. `commitInfo` lines are split off first, because their
+free-form maps make type inference unstable across writers; they are parsed separately for the
+commit timestamps. Should the bulk parse fail, each file is parsed on its own so that the
+error names the file and the line.
+
+Checkpoints (classic, multi-part, V2 with sidecars) are read with pyarrow's parquet reader,
+projecting only the fields that state reconstruction needs.
+
+Example::
+
+    commits = read_commits(storage, segment.commits, seq_start=0)
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.json as pj
+import pyarrow.parquet as pq
+
+from delta_ops.actions import (
+    LOG_MEMORY_POOL,
+    ADD_FIELDS,
+    COMMIT_INFO_JSON_SCHEMA,
+    COMMIT_JSON_SCHEMA,
+    REMOVE_FIELDS,
+    ActionBatch,
+    concat_batches,
+    normalize_actions,
+)
+from delta_ops.errors import CorruptLog
+from delta_ops.log_files import SIDECARS_DIR, LogFile, LogFileKind
+from delta_ops.storage import Storage
+
+logger = logging.getLogger(__name__)
+
+_PARSE = pj.ParseOptions(explicit_schema=COMMIT_JSON_SCHEMA, unexpected_field_behavior="infer")
+_PARSE_COMMIT_INFO = pj.ParseOptions(explicit_schema=COMMIT_INFO_JSON_SCHEMA, unexpected_field_behavior="ignore")
+_COMMIT_INFO_PREFIX = b'{"commitInfo":'
+
+
+@dataclass
+class CommitsRead:
+    """Actions of a run of commits plus per-commit timing facts."""
+
+    batch: ActionBatch
+    versions: np.ndarray  # commit versions, ascending
+    in_commit_timestamps: list[int | None]  # commitInfo.inCommitTimestamp per commit
+    commit_info_timestamps: list[int | None]  # commitInfo.timestamp per commit
+
+
+def _split_commit_info(content: bytes) -> tuple[list[memoryview | bytes], bytes | None]:
+    """Split a commit file's content into (pieces without the `commitInfo` line, that line)."""
+    idx = content.find(_COMMIT_INFO_PREFIX)
+    if idx < 0 or (idx > 0 and content[idx - 1] != 0x0A):
+        return [content], None
+    view = memoryview(content)
+    end = content.find(b"\n", idx)
+    if end < 0:
+        return [view[:idx]], content[idx:]
+    return [view[:idx], view[end + 1 :]], content[idx:end]
+
+
+def _blank_commit_info(buffer: bytearray, start: int, end: int) -> bytes | None:
+    """Overwrite the `commitInfo` line inside `buffer[start:end]` with spaces; return the line.
+
+    The JSON reader skips whitespace-only lines, so blanking in place avoids copying the
+    commit. commitInfo is taken out of the bulk parse because its free-form maps make type
+    inference unstable across writers.
+    """
+    idx = buffer.find(_COMMIT_INFO_PREFIX, start, end)
+    if idx < 0 or (idx > start and buffer[idx - 1] != 0x0A):
+        return None
+    line_end = buffer.find(b"\n", idx, end)
+    if line_end < 0:
+        line_end = end
+    line = bytes(buffer[idx:line_end])
+    buffer[idx:line_end] = b" " * (line_end - idx)
+    return line
+
+
+def _parse_json(data: bytes | bytearray, options: pj.ParseOptions) -> pa.Table:
+    return pj.read_json(
+        pa.BufferReader(pa.py_buffer(data)),
+        read_options=pj.ReadOptions(block_size=1 << 20),
+        parse_options=options,
+        memory_pool=LOG_MEMORY_POOL,
+    )
+
+
+def _locate_json_error(name: str, content: bytes) -> CorruptLog:
+    """Find the first bad line of a commit file for an error message that names it."""
+    for number, line in enumerate(content.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return CorruptLog(name, f"malformed JSON: {exc}", line=number)
+        if not isinstance(value, dict):
+            return CorruptLog(name, "an action line must be a JSON object", line=number)
+    return CorruptLog(name, "unreadable commit file")
+
+
+def _parse_commit_file(name: str, content: bytes) -> pa.Table:
+    try:
+        return _parse_json(content, _PARSE)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        located = _locate_json_error(name, content)
+        if located.line is None:
+            located = CorruptLog(name, f"invalid action: {exc}")
+        raise located from exc
+
+
+# Commits are parsed in chunks of about this many bytes: big enough for the JSON reader to
+# use every core, small enough that the raw bytes and the parser's scratch memory stay a
+# fraction of the parsed result.
+CHUNK_BYTES = 16 << 20
+
+
+def _chunks(commits: Sequence[LogFile], limit: int = CHUNK_BYTES) -> list[Sequence[LogFile]]:
+    chunks, start, size = [], 0, 0
+    for i, commit in enumerate(commits):
+        size += commit.size
+        if size >= limit:
+            chunks.append(commits[start : i + 1])
+            start, size = i + 1, 0
+    if start < len(commits):
+        chunks.append(commits[start:])
+    return chunks
+
+
+def read_commits(storage: Storage, commits: Sequence[LogFile], seq_start: int) -> CommitsRead:
+    """Read commit files (ascending versions) into one batch numbered from `seq_start`.
+
+    Commits are read into one buffer per chunk and parsed by one multi-threaded pyarrow call
+    per chunk. A marker line `{"_v": N}` precedes the actions of commit N, so every parsed row
+    is attributed to its version without counting lines.
+    """
+    versions = np.array([c.version for c in commits], dtype=np.int64)
+    batches: list[ActionBatch] = []
+    info_lines: list[bytes | None] = []
+    seq = seq_start
+    for chunk in _chunks(commits):
+        batch, infos = _read_commit_chunk(storage, chunk, seq)
+        batches.append(batch)
+        info_lines.extend(infos)
+        seq += batch.num_rows
+    ict, ts = _commit_timestamps(info_lines)
+    batch = concat_batches(batches) if batches else normalize_actions(
+        pa.table({"_v": pa.array([], pa.int64())}), versions=np.empty(0, dtype=np.int64), seq_start=seq_start
+    )
+    return CommitsRead(batch=batch, versions=versions, in_commit_timestamps=ict, commit_info_timestamps=ts)
+
+
+def _read_commit_chunk(storage: Storage, commits: Sequence[LogFile], seq_start: int) -> tuple[ActionBatch, list[bytes | None]]:
+    buffer, regions = _commit_buffer(storage, commits)
+    info_lines = [_blank_commit_info(buffer, start, end) for start, end in regions]
+    try:
+        table = _parse_json(buffer, _PARSE)
+        return normalize_actions(table, versions=_versions_from_markers(table), seq_start=seq_start), info_lines
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass  # the per-file path below names the culprit (or copes with cross-file type clashes)
+    del buffer
+    contents = storage.read_many([storage.log_file(c.name) for c in commits])
+    return _read_commits_one_by_one(commits, contents, seq_start), info_lines
+
+
+def _commit_buffer(storage: Storage, commits: Sequence[LogFile]) -> tuple[bytearray, list[tuple[int, int]]]:
+    """All commits in one buffer, each preceded by its marker line and ended by a newline.
+
+    Returns the buffer and the (start, end) byte region of each commit's content.
+    """
+    markers = [b'{"_v":%d}\n' % c.version for c in commits]
+    if storage.is_local:
+        capacity = sum(c.size + 1 for c in commits) + sum(len(m) for m in markers)
+        buffer = bytearray(capacity)
+        view = memoryview(buffer)
+        regions = []
+        pos = 0
+        for commit, marker in zip(commits, markers):
+            view[pos : pos + len(marker)] = marker
+            pos += len(marker)
+            start = pos
+            pos += storage.read_into(storage.log_file(commit.name), view[pos : pos + commit.size + 1], commit.size)
+            if pos > start and buffer[pos - 1] != 0x0A:
+                buffer[pos] = 0x0A
+                pos += 1
+            regions.append((start, pos))
+        view.release()
+        del buffer[pos:]
+        return buffer, regions
+    contents = storage.read_many([storage.log_file(c.name) for c in commits])
+    buffer = bytearray()
+    regions = []
+    for marker, content in zip(markers, contents):
+        buffer += marker
+        start = len(buffer)
+        buffer += content
+        if content and not content.endswith(b"\n"):
+            buffer += b"\n"
+        regions.append((start, len(buffer)))
+    return buffer, regions
+
+
+def _versions_from_markers(table: pa.Table) -> np.ndarray:
+    """Forward-fill the `_v` marker column into a version per row."""
+    markers = table.column("_v").combine_chunks()
+    positions = np.flatnonzero(np.asarray(markers.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
+    values = markers.take(pa.array(positions)).to_numpy()
+    lengths = np.diff(np.append(positions, table.num_rows))
+    return np.repeat(values, lengths).astype(np.int64)
+
+
+def _read_commits_one_by_one(commits: Sequence[LogFile], contents: list[bytes], seq_start: int) -> ActionBatch:
+    batches = []
+    seq = seq_start
+    for commit, content in zip(commits, contents):
+        body = b"".join(_split_commit_info(content)[0])
+        if body and not body.endswith(b"\n"):
+            body += b"\n"
+        table = _parse_commit_file(commit.name, body) if body.strip() else pa.table({})
+        batch = normalize_actions(table, versions=np.full(table.num_rows, commit.version, dtype=np.int64), seq_start=seq)
+        seq += table.num_rows
+        batches.append(batch)
+    return concat_batches(batches)
+
+
+def _commit_timestamps(info_lines: list[bytes | None]) -> tuple[list[int | None], list[int | None]]:
+    present = [line for line in info_lines if line is not None]
+    ict: list[int | None] = [None] * len(info_lines)
+    ts: list[int | None] = [None] * len(info_lines)
+    if not present:
+        return ict, ts
+    try:
+        table = _parse_json(b"\n".join(present) + b"\n", _PARSE_COMMIT_INFO)
+        infos = table.column("commitInfo").to_pylist()
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        infos = []
+        for line in present:
+            try:
+                obj = json.loads(line).get("commitInfo") or {}
+            except json.JSONDecodeError:
+                obj = {}
+            infos.append({k: obj.get(k) if isinstance(obj.get(k), int) else None for k in ("timestamp", "inCommitTimestamp")})
+    it = iter(infos)
+    for i, line in enumerate(info_lines):
+        if line is not None:
+            info = next(it) or {}
+            ict[i] = info.get("inCommitTimestamp")
+            ts[i] = info.get("timestamp")
+    return ict, ts
+
+
+# ------------------------------------------------------------------------------- checkpoints
+_CHECKPOINT_COLUMNS = {
+    "add": ADD_FIELDS,
+    "remove": REMOVE_FIELDS,
+    "metaData": None,
+    "protocol": None,
+    "txn": None,
+    "domainMetadata": None,
+    "sidecar": None,
+    "checkpointMetadata": None,
+}
+
+
+def _read_parquet_actions(name: str, data: bytes) -> pa.Table:
+    """Read the action columns of a checkpoint or sidecar parquet file.
+
+    `add` and `remove` are projected to the fields replay needs, which skips decoding
+    `stats_parsed` / `partitionValues_parsed`.
+    """
+    try:
+        pf = pq.ParquetFile(io.BytesIO(data))
+        schema = pf.schema_arrow
+        columns: dict[str, pa.Array] = {}
+        for column, wanted in _CHECKPOINT_COLUMNS.items():
+            if schema.get_field_index(column) < 0:
+                continue
+            typ = schema.field(column).type
+            if wanted is None or not pa.types.is_struct(typ):
+                columns[column] = pf.read(columns=[column]).column(0)
+                continue
+            present = [f for f in wanted if typ.get_field_index(f) >= 0]
+            flat = pq.read_table(io.BytesIO(data), columns=[f"{column}.{f}" for f in present])
+            arrays = [flat.column(i).combine_chunks() for i in range(flat.num_columns)]
+            # the action is absent exactly where its required `path` is null
+            mask = arrays[present.index("path")].is_null() if "path" in present else None
+            columns[column] = pa.StructArray.from_arrays(arrays, names=present, mask=mask)
+        return pa.table(columns) if columns else pa.table({"add": pa.nulls(pf.metadata.num_rows)})
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise CorruptLog(name, f"unreadable checkpoint parquet: {exc}") from exc
+
+
+def _read_json_actions(name: str, data: bytes) -> pa.Table:
+    if data and not data.endswith(b"\n"):
+        data += b"\n"
+    return _parse_commit_file(name, data)
+
+
+@dataclass
+class CheckpointRead:
+    batch: ActionBatch
+    files_read: list[str]
+
+
+def read_checkpoint(storage: Storage, files: Sequence[LogFile], version: int, seq_start: int) -> CheckpointRead:
+    """Read a complete checkpoint (all parts, or a V2 top-level file and its sidecars).
+
+    Raises CorruptLog naming the file when any part cannot be read.
+    """
+    names = [f.name for f in files]
+    datas = storage.read_many([storage.log_file(n) for n in names])
+    tables = []
+    for f, data in zip(files, datas):
+        if not data:
+            raise CorruptLog(f.name, "empty checkpoint file")
+        if f.format == "json":
+            tables.append(_read_json_actions(f.name, data))
+        else:
+            tables.append(_read_parquet_actions(f.name, data))
+    batches = []
+    seq = seq_start
+    for t in tables:
+        batches.append(normalize_actions(t, versions=np.full(t.num_rows, version, dtype=np.int64), seq_start=seq))
+        seq += t.num_rows
+    batch = concat_batches(batches)
+    read = list(names)
+    if batch.sidecars is not None and batch.sidecars.num_rows:
+        sidecar_names = [posixpath.basename(p) if "/" in p else p for p in batch.sidecars.column("path").to_pylist()]
+        paths = [storage.log_file(f"{SIDECARS_DIR}/{s}") for s in sidecar_names]
+        try:
+            sidecar_datas = storage.read_many(paths)
+        except FileNotFoundError as exc:
+            raise CorruptLog(names[0], f"a sidecar file it references is missing: {exc}") from exc
+        side_batches = []
+        for sname, data in zip(sidecar_names, sidecar_datas):
+            t = _read_parquet_actions(f"{SIDECARS_DIR}/{sname}", data)
+            side_batches.append(normalize_actions(t, versions=np.full(t.num_rows, version, dtype=np.int64), seq_start=seq))
+            seq += t.num_rows
+            read.append(f"{SIDECARS_DIR}/{sname}")
+        batch = concat_batches([batch, *side_batches])
+    if not batch.protocols or not batch.metadatas:
+        raise CorruptLog(names[0], "checkpoint lacks a protocol or metaData action")
+    return CheckpointRead(batch=batch, files_read=read)
+
+
+def is_v2_layout(kind: LogFileKind) -> bool:
+    return kind is LogFileKind.V2_CHECKPOINT

@@ -1,0 +1,214 @@
+"""Action reconciliation: the table state a sequence of actions produces, vectorised.
+
+Rules (protocol "Action Reconciliation", as Delta Spark's `InMemoryLogReplay` applies them):
+
+* file actions are keyed by `(path, deletion vector unique id)`; the action with the highest
+  `seq` (latest in the log) wins; a winning `add` is a live file, a winning `remove` a tombstone;
+* protocol and metaData: the latest wins;
+* txn: the latest per `appId`;
+* domainMetadata: the latest per domain; `removed=true` makes it a tombstone (kept separately);
+* the row-id high-water mark comes from the `delta.rowTracking` domain, or from the draft
+  protocol's `rowIdHighWaterMark` action if that is the newer one.
+
+Key columns are computed with pyarrow compute and dictionary-encoded to integers; the winner of
+each key is its last occurrence (rows are in log order), found with one integer sort. The
+winning rows are then copied out of the parsed sources once.
+
+Example::
+
+    state = reconcile(batch)
+    state.files.num_rows, state.tombstones.num_rows
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import numpy as np
+
+from delta_ops.actions import FILE_ACTION_SCHEMA, ActionBatch, ActionSource, file_action_keys, materialize_file_actions
+
+ROW_TRACKING_DOMAIN = "delta.rowTracking"
+
+ADD_COLUMNS = (
+    "path",
+    "partitionValues",
+    "size",
+    "modificationTime",
+    "dataChange",
+    "stats",
+    "tags",
+    "deletionVector",
+    "baseRowId",
+    "defaultRowCommitVersion",
+    "clusteringProvider",
+)
+TOMBSTONE_COLUMNS = (
+    "path",
+    "deletionTimestamp",
+    "dataChange",
+    "extendedFileMetadata",
+    "partitionValues",
+    "size",
+    "stats",
+    "tags",
+    "deletionVector",
+    "baseRowId",
+    "defaultRowCommitVersion",
+)
+
+
+@dataclass(frozen=True)
+class DomainMetadata:
+    domain: str
+    configuration: str
+    removed: bool = False
+
+
+@dataclass(frozen=True)
+class Txn:
+    app_id: str
+    version: int
+    last_updated: int | None
+
+
+@dataclass
+class ReconciledState:
+    files: pa.Table
+    tombstones: pa.Table
+    protocol: dict[str, Any] | None
+    metadata: dict[str, Any] | None
+    txns: dict[str, Txn]
+    domains: dict[str, DomainMetadata]
+    removed_domains: dict[str, DomainMetadata]
+    row_id_high_water_mark: int | None
+
+
+def latest_per_key(table: pa.Table, keys: list[str]) -> pa.Table:
+    """Rows of a small table whose `seq` is the highest among rows sharing the same key values."""
+    if table.num_rows == 0:
+        return table
+    winners = table.group_by(keys, use_threads=False).aggregate([("seq", "max")]).column("seq_max")
+    return table.filter(pc.is_in(table.column("seq"), value_set=winners))
+
+
+def _codes(values: pa.Array) -> np.ndarray:
+    """Dense integer codes of a string array, -1 for null."""
+    encoded = pc.dictionary_encode(values, null_encoding="mask")
+    return np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def last_occurrence_mask(paths: pa.Array, dv_ids: pa.Array) -> np.ndarray:
+    """Boolean mask of the rows that are the last occurrence of their (path, dvId) key.
+
+    Rows with a null path (non-file actions) are never selected.
+    """
+    n = len(paths)
+    mask = np.zeros(n, dtype=bool)
+    if n == 0:
+        return mask
+    path_codes = _codes(paths)
+    dv_codes = _codes(dv_ids) + 1  # 0 = no deletion vector
+    keys = path_codes * (int(dv_codes.max()) + 1) + dv_codes
+    file_rows = np.flatnonzero(path_codes >= 0)
+    reversed_keys = keys[file_rows][::-1]
+    _, first_in_reversed = np.unique(reversed_keys, return_index=True)
+    mask[file_rows[len(file_rows) - 1 - first_in_reversed]] = True
+    return mask
+
+
+def reconcile_files(sources: list[ActionSource]) -> tuple[pa.Table, pa.Table]:
+    """The winning file actions of all sources (in log order) as (live adds, tombstones)."""
+    keys = [file_action_keys(src) for src in sources]
+    paths = pa.concat_arrays([_as_array(k[0]) for k in keys]) if keys else pa.array([], pa.string())
+    dv_ids = pa.concat_arrays([_as_array(k[1]) for k in keys]) if keys else pa.array([], pa.string())
+    winners = last_occurrence_mask(paths, dv_ids)
+    adds, tombstones = [], []
+    offset = 0
+    for src, (_, _, is_add) in zip(sources, keys):
+        window = winners[offset : offset + src.num_rows]
+        offset += src.num_rows
+        if not window.any():
+            continue
+        add_rows = np.asarray(_as_array(is_add).to_numpy(zero_copy_only=False), dtype=bool)
+        adds.append(materialize_file_actions(src, "add", window & add_rows, ADD_COLUMNS))
+        tombstones.append(materialize_file_actions(src, "remove", window & ~add_rows, TOMBSTONE_COLUMNS))
+    return _concat_or_empty(adds, ADD_COLUMNS), _concat_or_empty(tombstones, TOMBSTONE_COLUMNS)
+
+
+def _as_array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks()
+    return values
+
+
+def _concat_or_empty(tables: list[pa.Table], columns: tuple[str, ...]) -> pa.Table:
+    if tables:
+        return pa.concat_tables(tables)
+    fields = [FILE_ACTION_SCHEMA.field(c) for c in columns if c != "version"]
+    return pa.schema([*fields, pa.field("version", pa.int64())]).empty_table()
+
+
+def _latest_txns(txns: pa.Table | None) -> dict[str, Txn]:
+    if txns is None or txns.num_rows == 0:
+        return {}
+    latest = latest_per_key(txns, ["appId"])
+    return {
+        r["appId"]: Txn(r["appId"], r["version"], r["lastUpdated"])
+        for r in latest.to_pylist()
+        if r["appId"] is not None
+    }
+
+
+def _latest_domains(domains: pa.Table | None) -> tuple[dict[str, DomainMetadata], dict[str, DomainMetadata], int]:
+    """(live domains, removed domains, seq of the row-tracking domain or -1)."""
+    if domains is None or domains.num_rows == 0:
+        return {}, {}, -1
+    live: dict[str, DomainMetadata] = {}
+    removed: dict[str, DomainMetadata] = {}
+    hwm_seq = -1
+    for r in latest_per_key(domains, ["domain"]).to_pylist():
+        d = DomainMetadata(r["domain"], r["configuration"] or "", bool(r["removed"]))
+        (removed if d.removed else live)[d.domain] = d
+        if d.domain == ROW_TRACKING_DOMAIN and not d.removed:
+            hwm_seq = r["seq"]
+    return live, removed, hwm_seq
+
+
+def high_water_mark_from_domain(domain: DomainMetadata | None) -> int | None:
+    """The `rowIdHighWaterMark` of a `delta.rowTracking` domain configuration."""
+    if domain is None:
+        return None
+    try:
+        value = json.loads(domain.configuration).get("rowIdHighWaterMark")
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    return int(value) if isinstance(value, int) else None
+
+
+def reconcile(batch: ActionBatch) -> ReconciledState:
+    """The table state of a complete log segment's actions."""
+    adds, tombstones = reconcile_files(batch.sources)
+    protocol = max(batch.protocols, key=lambda p: p[0])[1] if batch.protocols else None
+    metadata = max(batch.metadatas, key=lambda m: m[0])[1] if batch.metadatas else None
+    domains, removed_domains, domain_seq = _latest_domains(batch.domains)
+    hwm = high_water_mark_from_domain(domains.get(ROW_TRACKING_DOMAIN))
+    if batch.high_water_marks:
+        draft_seq, draft_hwm = max(batch.high_water_marks)
+        if draft_seq > domain_seq:
+            hwm = draft_hwm
+    return ReconciledState(
+        files=adds,
+        tombstones=tombstones,
+        protocol=protocol,
+        metadata=metadata,
+        txns=_latest_txns(batch.txns),
+        domains=domains,
+        removed_domains=removed_domains,
+        row_id_high_water_mark=hwm,
+    )

@@ -1,0 +1,269 @@
+"""A table's state at one version: the object every maintenance operation starts from.
+
+Loading a snapshot lists `_delta_log` once, picks the log segment (checkpoint + commits), reads
+it columnar and reconciles it. A checkpoint that cannot be read is reported with a warning and
+the next older one (or plain JSON replay) is used instead, so one damaged file does not make a
+table unreadable when its history can still rebuild the state.
+
+Example::
+
+    snap = load_snapshot("/data/events")
+    snap.version, snap.num_files, snap.protocol.min_writer_version
+    snap.files.column("path")          # live files, a pyarrow Table
+    load_snapshot("/data/events", version=3).tombstones
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from delta_ops.actions import concat_batches
+from delta_ops.errors import CorruptLog, DeltaOpsError
+from delta_ops.log_reader import read_checkpoint, read_commits
+from delta_ops.log_segment import LogSegment, build_log_segment, list_log_files
+from delta_ops.replay import DomainMetadata, ReconciledState, Txn, reconcile
+from delta_ops.storage import Storage
+from delta_ops.table_features import Protocol
+from delta_ops.table_properties import TableProperties
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """The table's metaData action."""
+
+    id: str
+    name: str | None
+    description: str | None
+    format_provider: str
+    format_options: Mapping[str, str]
+    schema_string: str | None
+    partition_columns: tuple[str, ...]
+    configuration: Mapping[str, str]
+    created_time: int | None
+
+    @classmethod
+    def from_action(cls, d: Mapping[str, Any]) -> Metadata:
+        fmt = d.get("format") or {}
+        return cls(
+            id=d.get("id") or "",
+            name=d.get("name"),
+            description=d.get("description"),
+            format_provider=fmt.get("provider") or "parquet",
+            format_options=dict(fmt.get("options") or {}),
+            schema_string=d.get("schemaString"),
+            partition_columns=tuple(d.get("partitionColumns") or ()),
+            configuration=dict(d.get("configuration") or {}),
+            created_time=d.get("createdTime"),
+        )
+
+    def to_action(self) -> dict[str, Any]:
+        """The camelCase `metaData` action as written to the log."""
+        out: dict[str, Any] = {"id": self.id}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.description is not None:
+            out["description"] = self.description
+        out["format"] = {"provider": self.format_provider, "options": dict(self.format_options)}
+        out["schemaString"] = self.schema_string
+        out["partitionColumns"] = list(self.partition_columns)
+        out["configuration"] = dict(self.configuration)
+        if self.created_time is not None:
+            out["createdTime"] = self.created_time
+        return out
+
+
+class Snapshot:
+    """The reconciled state of a table at `version`.
+
+    Attributes:
+        storage: where the table lives.
+        version: the snapshot's version.
+        segment: the checkpoint and commits it was built from.
+        protocol: the effective Protocol.
+        metadata: the effective Metadata.
+        files: live `add` actions (pyarrow Table; `stats` kept as JSON text).
+        tombstones: every `remove` still in the state, unexpired or not.
+        txns: latest set-transaction per appId.
+        domains: live domain metadata; `removed_domains` the tombstoned ones.
+        row_id_high_water_mark: the highest assigned row id, or None.
+    """
+
+    def __init__(self, storage: Storage, segment: LogSegment, state: ReconciledState, commit_times: pa.Table):
+        if state.protocol is None:
+            raise CorruptLog(_first_file(segment), "no protocol action in the log segment")
+        if state.metadata is None:
+            raise CorruptLog(_first_file(segment), "no metaData action in the log segment")
+        self.storage = storage
+        self.segment = segment
+        self.version = segment.version
+        self.protocol = Protocol.from_action(state.protocol)
+        self.metadata = Metadata.from_action(state.metadata)
+        self.files: pa.Table = state.files
+        self.tombstones: pa.Table = state.tombstones
+        self.txns: dict[str, Txn] = state.txns
+        self.domains: dict[str, DomainMetadata] = state.domains
+        self.removed_domains: dict[str, DomainMetadata] = state.removed_domains
+        self.row_id_high_water_mark: int | None = state.row_id_high_water_mark
+        self.commit_times = commit_times
+
+    # ----------------------------------------------------------------------- derived facts
+    @cached_property
+    def properties(self) -> TableProperties:
+        """Typed table properties; raises InvalidTableProperty naming a bad value."""
+        return TableProperties.from_configuration(self.metadata.configuration)
+
+    @cached_property
+    def schema(self):  # -> delta_ops.schema.StructType
+        """The Delta schema; a missing schemaString reads as an empty schema, as in Spark."""
+        from delta_ops.schema import StructType, parse_schema
+
+        if not self.metadata.schema_string:
+            return StructType([])
+        try:
+            return parse_schema(self.metadata.schema_string)
+        except DeltaOpsError as exc:
+            raise CorruptLog(_first_file(self.segment), f"invalid schemaString: {exc}") from exc
+
+    @cached_property
+    def arrow_schema(self) -> pa.Schema:
+        from delta_ops.schema import to_arrow_schema
+
+        return to_arrow_schema(self.schema)
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]:
+        return self.metadata.partition_columns
+
+    @property
+    def num_files(self) -> int:
+        return self.files.num_rows
+
+    @property
+    def size_bytes(self) -> int:
+        return int(pc.sum(self.files.column("size")).as_py() or 0)
+
+    @property
+    def table_root(self) -> str:
+        return self.storage.root
+
+    @cached_property
+    def num_records(self) -> int | None:
+        """Physical rows over all live files, or None when any file lacks `numRecords`."""
+        counts = file_num_records(self.files)
+        if counts.null_count:
+            return None
+        return int(pc.sum(counts).as_py() or 0)
+
+    @property
+    def num_deleted_records(self) -> int:
+        """Rows hidden by deletion vectors (sum of DV cardinalities)."""
+        card = pc.struct_field(self.files.column("deletionVector"), "cardinality")
+        return int(pc.sum(card).as_py() or 0)
+
+    def commit_timestamp(self, version: int) -> int:
+        """Timestamp of a commit in ms: in-commit timestamp when present, else the file mtime."""
+        versions = self.commit_times.column("version").to_numpy()
+        hits = np.flatnonzero(versions == version)
+        if not len(hits):
+            raise KeyError(version)
+        row = int(hits[0])
+        ict = self.commit_times.column("in_commit_timestamp")[row].as_py()
+        return ict if ict is not None else self.commit_times.column("modification_time")[row].as_py()
+
+    def __repr__(self) -> str:
+        return f"Snapshot({self.storage.url!r}, version={self.version}, files={self.num_files})"
+
+
+def file_num_records(files: pa.Table) -> pa.Array:
+    """`numRecords` from each file's stats JSON (null where stats or the field is missing)."""
+    stats = files.column("stats")
+    if files.num_rows == 0:
+        return pa.array([], pa.int64())
+    extracted = pc.extract_regex(stats, r'"numRecords"\s*:\s*(?P<n>-?\d+)')
+    return pc.cast(pc.struct_field(extracted, "n"), pa.int64())
+
+
+def _first_file(segment: LogSegment) -> str:
+    if segment.checkpoint is not None:
+        return segment.checkpoint.name
+    return segment.commits[0].name if segment.commits else "_delta_log"
+
+
+def load_snapshot(
+    table: str | os.PathLike[str] | Storage,
+    version: int | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Snapshot:
+    """Load the snapshot of a table at `version` (the latest when None).
+
+    Args:
+        table: a URL or path, or an open Storage.
+        version: the version to load; None for the latest.
+        storage_options: fsspec options (credentials, endpoints) when `table` is a URL.
+
+    Raises:
+        NotADeltaTable, VersionNotFound, VersionGap, CorruptLog, UnsupportedFeature.
+    """
+    storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
+    listing = list_log_files(storage)
+    excluded: list[str] = []
+    segment = build_log_segment(storage, version, listing=listing)
+    while True:
+        try:
+            snapshot = _load_segment(storage, segment)
+            break
+        except CorruptLog as exc:
+            if segment.checkpoint is None or not _is_checkpoint_failure(exc, segment):
+                raise
+            logger.warning("%s; reading version %s without this checkpoint", exc, segment.version)
+            excluded.append(segment.checkpoint.name)
+            try:
+                segment = build_log_segment(
+                    storage, segment.version, listing=listing, exclude_checkpoints=excluded,
+                    last_checkpoint=segment.last_checkpoint,
+                )
+            except DeltaOpsError as fallback_exc:
+                raise exc from fallback_exc
+    snapshot.protocol.check_readable()
+    return snapshot
+
+
+def _checkpoint_file_names(segment: LogSegment) -> set[str]:
+    """Names a CorruptLog raised while reading the segment's checkpoint may carry."""
+    return {f.name for f in segment.checkpoint.files} if segment.checkpoint else set()
+
+
+def _is_checkpoint_failure(exc: CorruptLog, segment: LogSegment) -> bool:
+    return exc.file in _checkpoint_file_names(segment) or exc.file.startswith("_sidecars/")
+
+
+def _load_segment(storage: Storage, segment: LogSegment) -> Snapshot:
+    batches = []
+    seq = 0
+    if segment.checkpoint is not None:
+        cp = read_checkpoint(storage, segment.checkpoint.files, segment.checkpoint.version, seq_start=0)
+        batches.append(cp.batch)
+        seq = cp.batch.num_rows
+    commits = read_commits(storage, segment.commits, seq_start=seq)
+    batches.append(commits.batch)
+    state = reconcile(concat_batches(batches))
+    commit_times = pa.table(
+        {
+            "version": pa.array(commits.versions, pa.int64()),
+            "modification_time": pa.array([c.modification_time for c in segment.commits], pa.int64()),
+            "in_commit_timestamp": pa.array(commits.in_commit_timestamps, pa.int64()),
+        }
+    )
+    return Snapshot(storage, segment, state, commit_times)

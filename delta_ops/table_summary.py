@@ -1,0 +1,113 @@
+"""A compact, JSON-ready description of a snapshot: what `delta-ops inspect` prints.
+
+Example::
+
+    summary = summarize(load_snapshot(path), include_files=True)
+    print(json.dumps(summary.to_dict()))
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from delta_ops.snapshot import Snapshot
+
+
+@dataclass(frozen=True)
+class TableSummary:
+    """The facts `inspect` reports, as plain data."""
+
+    table: str
+    version: int
+    protocol: dict[str, Any]
+    metadata: dict[str, Any]
+    num_files: int
+    size_bytes: int
+    num_records: int | None
+    num_deleted_records: int
+    num_tombstones: int
+    last_checkpoint_version: int | None
+    commits_since_checkpoint: int
+    row_tracking: str
+    row_id_high_water_mark: int | None
+    num_txns: int
+    domains: list[str]
+    files: list[str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.files is None:
+            out.pop("files")
+        return out
+
+
+def row_tracking_state(snapshot: Snapshot) -> str:
+    """'enabled' (property true), 'supported' (feature in the protocol) or 'off'."""
+    if not snapshot.protocol.supports("rowTracking"):
+        return "off"
+    return "enabled" if snapshot.properties.enable_row_tracking else "supported"
+
+
+def summarize(snapshot: Snapshot, *, include_files: bool = False) -> TableSummary:
+    """Describe a snapshot; `include_files` adds the live file paths as written in the log."""
+    protocol = snapshot.protocol
+    checkpoint_version = snapshot.segment.checkpoint_version
+    commits_since = snapshot.version - checkpoint_version if checkpoint_version is not None else snapshot.version + 1
+    return TableSummary(
+        table=snapshot.storage.url,
+        version=snapshot.version,
+        protocol={
+            "minReaderVersion": protocol.min_reader_version,
+            "minWriterVersion": protocol.min_writer_version,
+            "readerFeatures": sorted(protocol.reader_features) if protocol.reader_features is not None else None,
+            "writerFeatures": sorted(protocol.writer_features) if protocol.writer_features is not None else None,
+        },
+        metadata={
+            "id": snapshot.metadata.id,
+            "name": snapshot.metadata.name,
+            "partitionColumns": list(snapshot.metadata.partition_columns),
+            "configuration": dict(snapshot.metadata.configuration),
+        },
+        num_files=snapshot.num_files,
+        size_bytes=snapshot.size_bytes,
+        num_records=snapshot.num_records,
+        num_deleted_records=snapshot.num_deleted_records,
+        num_tombstones=snapshot.tombstones.num_rows,
+        last_checkpoint_version=checkpoint_version,
+        commits_since_checkpoint=commits_since,
+        row_tracking=row_tracking_state(snapshot),
+        row_id_high_water_mark=snapshot.row_id_high_water_mark,
+        num_txns=len(snapshot.txns),
+        domains=sorted(snapshot.domains),
+        files=sorted(snapshot.files.column("path").to_pylist()) if include_files else None,
+    )
+
+
+def format_summary(summary: TableSummary) -> str:
+    """Human-readable multi-line rendering of a summary."""
+    p = summary.protocol
+    features = ""
+    if p["readerFeatures"] is not None or p["writerFeatures"] is not None:
+        features = f" (reader features: {', '.join(p['readerFeatures'] or []) or '-'}; writer features: {', '.join(p['writerFeatures'] or []) or '-'})"
+    records = "unknown (a file lacks stats)" if summary.num_records is None else f"{summary.num_records:,}"
+    lines = [
+        f"table:            {summary.table}",
+        f"version:          {summary.version}",
+        f"protocol:         reader v{p['minReaderVersion']}, writer v{p['minWriterVersion']}{features}",
+        f"table id:         {summary.metadata['id']}",
+        f"partitioned by:   {', '.join(summary.metadata['partitionColumns']) or '-'}",
+        f"live files:       {summary.num_files:,} ({summary.size_bytes:,} bytes)",
+        f"records:          {records}, {summary.num_deleted_records:,} deleted by deletion vectors",
+        f"tombstones:       {summary.num_tombstones:,}",
+        f"last checkpoint:  {summary.last_checkpoint_version if summary.last_checkpoint_version is not None else 'none'}"
+        f" ({summary.commits_since_checkpoint} commits since)",
+        f"row tracking:     {summary.row_tracking}"
+        + (f" (high-water mark {summary.row_id_high_water_mark})" if summary.row_id_high_water_mark is not None else ""),
+    ]
+    for key, value in sorted(summary.metadata["configuration"].items()):
+        lines.append(f"property:         {key} = {value}")
+    if summary.files is not None:
+        lines.append("files:")
+        lines.extend(f"  {f}" for f in summary.files)
+    return "\n".join(lines)

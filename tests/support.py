@@ -1,0 +1,97 @@
+"""Shared test support: where the real fixture tables are, and the independent peer readers.
+
+Peers are `deltalake` (delta-rs) and DuckDB's `delta` extension (delta-kernel-rs), loaded
+from the pip package `duckdb-extension-delta` by file path, so no download is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from functools import lru_cache
+from pathlib import Path
+
+import pyarrow as pa
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("DELTA_OPS_SHARED", REPO.parent / "shared"))
+TABLES = SHARED / "fixtures" / "tables"
+
+
+@lru_cache(maxsize=1)
+def peer_facts() -> dict[str, dict]:
+    """PEER_FACTS.jsonl by table name ("delta-rs/simple_table", ...)."""
+    lines = (TABLES / "PEER_FACTS.jsonl").read_text().splitlines()
+    return {fact["table"]: fact for fact in map(json.loads, filter(None, lines))}
+
+
+def fixture_names() -> list[str]:
+    return sorted(peer_facts())
+
+
+def readable_fixture_names() -> list[str]:
+    """Fixtures that delta-rs reads (the ones maintenance ops are checked against)."""
+    return [name for name, fact in sorted(peer_facts().items()) if "rs_error" not in fact]
+
+
+def copy_fixture(name: str, dest: Path) -> Path:
+    """Copy a fixture table to `dest/<last part of name>` and make it writable."""
+    target = dest / name.replace("/", "__")
+    shutil.copytree(TABLES / name, target)
+    for root, dirs, files in os.walk(target):
+        for entry in dirs + files:
+            os.chmod(os.path.join(root, entry), 0o755 if entry in dirs else 0o644)
+    os.chmod(target, 0o755)
+    return target
+
+
+# ----------------------------------------------------------------------------------- peers
+def deltalake_files(path: Path | str) -> tuple[int, list[str]]:
+    """(version, sorted live file paths relative to the table) as delta-rs sees them."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(path))
+    return table.version(), sorted(table.files())
+
+
+def deltalake_rows(path: Path | str) -> list[dict]:
+    """Every row delta-rs returns (deletion vectors applied), sorted for comparison."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(path))
+    # to_pyarrow_table() refuses tables with deletion vectors; scan() applies them
+    rows = pa.RecordBatchReader.from_stream(table.scan()).read_all().to_pylist()
+    return sorted(rows, key=_row_key)
+
+
+def duckdb_connection():
+    import duckdb
+    import duckdb_extension_delta
+
+    ext = Path(duckdb_extension_delta.__file__).parent / "extensions" / f"v{duckdb.__version__}" / "delta.duckdb_extension"
+    con = duckdb.connect()
+    con.load_extension(str(ext))
+    return con
+
+
+def duckdb_rows(path: Path | str) -> list[dict]:
+    """Every row DuckDB's delta extension returns, sorted for comparison."""
+    con = duckdb_connection()
+    try:
+        rows = con.sql(f"SELECT * FROM delta_scan('{path}')").fetch_arrow_table().to_pylist()
+    finally:
+        con.close()
+    return sorted(rows, key=_row_key)
+
+
+def duckdb_count(path: Path | str) -> int:
+    con = duckdb_connection()
+    try:
+        return con.sql(f"SELECT count(*) FROM delta_scan('{path}')").fetchone()[0]
+    finally:
+        con.close()
+
+
+def _row_key(row: dict) -> str:
+    return json.dumps(row, sort_keys=True, default=str)
