@@ -1,6 +1,6 @@
 """Benchmark: load the latest snapshot of a 2000-commit table (no checkpoint), fresh process.
 
-Ours:   ``load_snapshot(PATH)`` then ``print(s.version, s.num_files)``
+Ours:   ``load_snapshot(PATH)`` (with the CLI's process set-up) then ``print(s.version, s.num_files)``
 Theirs: ``DeltaTable(PATH)`` then ``print(t.version(), len(t.file_uris()))`` (delta-rs must also
         materialise the live file list, which is what ``file_uris()`` does).
 
@@ -37,8 +37,10 @@ from benchmarks.synthetic import ensure_synthetic_table
 DATA = ROOT / "benchmarks" / ".data"
 RESULTS = DATA / "results"
 
+# The same process set-up as the `delta-ops` command (system allocator, see delta_ops.cli).
 OURS = (
-    "import sys; from delta_ops.snapshot import load_snapshot; "
+    "import sys; from delta_ops.cli import use_system_allocator; use_system_allocator(); "
+    "from delta_ops.snapshot import load_snapshot; "
     "s = load_snapshot(sys.argv[1]); print(s.version, s.num_files)"
 )
 THEIRS = (

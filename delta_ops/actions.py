@@ -229,6 +229,23 @@ class ActionBatch:
 
 
 # ------------------------------------------------------------------------------- conversions
+def valid_positions(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Row positions where `arr` is not null, as int64 (vectorised, no boolean conversion)."""
+    return pc.indices_nonzero(arr.is_valid()).to_numpy().astype(np.int64, copy=False)
+
+
+def true_positions(mask: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Row positions where a boolean array is true."""
+    return pc.indices_nonzero(pc.fill_null(mask, False)).to_numpy().astype(np.int64, copy=False)
+
+
+def to_bool_numpy(mask: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A boolean Arrow array as a numpy bool array (nulls as False)."""
+    out = np.zeros(len(mask), dtype=bool)
+    out[true_positions(mask)] = True
+    return out
+
+
 def _combine(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
     if isinstance(arr, pa.ChunkedArray):
         return arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
@@ -268,9 +285,9 @@ def struct_to_map(arr: pa.Array | pa.ChunkedArray, *, keep_null_values: bool) ->
         valid = items.is_valid()
         keys = keys.filter(valid)
         items = items.filter(valid)
-        counts = np.asarray(valid.to_numpy(zero_copy_only=False), dtype=bool).reshape(n, k).sum(axis=1)
+        counts = to_bool_numpy(valid).reshape(n, k).sum(axis=1)
     # rows that are null themselves contribute no entries
-    row_null = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
+    row_null = to_bool_numpy(mask)
     if row_null.any():
         entry_keep = np.repeat(~row_null, counts)
         keys = keys.filter(pa.array(entry_keep))
@@ -330,7 +347,8 @@ def file_action_keys(source: ActionSource) -> tuple[pa.Array, pa.Array, pa.Array
         paths.append(_field_or_null(struct, "path", pa.string()))
         if struct.type.get_field_index("deletionVector") >= 0:
             dv = pc.struct_field(struct, "deletionVector")
-            dv_ids.append(pa.nulls(n, pa.string()) if pa.types.is_null(dv.type) else dv_unique_ids(dv))
+            no_dvs = pa.types.is_null(dv.type) or dv.null_count == len(dv)
+            dv_ids.append(pa.nulls(n, pa.string()) if no_dvs else dv_unique_ids(dv))
         else:
             dv_ids.append(pa.nulls(n, pa.string()))
         valid.append(struct.is_valid())
@@ -362,7 +380,7 @@ def _non_null_rows(table: pa.Table, column: str) -> tuple[np.ndarray, pa.Array |
     col = _combine(table.column(column))
     if pa.types.is_null(col.type):
         return np.empty(0, dtype=np.int64), None
-    idx = np.flatnonzero(np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
+    idx = valid_positions(col)
     return idx, (col.take(pa.array(idx)) if len(idx) else None)
 
 

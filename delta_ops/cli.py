@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -57,7 +58,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def use_system_allocator() -> None:
+    """Make the system allocator pyarrow's default pool for this process.
+
+    pyarrow's default (mimalloc) keeps freed scratch memory, so one big log load would hold
+    its peak for the life of the process; the system allocator returns it. Skipped when the
+    user chose a pool with ARROW_DEFAULT_MEMORY_POOL.
+    """
+    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
+        import pyarrow as pa
+
+        pa.set_memory_pool(pa.system_memory_pool())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    use_system_allocator()
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="delta-ops: %(levelname)s: %(message)s")

@@ -45,15 +45,17 @@ import uuid as uuid_module
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap64
 
 from delta_ops.errors import InvalidDeletionVector
+
+if TYPE_CHECKING:
+    import fsspec
 
 __all__ = [
     "DV_FILE_FORMAT_VERSION",

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.json as pj
-import pyarrow.parquet as pq
 
 from delta_ops.actions import (
+    valid_positions,
     LOG_MEMORY_POOL,
     ADD_FIELDS,
     COMMIT_INFO_JSON_SCHEMA,
@@ -113,11 +113,12 @@ def _locate_json_error(name: str, content: bytes) -> CorruptLog:
     return CorruptLog(name, "unreadable commit file")
 
 
-def _parse_commit_file(name: str, content: bytes) -> pa.Table:
+def _parse_commit_file(name: str, content: bytes, original: bytes | None = None) -> pa.Table:
+    """Parse one file's actions; errors name the line in `original` (the file as stored)."""
     try:
         return _parse_json(content, _PARSE)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        located = _locate_json_error(name, content)
+        located = _locate_json_error(name, original if original is not None else content)
         if located.line is None:
             located = CorruptLog(name, f"invalid action: {exc}")
         raise located from exc
@@ -189,11 +190,12 @@ def _commit_buffer(storage: Storage, commits: Sequence[LogFile]) -> tuple[bytear
         view = memoryview(buffer)
         regions = []
         pos = 0
+        log_dir = storage.log_path + "/"
         for commit, marker in zip(commits, markers):
             view[pos : pos + len(marker)] = marker
             pos += len(marker)
             start = pos
-            pos += storage.read_into(storage.log_file(commit.name), view[pos : pos + commit.size + 1], commit.size)
+            pos += storage.read_into(log_dir + commit.name, view[pos : pos + commit.size + 1], commit.size)
             if pos > start and buffer[pos - 1] != 0x0A:
                 buffer[pos] = 0x0A
                 pos += 1
@@ -217,8 +219,8 @@ def _commit_buffer(storage: Storage, commits: Sequence[LogFile]) -> tuple[bytear
 def _versions_from_markers(table: pa.Table) -> np.ndarray:
     """Forward-fill the `_v` marker column into a version per row."""
     markers = table.column("_v").combine_chunks()
-    positions = np.flatnonzero(np.asarray(markers.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
-    values = markers.take(pa.array(positions)).to_numpy()
+    positions = valid_positions(markers)
+    values = markers.drop_null().to_numpy()
     lengths = np.diff(np.append(positions, table.num_rows))
     return np.repeat(values, lengths).astype(np.int64)
 
@@ -230,7 +232,7 @@ def _read_commits_one_by_one(commits: Sequence[LogFile], contents: list[bytes], 
         body = b"".join(_split_commit_info(content)[0])
         if body and not body.endswith(b"\n"):
             body += b"\n"
-        table = _parse_commit_file(commit.name, body) if body.strip() else pa.table({})
+        table = _parse_commit_file(commit.name, body, content) if body.strip() else pa.table({})
         batch = normalize_actions(table, versions=np.full(table.num_rows, commit.version, dtype=np.int64), seq_start=seq)
         seq += table.num_rows
         batches.append(batch)
@@ -282,6 +284,8 @@ def _read_parquet_actions(name: str, data: bytes) -> pa.Table:
     `add` and `remove` are projected to the fields replay needs, which skips decoding
     `stats_parsed` / `partitionValues_parsed`.
     """
+    import pyarrow.parquet as pq  # only logs with checkpoints need it
+
     try:
         pf = pq.ParquetFile(io.BytesIO(data))
         schema = pf.schema_arrow

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 import numpy as np
 
-from delta_ops.actions import FILE_ACTION_SCHEMA, ActionBatch, ActionSource, file_action_keys, materialize_file_actions
+from delta_ops.actions import FILE_ACTION_SCHEMA, to_bool_numpy, ActionBatch, ActionSource, file_action_keys, materialize_file_actions
 
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
 
@@ -135,7 +135,7 @@ def reconcile_files(sources: list[ActionSource]) -> tuple[pa.Table, pa.Table]:
         offset += src.num_rows
         if not window.any():
             continue
-        add_rows = np.asarray(_as_array(is_add).to_numpy(zero_copy_only=False), dtype=bool)
+        add_rows = to_bool_numpy(is_add)
         adds.append(materialize_file_actions(src, "add", window & add_rows, ADD_COLUMNS))
         tombstones.append(materialize_file_actions(src, "remove", window & ~add_rows, TOMBSTONE_COLUMNS))
     return _concat_or_empty(adds, ADD_COLUMNS), _concat_or_empty(tombstones, TOMBSTONE_COLUMNS)

@@ -24,9 +24,6 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import unquote
 
-import fsspec
-from fsspec.implementations.local import LocalFileSystem
-
 from delta_ops.errors import NotADeltaTable, UnsafePath
 
 logger = logging.getLogger(__name__)
@@ -41,6 +38,14 @@ class FileEntry:
     name: str
     size: int
     modification_time: int
+
+
+def _is_local_fs(fs: Any) -> bool:
+    if fs is None:
+        return True
+    from fsspec.implementations.local import LocalFileSystem
+
+    return isinstance(fs, LocalFileSystem)
 
 
 def _mtime_ms(info: Mapping[str, Any]) -> int:
@@ -60,26 +65,44 @@ def _mtime_ms(info: Mapping[str, Any]) -> int:
 
 
 class Storage:
-    """A Delta table's location: the fsspec filesystem plus the root path inside it."""
+    """A Delta table's location: the fsspec filesystem plus the root path inside it.
 
-    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, url: str):
-        self.fs = fs
+    Local tables use the OS directly on hot paths (listing, reading, linking) and create their
+    fsspec filesystem only when something asks for `fs`, which keeps a CLI start fast.
+    """
+
+    def __init__(self, fs: Any | None, root: str, url: str, *, local: bool | None = None):
+        self._fs = fs
         self.root = root.rstrip("/") or "/"
         self.url = url
+        self._local = local if local is not None else _is_local_fs(fs)
 
     @classmethod
     def open(cls, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> Storage:
         """Open a table location from a local path, `file://`, `memory://` or any fsspec URL."""
         text = os.fspath(url)
+        if "://" not in text and not storage_options:
+            return cls(None, os.path.abspath(text), text, local=True)
+        import fsspec
+
         fs, path = fsspec.core.url_to_fs(text, **dict(storage_options or {}))
-        if isinstance(fs, LocalFileSystem):
+        if _is_local_fs(fs):
             path = os.path.abspath(path)
         return cls(fs, path, text)
 
     @property
+    def fs(self) -> Any:
+        """The fsspec filesystem (`fsspec.AbstractFileSystem`)."""
+        if self._fs is None:
+            from fsspec.implementations.local import LocalFileSystem
+
+            self._fs = LocalFileSystem()
+        return self._fs
+
+    @property
     def is_local(self) -> bool:
         """True when the table lives on the local filesystem (enables link/rename atomics)."""
-        return isinstance(self.fs, LocalFileSystem)
+        return self._local
 
     @property
     def log_path(self) -> str:

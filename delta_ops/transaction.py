@@ -1,0 +1,325 @@
+"""Optimistic transactions: the only way delta-ops writes a commit.
+
+A :class:`Transaction` starts from a snapshot (its read version), collects actions, and commits
+them as `N.json` with put-if-absent. If another writer took version N first, the winning
+commits are read and checked for conflicts with what this transaction read and writes; when
+they do not conflict the transaction retries at the next version (bounded attempts), otherwise
+it fails with :class:`ConcurrentModification` naming the winning commit.
+
+Conflicts (after Delta Spark's `ConflictChecker`, reduced to what delta-ops' operations do):
+
+* a winner changed the protocol or the metadata;
+* a winner removed, or re-added, a file this transaction read or removes;
+* a winner set a `txn` for an appId this transaction also sets;
+* a winner changed a domain this transaction also changes (except `delta.rowTracking`, whose
+  high-water mark is re-read instead: row ids are re-assigned above the winner's mark).
+
+Row tracking: when the table supports `rowTracking`, adds without `baseRowId` get fresh ids from
+the high-water mark and `defaultRowCommitVersion` = the committed version, and the
+`delta.rowTracking` domain moves, in every attempt (PROTOCOL_NOTES 4.3).
+
+Example::
+
+    txn = Transaction(snapshot, operation="VACUUM START", parameters={...})
+    txn.add_action({"add": {...}})
+    result = txn.commit()
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from delta_ops import __version__
+from delta_ops.errors import ConcurrentModification, CorruptLog, DeltaOpsError
+from delta_ops.log_files import commit_file_name
+from delta_ops.replay import ROW_TRACKING_DOMAIN
+from delta_ops.snapshot import Snapshot
+from delta_ops.storage import Storage
+from delta_ops.table_features import Protocol
+
+logger = logging.getLogger(__name__)
+
+ENGINE_INFO = f"delta-ops/{__version__}"
+DEFAULT_MAX_ATTEMPTS = 15
+
+
+class CommitRefused(DeltaOpsError):
+    """The storage cannot guarantee put-if-absent, and no single writer was declared."""
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What a commit produced."""
+
+    version: int
+    attempts: int
+    num_actions: int
+    row_id_high_water_mark: int | None = None
+
+
+@dataclass(frozen=True)
+class WinningCommit:
+    """The actions of a commit that another writer made while this transaction was open."""
+
+    version: int
+    actions: tuple[dict[str, Any], ...]
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [a[kind] for a in self.actions if kind in a]
+
+    @property
+    def touched_paths(self) -> set[str]:
+        return {a["path"] for a in self.of_kind("add")} | {a["path"] for a in self.of_kind("remove")}
+
+
+def encode_operation_values(values: Mapping[str, Any] | None) -> dict[str, str]:
+    """commitInfo parameters/metrics are string maps: non-strings are JSON-encoded (as Spark)."""
+    return {k: v if isinstance(v, str) else json.dumps(v, separators=(",", ":")) for k, v in (values or {}).items()}
+
+
+def read_commit_actions(storage: Storage, version: int) -> tuple[dict[str, Any], ...]:
+    """Parse one commit file with the json module (winners are few and small)."""
+    name = commit_file_name(version)
+    data = storage.read_bytes(storage.log_file(name))
+    actions = []
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            actions.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise CorruptLog(name, f"malformed JSON: {exc}", line=number) from exc
+    return tuple(actions)
+
+
+@dataclass
+class Transaction:
+    """An optimistic transaction on one table.
+
+    Args:
+        snapshot: the state this transaction read (None to create a table at version 0).
+        operation: the commitInfo operation, e.g. "VACUUM START".
+        parameters: commitInfo operationParameters (non-strings are JSON-encoded).
+        storage: the table's storage when creating a table (else the snapshot's).
+        single_writer: declare that no other process writes this table, which allows commits
+            on filesystems without a conditional create.
+        max_attempts: how many versions to try before giving up.
+        on_conflict: optional hook called with each winning commit before the default checks;
+            it may drop actions from the transaction (e.g. a backfill batch) and return the
+            set of paths it has resolved, which the file-level check then ignores.
+    """
+
+    snapshot: Snapshot | None
+    operation: str
+    parameters: Mapping[str, Any] | None = None
+    storage: Storage | None = None
+    single_writer: bool = False
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    on_conflict: Callable[[Transaction, WinningCommit], set[str]] | None = None
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    files_read: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if self.storage is None:
+            if self.snapshot is None:
+                raise ValueError("a transaction needs a snapshot or, to create a table, a storage")
+            self.storage = self.snapshot.storage
+
+    @property
+    def read_version(self) -> int:
+        return self.snapshot.version if self.snapshot is not None else -1
+
+    # ------------------------------------------------------------------------ building
+    def add_action(self, action: Mapping[str, Any]) -> None:
+        self.actions.append(dict(action))
+
+    def add_actions(self, actions: Iterable[Mapping[str, Any]]) -> None:
+        for a in actions:
+            self.add_action(a)
+
+    def read_files(self, paths: Iterable[str]) -> None:
+        """Record files whose presence this transaction depends on (conflict detection)."""
+        self.files_read.update(paths)
+
+    def _of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [a[kind] for a in self.actions if kind in a]
+
+    def _effective_protocol(self) -> Protocol | None:
+        new = self._of_kind("protocol")
+        if new:
+            return Protocol.from_action(new[-1])
+        return self.snapshot.protocol if self.snapshot is not None else None
+
+    # ------------------------------------------------------------------------ commit
+    def commit(self) -> CommitResult:
+        """Commit at the next free version; raises ConcurrentModification on a real conflict."""
+        protocol = self._effective_protocol()
+        if protocol is None:
+            raise DeltaOpsError("a new table's first commit needs a protocol action")
+        protocol.check_writable()
+        if self.snapshot is not None:
+            self.snapshot.protocol.check_writable()
+        storage = self.storage
+        assert storage is not None
+        txn_id = str(uuid.uuid4())
+        hwm = self.snapshot.row_id_high_water_mark if self.snapshot is not None else None
+        version = self.read_version + 1
+        for attempt in range(1, self.max_attempts + 1):
+            body, new_hwm = self._serialize(version, txn_id, protocol, hwm)
+            if self._put(storage, version, body):
+                logger.info("committed %s as version %d (attempt %d)", self.operation, version, attempt)
+                return CommitResult(version, attempt, len(self.actions), new_hwm)
+            winner = WinningCommit(version, read_commit_actions(storage, version))
+            hwm = self._check_conflicts(winner, hwm)
+            version += 1
+        raise ConcurrentModification(
+            f"{storage.url}: gave up committing {self.operation} after {self.max_attempts} attempts; "
+            f"the table is changing too fast (last tried version {version - 1})"
+        )
+
+    def _put(self, storage: Storage, version: int, body: bytes) -> bool:
+        path = storage.log_file(commit_file_name(version))
+        try:
+            return storage.put_if_absent(path, body)
+        except (NotImplementedError, ValueError) as exc:
+            if not self.single_writer:
+                raise CommitRefused(
+                    f"{storage.url}: this filesystem cannot create {commit_file_name(version)} only if absent "
+                    f"({exc}); concurrent writers could overwrite each other's commits. Pass "
+                    "single_writer=True if no other process writes this table."
+                ) from exc
+            if storage.exists(path):
+                return False
+            storage.fs.pipe_file(path, body)
+            return True
+
+    def _check_conflicts(self, winner: WinningCommit, hwm: int | None) -> int | None:
+        """Raise on a conflict with `winner`; return the high-water mark after it."""
+        where = f"{self.storage.url if self.storage else ''}: version {winner.version} ({commit_file_name(winner.version)})"
+        resolved = self.on_conflict(self, winner) if self.on_conflict is not None else set()
+        if winner.version == 0 and self.snapshot is None:
+            raise ConcurrentModification(f"{where}: the table was created concurrently")
+        if winner.of_kind("protocol"):
+            raise ConcurrentModification(f"{where}: a concurrent commit changed the protocol")
+        if winner.of_kind("metaData"):
+            raise ConcurrentModification(f"{where}: a concurrent commit changed the table metadata")
+        ours = {a["path"] for a in self._of_kind("remove")} | self.files_read
+        ours |= {a["path"] for a in self._of_kind("add") if a.get("dataChange") is False}
+        clash = (winner.touched_paths & ours) - resolved
+        if clash:
+            raise ConcurrentModification(
+                f"{where}: a concurrent commit removed or rewrote files this transaction depends on: "
+                f"{', '.join(sorted(clash)[:5])}"
+            )
+        our_apps = {t["appId"] for t in self._of_kind("txn")}
+        app_clash = our_apps & {t["appId"] for t in winner.of_kind("txn")}
+        if app_clash:
+            raise ConcurrentModification(f"{where}: a concurrent commit set transaction ids for {sorted(app_clash)}")
+        our_domains = {d["domain"] for d in self._of_kind("domainMetadata")} - {ROW_TRACKING_DOMAIN}
+        domain_clash = our_domains & {d["domain"] for d in winner.of_kind("domainMetadata")}
+        if domain_clash:
+            raise ConcurrentModification(f"{where}: a concurrent commit changed domain metadata {sorted(domain_clash)}")
+        for d in winner.of_kind("domainMetadata"):
+            if d.get("domain") == ROW_TRACKING_DOMAIN and not d.get("removed"):
+                try:
+                    hwm = int(json.loads(d["configuration"])["rowIdHighWaterMark"])
+                except (KeyError, ValueError, TypeError):
+                    pass
+        return hwm
+
+    # ------------------------------------------------------------------------ serialization
+    def _serialize(self, version: int, txn_id: str, protocol: Protocol, hwm: int | None) -> tuple[bytes, int | None]:
+        # fresh copies of the action bodies: row ids are assigned anew in every attempt
+        actions = [{kind: dict(body) if isinstance(body, dict) else body for kind, body in a.items()} for a in self.actions]
+        new_hwm = hwm
+        if protocol.supports("rowTracking"):
+            actions, new_hwm = assign_row_ids(actions, version, hwm, suspended=self._row_tracking_suspended())
+        commit_info: dict[str, Any] = {
+            "timestamp": int(time.time() * 1000),
+            "operation": self.operation,
+            "operationParameters": encode_operation_values(self.parameters),
+        }
+        if self.read_version >= 0:
+            commit_info["readVersion"] = self.read_version
+        commit_info["isolationLevel"] = "Serializable"
+        commit_info["isBlindAppend"] = not self._of_kind("remove") and not self.files_read and bool(self._of_kind("add"))
+        if self.metrics:
+            commit_info["operationMetrics"] = encode_operation_values(self.metrics)
+        if self.tags:
+            commit_info["tags"] = dict(self.tags)
+        commit_info["engineInfo"] = ENGINE_INFO
+        commit_info["txnId"] = txn_id
+        ordered = [{"commitInfo": commit_info}]
+        order = ("protocol", "metaData", "domainMetadata", "txn", "remove", "add", "cdc")
+        ordered += sorted(actions, key=lambda a: order.index(next(iter(a))) if next(iter(a)) in order else len(order))
+        body = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in ordered)
+        return body.encode(), new_hwm
+
+    def _row_tracking_suspended(self) -> bool:
+        metadata = self._of_kind("metaData")
+        config = metadata[-1].get("configuration", {}) if metadata else (
+            self.snapshot.metadata.configuration if self.snapshot is not None else {}
+        )
+        return str(config.get("delta.rowTrackingSuspended", "false")).lower() == "true"
+
+
+def assign_row_ids(
+    actions: list[dict[str, Any]], version: int, hwm: int | None, *, suspended: bool = False
+) -> tuple[list[dict[str, Any]], int | None]:
+    """Give adds without `baseRowId` fresh row ids above `hwm` and a default commit version.
+
+    Returns the new actions (with a `delta.rowTracking` domain action when the mark moved) and
+    the new high-water mark. A file without `numRecords` cannot get ids: that is an error.
+    """
+    if suspended:
+        for a in actions:
+            if "add" in a:
+                a["add"].pop("baseRowId", None)
+                a["add"].pop("defaultRowCommitVersion", None)
+        return actions, hwm
+    mark = -1 if hwm is None else hwm
+    start = mark
+    out = [a for a in actions if not ("domainMetadata" in a and a["domainMetadata"].get("domain") == ROW_TRACKING_DOMAIN)]
+    for a in out:
+        add = a.get("add")
+        if add is None:
+            continue
+        if add.get("baseRowId") is None:
+            count = _num_records(add)
+            add["baseRowId"] = mark + 1
+            mark += count
+        if add.get("defaultRowCommitVersion") is None:
+            add["defaultRowCommitVersion"] = version
+    if mark != start:
+        out.append(
+            {"domainMetadata": {"domain": ROW_TRACKING_DOMAIN, "configuration": json.dumps({"rowIdHighWaterMark": mark}, separators=(",", ":")), "removed": False}}
+        )
+    return out, (mark if mark != start else hwm)
+
+
+def _num_records(add: Mapping[str, Any]) -> int:
+    try:
+        return int(json.loads(add.get("stats") or "{}")["numRecords"])
+    except (KeyError, ValueError, TypeError):
+        raise DeltaOpsError(
+            f"cannot assign row ids to {add.get('path')}: its stats lack numRecords"
+        ) from None
+
+
+__all__ = [
+    "CommitRefused",
+    "CommitResult",
+    "Transaction",
+    "WinningCommit",
+    "assign_row_ids",
+    "encode_operation_values",
+    "read_commit_actions",
+]

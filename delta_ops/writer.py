@@ -1,0 +1,264 @@
+"""Writing data into Delta tables: parquet files plus a commit with per-file statistics.
+
+Two layers, so every engine shares the commit half:
+
+* :func:`commit_data_files` takes parquet files already written inside the table (by pyarrow,
+  or by Spark in :mod:`delta_ops.spark`), reads each footer for `numRecords` / min / max /
+  nullCount, and commits them as `add` actions through a :class:`Transaction`, creating the
+  table (protocol + metadata from the Arrow schema) when it does not exist yet, replacing the
+  live files for ``mode="overwrite"``.
+* :func:`write_arrow` writes an Arrow table as uniquely named parquet files (one per partition)
+  and calls the former.
+
+Example::
+
+    write_arrow("/data/events", pa.table({"id": [1, 2], "day": ["a", "b"]}), partition_by=["day"])
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from delta_ops.errors import DeltaOpsError, NotADeltaTable
+from delta_ops.file_stats import stats_json_from_parquet_file
+from delta_ops.schema import StructType, from_arrow_schema, parse_schema
+from delta_ops.snapshot import Snapshot, load_snapshot
+from delta_ops.storage import Storage
+from delta_ops.table_features import Protocol
+from delta_ops.table_properties import TableProperties
+from delta_ops.transaction import CommitResult, Transaction
+
+HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A parquet file written inside the table, not yet committed."""
+
+    relative_path: str  # decoded, relative to the table root
+    partition_values: Mapping[str, str | None]
+
+
+def protocol_for_configuration(configuration: Mapping[str, str]) -> Protocol:
+    """The protocol a new table needs: (1, 2) plus what its properties enable."""
+    protocol = Protocol(1, 2)
+    props = TableProperties.from_configuration(configuration)
+    wanted = []
+    if props.enable_row_tracking:
+        wanted.append("rowTracking")
+    if props.enable_deletion_vectors:
+        wanted.append("deletionVectors")
+    if props.enable_change_data_feed:
+        wanted.append("changeDataFeed")
+    if props.checkpoint_policy == "v2":
+        wanted.append("v2Checkpoint")
+    return protocol.with_features(*wanted) if wanted else protocol
+
+
+def new_table_actions(schema: pa.Schema, partition_by: Sequence[str], configuration: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Protocol and metaData actions creating a table with this Arrow schema."""
+    missing = [c for c in partition_by if c not in schema.names]
+    if missing:
+        raise DeltaOpsError(f"partition columns {missing} are not in the data's schema {schema.names}")
+    delta_schema = from_arrow_schema(schema)
+    metadata = {
+        "id": str(uuid.uuid4()),
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": delta_schema.to_json(),
+        "partitionColumns": list(partition_by),
+        "configuration": dict(configuration),
+        "createdTime": int(time.time() * 1000),
+    }
+    return [{"protocol": protocol_for_configuration(configuration).to_action()}, {"metaData": metadata}]
+
+
+def log_path(relative_path: str) -> str:
+    """A table-relative file path as written in the log: URL-encoded (RFC 2396)."""
+    return quote(relative_path, safe="/=-_.~")
+
+
+def commit_data_files(
+    table: str | os.PathLike[str] | Storage,
+    files: Sequence[DataFile],
+    *,
+    schema: pa.Schema,
+    mode: str = "append",
+    partition_by: Sequence[str] = (),
+    configuration: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    operation_parameters: Mapping[str, Any] | None = None,
+) -> CommitResult:
+    """Commit parquet files that were written inside the table as one WRITE."""
+    if mode not in ("append", "overwrite"):
+        raise ValueError(f"mode must be 'append' or 'overwrite', got {mode!r}")
+    storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
+    snapshot: Snapshot | None
+    try:
+        snapshot = load_snapshot(storage)
+    except NotADeltaTable:
+        snapshot = None
+    if snapshot is None:
+        setup = new_table_actions(schema, partition_by, configuration or {})
+        table_schema = parse_schema(setup[1]["metaData"]["schemaString"])
+        partition_columns = list(partition_by)
+        props = TableProperties.from_configuration(configuration or {})
+    else:
+        setup = []
+        table_schema = snapshot.schema
+        partition_columns = list(snapshot.partition_columns)
+        if partition_by and list(partition_by) != partition_columns:
+            raise DeltaOpsError(f"{storage.url} is partitioned by {partition_columns}, not {list(partition_by)}")
+        _check_schema_compatible(table_schema, schema, storage.url)
+        props = snapshot.properties
+    txn = Transaction(
+        snapshot,
+        storage=storage,
+        operation="CREATE TABLE AS SELECT" if snapshot is None else "WRITE",
+        parameters={"mode": mode.capitalize(), "partitionBy": list(partition_columns), **(operation_parameters or {})},
+    )
+    txn.add_actions(setup)
+    now = int(time.time() * 1000)
+    if mode == "overwrite" and snapshot is not None:
+        txn.add_actions(_removes_of_all_live_files(snapshot, now))
+    num_records = 0
+    for f in files:
+        full = storage.join(f.relative_path)
+        info = storage.fs.info(full)
+        stats = stats_json_from_parquet_file(
+            storage.fs, full, table_schema, partition_columns,
+            num_indexed_cols=props.data_skipping_num_indexed_cols,
+            stats_columns=props.data_skipping_stats_columns,
+        )
+        num_records += int(json.loads(stats)["numRecords"])
+        txn.add_action(
+            {
+                "add": {
+                    "path": log_path(f.relative_path),
+                    "partitionValues": dict(f.partition_values),
+                    "size": int(info["size"]),
+                    "modificationTime": now,
+                    "dataChange": True,
+                    "stats": stats,
+                }
+            }
+        )
+    txn.metrics = {"numFiles": len(files), "numOutputRows": num_records, "numOutputBytes": sum(
+        a["add"]["size"] for a in txn.actions if "add" in a
+    )}
+    return txn.commit()
+
+
+def _removes_of_all_live_files(snapshot: Snapshot, now: int) -> list[dict[str, Any]]:
+    from delta_ops.actions import mapping_to_dict
+
+    files = snapshot.files
+    paths = files.column("path").to_pylist()
+    sizes = files.column("size").to_pylist()
+    partition_values = files.column("partitionValues").to_pylist()
+    dvs = files.column("deletionVector").to_pylist()
+    removes = []
+    for path, size, pv, dv in zip(paths, sizes, partition_values, dvs):
+        remove = {
+            "path": path,
+            "deletionTimestamp": now,
+            "dataChange": True,
+            "extendedFileMetadata": True,
+            "partitionValues": mapping_to_dict(pv) if pv is not None else {},
+            "size": size,
+        }
+        if dv is not None:
+            remove["deletionVector"] = {k: v for k, v in dv.items() if v is not None}
+        removes.append({"remove": remove})
+    return removes
+
+
+def _check_schema_compatible(table_schema: StructType, data_schema: pa.Schema, where: str) -> None:
+    table_names = {f.name.lower() for f in table_schema.fields}
+    extra = [n for n in data_schema.names if n.lower() not in table_names]
+    if extra:
+        raise DeltaOpsError(f"{where}: the data has columns the table does not: {extra} (schema evolution is not supported)")
+
+
+def partition_value_string(value: Any) -> str | None:
+    """The protocol's string serialization of a partition value."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def _hive_escape(text: str) -> str:
+    """Escape a partition value for a directory name, as Hive/Spark do."""
+    specials = set('"#%\'*/:=?\\\x7f{[]^')
+    return "".join(f"%{ord(c):02X}" if c in specials or ord(c) < 0x20 else c for c in text)
+
+
+def partition_directory(partition_by: Sequence[str], values: Mapping[str, str | None]) -> str:
+    return "/".join(
+        f"{col}={HIVE_DEFAULT_PARTITION if values[col] is None else _hive_escape(values[col])}" for col in partition_by
+    )
+
+
+def write_arrow(
+    table: str | os.PathLike[str] | Storage,
+    data: pa.Table,
+    *,
+    mode: str = "append",
+    partition_by: Sequence[str] = (),
+    configuration: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> CommitResult:
+    """Write an Arrow table into a Delta table (created if absent) and commit it."""
+    storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
+    files: list[DataFile] = []
+    data_columns = [c for c in data.column_names if c not in partition_by]
+    groups = _partition_groups(data, partition_by)
+    for values, rows in groups:
+        directory = partition_directory(partition_by, values)
+        name = f"part-{len(files):05d}-{uuid.uuid4()}.c000.snappy.parquet"
+        relative = f"{directory}/{name}" if directory else name
+        full = storage.join(relative)
+        storage.fs.makedirs(os.path.dirname(full) if storage.is_local else full.rsplit("/", 1)[0], exist_ok=True)
+        with storage.fs.open(full, "wb") as out:
+            pq.write_table(rows.select(data_columns), out, compression="snappy")
+        files.append(DataFile(relative, values))
+    return commit_data_files(
+        storage, files, schema=data.schema, mode=mode, partition_by=partition_by, configuration=configuration
+    )
+
+
+def _partition_groups(data: pa.Table, partition_by: Sequence[str]) -> list[tuple[dict[str, str | None], pa.Table]]:
+    if not partition_by:
+        return [({}, data)]
+    keys = data.select(list(partition_by)).group_by(list(partition_by)).aggregate([]).to_pylist()
+    groups = []
+    for key in keys:
+        mask = None
+        for col in partition_by:
+            value = key[col]
+            cond = pc.is_null(data.column(col)) if value is None else pc.equal(data.column(col), pa.scalar(value, data.schema.field(col).type))
+            cond = pc.fill_null(cond, False)
+            mask = cond if mask is None else pc.and_(mask, cond)
+        groups.append(({c: partition_value_string(key[c]) for c in partition_by}, data.filter(mask)))
+    return groups

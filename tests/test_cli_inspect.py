@@ -1,0 +1,82 @@
+"""`delta-ops inspect`: JSON fields, human output, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from delta_ops.cli import main
+from tests.support import TABLES, peer_facts
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_inspect_json_has_every_documented_field(capsys):
+    code, out, _ = run(capsys, "inspect", str(TABLES / "delta-spark/dv-partitioned-with-checkpoint"), "--json", "--files")
+    assert code == 0
+    doc = json.loads(out)
+    fact = peer_facts()["delta-spark/dv-partitioned-with-checkpoint"]
+    assert doc["version"] == fact["rs_version"] == 15
+    assert set(doc["protocol"]) == {"minReaderVersion", "minWriterVersion", "readerFeatures", "writerFeatures"}
+    assert doc["protocol"]["readerFeatures"] == ["deletionVectors"]
+    assert set(doc["metadata"]) >= {"id", "partitionColumns", "configuration"}
+    assert doc["num_files"] == len(fact["rs_files"]) == len(doc["files"])
+    assert sorted(doc["files"]) == sorted(fact["rs_files"])
+    assert doc["num_records"] - doc["num_deleted_records"] == fact["kernel_rows"]
+    assert doc["num_deleted_records"] > 0
+    assert doc["last_checkpoint_version"] == 10
+    assert doc["commits_since_checkpoint"] == 5
+    assert doc["row_tracking"] == "off"
+    assert doc["size_bytes"] > 0
+    assert isinstance(doc["num_tombstones"], int)
+
+
+def test_inspect_json_num_records_null_without_stats(capsys):
+    code, out, _ = run(capsys, "inspect", str(TABLES / "delta-rs/simple_table"), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["num_records"] is None
+    assert doc["last_checkpoint_version"] is None and doc["commits_since_checkpoint"] == 5
+    assert "files" not in doc
+
+
+def test_inspect_time_travel(capsys):
+    code, out, _ = run(capsys, "inspect", str(TABLES / "delta-rs/simple_table"), "--version", "0", "--json")
+    assert json.loads(out)["version"] == 0
+
+
+def test_inspect_human_output(capsys):
+    code, out, _ = run(capsys, "inspect", str(TABLES / "delta-rs/table-with-dv-small"))
+    assert code == 0
+    assert "version:          1" in out
+    assert "2 deleted by deletion vectors" in out
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ("delta-spark/versions-not-contiguous", "00000000000000000002.json: log versions are not contiguous"),
+        ("delta-spark/deltalog-invalid-protocol-version", "unsupported reader protocol version 99"),
+        ("kernel/crc-malformed", "not a Delta table"),
+    ],
+)
+def test_inspect_failure_is_one_line_on_stderr_with_nonzero_exit(capsys, table, message):
+    code, out, err = run(capsys, "inspect", str(TABLES / table))
+    assert code != 0
+    assert out == ""
+    assert err.count("\n") == 1 and message in err
+
+
+def test_console_script_runs_as_a_process(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "delta_ops.cli", "inspect", str(tmp_path), "--json"],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("delta-ops: error: not a Delta table")

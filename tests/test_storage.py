@@ -1,0 +1,66 @@
+"""Storage: local, file:// and memory:// tables read the same; put-if-absent never overwrites."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+
+import fsspec
+import pytest
+
+from delta_ops.errors import UnsafePath
+from delta_ops.snapshot import load_snapshot
+from delta_ops.storage import Storage
+from tests.support import TABLES
+
+
+def test_file_url_and_memory_filesystem_read_like_local(tmp_path):
+    name = "delta-spark/v2-checkpoint-parquet"
+    local = load_snapshot(TABLES / name)
+    via_url = load_snapshot(f"file://{TABLES / name}")
+    mem = fsspec.filesystem("memory")
+    src = TABLES / name
+    for path in src.rglob("*"):
+        if path.is_file():
+            mem.pipe(f"/t/{path.relative_to(src)}", path.read_bytes())
+    in_memory = load_snapshot("memory://t")
+    for snap in (via_url, in_memory):
+        assert snap.version == local.version
+        assert sorted(snap.files.column("path").to_pylist()) == sorted(local.files.column("path").to_pylist())
+    mem.rm("/t", recursive=True)
+
+
+@pytest.mark.parametrize("url", ["local", "memory"])
+def test_put_if_absent_never_overwrites(tmp_path, url):
+    storage = Storage.open(str(tmp_path) if url == "local" else "memory://pia")
+    target = storage.log_file("00000000000000000000.json")
+    assert storage.put_if_absent(target, b"first")
+    assert not storage.put_if_absent(target, b"second")
+    assert storage.read_bytes(target) == b"first"
+
+
+def test_put_if_absent_has_one_winner_under_contention(tmp_path):
+    storage = Storage.open(tmp_path)
+    target = storage.log_file("00000000000000000001.json")
+    wins = []
+
+    def attempt(i):
+        if storage.put_if_absent(target, f"writer {i}".encode()):
+            wins.append(i)
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1
+    assert storage.read_bytes(target) == f"writer {wins[0]}".encode()
+    assert [p.name for p in (tmp_path / "_delta_log").iterdir()] == ["00000000000000000001.json"]
+
+
+def test_paths_outside_the_root_are_refused(tmp_path):
+    storage = Storage.open(tmp_path / "table")
+    assert storage.relative_inside_root("a/b%20c.parquet") == "a/b c.parquet"
+    for bad in ("../other/x.parquet", "/etc/passwd", "a/../../x"):
+        with pytest.raises(UnsafePath):
+            storage.relative_inside_root(bad)
