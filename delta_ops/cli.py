@@ -45,6 +45,48 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _now_ms(text: str | None) -> int:
+    """`--now` as epoch ms: ISO-8601 (UTC if no zone) or integer epoch milliseconds."""
+    import datetime as dt
+    import time
+
+    if text is None:
+        return int(time.time() * 1000)
+    if text.lstrip("-").isdigit():
+        return int(text)
+    value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    return int(value.timestamp() * 1000)
+
+
+def _print(args: argparse.Namespace, data: dict, human: str) -> None:
+    print(json.dumps(data) if args.json else human)
+
+
+def _cmd_checkpoint(args: argparse.Namespace) -> int:
+    from delta_ops.ops.checkpoint import execute_checkpoint, plan_checkpoint
+    from delta_ops.snapshot import load_snapshot
+
+    snapshot = load_snapshot(args.table, args.version, storage_options=_storage_options(args.storage_option))
+    plan = plan_checkpoint(snapshot, _now_ms(args.now), parts=args.parts)
+    if args.dry_run:
+        data = {"dry_run": True, **plan.to_dict()}
+        action = f"would write {', '.join(plan.files)}" if not plan.nothing_to_do else f"nothing to do: {plan.existing} exists"
+        _print(args, data, f"checkpoint of version {plan.version} ({plan.kind}): {action}; "
+               f"{plan.num_add_files} files, {plan.num_tombstones} tombstones kept, {plan.expired_tombstones} expired")
+        return 0
+    result = execute_checkpoint(plan)
+    data = {"dry_run": False, **result.to_dict()}
+    if result.skipped_existing:
+        human = f"version {result.version} already has a checkpoint ({result.skipped_existing}); nothing written"
+    else:
+        human = (f"wrote {result.kind} checkpoint of version {result.version}: {', '.join(result.written)} "
+                 f"({result.num_actions} actions, {result.size_in_bytes:,} bytes, {result.duration_ms} ms)")
+    _print(args, data, human)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="delta-ops", description="Maintenance for Delta Lake tables.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -55,6 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--version", type=int, default=None, help="version to inspect (default: latest)")
     inspect.add_argument("--files", action="store_true", help="list the live files")
     inspect.set_defaults(func=_cmd_inspect)
+
+    cp = sub.add_parser("checkpoint", help="write a checkpoint (classic, V2 by table policy, or multi-part)")
+    _add_table_args(cp)
+    cp.add_argument("--version", type=int, default=None, help="version to checkpoint (default: latest)")
+    cp.add_argument("--parts", type=int, default=None, help="write a multi-part checkpoint with N parts")
+    cp.add_argument("--now", default=None, help="clock for tombstone expiry (ISO-8601 or epoch ms; default: now)")
+    cp.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    cp.set_defaults(func=_cmd_checkpoint)
     return parser
 
 

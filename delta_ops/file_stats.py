@@ -298,7 +298,7 @@ def _leaf_paths(metadata: pq.FileMetaData) -> list[tuple[str, ...]]:
     Falls back to splitting parquet's dotted paths when the two views disagree.
     """
     schema = metadata.schema
-    dotted = [schema.column(i).path for i in range(len(schema))]
+    dotted = [schema.column(i).path for i in range(metadata.num_columns)]
     try:
         arrow = schema.to_arrow_schema()
     except (pa.ArrowException, NotImplementedError, ValueError):
@@ -414,7 +414,7 @@ def _column_bounds(footer: _Footer, index: int, target: pa.DataType) -> tuple[An
             return None
         try:
             chunk_low, chunk_high = decode(stats.min_raw), decode(stats.max_raw)
-        except (ValueError, OverflowError, ArithmeticError):
+        except (ValueError, ArithmeticError):
             return None
         if _is_nan(chunk_low) or _is_nan(chunk_high):
             return None
@@ -424,7 +424,7 @@ def _column_bounds(footer: _Footer, index: int, target: pa.DataType) -> tuple[An
         return None  # every value is null: Spark's min/max are null, written as absent
     try:
         return _to_json_value(low, target, is_max=False), _to_json_value(high, target, is_max=True)
-    except (ValueError, OverflowError, UnicodeDecodeError):
+    except (ValueError, ArithmeticError):  # out of range dates, invalid UTF-8, rescaling
         return None
 
 

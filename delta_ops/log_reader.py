@@ -90,7 +90,66 @@ def _blank_commit_info(buffer: bytearray, start: int, end: int) -> bytes | None:
     return line
 
 
+# Map-valued objects, by action: their keys are only known from the data, so the JSON reader
+# infers them -- and it infers ISO-date-like strings ("2023-12-29") as timestamps.
+_MAP_FIELDS = {
+    "add": ("partitionValues", "tags"),
+    "remove": ("partitionValues", "tags"),
+    "cdc": ("partitionValues", "tags"),
+    "metaData": ("configuration",),
+    "checkpointMetadata": ("tags",),
+    "sidecar": ("tags",),
+}
+
+
+def _all_strings(typ: pa.DataType) -> bool:
+    return pa.types.is_struct(typ) and all(pa.types.is_string(f.type) or pa.types.is_null(f.type) for f in typ)
+
+
+def _string_map_schema(inferred: pa.Schema) -> pa.Schema | None:
+    """An explicit schema declaring every inferred map key as string, or None if all already are.
+
+    The first (inferring) parse discovers the keys; a second parse with this schema keeps every
+    value as the exact string written in the log.
+    """
+    changed = False
+    fields = []
+    for action in COMMIT_JSON_SCHEMA:
+        typ = action.type
+        if action.name in _MAP_FIELDS and inferred.get_field_index(action.name) >= 0:
+            seen = inferred.field(action.name).type
+            extra = []
+            for name in _MAP_FIELDS[action.name]:
+                if pa.types.is_struct(seen) and seen.get_field_index(name) >= 0:
+                    found = seen.field(name).type
+                    if not _all_strings(found):
+                        changed = True
+                    keys = [f.name for f in found] if pa.types.is_struct(found) else []
+                    extra.append(pa.field(name, pa.struct([(k, pa.string()) for k in keys])))
+            typ = pa.struct(list(typ) + extra)
+        if action.name == "metaData" and inferred.get_field_index("metaData") >= 0:
+            seen = inferred.field("metaData").type
+            if pa.types.is_struct(seen) and seen.get_field_index("format") >= 0:
+                fmt = seen.field("format").type
+                options = fmt.field("options").type if pa.types.is_struct(fmt) and fmt.get_field_index("options") >= 0 else None
+                if options is not None and not _all_strings(options):
+                    changed = True
+                opts = [(k.name, pa.string()) for k in options] if options is not None and pa.types.is_struct(options) else []
+                typ = pa.struct(list(typ) + [pa.field("format", pa.struct([("provider", pa.string()), ("options", pa.struct(opts))]))])
+        fields.append(pa.field(action.name, typ))
+    return pa.schema(fields) if changed else None
+
+
 def _parse_json(data: bytes | bytearray, options: pj.ParseOptions) -> pa.Table:
+    table = _read_json(data, options)
+    if options is _PARSE:
+        exact = _string_map_schema(table.schema)
+        if exact is not None:
+            table = _read_json(data, pj.ParseOptions(explicit_schema=exact, unexpected_field_behavior="infer"))
+    return table
+
+
+def _read_json(data: bytes | bytearray, options: pj.ParseOptions) -> pa.Table:
     return pj.read_json(
         pa.BufferReader(pa.py_buffer(data)),
         read_options=pj.ReadOptions(block_size=1 << 20),

@@ -52,7 +52,8 @@ def deltalake_files(path: Path | str) -> tuple[int, list[str]]:
     from deltalake import DeltaTable
 
     table = DeltaTable(str(path))
-    return table.version(), sorted(table.files())
+    adds = pa.table(table.get_add_actions(flatten=True))
+    return table.version(), sorted(adds.column("path").to_pylist())
 
 
 def deltalake_rows(path: Path | str) -> list[dict]:

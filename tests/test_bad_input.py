@@ -164,3 +164,24 @@ def test_fixture_dirs_are_untouched():
     """Tests copy fixtures before writing: the originals keep their checkpoint files."""
     assert (TABLES / "delta-rs/simple_table_with_checkpoint/_delta_log/00000000000000000010.checkpoint.parquet").stat().st_size > 1000
     assert shutil.disk_usage(TABLES).total > 0
+
+
+def test_date_like_strings_in_maps_stay_exact_strings(tmp_path):
+    """pyarrow's JSON inference would turn these into timestamps; they must stay as written."""
+    meta = lb.metadata(configuration={"custom.since": "2023-01-01", "delta.checkpointInterval": "5"}, partition_columns=["part"])
+    lb.write_commit(tmp_path, 0, [lb.commit_info(), lb.protocol(), meta])
+    a = lb.add("part=2023-12-29/a.parquet", part="2023-12-29")
+    a["add"]["tags"] = {"INSERTION_TIME": "2024-01-01T00:00:00.000000Z", "n": "1"}
+    lb.write_commit(tmp_path, 1, [lb.commit_info(), a, lb.add("part=x/b.parquet", part="x")])
+    snapshot = load_snapshot(tmp_path)
+    rows = {r["path"]: r for r in snapshot.files.to_pylist()}
+    assert dict(rows["part=2023-12-29/a.parquet"]["partitionValues"]) == {"part": "2023-12-29"}
+    assert dict(rows["part=2023-12-29/a.parquet"]["tags"]) == {"INSERTION_TIME": "2024-01-01T00:00:00.000000Z", "n": "1"}
+    assert dict(rows["part=x/b.parquet"]["partitionValues"]) == {"part": "x"}
+    assert snapshot.metadata.configuration["custom.since"] == "2023-01-01"
+
+
+def test_fixture_partition_values_are_exact():
+    snapshot = load_snapshot(TABLES / "delta-rs/cdf-table")
+    values = {dict(pv)["birthday"] for pv in snapshot.files.column("partitionValues").to_pylist()}
+    assert values == {"2023-12-22", "2023-12-25", "2023-12-29"}

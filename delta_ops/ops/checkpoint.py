@@ -1,0 +1,325 @@
+"""The checkpoint operation: plan (pure) and execute (atomic, verified, idempotent).
+
+Plan: decide the version, the layout (classic single file by default; V2 with sidecars when the
+table's `delta.checkpointPolicy` is `v2`; multi-part only when asked), the file names, and what
+expiry drops. Refuses tables whose writer features delta-ops does not support. A checkpoint
+that already exists at the version makes the plan a no-op.
+
+Execute, in an order where a crash at any point leaves a table every reader reads:
+
+1. write each checkpoint file under its final name atomically (local: temp file + `os.link`,
+   first writer wins; object stores: one PUT). Multi-part: an incomplete set is ignored by
+   readers. V2: sidecars first, the top-level file (which makes them reachable) last;
+2. read the written checkpoint back and compare action and add counts with the snapshot;
+3. only then write `_last_checkpoint` (with Spark's checksum), unless it already names a newer
+   version: the hint never moves back.
+
+Example::
+
+    plan = plan_checkpoint(load_snapshot(path), now_ms=now())
+    print(plan.to_dict())            # dry run
+    result = execute_checkpoint(plan)
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from delta_ops.checkpoint import (
+    CheckpointState,
+    ParsedColumns,
+    build_checkpoint_tables,
+    checkpoint_schema,
+    checkpoint_state,
+    parsed_columns,
+    sidecar_tables,
+    spark_schema_json,
+    v2_top_level_rows,
+)
+from delta_ops.errors import CorruptLog, DeltaOpsError
+from delta_ops.last_checkpoint import read_last_checkpoint, serialize_last_checkpoint
+from delta_ops.log_files import (
+    LAST_CHECKPOINT,
+    SIDECARS_DIR,
+    LogFile,
+    LogFileKind,
+    classic_checkpoint_name,
+    multi_part_checkpoint_name,
+    parse_log_file_name,
+    v2_checkpoint_name,
+)
+from delta_ops.log_reader import read_checkpoint
+from delta_ops.log_segment import complete_checkpoints
+from delta_ops.replay import reconcile
+from delta_ops.snapshot import Snapshot, load_snapshot
+from delta_ops.storage import Storage
+
+logger = logging.getLogger(__name__)
+
+V2_ACTIONS_PER_SIDECAR = 50_000
+CHECKPOINT_SCHEMA_MAX_CHARS = 20_000
+LAST_CHECKPOINT_LIST_LIMIT = 30
+
+
+@dataclass(frozen=True)
+class CheckpointPlan:
+    """What a checkpoint run will write. Printing `to_dict()` is the dry run."""
+
+    table: str
+    version: int
+    kind: str  # "classic" | "multi-part" | "v2"
+    num_parts: int
+    files: tuple[str, ...]  # names in _delta_log (sidecars as "_sidecars/<name>")
+    existing: str | None  # a complete checkpoint already at this version: nothing to do
+    num_add_files: int
+    num_tombstones: int
+    num_txns: int
+    num_domains: int
+    expired_tombstones: int
+    expired_txns: int
+    last_checkpoint_version: int | None  # what the hint names now
+    will_update_last_checkpoint: bool
+    snapshot: Snapshot = field(repr=False, compare=False)
+    state: CheckpointState = field(repr=False, compare=False)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return self.existing is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("snapshot", "state")}
+        out["files"] = list(self.files)
+        return out
+
+
+@dataclass(frozen=True)
+class CheckpointResult:
+    """What a checkpoint run did."""
+
+    table: str
+    version: int
+    kind: str
+    written: tuple[str, ...]
+    skipped_existing: str | None
+    num_actions: int
+    num_add_files: int
+    size_in_bytes: int
+    last_checkpoint_updated: bool
+    duration_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["written"] = list(self.written)
+        return out
+
+
+def _existing_checkpoint(snapshot: Snapshot, version: int) -> str | None:
+    listing = snapshot.storage.list_log()
+    files = [f for f in (parse_log_file_name(e.name, e.size, e.modification_time) for e in listing) if f is not None]
+    for ref in complete_checkpoints(files):
+        if ref.version == version:
+            return ref.name
+    return None
+
+
+def plan_checkpoint(snapshot: Snapshot, now_ms: int, *, parts: int | None = None) -> CheckpointPlan:
+    """Plan a checkpoint of `snapshot` as of `now_ms` (tombstone/txn expiry clock).
+
+    Args:
+        snapshot: the version to checkpoint.
+        now_ms: the clock for expiry, epoch milliseconds.
+        parts: write a multi-part V1 checkpoint with this many parts (classic tables only).
+    """
+    snapshot.protocol.check_writable()
+    props = snapshot.properties
+    use_v2 = props.checkpoint_policy == "v2" and snapshot.protocol.supports("v2Checkpoint")
+    if parts is not None and parts < 1:
+        raise DeltaOpsError(f"--parts must be at least 1, got {parts}")
+    if use_v2 and parts and parts > 1:
+        raise DeltaOpsError("multi-part checkpoints are not allowed on a table with the v2 checkpoint policy")
+    state = checkpoint_state(snapshot, now_ms)
+    version = snapshot.version
+    if use_v2:
+        kind, num_parts = "v2", max(1, -(-(state.adds.num_rows + state.tombstones.num_rows) // V2_ACTIONS_PER_SIDECAR))
+        token = uuid.uuid4()
+        files = tuple(
+            f"{SIDECARS_DIR}/{version:020d}.checkpoint.{i:010d}.{num_parts:010d}.{uuid.uuid4()}.parquet"
+            for i in range(1, num_parts + 1)
+        ) + (v2_checkpoint_name(version, str(token), "json"),)
+    elif parts and parts > 1:
+        kind, num_parts = "multi-part", parts
+        files = tuple(multi_part_checkpoint_name(version, i, parts) for i in range(1, parts + 1))
+    else:
+        kind, num_parts = "classic", 1
+        files = (classic_checkpoint_name(version),)
+    hint = read_last_checkpoint(snapshot.storage).info
+    hint_version = hint.version if hint is not None else None
+    return CheckpointPlan(
+        table=snapshot.storage.url,
+        version=version,
+        kind=kind,
+        num_parts=num_parts,
+        files=files,
+        existing=_existing_checkpoint(snapshot, version),
+        num_add_files=state.adds.num_rows,
+        num_tombstones=state.tombstones.num_rows,
+        num_txns=len(state.txns),
+        num_domains=len(state.domains),
+        expired_tombstones=state.expired_tombstones,
+        expired_txns=state.expired_txns,
+        last_checkpoint_version=hint_version,
+        will_update_last_checkpoint=hint_version is None or hint_version <= version,
+        snapshot=snapshot,
+        state=state,
+    )
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="snappy")
+    return sink.getvalue()
+
+
+def _write_new(storage: Storage, name: str, data: bytes) -> bool:
+    """Create a log file atomically; False when another writer created it first."""
+    created = storage.put_if_absent(storage.log_file(name), data)
+    if not created:
+        logger.info("%s already exists (a concurrent checkpoint won); keeping it", name)
+    return created
+
+
+def execute_checkpoint(plan: CheckpointPlan) -> CheckpointResult:
+    """Write the planned checkpoint, verify it, then update `_last_checkpoint`."""
+    started = time.monotonic()
+    storage = plan.snapshot.storage
+    if plan.nothing_to_do:
+        logger.info("%s: a checkpoint already exists at version %d (%s)", plan.table, plan.version, plan.existing)
+        return CheckpointResult(plan.table, plan.version, plan.kind, (), plan.existing, 0, plan.num_add_files, 0, False, 0)
+    schema = checkpoint_schema(plan.snapshot)
+    parsed = parsed_columns(plan.snapshot)
+    if plan.kind == "v2":
+        hint, written, sizes = _write_v2(plan, storage, schema, parsed)
+    else:
+        tables = build_checkpoint_tables(plan.state, schema, parsed, plan.num_parts)
+        written, sizes = [], []
+        for name, table in zip(plan.files, tables):
+            data = _parquet_bytes(table)
+            _write_new(storage, name, data)
+            written.append(name)
+            sizes.append(len(data))
+        hint = {
+            "version": plan.version,
+            "size": plan.state.num_actions,
+            "parts": plan.num_parts if plan.kind == "multi-part" else None,
+            "sizeInBytes": sum(sizes),
+            "numOfAddFiles": plan.num_add_files,
+        }
+        schema_json = spark_schema_json(schema)
+        if len(json.dumps(schema_json, separators=(",", ":"))) <= CHECKPOINT_SCHEMA_MAX_CHARS:
+            hint["checkpointSchema"] = schema_json
+    _verify(plan, storage)
+    updated = _update_last_checkpoint(storage, plan.version, hint)
+    return CheckpointResult(
+        table=plan.table,
+        version=plan.version,
+        kind=plan.kind,
+        written=tuple(written),
+        skipped_existing=None,
+        num_actions=plan.state.num_actions,
+        num_add_files=plan.num_add_files,
+        size_in_bytes=sum(sizes),
+        last_checkpoint_updated=updated,
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )
+
+
+def _write_v2(plan: CheckpointPlan, storage: Storage, schema: pa.Schema, parsed: ParsedColumns) -> tuple[dict[str, Any], list[str], list[int]]:
+    sidecar_names = [n.split("/", 1)[1] for n in plan.files[:-1]]
+    top_name = plan.files[-1]
+    tables = sidecar_tables(plan.state, schema, parsed, V2_ACTIONS_PER_SIDECAR)
+    now = int(time.time() * 1000)
+    sidecars, written, sizes = [], [], []
+    sidecar_rows = 0
+    for name, table in zip(sidecar_names, tables):
+        data = _parquet_bytes(table)
+        _write_new(storage, f"{SIDECARS_DIR}/{name}", data)
+        sidecars.append({"path": name, "sizeInBytes": len(data), "modificationTime": now})
+        written.append(f"{SIDECARS_DIR}/{name}")
+        sizes.append(len(data))
+        sidecar_rows += table.num_rows
+    tags = {
+        "sidecarNumActions": str(sidecar_rows),
+        "sidecarSizeInBytes": str(sum(sizes)),
+        "numOfAddFiles": str(plan.num_add_files),
+    }
+    rows = v2_top_level_rows(plan.state, sidecars, tags)
+    top = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode()
+    _write_new(storage, top_name, top)
+    written.append(top_name)
+    sizes.append(len(top))
+    non_file = [r for r in rows if "sidecar" not in r and "checkpointMetadata" not in r] + [
+        {"checkpointMetadata": rows[0]["checkpointMetadata"]}
+    ]
+    v2_info: dict[str, Any] = {"path": top_name, "sizeInBytes": len(top), "modificationTime": now}
+    if len(non_file) <= LAST_CHECKPOINT_LIST_LIMIT:
+        v2_info["nonFileActions"] = non_file
+    if len(sidecars) <= LAST_CHECKPOINT_LIST_LIMIT:
+        v2_info["sidecarFiles"] = sidecars
+    hint = {
+        "version": plan.version,
+        "size": sidecar_rows + len(rows),
+        "sizeInBytes": sum(sizes),
+        "numOfAddFiles": plan.num_add_files,
+        "v2Checkpoint": v2_info,
+    }
+    return hint, written, sizes
+
+
+def _verify(plan: CheckpointPlan, storage: Storage) -> None:
+    """Read the written checkpoint back; its state must match what was planned."""
+    top = [f for f in plan.files if not f.startswith(f"{SIDECARS_DIR}/")]
+    files: list[LogFile] = []
+    for name in top:
+        parsed = parse_log_file_name(name)
+        assert parsed is not None
+        files.append(parsed)
+    read = read_checkpoint(storage, files, plan.version, seq_start=0)
+    state = reconcile(read.batch)
+    problems = []
+    if state.files.num_rows != plan.num_add_files:
+        problems.append(f"{state.files.num_rows} adds read back, {plan.num_add_files} expected")
+    if state.tombstones.num_rows != plan.num_tombstones:
+        problems.append(f"{state.tombstones.num_rows} removes read back, {plan.num_tombstones} expected")
+    if len(state.txns) != plan.num_txns or len(state.domains) != plan.num_domains:
+        problems.append("txn or domain metadata counts differ")
+    if problems:
+        raise CorruptLog(top[-1], "checkpoint verification failed: " + "; ".join(problems))
+
+
+def _update_last_checkpoint(storage: Storage, version: int, hint: dict[str, Any]) -> bool:
+    """Write `_last_checkpoint` unless it already names a newer checkpoint."""
+    current = read_last_checkpoint(storage).info
+    if current is not None and current.version > version:
+        logger.info("_last_checkpoint names version %d, newer than %d: left as is", current.version, version)
+        return False
+    storage.write_atomic(storage.log_file(LAST_CHECKPOINT), serialize_last_checkpoint(hint))
+    return True
+
+
+def checkpoint(table: str | Storage, *, version: int | None = None, parts: int | None = None, now_ms: int | None = None, storage_options: dict[str, Any] | None = None) -> CheckpointResult:
+    """Load, plan and execute a checkpoint in one call (the API behind `delta-ops checkpoint`)."""
+    snapshot = load_snapshot(table, version, storage_options=storage_options)
+    plan = plan_checkpoint(snapshot, now_ms if now_ms is not None else int(time.time() * 1000), parts=parts)
+    return execute_checkpoint(plan)
+
+
+__all__ = ["CheckpointPlan", "CheckpointResult", "checkpoint", "execute_checkpoint", "plan_checkpoint", "LogFileKind"]
