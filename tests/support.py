@@ -80,7 +80,7 @@ def duckdb_rows(path: Path | str) -> list[dict]:
     """Every row DuckDB's delta extension returns, sorted for comparison."""
     con = duckdb_connection()
     try:
-        rows = con.sql(f"SELECT * FROM delta_scan('{path}')").fetch_arrow_table().to_pylist()
+        rows = con.sql(f"SELECT * FROM delta_scan('{path}')").to_arrow_table().to_pylist()
     finally:
         con.close()
     return sorted(rows, key=_row_key)
