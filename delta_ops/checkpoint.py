@@ -11,8 +11,9 @@ plan/execute operation that drives it):
    remove, metaData, protocol, domainMetadata`, everything nullable; `add` has every field Spark
    writes, `stats` as JSON and, when `delta.checkpoint.writeStatsAsStruct` is true,
    `partitionValues_parsed` / `stats_parsed` typed from the table schema by physical name.
-3. :func:`build_checkpoint_tables` turns the state into one Arrow table per part (file actions
-   clustered by path for multi-part), or the V2 top-level rows plus sidecar tables.
+3. :func:`build_checkpoint_parts` turns the state into row groups per part (file actions
+   clustered by path for multi-part); :func:`sidecar_parts` and :func:`v2_top_level_rows` give
+   the V2 layout.
    File actions carry `dataChange=false`; `remove` has no `tags`/`stats`.
 
 Everything is vectorised over the snapshot's Arrow tables.
@@ -20,7 +21,7 @@ Everything is vectorised over the snapshot's Arrow tables.
 Example::
 
     state = checkpoint_state(snapshot, now_ms)
-    [table] = build_checkpoint_tables(state, checkpoint_schema(snapshot))
+    [row_groups] = build_checkpoint_parts(state, checkpoint_schema(snapshot), parsed_columns(snapshot))
 """
 
 from __future__ import annotations
@@ -291,22 +292,28 @@ def non_file_rows(state: CheckpointState) -> dict[str, pa.Array]:
     return out
 
 
-def _assemble(schema: pa.Schema, leading: dict[str, pa.Array], adds: pa.Array | None, removes: pa.Array | None) -> pa.Table:
-    """Rows: the non-file actions, then adds, then removes; each column null elsewhere."""
-    n_lead = len(next(iter(leading.values()))) if leading else 0
-    n_add = len(adds) if adds is not None else 0
-    n_rem = len(removes) if removes is not None else 0
-    columns = []
-    for field in schema:
-        parts = []
-        if n_lead:
-            parts.append(leading[field.name] if field.name in leading else pa.nulls(n_lead, field.type))
-        if n_add:
-            parts.append(adds if field.name == "add" else pa.nulls(n_add, field.type))
-        if n_rem:
-            parts.append(removes if field.name == "remove" else pa.nulls(n_rem, field.type))
-        columns.append(pa.concat_arrays(parts) if parts else pa.nulls(0, field.type))
-    return pa.Table.from_arrays(columns, schema=schema)
+def _rows(schema: pa.Schema, filled: dict[str, pa.Array]) -> pa.Table:
+    """A table of `schema` where only the columns in `filled` have values (all others null)."""
+    n = len(next(iter(filled.values())))
+    return pa.Table.from_arrays(
+        [filled[f.name] if f.name in filled else pa.nulls(n, f.type) for f in schema], schema=schema
+    )
+
+
+def checkpoint_row_groups(schema: pa.Schema, leading: dict[str, pa.Array], adds: pa.Array | None, removes: pa.Array | None) -> list[pa.Table]:
+    """The rows of one checkpoint file as separate tables (written as row groups, in order):
+    the non-file actions, then the adds, then the removes. Writing them one after another
+    avoids concatenating (copying) the file actions into one table."""
+    groups = []
+    if leading:
+        groups.append(_rows(schema, {k: v for k, v in leading.items() if k in schema.names}))
+    if adds is not None and len(adds):
+        groups.append(_rows(schema, {"add": adds}))
+    if removes is not None and len(removes) and "remove" in schema.names:
+        groups.append(_rows(schema, {"remove": removes}))
+    if not groups:
+        groups.append(schema.empty_table())
+    return groups
 
 
 def parts_of_paths(add_paths: pa.Array, remove_paths: pa.Array, num_parts: int) -> tuple[np.ndarray, np.ndarray]:
@@ -322,36 +329,43 @@ def parts_of_paths(add_paths: pa.Array, remove_paths: pa.Array, num_parts: int) 
     return parts[: len(add_paths)], parts[len(add_paths) :]
 
 
-def build_checkpoint_tables(state: CheckpointState, schema: pa.Schema, parsed: ParsedColumns, num_parts: int = 1) -> list[pa.Table]:
-    """One Arrow table per checkpoint part; non-file actions go to the first part."""
-    adds = add_struct(state.adds.sort_by("path") if state.adds.num_rows else state.adds, schema.field("add").type, parsed)
-    removes = remove_struct(state.tombstones.sort_by("path") if state.tombstones.num_rows else state.tombstones)
+def build_checkpoint_parts(state: CheckpointState, schema: pa.Schema, parsed: ParsedColumns, num_parts: int = 1) -> list[list[pa.Table]]:
+    """Row groups per checkpoint part; non-file actions go to the first part.
+
+    Spark sorts file actions by path; readers must not depend on order, so we skip the sort.
+    """
+    adds = add_struct(state.adds, schema.field("add").type, parsed)
+    removes = remove_struct(state.tombstones)
     leading = non_file_rows(state)
     if num_parts <= 1:
-        return [_assemble(schema, leading, adds, removes)]
+        return [checkpoint_row_groups(schema, leading, adds, removes)]
     add_part, remove_part = parts_of_paths(pc.struct_field(adds, "path"), pc.struct_field(removes, "path"), num_parts)
-    tables = []
-    for part in range(num_parts):
-        tables.append(
-            _assemble(
-                schema,
-                leading if part == 0 else {},
-                adds.filter(pa.array(add_part == part)),
-                removes.filter(pa.array(remove_part == part)),
-            )
+    return [
+        checkpoint_row_groups(
+            schema,
+            leading if part == 0 else {},
+            adds.filter(pa.array(add_part == part)),
+            removes.filter(pa.array(remove_part == part)),
         )
-    return tables
+        for part in range(num_parts)
+    ]
 
 
-def sidecar_tables(state: CheckpointState, schema: pa.Schema, parsed: ParsedColumns, actions_per_sidecar: int) -> list[pa.Table]:
+def sidecar_parts(state: CheckpointState, schema: pa.Schema, parsed: ParsedColumns, actions_per_sidecar: int) -> list[list[pa.Table]]:
     """V2 sidecars: only `add` and `remove` columns, about `actions_per_sidecar` rows each."""
     sidecar_schema = pa.schema([schema.field("add"), schema.field("remove")])
-    adds = add_struct(state.adds.sort_by("path") if state.adds.num_rows else state.adds, schema.field("add").type, parsed)
-    removes = remove_struct(state.tombstones.sort_by("path") if state.tombstones.num_rows else state.tombstones)
-    whole = _assemble(sidecar_schema, {}, adds, removes)
-    count = max(1, -(-whole.num_rows // actions_per_sidecar))
-    size = -(-whole.num_rows // count) if whole.num_rows else 0
-    return [whole.slice(i * size, size) for i in range(count)] if whole.num_rows else [whole]
+    adds = add_struct(state.adds, schema.field("add").type, parsed)
+    removes = remove_struct(state.tombstones)
+    total = len(adds) + len(removes)
+    count = max(1, -(-total // actions_per_sidecar))
+    size = -(-total // count) if total else 0
+    parts = []
+    for i in range(count):
+        lo, hi = i * size, min(total, (i + 1) * size)
+        add_slice = adds.slice(lo, max(0, min(hi, len(adds)) - lo)) if lo < len(adds) else adds.slice(0, 0)
+        r_lo, r_hi = max(0, lo - len(adds)), max(0, hi - len(adds))
+        parts.append(checkpoint_row_groups(sidecar_schema, {}, add_slice, removes.slice(r_lo, r_hi - r_lo)))
+    return parts
 
 
 def v2_top_level_rows(state: CheckpointState, sidecars: Sequence[dict[str, Any]], checkpoint_tags: dict[str, str]) -> list[dict[str, Any]]:

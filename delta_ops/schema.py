@@ -850,7 +850,8 @@ def _read_wrapped(documents: pa.Array | list[str], read_schema: pa.Schema) -> pa
         parse_options=pa_json.ParseOptions(
             explicit_schema=read_schema,
             unexpected_field_behavior="ignore",
-            newlines_in_values=True,  # pretty-printed stats stay one record
+            # pretty-printed stats need it, but it makes the reader serial: only when present
+            newlines_in_values=bool(pc.any(pc.match_substring(documents, "\n")).as_py()),
         ),
     )
     if table.num_rows != len(documents):  # cannot happen with the wrapper; never misalign

@@ -14,14 +14,15 @@ Example::
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import posixpath
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import unquote
 
 from delta_ops.errors import NotADeltaTable, UnsafePath
@@ -256,6 +257,36 @@ class Storage:
             return True
         except FileExistsError:
             return False
+
+    def create_new(self, path: str, write: Callable[[BinaryIO], None]) -> tuple[bool, int]:
+        """Create `path` from a streaming writer, only if absent; return (created, size).
+
+        Local: the writer fills a hidden temp file, which is linked into place, so readers
+        never see a partial file and a concurrent creator wins cleanly. Elsewhere the content
+        is buffered and put with `put_if_absent` (one request).
+        """
+        if self.is_local:
+            directory, name = os.path.split(path)
+            os.makedirs(directory, exist_ok=True)
+            tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+            try:
+                with open(tmp, "wb") as f:
+                    write(f)
+                    f.flush()
+                    os.fsync(f.fileno())
+                size = os.path.getsize(tmp)
+                try:
+                    os.link(tmp, path)
+                    return True, size
+                except FileExistsError:
+                    return False, size
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        buffer = io.BytesIO()
+        write(buffer)
+        data = buffer.getvalue()
+        return self.put_if_absent(path, data), len(data)
 
     def write_atomic(self, path: str, data: bytes) -> None:
         """Write or replace `path` so that readers see either the old or the new content.
