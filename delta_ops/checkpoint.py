@@ -263,17 +263,17 @@ def remove_struct(tombstones: pa.Table) -> pa.StructArray:
 
 
 def _single_struct(value: dict[str, Any], typ: pa.StructType) -> pa.Array:
-    return pa.array([_to_arrow_value(value, typ)], typ)
+    return pa.array([to_arrow_value(value, typ)], typ)
 
 
-def _to_arrow_value(value: Any, typ: pa.DataType) -> Any:
+def to_arrow_value(value: Any, typ: pa.DataType) -> Any:
     """Python action values in the shape pa.array expects (maps as lists of pairs)."""
     if value is None:
         return None
     if pa.types.is_map(typ):
         return [(k, v) for k, v in value.items()] if isinstance(value, dict) else value
     if pa.types.is_struct(typ):
-        return {f.name: _to_arrow_value(value.get(f.name), f.type) for f in typ}
+        return {f.name: to_arrow_value(value.get(f.name), f.type) for f in typ}
     if pa.types.is_list(typ):
         return list(value)
     return value
@@ -288,7 +288,7 @@ def non_file_rows(state: CheckpointState) -> dict[str, pa.Array]:
     types = {"protocol": PROTOCOL_TYPE, "metaData": METADATA_TYPE, "domainMetadata": DOMAIN_TYPE, "txn": TXN_TYPE}
     out = {}
     for name, typ in types.items():
-        out[name] = pa.array([_to_arrow_value(v, typ) if k == name else None for k, v in rows], typ)
+        out[name] = pa.array([to_arrow_value(v, typ) if k == name else None for k, v in rows], typ)
     return out
 
 

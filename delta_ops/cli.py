@@ -87,6 +87,63 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
     return 0
 
 
+def _duration_ms(text: str | None) -> int | None:
+    """`--retention` like a table property: '7 days', 'interval 2 hours', or plain hours ('168')."""
+    if text is None:
+        return None
+    from delta_ops.table_properties import parse_interval_ms
+
+    if text.strip().isdigit():
+        return int(text) * 3_600_000
+    try:
+        return parse_interval_ms(text)
+    except ValueError as exc:
+        raise SystemExit(f"delta-ops: error: invalid --retention {text!r}: {exc}") from None
+
+
+def _cmd_cleanup(args: argparse.Namespace) -> int:
+    from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
+    from delta_ops.snapshot import load_snapshot
+
+    snapshot = load_snapshot(args.table, storage_options=_storage_options(args.storage_option))
+    plan = plan_cleanup(snapshot, _now_ms(args.now), retention_ms=_duration_ms(args.retention))
+    if args.dry_run or plan.nothing_to_do:
+        data = {**plan.to_dict(), "dry_run": args.dry_run}
+        verb = "would delete" if args.dry_run else "deleted"
+        human = "\n".join(
+            [f"cutoff {data['cutoff']}, boundary checkpoint {plan.boundary_checkpoint_version}: {verb} {len(plan.deleted)} log files"]
+            + [f"  {name}" for name in plan.deleted]
+            + [f"kept: {reason}" for reason in plan.kept_reasons]
+        )
+        _print(args, data, human)
+        return 0
+    result = execute_cleanup(plan)
+    human = "\n".join(
+        [f"cutoff {result.cutoff}, boundary checkpoint {result.boundary_checkpoint_version}: deleted {result.num_deleted} log files"]
+        + [f"  {name}" for name in result.deleted]
+    )
+    _print(args, result.to_dict(), human)
+    return 0
+
+
+def _cmd_vacuum(args: argparse.Namespace) -> int:
+    from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
+    from delta_ops.snapshot import load_snapshot
+
+    snapshot = load_snapshot(args.table, storage_options=_storage_options(args.storage_option))
+    plan = plan_vacuum(snapshot, _now_ms(args.now), retention_ms=_duration_ms(args.retention), mode=args.mode, force=args.force)
+    if args.dry_run:
+        data = {**plan.to_dict(), "dry_run": True, "deleted": [c.path for c in plan.candidates], "num_deleted": len(plan.candidates), "commits": []}
+        lines = [f"{c.path}\t{c.size} bytes\t{(plan.now_ms - c.modification_time) // 3_600_000} h old\t{c.reason}" for c in plan.candidates]
+        lines.append(f"would delete {len(plan.candidates)} files ({plan.bytes:,} bytes) and {len(plan.directories)} empty directories at most ({plan.mode}, retention {plan.retention_ms} ms)")
+        _print(args, data, "\n".join(lines))
+        return 0
+    result = execute_vacuum(plan)
+    human = f"deleted {result.num_deleted} files ({result.bytes:,} bytes), {result.num_vacuumed_directories} directories; commits {list(result.commits) or 'none'}"
+    _print(args, result.to_dict(), human)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="delta-ops", description="Maintenance for Delta Lake tables.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -105,6 +162,22 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--now", default=None, help="clock for tombstone expiry (ISO-8601 or epoch ms; default: now)")
     cp.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     cp.set_defaults(func=_cmd_checkpoint)
+
+    cl = sub.add_parser("cleanup", help="delete expired log files (Spark's truncated-day cutoff, whole segments)")
+    _add_table_args(cl)
+    cl.add_argument("--retention", default=None, help="log retention (e.g. '30 days'; default: delta.logRetentionDuration)")
+    cl.add_argument("--now", default=None, help="clock (ISO-8601 or epoch ms; default: now)")
+    cl.add_argument("--dry-run", action="store_true", help="print what would be deleted and what is kept, delete nothing")
+    cl.set_defaults(func=_cmd_cleanup)
+
+    vac = sub.add_parser("vacuum", help="delete data files no retained version needs")
+    _add_table_args(vac)
+    vac.add_argument("--retention", default=None, help="retention (e.g. '7 days', or hours; default: delta.deletedFileRetentionDuration)")
+    vac.add_argument("--mode", choices=("full", "lite"), default="full")
+    vac.add_argument("--dry-run", action="store_true", help="print every file with size, age and reason; delete nothing")
+    vac.add_argument("--force", action="store_true", help="allow a retention shorter than the table's")
+    vac.add_argument("--now", default=None, help="clock (ISO-8601 or epoch ms; default: now)")
+    vac.set_defaults(func=_cmd_vacuum)
     return parser
 
 

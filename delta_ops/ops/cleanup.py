@@ -1,0 +1,347 @@
+"""Metadata (log) cleanup with Delta Spark's truncated-day cutoff and whole-segment rule.
+
+Plan (pure except for listing and reading the log):
+
+1. ``cutoff = floor_to_utc_midnight(now - retention)``; retention is ``--retention`` or the
+   table's ``delta.logRetentionDuration`` (30 days). ``delta.enableExpiredLogCleanup=false``
+   means nothing is deleted.
+2. Without a readable ``_last_checkpoint`` nothing is deleted; otherwise versions up to
+   ``_last_checkpoint.version - 1`` may go.
+3. Walk commits, checkpoints of every form and ``.crc`` files in name order (per version:
+   checkpoint < crc < json), making modification times monotonic. A complete, non-empty
+   checkpoint whose time needed no adjustment is a flush point: if the newest file before it
+   is older than the cutoff and within the version cap, that whole segment is deleted. So
+   every retained version can be rebuilt from the boundary checkpoint C plus JSON.
+4. The boundary checkpoint must be readable (it is read before anything is deleted; an
+   unreadable one falls back to the previous boundary). Compacted files ending below C, and
+   (V2 tables) sidecars no remaining checkpoint references that are older than the cutoff, go
+   too. Nothing at or after C is ever deleted.
+
+Execute: write the V2 compatibility checkpoint first when the boundary is UUID-named (so old
+readers still find the protocol), delete oldest first, then load the latest snapshot and the
+oldest retained version as a self-check.
+
+Example::
+
+    plan = plan_cleanup(load_snapshot(path), now_ms=now)
+    print(plan.to_dict())      # dry run, with what is kept and why
+    execute_cleanup(plan)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from delta_ops.errors import CorruptLog, DeltaOpsError
+from delta_ops.last_checkpoint import read_last_checkpoint
+from delta_ops.log_files import (
+    SIDECARS_DIR,
+    LogFile,
+    LogFileKind,
+    classic_checkpoint_name,
+    parse_listing,
+)
+from delta_ops.log_reader import read_checkpoint
+from delta_ops.snapshot import Snapshot, load_snapshot
+from delta_ops.storage import Storage
+
+logger = logging.getLogger(__name__)
+
+_KIND_ORDER = {
+    LogFileKind.CLASSIC_CHECKPOINT: 0,
+    LogFileKind.MULTI_PART_CHECKPOINT: 0,
+    LogFileKind.V2_CHECKPOINT: 0,
+    LogFileKind.CHECKSUM: 1,
+    LogFileKind.COMMIT: 2,
+}
+
+
+def truncate_to_utc_day(ms: int) -> int:
+    """Floor an epoch-ms instant to 00:00 UTC of its day (Spark's `truncateDate`)."""
+    return (ms // 86_400_000) * 86_400_000
+
+
+def iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class CleanupPlan:
+    """What log cleanup will delete; `to_dict()` is the dry-run report."""
+
+    table: str
+    cutoff_ms: int
+    retention_ms: int
+    boundary_checkpoint_version: int | None
+    deleted: tuple[str, ...]  # names under _delta_log (sidecars as "_sidecars/<name>")
+    kept_reasons: tuple[str, ...]
+    write_compat_checkpoint: str | None  # V2 boundary: classic-named copy to write first
+    oldest_retained_version: int | None
+    snapshot: Snapshot = field(repr=False, compare=False)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.deleted
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "snapshot"}
+        out["cutoff"] = iso(self.cutoff_ms)
+        out["deleted"] = list(self.deleted)
+        out["num_deleted"] = len(self.deleted)
+        out["kept_reasons"] = list(self.kept_reasons)
+        return out
+
+
+@dataclass(frozen=True)
+class CleanupResult:
+    table: str
+    cutoff: str
+    boundary_checkpoint_version: int | None
+    deleted: tuple[str, ...]
+    num_deleted: int
+    dry_run: bool
+    compat_checkpoint_written: str | None
+    oldest_retained_version: int | None
+    duration_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["deleted"] = list(self.deleted)
+        return out
+
+
+def _sort_key(f: LogFile) -> tuple[int, int, str]:
+    return (f.version, _KIND_ORDER.get(f.kind, 3), f.name)
+
+
+@dataclass
+class _Segment:
+    """Files buffered before one flush-point checkpoint, and whether they may be deleted."""
+
+    checkpoint_version: int
+    checkpoint_files: list[LogFile]
+    files: list[LogFile]
+    deletable: bool
+
+
+def _segments(files: list[LogFile], cutoff_ms: int, max_version: int) -> list[_Segment]:
+    """Spark's BufferingLogDeletionIterator: the segments between complete checkpoints."""
+    candidates = sorted((f for f in files if f.kind in _KIND_ORDER), key=_sort_key)
+    segments: list[_Segment] = []
+    buffer: list[tuple[LogFile, int]] = []
+    pending_parts: dict[tuple[int, int], list[tuple[LogFile, int]]] = defaultdict(list)
+    prev_version, prev_time = -1, -1
+    for f in candidates:
+        adjusted = f.modification_time
+        was_adjusted = False
+        # a newer version must be newer in time; copies and clock skew are corrected forward
+        if f.version > prev_version and adjusted <= prev_time:
+            adjusted, was_adjusted = prev_time + 1, True
+        prev_version, prev_time = f.version, adjusted
+        flush_files: list[tuple[LogFile, int]] | None = None
+        if f.is_checkpoint and f.size > 0 and not was_adjusted:
+            if f.kind is LogFileKind.MULTI_PART_CHECKPOINT:
+                key = (f.version, f.num_parts or 0)
+                pending_parts[key].append((f, adjusted))
+                if len({p.part for p, _ in pending_parts[key]}) == key[1]:
+                    flush_files = pending_parts.pop(key)
+                else:
+                    continue  # parts of an incomplete checkpoint never reach the buffer
+            else:
+                flush_files = [(f, adjusted)]
+        elif f.kind is LogFileKind.MULTI_PART_CHECKPOINT:
+            pending_parts[(f.version, f.num_parts or 0)].append((f, adjusted))
+            continue
+        if flush_files is None:
+            buffer.append((f, adjusted))
+            continue
+        newest = buffer[-1] if buffer else None
+        deletable = newest is not None and newest[1] <= cutoff_ms and newest[0].version <= max_version
+        segments.append(_Segment(f.version, [p for p, _ in flush_files], [b for b, _ in buffer], deletable))
+        buffer = list(flush_files)
+    return segments
+
+
+def _readable(storage: Storage, checkpoint: list[LogFile]) -> bool:
+    try:
+        read_checkpoint(storage, checkpoint, checkpoint[0].version, seq_start=0)
+        return True
+    except (CorruptLog, OSError) as exc:
+        logger.warning("checkpoint %s is not readable (%s); not using it as a cleanup boundary", checkpoint[0].name, exc)
+        return False
+
+
+def plan_cleanup(snapshot: Snapshot, now_ms: int, *, retention_ms: int | None = None) -> CleanupPlan:
+    """Plan log cleanup of `snapshot`'s table as of `now_ms`."""
+    storage = snapshot.storage
+    props = snapshot.properties
+    retention = props.log_retention_ms if retention_ms is None else retention_ms
+    if retention < 0:
+        raise DeltaOpsError(f"log retention must not be negative, got {retention} ms")
+    cutoff = truncate_to_utc_day(now_ms - retention)
+
+    def nothing(reason: str, boundary: int | None = None) -> CleanupPlan:
+        return CleanupPlan(storage.url, cutoff, retention, boundary, (), (reason,), None, None, snapshot)
+
+    if not props.enable_expired_log_cleanup:
+        return nothing("delta.enableExpiredLogCleanup is false: log cleanup is disabled for this table")
+    hint = read_last_checkpoint(storage)
+    if hint.info is None:
+        return nothing(f"no readable _last_checkpoint ({hint.problem}): nothing is deleted without it")
+    files = parse_listing(storage.list_log())
+    segments = _segments(files, cutoff, hint.info.version - 1)
+    deletable = [s for s in segments if s.deletable]
+    while deletable and not _readable(storage, deletable[-1].checkpoint_files):
+        deletable.pop()  # fall back to the previous boundary
+    if not deletable:
+        reasons = ["no complete, readable checkpoint has all older log files past the cutoff "
+                   f"{iso(cutoff)} (everything newer is inside the log retention of {retention} ms)"]
+        return nothing(reasons[0])
+    boundary = deletable[-1]
+    c = boundary.checkpoint_version
+    doomed = {f.name for s in segments if s.deletable and s.checkpoint_version <= c for f in s.files}
+    doomed |= {f.name for f in files if f.kind is LogFileKind.COMPACTED and (f.end_version or 0) < c}
+    assert all(not (f.version >= c and f.name in doomed) for f in files), "never delete at or after the boundary"
+
+    compat = None
+    supports_v2 = snapshot.protocol.supports("v2Checkpoint")
+    if supports_v2 and boundary.checkpoint_files[0].kind is LogFileKind.V2_CHECKPOINT:
+        has_classic = any(f.version == c and f.kind in (LogFileKind.CLASSIC_CHECKPOINT, LogFileKind.MULTI_PART_CHECKPOINT) for f in files)
+        if not has_classic:
+            compat = classic_checkpoint_name(c)
+    if supports_v2 and any(storage_is_checkpoint(n, files) for n in doomed):
+        doomed |= {f"{SIDECARS_DIR}/{n}" for n in _orphan_sidecars(storage, files, doomed, cutoff)}
+    kept = [f"boundary checkpoint {boundary.checkpoint_files[0].name}: it and everything newer are kept"]
+    return CleanupPlan(
+        table=storage.url,
+        cutoff_ms=cutoff,
+        retention_ms=retention,
+        boundary_checkpoint_version=c,
+        deleted=tuple(sorted(doomed)),
+        kept_reasons=tuple(kept),
+        write_compat_checkpoint=compat,
+        oldest_retained_version=c,
+        snapshot=snapshot,
+    )
+
+
+def storage_is_checkpoint(name: str, files: list[LogFile]) -> bool:
+    return any(f.name == name and f.is_checkpoint for f in files)
+
+
+def _orphan_sidecars(storage: Storage, files: list[LogFile], doomed: set[str], cutoff_ms: int) -> list[str]:
+    """Sidecars referenced by no remaining checkpoint and older than the cutoff."""
+    referenced: set[str] = set()
+    for f in files:
+        if f.is_checkpoint and f.name not in doomed:
+            referenced |= _sidecars_of(storage, f)
+    return [e.name for e in storage.list_log(SIDECARS_DIR) if e.name not in referenced and e.modification_time < cutoff_ms]
+
+
+def _sidecars_of(storage: Storage, f: LogFile) -> set[str]:
+    path = storage.log_file(f.name)
+    if f.format == "json":
+        out = set()
+        for line in storage.read_bytes(path).splitlines():
+            if b'"sidecar"' in line:
+                sidecar = json.loads(line).get("sidecar")
+                if sidecar:
+                    out.add(sidecar["path"].rsplit("/", 1)[-1])
+        return out
+    import pyarrow.parquet as pq
+
+    with storage.fs.open(path, "rb") as handle:
+        pf = pq.ParquetFile(handle)
+        if "sidecar" not in pf.schema_arrow.names:
+            return set()
+        paths = pf.read(columns=["sidecar.path"]).column(0).drop_null().to_pylist()
+    return {p.rsplit("/", 1)[-1] for p in paths}
+
+
+def _write_compat_checkpoint(plan: CleanupPlan) -> str | None:
+    """Classic-named copy of the V2 boundary checkpoint: the same rows, pointing at the same
+    sidecars, so readers that only know classic names find the protocol and fail cleanly."""
+    storage = plan.snapshot.storage
+    name = plan.write_compat_checkpoint
+    assert name is not None and plan.boundary_checkpoint_version is not None
+    files = parse_listing(storage.list_log())
+    tops = [f for f in files if f.version == plan.boundary_checkpoint_version and f.kind is LogFileKind.V2_CHECKPOINT]
+    if not tops:
+        raise DeltaOpsError(f"V2 boundary checkpoint at version {plan.boundary_checkpoint_version} disappeared")
+    top = tops[0]
+    data = storage.read_bytes(storage.log_file(top.name))
+    if top.format == "parquet":
+        created = storage.put_if_absent(storage.log_file(name), data)  # same rows: same bytes
+    else:
+        table = compat_table_from_json(data)
+        import pyarrow.parquet as pq
+
+        created, _ = storage.create_new(storage.log_file(name), lambda sink: pq.write_table(table, sink, compression="snappy"))
+    return name if created else None
+
+
+def compat_table_from_json(data: bytes):
+    """The rows of a JSON V2 top-level checkpoint as a typed checkpoint table."""
+    import pyarrow as pa
+
+    from delta_ops.checkpoint import (
+        ADD_BASE_FIELDS,
+        CHECKPOINT_METADATA_TYPE,
+        DOMAIN_TYPE,
+        METADATA_TYPE,
+        PROTOCOL_TYPE,
+        REMOVE_TYPE,
+        SIDECAR_TYPE,
+        TXN_TYPE,
+        to_arrow_value,
+    )
+
+    schema = pa.schema(
+        [
+            ("txn", TXN_TYPE),
+            ("add", pa.struct(ADD_BASE_FIELDS)),
+            ("remove", REMOVE_TYPE),
+            ("metaData", METADATA_TYPE),
+            ("protocol", PROTOCOL_TYPE),
+            ("domainMetadata", DOMAIN_TYPE),
+            ("checkpointMetadata", CHECKPOINT_METADATA_TYPE),
+            ("sidecar", SIDECAR_TYPE),
+        ]
+    )
+    rows = [json.loads(line) for line in data.splitlines() if line.strip()]
+    columns = []
+    for f in schema:
+        columns.append(pa.array([to_arrow_value(r.get(f.name), f.type) for r in rows], f.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def execute_cleanup(plan: CleanupPlan) -> CleanupResult:
+    """Delete what the plan lists, oldest first, after the V2 compatibility checkpoint."""
+    started = time.monotonic()
+    storage = plan.snapshot.storage
+    compat = None
+    if plan.deleted:
+        if plan.write_compat_checkpoint:
+            compat = _write_compat_checkpoint(plan)
+        ordered = sorted(plan.deleted, key=lambda n: (n.startswith(SIDECARS_DIR), n))
+        storage.delete(storage.log_file(n) for n in ordered)
+        load_snapshot(storage)  # self-check: the latest state still loads ...
+        if plan.oldest_retained_version is not None:
+            load_snapshot(storage, plan.oldest_retained_version)  # ... and the oldest kept version
+    return CleanupResult(
+        table=plan.table,
+        cutoff=iso(plan.cutoff_ms),
+        boundary_checkpoint_version=plan.boundary_checkpoint_version,
+        deleted=plan.deleted,
+        num_deleted=len(plan.deleted),
+        dry_run=False,
+        compat_checkpoint_written=compat,
+        oldest_retained_version=plan.oldest_retained_version,
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )

@@ -1,0 +1,488 @@
+"""VACUUM: delete data files no version inside the retention window needs, never one that is.
+
+Plan (pure apart from listing):
+
+* Retention: ``--retention`` if given (honoured, never silently replaced), else the table's
+  ``delta.deletedFileRetentionDuration`` (7 days). Shorter than the table's property is refused
+  with :class:`RetentionTooShort` unless forced; negative is always refused.
+* Protected set: every live file and every tombstone with ``deletionTimestamp >= now -
+  retention``, their deletion-vector files (``u`` descriptors) and every parent directory.
+  Beyond Spark: a DV file referenced by *any* live or unexpired file is protected even if it
+  looks old (delta-rs' full vacuum deletes such files and corrupts the table).
+* FULL (default, Spark's algorithm): list the table recursively, skipping hidden names at every
+  level (``_`` or ``.`` prefixes, except ``_change_data``, ``_delta_index`` and partition
+  directories ``col=``), symlinks and anything outside the root; candidates are unprotected
+  files modified before ``now - retention``; then empty unprotected directories.
+* LITE: candidates come from the ``remove`` and ``cdc`` actions of the commits since the last
+  vacuum (``_delta_log/_last_vacuum_info``) up to the newest commit older than the retention;
+  refused like Spark when cleaned-up history makes that incomplete.
+
+Execute (only when something is to be deleted): commit ``VACUUM START`` (numFilesToDelete,
+sizeOfDataToDelete), re-read the log and keep every file that commits landing meanwhile
+reference, delete in parallel, remove empty directories non-recursively, commit ``VACUUM END``
+(COMPLETED, or FAILED before re-raising), then record ``_last_vacuum_info``.
+
+Example::
+
+    plan = plan_vacuum(load_snapshot(path), now_ms=now, retention_ms=0, force=True)
+    for c in plan.candidates: print(c.path, c.size, c.reason)      # dry run
+    execute_vacuum(plan)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, fields
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from delta_ops.errors import DeltaOpsError, RetentionTooShort, UnsafePath
+from delta_ops.log_files import LogFileKind
+from delta_ops.snapshot import Snapshot, load_snapshot
+from delta_ops.storage import Storage
+from delta_ops.transaction import Transaction
+
+logger = logging.getLogger(__name__)
+
+LAST_VACUUM_INFO = "_last_vacuum_info"
+DELETE_WORKERS = 16
+
+
+class VacuumLiteRefused(DeltaOpsError):
+    """LITE cannot see every eligible file because log history was cleaned up (run FULL)."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A file (or directory) the vacuum deletes, with why."""
+
+    path: str  # relative to the table root, decoded
+    size: int
+    modification_time: int
+    reason: str  # "orphan" | "expired tombstone" | "unreferenced deletion vector" | "change data" | "empty directory"
+
+    def to_dict(self, now_ms: int) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size, "age_ms": now_ms - self.modification_time, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class VacuumPlan:
+    table: str
+    mode: str
+    now_ms: int
+    retention_ms: int
+    table_retention_ms: int
+    specified_retention: bool
+    delete_before_ms: int
+    candidates: tuple[Candidate, ...]
+    directories: tuple[str, ...]  # empty-directory candidates, deepest first
+    latest_commit_outside_retention: int | None
+    snapshot: Snapshot = field(repr=False, compare=False)
+
+    @property
+    def bytes(self) -> int:
+        return sum(c.size for c in self.candidates)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.candidates and not self.directories
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "mode": self.mode,
+            "retention_ms": self.retention_ms,
+            "table_retention_ms": self.table_retention_ms,
+            "delete_before_ms": self.delete_before_ms,
+            "files": [c.to_dict(self.now_ms) for c in self.candidates],
+            "directories": list(self.directories),
+            "num_files": len(self.candidates),
+            "bytes": self.bytes,
+            "reasons": _reason_totals(self.candidates),
+        }
+
+
+@dataclass(frozen=True)
+class VacuumResult:
+    table: str
+    mode: str
+    retention_ms: int
+    deleted: tuple[str, ...]
+    num_deleted: int
+    bytes: int
+    num_vacuumed_directories: int
+    kept_after_recheck: tuple[str, ...]
+    dry_run: bool
+    commits: tuple[int, ...]
+    duration_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["deleted"] = list(self.deleted)
+        out["kept_after_recheck"] = list(self.kept_after_recheck)
+        out["commits"] = list(self.commits)
+        return out
+
+
+def _reason_totals(candidates: tuple[Candidate, ...]) -> dict[str, dict[str, int]]:
+    totals: dict[str, dict[str, int]] = {}
+    for c in candidates:
+        t = totals.setdefault(c.reason, {"files": 0, "bytes": 0})
+        t["files"] += 1
+        t["bytes"] += c.size
+    return totals
+
+
+# ----------------------------------------------------------------------------- protected set
+def is_hidden(name: str, partition_columns: tuple[str, ...]) -> bool:
+    """Spark's per-name hidden rule (`DeltaTableUtils.isHiddenDirectory`)."""
+    if not name.startswith(("_", ".")):
+        return False
+    if name.startswith(("_delta_index", "_change_data")):
+        return False
+    return not any(name.startswith(f"{col}=") for col in partition_columns)
+
+
+def _relative(storage: Storage, path_in_log: str) -> str | None:
+    """Decoded table-relative path, or None for paths outside the root (never touched)."""
+    try:
+        return storage.relative_inside_root(path_in_log)
+    except UnsafePath:
+        return None
+
+
+def _dv_relative_paths(table: pa.Table) -> list[str]:
+    from delta_ops.deletion_vectors import dv_relative_paths
+
+    if table.num_rows == 0:
+        return []
+    return [p for p in dv_relative_paths(table.column("deletionVector")).to_pylist() if p]
+
+
+def protected_paths(snapshot: Snapshot, delete_before_ms: int) -> tuple[set[str], set[str]]:
+    """(protected files, protected directories), relative and decoded.
+
+    Live files and tombstones not yet expired, their DV files, and every parent directory.
+    """
+    storage = snapshot.storage
+    tombstones = snapshot.tombstones
+    if tombstones.num_rows:
+        kept = pc.greater_equal(pc.fill_null(tombstones.column("deletionTimestamp"), 0), delete_before_ms)
+        tombstones = tombstones.filter(kept)
+    raw = snapshot.files.column("path").to_pylist() + tombstones.column("path").to_pylist()
+    raw += _dv_relative_paths(snapshot.files) + _dv_relative_paths(tombstones)
+    files = {r for r in (_relative(storage, p) for p in raw) if r is not None}
+    dirs = {posixpath.dirname(p) for p in files}
+    for d in list(dirs):
+        while d:
+            d = posixpath.dirname(d)
+            dirs.add(d)
+    dirs.discard("")
+    return files, dirs
+
+
+# ----------------------------------------------------------------------------- listing (FULL)
+@dataclass(frozen=True)
+class Listed:
+    path: str
+    size: int
+    modification_time: int
+
+
+def list_table(storage: Storage, partition_columns: tuple[str, ...]) -> tuple[list[Listed], list[str]]:
+    """All data-area files and directories under the root, skipping hidden names and symlinks."""
+    files: list[Listed] = []
+    dirs: list[str] = []
+    if storage.is_local:
+        stack = [""]
+        while stack:
+            rel = stack.pop()
+            with os.scandir(storage.join(rel) if rel else storage.root) as it:
+                for entry in it:
+                    if is_hidden(entry.name, partition_columns) or entry.is_symlink():
+                        continue
+                    child = f"{rel}/{entry.name}" if rel else entry.name
+                    if entry.is_dir(follow_symlinks=False):
+                        dirs.append(child)
+                        stack.append(child)
+                    elif entry.is_file(follow_symlinks=False):
+                        st = entry.stat(follow_symlinks=False)
+                        files.append(Listed(child, st.st_size, st.st_mtime_ns // 1_000_000))
+        return files, dirs
+    from delta_ops.storage import _mtime_ms
+
+    root = storage.root.rstrip("/")
+    for path, info in storage.fs.find(root, withdirs=True, detail=True).items():
+        rel = path[len(root) :].lstrip("/") if path.startswith(root) else None
+        if not rel or any(is_hidden(part, partition_columns) for part in rel.split("/")):
+            continue
+        if info.get("type") == "directory":
+            dirs.append(rel)
+        elif info.get("islink"):
+            continue
+        else:
+            files.append(Listed(rel, int(info.get("size") or 0), _mtime_ms(info)))
+    return files, dirs
+
+
+def _reason(path: str, tombstone_paths: set[str]) -> str:
+    if path in tombstone_paths:
+        return "expired tombstone"
+    name = posixpath.basename(path)
+    if name.startswith("deletion_vector_") and name.endswith(".bin"):
+        return "unreferenced deletion vector"
+    if path.startswith("_change_data/") or "/_change_data/" in path:
+        return "change data"
+    return "orphan"
+
+
+# ----------------------------------------------------------------------------- plan
+def resolve_retention(snapshot: Snapshot, retention_ms: int | None, force: bool) -> tuple[int, int]:
+    """(retention to use, the table's own); refuses unsafe values."""
+    table_retention = snapshot.properties.deleted_file_retention_ms
+    if retention_ms is None:
+        return table_retention, table_retention
+    if retention_ms < 0:
+        raise RetentionTooShort(f"vacuum retention must not be negative, got {retention_ms} ms")
+    if retention_ms < table_retention and not force:
+        hours = -(-table_retention // 3_600_000)
+        raise RetentionTooShort(
+            f"{snapshot.storage.url}: a retention of {retention_ms} ms is shorter than the table's "
+            f"delta.deletedFileRetentionDuration ({hours} hours); files still needed by readers or "
+            "time travel inside that window could be deleted. Pass --force to vacuum anyway."
+        )
+    return retention_ms, table_retention
+
+
+def plan_vacuum(
+    snapshot: Snapshot,
+    now_ms: int,
+    *,
+    retention_ms: int | None = None,
+    mode: str = "full",
+    force: bool = False,
+) -> VacuumPlan:
+    """Plan a vacuum of `snapshot`'s table as of `now_ms`."""
+    if mode not in ("full", "lite"):
+        raise DeltaOpsError(f"vacuum mode must be 'full' or 'lite', got {mode!r}")
+    snapshot.protocol.check_writable()
+    retention, table_retention = resolve_retention(snapshot, retention_ms, force)
+    delete_before = now_ms - retention
+    protected_files, protected_dirs = protected_paths(snapshot, delete_before)
+    storage = snapshot.storage
+    tombstone_paths = {r for r in (_relative(storage, p) for p in snapshot.tombstones.column("path").to_pylist()) if r}
+    latest_outside = latest_commit_before(snapshot, delete_before)
+    directories: list[str] = []
+    if mode == "full":
+        listed, dirs = list_table(storage, snapshot.partition_columns)
+        candidates = [
+            Candidate(f.path, f.size, f.modification_time, _reason(f.path, tombstone_paths))
+            for f in listed
+            if f.modification_time < delete_before and f.path not in protected_files
+        ]
+        directories = sorted((d for d in dirs if d not in protected_dirs), key=lambda d: (-d.count("/"), d))
+    else:
+        candidates = _lite_candidates(snapshot, delete_before, latest_outside, protected_files, tombstone_paths)
+    candidates.sort(key=lambda c: c.path)
+    return VacuumPlan(
+        table=storage.url,
+        mode=mode,
+        now_ms=now_ms,
+        retention_ms=retention,
+        table_retention_ms=table_retention,
+        specified_retention=retention_ms is not None,
+        delete_before_ms=delete_before,
+        candidates=tuple(candidates),
+        directories=tuple(directories),
+        latest_commit_outside_retention=latest_outside,
+        snapshot=snapshot,
+    )
+
+
+def latest_commit_before(snapshot: Snapshot, delete_before_ms: int) -> int | None:
+    """The newest listed commit whose timestamp is at or before `delete_before_ms`."""
+    best = None
+    for f in snapshot.segment.listing:
+        if f.kind is LogFileKind.COMMIT and f.version <= snapshot.version and f.modification_time <= delete_before_ms:
+            best = f.version if best is None else max(best, f.version)
+    return best
+
+
+def read_last_vacuum_info(storage: Storage) -> int | None:
+    try:
+        data = json.loads(storage.read_bytes(storage.log_file(LAST_VACUUM_INFO)))
+    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    value = data.get("latestCommitVersionOutsideOfRetentionWindow") if isinstance(data, dict) else None
+    return value if isinstance(value, int) else None
+
+
+def _lite_candidates(snapshot, delete_before, end, protected_files, tombstone_paths) -> list[Candidate]:
+    storage = snapshot.storage
+    commits = sorted((f for f in snapshot.segment.listing if f.kind is LogFileKind.COMMIT), key=lambda f: f.version)
+    if end is None or not commits:
+        return []
+    earliest = commits[0].version
+    last = read_last_vacuum_info(storage)
+    if earliest != 0 and (last is None or last < earliest):
+        raise VacuumLiteRefused(
+            f"{storage.url}: VACUUM LITE cannot delete all eligible files as some files are not referenced "
+            f"by the Delta log (commits before version {earliest} were cleaned up"
+            + (f", last vacuum covered up to {last})" if last is not None else ", and no previous vacuum is recorded)")
+            + ". Run a FULL vacuum."
+        )
+    start = min(snapshot.version, last + 1 if last is not None else earliest)
+    scan = [f for f in commits if start <= f.version <= end]
+    if not scan:
+        return []
+    from delta_ops.log_reader import read_commits
+
+    batch = read_commits(storage, scan, seq_start=0).batch
+    seen: dict[str, tuple[int, str]] = {}  # relative path -> (deletion time, source)
+    for src in batch.sources:
+        table = src.table
+        if "remove" in table.column_names and pa.types.is_struct(table.schema.field("remove").type):
+            removes = table.column("remove").combine_chunks()
+            rows = removes.filter(removes.is_valid())
+            if len(rows):
+                paths = pc.struct_field(rows, "path").to_pylist()
+                ts = rows.type.get_field_index("deletionTimestamp")
+                times = pc.struct_field(rows, "deletionTimestamp").to_pylist() if ts >= 0 else [None] * len(paths)
+                for p, t in zip(paths, times):
+                    rel = _relative(storage, p)
+                    if rel is not None:
+                        seen[rel] = (t or 0, "remove")
+                if rows.type.get_field_index("deletionVector") >= 0:
+                    from delta_ops.deletion_vectors import dv_relative_paths
+
+                    dv = pc.struct_field(rows, "deletionVector")
+                    if not pa.types.is_null(dv.type):
+                        for dv_path, t in zip(dv_relative_paths(dv).to_pylist(), times):
+                            if dv_path:
+                                seen[dv_path] = (t or 0, "dv")
+        if "cdc" in table.column_names and pa.types.is_struct(table.schema.field("cdc").type):
+            cdc = table.column("cdc").combine_chunks()
+            for p in pc.struct_field(cdc.filter(cdc.is_valid()), "path").to_pylist():
+                rel = _relative(storage, p)
+                if rel is not None:
+                    seen[rel] = (0, "cdc")
+    out = []
+    for rel, (mtime, _) in seen.items():
+        if rel in protected_files or mtime >= delete_before:
+            continue
+        full = storage.join(rel)
+        try:
+            info = storage.fs.info(full)
+        except FileNotFoundError:
+            continue  # already gone
+        out.append(Candidate(rel, int(info.get("size") or 0), mtime, _reason(rel, tombstone_paths)))
+    return out
+
+
+# ----------------------------------------------------------------------------- execute
+def execute_vacuum(plan: VacuumPlan) -> VacuumResult:
+    """Delete what the plan lists, bracketed by VACUUM START / END commits."""
+    started = time.monotonic()
+    storage = plan.snapshot.storage
+    if plan.nothing_to_do:
+        _write_last_vacuum_info(storage, plan)
+        return VacuumResult(plan.table, plan.mode, plan.retention_ms, (), 0, 0, 0, (), False, (), 0)
+    params = {
+        "retentionCheckEnabled": True,
+        "defaultRetentionMillis": plan.table_retention_ms,
+        **({"specifiedRetentionMillis": plan.retention_ms} if plan.specified_retention else {}),
+    }
+    start_txn = Transaction(plan.snapshot, operation="VACUUM START", parameters=params)
+    start_txn.metrics = {"numFilesToDelete": len(plan.candidates), "sizeOfDataToDelete": plan.bytes}
+    start_version = start_txn.commit().version
+    # re-read the log: files that commits landing since the plan reference must survive
+    fresh = load_snapshot(storage)
+    still_protected, protected_dirs = protected_paths(fresh, plan.delete_before_ms)
+    to_delete = [c for c in plan.candidates if c.path not in still_protected]
+    kept = tuple(c.path for c in plan.candidates if c.path in still_protected)
+    deleted: list[Candidate] = []
+    dirs_removed = 0
+    status, error = "COMPLETED", None
+    try:
+        deleted = _delete_files(storage, to_delete)
+        dirs_removed = _delete_empty_dirs(storage, [d for d in plan.directories if d not in protected_dirs])
+    except Exception as exc:  # noqa: BLE001 - recorded in VACUUM END, then re-raised
+        status, error = "FAILED", exc
+    end_txn = Transaction(load_snapshot(storage), operation="VACUUM END", parameters={"status": status})
+    if status == "COMPLETED":
+        end_txn.metrics = {"numDeletedFiles": len(deleted), "numVacuumedDirectories": dirs_removed}
+    end_version = end_txn.commit().version
+    if error is not None:
+        raise error
+    _write_last_vacuum_info(storage, plan)
+    return VacuumResult(
+        table=plan.table,
+        mode=plan.mode,
+        retention_ms=plan.retention_ms,
+        deleted=tuple(c.path for c in deleted),
+        num_deleted=len(deleted),
+        bytes=sum(c.size for c in deleted),
+        num_vacuumed_directories=dirs_removed,
+        kept_after_recheck=kept,
+        dry_run=False,
+        commits=(start_version, end_version),
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )
+
+
+def _delete_files(storage: Storage, candidates: list[Candidate]) -> list[Candidate]:
+    """Delete in parallel; a file already gone counts as deleted."""
+    def delete(c: Candidate) -> Candidate:
+        full = storage.join(c.path)
+        if storage.is_local:
+            try:
+                os.unlink(full)
+            except FileNotFoundError:
+                pass
+        else:
+            storage.delete([full])
+        return c
+
+    with ThreadPoolExecutor(max_workers=DELETE_WORKERS) as pool:
+        return list(pool.map(delete, candidates))
+
+
+def _delete_empty_dirs(storage: Storage, directories: list[str]) -> int:
+    """Remove directories that are empty, deepest first, never recursively."""
+    removed = 0
+    for d in directories:
+        full = storage.join(d)
+        try:
+            if storage.is_local:
+                os.rmdir(full)
+            else:
+                if storage.fs.ls(full):
+                    continue
+                storage.fs.rmdir(full)
+            removed += 1
+        except OSError:
+            continue  # not empty (or already gone): non-recursive, as Spark
+    return removed
+
+
+def _write_last_vacuum_info(storage: Storage, plan: VacuumPlan) -> None:
+    """Record how far this vacuum looked, so the next LITE vacuum can start there.
+
+    Spark writes `{}` after FULL, which makes the next LITE refuse once history is cleaned up;
+    a FULL vacuum has seen every file up to that commit, so we record it too.
+    """
+    if plan.latest_commit_outside_retention is None:
+        return
+    data = json.dumps({"latestCommitVersionOutsideOfRetentionWindow": plan.latest_commit_outside_retention}).encode()
+    storage.write_atomic(storage.log_file(LAST_VACUUM_INFO), data)
+
+
+__all__ = ["Candidate", "VacuumLiteRefused", "VacuumPlan", "VacuumResult", "execute_vacuum", "is_hidden", "plan_vacuum", "protected_paths"]
