@@ -505,3 +505,32 @@ def concat_batches(batches: list[ActionBatch]) -> ActionBatch:
 def mapping_to_dict(value: Mapping[str, Any] | list | None) -> dict[str, str]:
     """Public helper: a map cell (list of pairs) or dict as a plain dict without null values."""
     return _clean_mapping(value)
+
+
+_MAP_COLUMNS = ("partitionValues", "tags")
+
+
+def file_rows_as_actions(files: pa.Table, *, columns: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Rows of a snapshot's files/tombstones table as action bodies for a new commit.
+
+    Maps (lists of pairs in Arrow) become dicts, absent optional fields are left out, and the
+    deletion vector keeps only the fields the log carries (no transient maxRowIndex). Used when
+    an operation re-commits existing files (row-tracking backfill, overwrite removes).
+    """
+    present = [c for c in columns if c in files.column_names]
+    out = []
+    for row in files.select(present).to_pylist():
+        body: dict[str, Any] = {}
+        for key in present:
+            value = row[key]
+            if key in _MAP_COLUMNS:
+                body[key] = {k: v for k, v in value} if value is not None else ({} if key == "partitionValues" else None)
+                if body[key] is None:
+                    del body[key]
+            elif key == "deletionVector":
+                if value is not None:
+                    body[key] = {k: v for k, v in value.items() if v is not None and k != "maxRowIndex"}
+            elif value is not None:
+                body[key] = value
+        out.append(body)
+    return out

@@ -144,6 +144,30 @@ def _cmd_vacuum(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_enable_row_tracking(args: argparse.Namespace) -> int:
+    from delta_ops.ops.row_tracking import execute_enable_row_tracking, plan_enable_row_tracking
+    from delta_ops.snapshot import load_snapshot
+
+    snapshot = load_snapshot(args.table, storage_options=_storage_options(args.storage_option))
+    plan = plan_enable_row_tracking(snapshot, batch_files=args.batch_files)
+    if args.dry_run or plan.nothing_to_do:
+        data = {**plan.to_dict(), "dry_run": args.dry_run}
+        if plan.nothing_to_do:
+            human = "row tracking is already enabled: nothing to do"
+        else:
+            human = (f"would {'upgrade the protocol, ' if plan.upgrade_protocol else ''}backfill {plan.files_to_backfill} files "
+                     f"in {plan.num_batches} batch(es) ({plan.files_without_num_records} counted from footers), then set delta.enableRowTracking=true")
+        _print(args, data, human)
+        return 0
+    say = (lambda m: print(f"delta-ops: {m}", file=sys.stderr)) if args.verbose else None
+    result = execute_enable_row_tracking(plan, progress=say)
+    human = (f"row tracking enabled: protocol upgrade at {result.protocol_upgrade_version}, "
+             f"{result.files_backfilled} files backfilled in commits {list(result.backfill_commits)}, "
+             f"property set at {result.property_commit_version}; high-water mark {result.row_id_high_water_mark}")
+    _print(args, {**result.to_dict(), "dry_run": False}, human)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="delta-ops", description="Maintenance for Delta Lake tables.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -178,6 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
     vac.add_argument("--force", action="store_true", help="allow a retention shorter than the table's")
     vac.add_argument("--now", default=None, help="clock (ISO-8601 or epoch ms; default: now)")
     vac.set_defaults(func=_cmd_vacuum)
+
+    rt = sub.add_parser("enable-row-tracking", help="upgrade the protocol, backfill row ids, enable row tracking")
+    _add_table_args(rt)
+    rt.add_argument("--batch-files", type=int, default=22_000, help="files per backfill commit (default 22000)")
+    rt.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    rt.set_defaults(func=_cmd_enable_row_tracking)
     return parser
 
 

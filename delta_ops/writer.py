@@ -161,27 +161,13 @@ def commit_data_files(
 
 
 def _removes_of_all_live_files(snapshot: Snapshot, now: int) -> list[dict[str, Any]]:
-    from delta_ops.actions import mapping_to_dict
+    from delta_ops.actions import file_rows_as_actions
 
-    files = snapshot.files
-    paths = files.column("path").to_pylist()
-    sizes = files.column("size").to_pylist()
-    partition_values = files.column("partitionValues").to_pylist()
-    dvs = files.column("deletionVector").to_pylist()
-    removes = []
-    for path, size, pv, dv in zip(paths, sizes, partition_values, dvs):
-        remove = {
-            "path": path,
-            "deletionTimestamp": now,
-            "dataChange": True,
-            "extendedFileMetadata": True,
-            "partitionValues": mapping_to_dict(pv) if pv is not None else {},
-            "size": size,
-        }
-        if dv is not None:
-            remove["deletionVector"] = {k: v for k, v in dv.items() if v is not None}
-        removes.append({"remove": remove})
-    return removes
+    bodies = file_rows_as_actions(snapshot.files, columns=("path", "partitionValues", "size", "deletionVector", "baseRowId", "defaultRowCommitVersion"))
+    return [
+        {"remove": {"path": b.pop("path"), "deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True, **b}}
+        for b in bodies
+    ]
 
 
 def _check_schema_compatible(table_schema: StructType, data_schema: pa.Schema, where: str) -> None:

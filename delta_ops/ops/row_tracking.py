@@ -1,0 +1,334 @@
+"""Enable row tracking on an existing table, with a resumable backfill (and read row ids).
+
+Plan: what the table lacks — the `rowTracking` feature (protocol upgrade), row ids on live
+files (backfill batches), the `delta.enableRowTracking` property — and how many files lack
+`numRecords` (counted from their parquet footers instead of failing as Delta Spark does).
+
+Execute, each step one commit through :class:`Transaction`, so a crash after any commit leaves
+a valid table and a re-run continues where it stopped:
+
+1. ``UPGRADE PROTOCOL`` when `rowTracking` is not supported: writer 7 with `rowTracking`,
+   `domainMetadata` and every feature the old versions implied, reader version unchanged. From
+   then on every writer (ours included) assigns row ids to new files, so the backfill is bounded.
+2. ``ROW TRACKING BACKFILL`` batches (22,000 files by default): the live files without
+   `baseRowId`, re-added unchanged with `dataChange=false`; the transaction assigns `baseRowId`
+   from the high-water mark upward, `defaultRowCommitVersion` = the commit's version, and moves
+   the `delta.rowTracking` domain. A concurrent commit that removed or re-added a file of the
+   batch drops that file from the batch (it is gone, or picked up again by the next batch).
+3. ``SET TBLPROPERTIES``: only after checking that every live file has a `baseRowId`, set
+   `delta.enableRowTracking=true` and the materialized column names (kept when already set).
+
+Example::
+
+    plan = plan_enable_row_tracking(load_snapshot(path))
+    result = execute_enable_row_tracking(plan)
+    ids = row_ids(load_snapshot(path))      # path, row_index, row_id of every live row
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from delta_ops.actions import file_rows_as_actions
+from delta_ops.errors import ConcurrentModification, DeltaOpsError
+from delta_ops.snapshot import Snapshot, file_num_records, load_snapshot
+from delta_ops.storage import Storage
+from delta_ops.transaction import Transaction, WinningCommit
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BATCH_FILES = 22_000
+ENABLE = "delta.enableRowTracking"
+ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
+COMMIT_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
+ADD_COLUMNS = (
+    "path", "partitionValues", "size", "modificationTime", "dataChange", "stats", "tags",
+    "deletionVector", "baseRowId", "defaultRowCommitVersion", "clusteringProvider",
+)
+
+
+class RowTrackingIncomplete(DeltaOpsError):
+    """Some live file still has no row ids, so the property cannot be enabled yet."""
+
+
+@dataclass(frozen=True)
+class RowTrackingPlan:
+    table: str
+    already_enabled: bool
+    upgrade_protocol: bool
+    new_protocol: dict[str, Any] | None
+    files_to_backfill: int
+    files_without_num_records: int
+    batch_files: int
+    num_batches: int
+    set_property: bool
+    snapshot: Snapshot = field(repr=False, compare=False)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not (self.upgrade_protocol or self.files_to_backfill or self.set_property)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "snapshot"}
+
+
+@dataclass(frozen=True)
+class RowTrackingResult:
+    table: str
+    already_enabled: bool
+    protocol_upgrade_version: int | None
+    backfill_commits: tuple[int, ...]
+    files_backfilled: int
+    files_counted_from_footer: int
+    property_commit_version: int | None
+    row_id_high_water_mark: int | None
+    duration_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["backfill_commits"] = list(self.backfill_commits)
+        return out
+
+
+def _missing_row_ids(snapshot: Snapshot) -> pa.Table:
+    files = snapshot.files
+    return files.filter(pc.is_null(files.column("baseRowId"))) if files.num_rows else files
+
+
+def plan_enable_row_tracking(snapshot: Snapshot, *, batch_files: int = DEFAULT_BATCH_FILES) -> RowTrackingPlan:
+    """What enabling row tracking on `snapshot`'s table takes."""
+    if batch_files < 1:
+        raise DeltaOpsError(f"--batch-files must be at least 1, got {batch_files}")
+    snapshot.protocol.check_writable()
+    props = snapshot.properties
+    if props.row_tracking_suspended:
+        raise DeltaOpsError(f"{snapshot.storage.url}: row tracking is suspended (delta.rowTrackingSuspended=true)")
+    supported = snapshot.protocol.supports("rowTracking")
+    new_protocol = None if supported else snapshot.protocol.with_features("rowTracking").to_action()
+    missing = _missing_row_ids(snapshot)
+    without_counts = 0
+    if missing.num_rows:
+        lacking = missing.filter(pc.is_null(file_num_records(missing)))
+        without_counts = lacking.num_rows
+        for path in lacking.column("path").to_pylist():
+            if not snapshot.storage.exists(snapshot.storage.table_path(path)):
+                raise DeltaOpsError(
+                    f"{snapshot.storage.url}: {path} has no numRecords in its stats and the data file is "
+                    "missing, so its rows cannot be counted for row ids; nothing was changed"
+                )
+    enabled = supported and props.enable_row_tracking and missing.num_rows == 0 and _names_set(snapshot)
+    return RowTrackingPlan(
+        table=snapshot.storage.url,
+        already_enabled=enabled,
+        upgrade_protocol=not supported,
+        new_protocol=new_protocol,
+        files_to_backfill=missing.num_rows,
+        files_without_num_records=without_counts,
+        batch_files=batch_files,
+        num_batches=-(-missing.num_rows // batch_files),
+        set_property=not enabled,
+        snapshot=snapshot,
+    )
+
+
+def _names_set(snapshot: Snapshot) -> bool:
+    config = snapshot.metadata.configuration
+    return bool(config.get(ROW_ID_COLUMN)) and bool(config.get(COMMIT_VERSION_COLUMN))
+
+
+def execute_enable_row_tracking(
+    plan: RowTrackingPlan, *, progress: Callable[[str], None] | None = None
+) -> RowTrackingResult:
+    """Run the plan: protocol upgrade, backfill batches, then the property commit."""
+    started = time.monotonic()
+    storage = plan.snapshot.storage
+    say = progress or (lambda message: logger.info(message))
+    if plan.nothing_to_do:
+        return RowTrackingResult(plan.table, True, None, (), 0, 0, None, plan.snapshot.row_id_high_water_mark, 0)
+    upgrade_version = None
+    if plan.upgrade_protocol:
+        upgrade_version = _upgrade_protocol(storage)
+        say(f"protocol upgraded for row tracking at version {upgrade_version}")
+    commits, backfilled, counted = _backfill(storage, plan.batch_files, say)
+    property_version = _enable_property(storage)
+    final = load_snapshot(storage)
+    return RowTrackingResult(
+        table=plan.table,
+        already_enabled=False,
+        protocol_upgrade_version=upgrade_version,
+        backfill_commits=tuple(commits),
+        files_backfilled=backfilled,
+        files_counted_from_footer=counted,
+        property_commit_version=property_version,
+        row_id_high_water_mark=final.row_id_high_water_mark,
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )
+
+
+def _upgrade_protocol(storage: Storage) -> int | None:
+    snapshot = load_snapshot(storage)
+    if snapshot.protocol.supports("rowTracking"):
+        return None  # a concurrent run did it
+    txn = Transaction(snapshot, operation="UPGRADE PROTOCOL", parameters={"newProtocol": snapshot.protocol.with_features("rowTracking").to_action()})
+    txn.add_action({"protocol": snapshot.protocol.with_features("rowTracking").to_action()})
+    return txn.commit().version
+
+
+def _with_num_records(storage: Storage, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The add body with `numRecords` in its stats, counted from the footer when missing."""
+    stats = json.loads(body["stats"]) if body.get("stats") else {}
+    if isinstance(stats.get("numRecords"), int):
+        return body, False
+    from delta_ops.file_stats import num_records_from_parquet_file
+
+    stats["numRecords"] = num_records_from_parquet_file(storage.fs, storage.table_path(body["path"]))
+    return {**body, "stats": json.dumps(stats, separators=(",", ":"))}, True
+
+
+def _drop_conflicting(txn: Transaction, winner: WinningCommit) -> set[str]:
+    """Conflict hook: files of the batch that a winner removed or re-added leave the batch."""
+    touched = winner.touched_paths
+    ours = {a["add"]["path"] for a in txn.actions if "add" in a}
+    lost = ours & touched
+    if lost:
+        txn.actions = [a for a in txn.actions if not ("add" in a and a["add"]["path"] in lost)]
+        txn.files_read -= lost
+        logger.info("backfill batch: %d file(s) changed concurrently, dropped from this batch", len(lost))
+    return lost
+
+
+def _backfill(storage: Storage, batch_files: int, say: Callable[[str], None]) -> tuple[list[int], int, int]:
+    commits: list[int] = []
+    backfilled = counted = 0
+    batch_id = 0
+    while True:
+        snapshot = load_snapshot(storage)
+        missing = _missing_row_ids(snapshot)
+        if missing.num_rows == 0:
+            return commits, backfilled, counted
+        batch = missing.sort_by("path").slice(0, batch_files)
+        bodies = []
+        for body in file_rows_as_actions(batch, columns=ADD_COLUMNS):
+            body, from_footer = _with_num_records(storage, body)
+            counted += from_footer
+            bodies.append({**body, "dataChange": False})
+        txn = Transaction(snapshot, operation="ROW TRACKING BACKFILL", parameters={"batchId": str(batch_id)}, on_conflict=_drop_conflicting)
+        txn.read_files(b["path"] for b in bodies)
+        txn.add_actions({"add": b} for b in bodies)
+        result = txn.commit()
+        done = sum(1 for a in txn.actions if "add" in a)
+        commits.append(result.version)
+        backfilled += done
+        batch_id += 1
+        say(f"backfill batch {batch_id}: {done} files at version {result.version} ({missing.num_rows - done} left)")
+
+
+def _column_names(snapshot: Snapshot) -> set[str]:
+    from delta_ops.schema import physical_name
+
+    names = set()
+    for f in snapshot.schema.fields:
+        names.add(f.name.lower())
+        names.add(physical_name(f).lower())
+    return names
+
+
+def _fresh_name(prefix: str, taken: set[str]) -> str:
+    while True:
+        name = f"{prefix}{uuid.uuid4()}"
+        if name.lower() not in taken:
+            return name
+
+
+def _enable_property(storage: Storage, attempts: int = 5) -> int | None:
+    for _ in range(attempts):
+        snapshot = load_snapshot(storage)
+        missing = _missing_row_ids(snapshot)
+        if missing.num_rows:
+            raise RowTrackingIncomplete(
+                f"{storage.url}: {missing.num_rows} live file(s) still lack row ids (e.g. {missing.column('path')[0].as_py()}); "
+                "run enable-row-tracking again to finish the backfill"
+            )
+        config = dict(snapshot.metadata.configuration)
+        if config.get(ENABLE, "").lower() == "true" and _names_set(snapshot):
+            return None
+        taken = _column_names(snapshot)
+        config[ENABLE] = "true"
+        config.setdefault(ROW_ID_COLUMN, _fresh_name("_row-id-col-", taken))
+        config.setdefault(COMMIT_VERSION_COLUMN, _fresh_name("_row-commit-version-col-", taken))
+        for key in (ROW_ID_COLUMN, COMMIT_VERSION_COLUMN):
+            if config[key].lower() in taken:
+                raise DeltaOpsError(f"{storage.url}: {key}={config[key]!r} collides with a column name")
+        metadata = {**snapshot.metadata.to_action(), "configuration": config}
+        txn = Transaction(snapshot, operation="SET TBLPROPERTIES", parameters={"properties": {ENABLE: "true"}})
+        txn.tags = {"rowTrackingEnablementOnly": "true"}
+        txn.add_action({"metaData": metadata})
+        try:
+            return txn.commit().version
+        except ConcurrentModification as exc:
+            logger.info("property commit lost a race (%s); checking again", exc)
+    raise ConcurrentModification(f"{storage.url}: could not set {ENABLE} after {attempts} attempts")
+
+
+# ----------------------------------------------------------------------------- reading row ids
+def row_ids(snapshot: Snapshot) -> pa.Table:
+    """Stable row ids of every live row: (path, row_index, row_id), DV-deleted rows skipped.
+
+    The materialized row-id column wins where a data file has it (non-null); otherwise the id
+    is `baseRowId + row index`. Raises when a live file has no `baseRowId`.
+    """
+    from delta_ops.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
+    from delta_ops.file_stats import num_records_from_parquet_file
+
+    storage = snapshot.storage
+    materialized = snapshot.metadata.configuration.get(ROW_ID_COLUMN)
+    counts = file_num_records(snapshot.files).to_pylist()
+    parts = []
+    for row, count in zip(snapshot.files.select(["path", "baseRowId", "deletionVector"]).to_pylist(), counts):
+        if row["baseRowId"] is None:
+            raise DeltaOpsError(f"{storage.url}: {row['path']} has no baseRowId: row tracking is not backfilled")
+        full = storage.table_path(row["path"])
+        n = count if count is not None else num_records_from_parquet_file(storage.fs, full)
+        index = np.arange(n, dtype=np.int64)
+        ids = row["baseRowId"] + index
+        if materialized:
+            ids = _with_materialized(storage, full, materialized, ids)
+        keep = np.ones(n, dtype=bool)
+        if row["deletionVector"] is not None:
+            dv = DeletionVectorDescriptor.from_dict({k: v for k, v in row["deletionVector"].items() if v is not None})
+            deleted = np.fromiter(load_deletion_vector(dv, storage.root, storage.fs), dtype=np.int64)
+            keep[deleted[deleted < n]] = False
+        parts.append(pa.table({"path": pa.array([row["path"]] * int(keep.sum()), pa.string()), "row_index": index[keep], "row_id": ids[keep]}))
+    if not parts:
+        return pa.table({"path": pa.array([], pa.string()), "row_index": pa.array([], pa.int64()), "row_id": pa.array([], pa.int64())})
+    return pa.concat_tables(parts)
+
+
+def _with_materialized(storage: Storage, full: str, column: str, ids: np.ndarray) -> np.ndarray:
+    import pyarrow.parquet as pq
+
+    with storage.fs.open(full, "rb") as f:
+        pf = pq.ParquetFile(f)
+        if column not in pf.schema_arrow.names:
+            return ids
+        values = pf.read(columns=[column]).column(0)
+    mask = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    out = ids.copy()
+    out[mask] = values.to_numpy(zero_copy_only=False)[mask]
+    return out
+
+
+def enable_row_tracking(table: str | Storage, *, batch_files: int = DEFAULT_BATCH_FILES, storage_options: dict[str, Any] | None = None) -> RowTrackingResult:
+    """Load, plan and execute (the API behind `delta-ops enable-row-tracking`)."""
+    snapshot = load_snapshot(table, storage_options=storage_options)
+    return execute_enable_row_tracking(plan_enable_row_tracking(snapshot, batch_files=batch_files))
