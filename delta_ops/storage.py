@@ -46,7 +46,9 @@ def _is_local_fs(fs: Any) -> bool:
         return True
     from fsspec.implementations.local import LocalFileSystem
 
-    return isinstance(fs, LocalFileSystem)
+    # exactly the local filesystem: a subclass (e.g. a wrapper injecting faults in tests)
+    # must see every write go through fsspec
+    return type(fs) is LocalFileSystem
 
 
 def _mtime_ms(info: Mapping[str, Any]) -> int:

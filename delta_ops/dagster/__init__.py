@@ -1,0 +1,23 @@
+"""delta-ops for Dagster: table maintenance as assets, checks, jobs, schedules and sensors.
+
+Example::
+
+    import dagster as dg
+    from delta_ops.dagster import build_delta_maintenance_defs
+
+    defs = build_delta_maintenance_defs("/data/warehouse", name="lake")
+"""
+
+from delta_ops.dagster.factory import build_delta_maintenance_defs
+from delta_ops.dagster.resource import DeltaMaintenanceResource
+from delta_ops.dagster.targets import DeltaTableTarget, discover_tables
+from delta_ops.dagster.translator import ACTIONS, DeltaMaintenanceTranslator
+
+__all__ = [
+    "ACTIONS",
+    "DeltaMaintenanceResource",
+    "DeltaMaintenanceTranslator",
+    "DeltaTableTarget",
+    "build_delta_maintenance_defs",
+    "discover_tables",
+]

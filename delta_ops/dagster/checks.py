@@ -1,0 +1,76 @@
+"""Health checks per table: checkpoint lag, reconstructible log, writer features, backlog,
+retention settings and row-tracking state, as one multi_asset_check on the table asset."""
+
+from collections.abc import Iterator
+
+import dagster as dg
+
+from delta_ops.dagster.resource import DeltaMaintenanceResource
+from delta_ops.dagster.targets import DeltaTableTarget
+from delta_ops.dagster.translator import DeltaMaintenanceTranslator
+from delta_ops.errors import DeltaOpsError
+
+CHECKS = ("checkpoint_lag", "log_reconstructible", "writer_features_supported", "tombstone_backlog", "retention_properties_valid", "row_tracking_state")
+HOUR_MS = 3_600_000
+
+
+def build_table_checks(table: DeltaTableTarget, *, prefix: str, translator: DeltaMaintenanceTranslator, resource_key: str) -> dg.AssetChecksDefinition:
+    asset_key = translator.get_asset_spec(table).key
+    specs = [dg.AssetCheckSpec(name=name, asset=asset_key) for name in CHECKS]
+
+    @dg.multi_asset_check(name=f"{prefix}__{table.safe_name}__health", specs=specs, can_subset=True, required_resource_keys={resource_key})
+    def _health(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
+        resource: DeltaMaintenanceResource = getattr(context.resources, resource_key)
+        selected = {k.name for k in context.selected_asset_check_keys}
+
+        def result(name: str, passed: bool, severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.WARN, **metadata) -> dg.AssetCheckResult:
+            return dg.AssetCheckResult(check_name=name, asset_key=asset_key, passed=passed, severity=severity, metadata=metadata)
+
+        try:
+            health = resource.health(table.url, storage_options=dict(table.storage_options) or None)
+        except DeltaOpsError as exc:
+            for name in CHECKS:
+                if name in selected:
+                    yield result(name, False, dg.AssetCheckSeverity.ERROR, error=str(exc))
+            return
+        checks = {
+            "checkpoint_lag": lambda: result(
+                "checkpoint_lag",
+                health.commits_since_checkpoint <= health.checkpoint_interval,
+                dg.AssetCheckSeverity.ERROR if health.commits_since_checkpoint > 10 * health.checkpoint_interval else dg.AssetCheckSeverity.WARN,
+                commits_since_checkpoint=health.commits_since_checkpoint,
+                checkpoint_interval=health.checkpoint_interval,
+                version=health.version,
+            ),
+            "log_reconstructible": lambda: result("log_reconstructible", True, version=health.version),
+            "writer_features_supported": lambda: result(
+                "writer_features_supported",
+                not health.unsupported_writer_features,
+                dg.AssetCheckSeverity.ERROR,
+                unsupported=", ".join(health.unsupported_writer_features) or "none",
+            ),
+            "tombstone_backlog": lambda: result(
+                "tombstone_backlog",
+                health.expired_tombstones == 0,
+                expired_tombstones=health.expired_tombstones,
+                reclaimable_bytes=health.reclaimable_bytes,
+            ),
+            "retention_properties_valid": lambda: result(
+                "retention_properties_valid",
+                health.log_retention_ms >= health.deleted_file_retention_ms,
+                dg.AssetCheckSeverity.ERROR,
+                log_retention_hours=health.log_retention_ms / HOUR_MS,
+                deleted_file_retention_hours=health.deleted_file_retention_ms / HOUR_MS,
+            ),
+            "row_tracking_state": lambda: result(
+                "row_tracking_state",
+                not (health.row_tracking != "off" and health.files_without_row_ids > 0),
+                row_tracking=health.row_tracking,
+                files_without_row_ids=health.files_without_row_ids,
+            ),
+        }
+        for name in CHECKS:
+            if name in selected:
+                yield checks[name]()
+
+    return _health

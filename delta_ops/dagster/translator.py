@@ -1,0 +1,51 @@
+"""Mapping tables to asset specs, overridable so maintenance fits an existing asset graph."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import dagster as dg
+
+from delta_ops.dagster.targets import DeltaTableTarget
+
+ACTIONS = ("checkpoint", "log_cleanup", "vacuum", "row_tracking")
+
+_DESCRIPTIONS = {
+    "checkpoint": "Checkpoint of the table's latest version (classic, or V2 by table policy).",
+    "log_cleanup": "Expired _delta_log files deleted with Delta Spark's truncated-day, whole-segment rule.",
+    "vacuum": "Data files no retained version needs, deleted (VACUUM FULL, START/END commits).",
+    "row_tracking": "Row tracking enabled: protocol upgrade, row-id backfill, property commit.",
+}
+
+
+@dataclass
+class DeltaMaintenanceTranslator:
+    """Decides asset keys, groups and owners; subclass and override to match your pipeline.
+
+    Attributes:
+        key_prefix: first parts of every maintenance asset key.
+        group_name: group of the maintenance assets (None: the table asset's group).
+        owners: owners of the maintenance assets.
+    """
+
+    key_prefix: Sequence[str] = ("delta_maintenance",)
+    group_name: str | None = "delta_maintenance"
+    owners: Sequence[str] = field(default_factory=tuple)
+
+    def get_asset_spec(self, table: DeltaTableTarget) -> dg.AssetSpec:
+        """The spec of the table itself (the asset your pipeline writes)."""
+        key = table.asset_key or dg.AssetKey([table.safe_name])
+        return dg.AssetSpec(key=key, description=f"Delta table at {table.url}", kinds={"delta"}, group_name=self.group_name)
+
+    def get_action_spec(self, table: DeltaTableTarget, action: str) -> dg.AssetSpec:
+        """The spec of one maintenance action's output for `table`."""
+        table_spec = self.get_asset_spec(table)
+        return dg.AssetSpec(
+            key=dg.AssetKey([*self.key_prefix, table.safe_name, action]),
+            deps=[table_spec.key],
+            description=_DESCRIPTIONS[action],
+            group_name=self.group_name or table_spec.group_name,
+            owners=list(self.owners),
+            kinds={"delta"},
+            skippable=True,
+            tags={"delta_ops/table": table.safe_name, "delta_ops/action": action},
+        )

@@ -1,0 +1,174 @@
+"""Cheap read-only probes of a table, for sensors and schedules that watch many tables.
+
+A commit sensor must not replay a table's log on every tick. :func:`probe_commits` reads
+`_last_checkpoint` and then checks for `N+1.json`, `N+2.json`, ... starting from the newest
+version already known (the sensor's cursor, or the checkpoint), so its cost grows with the
+number of *new* commits, not with the size of the log. The checkpoint interval is read from
+the metaData of new commits when one changes it, and otherwise remembered by the caller.
+
+:func:`maintenance_work` answers "is there anything to do?" for a scheduled run from one log
+read: commits since the last checkpoint, log files past the cleanup cutoff, expired tombstones.
+
+Example::
+
+    probe = probe_commits(storage, known_version=41, known_interval=10)
+    if probe.commits_since_checkpoint >= probe.checkpoint_interval: ...
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pyarrow.compute as pc
+
+from delta_ops.errors import NotADeltaTable
+from delta_ops.last_checkpoint import read_last_checkpoint
+from delta_ops.log_files import commit_file_name
+from delta_ops.snapshot import Snapshot, load_snapshot
+from delta_ops.storage import Storage
+from delta_ops.table_properties import TableProperties
+
+DEFAULT_CHECKPOINT_INTERVAL = 10
+
+
+@dataclass(frozen=True)
+class CommitProbe:
+    """What a commit sensor needs to know about one table."""
+
+    latest_version: int
+    last_checkpoint_version: int | None
+    checkpoint_interval: int
+    files_checked: int  # existence checks made: the probe's cost
+
+    @property
+    def commits_since_checkpoint(self) -> int:
+        base = self.last_checkpoint_version if self.last_checkpoint_version is not None else -1
+        return self.latest_version - base
+
+
+def _interval_from_commit(storage: Storage, version: int) -> int | None:
+    """The checkpoint interval set by a metaData action in commit `version`, if any."""
+    data = storage.read_bytes(storage.log_file(commit_file_name(version)))
+    if b'"metaData"' not in data:
+        return None
+    for line in data.splitlines():
+        if b'"metaData"' in line:
+            metadata = json.loads(line).get("metaData")
+            if metadata is not None:
+                return TableProperties.from_configuration(metadata.get("configuration") or {}).checkpoint_interval
+    return None
+
+
+def probe_commits(storage: Storage, *, known_version: int | None = None, known_interval: int | None = None) -> CommitProbe:
+    """Latest version and checkpoint lag, reading only what changed since `known_version`.
+
+    Args:
+        storage: the table.
+        known_version: a version known to exist (a sensor's cursor); None on first sight.
+        known_interval: the checkpoint interval remembered with it; None to read it once.
+    """
+    hint = read_last_checkpoint(storage).info
+    checkpoint_version = hint.version if hint is not None else None
+    start = max(v for v in (known_version, checkpoint_version, -1) if v is not None)
+    if start < 0 and not storage.exists(storage.log_path):
+        raise NotADeltaTable(storage.url, "no _delta_log directory")
+    interval = known_interval
+    checked = 0
+    version = start
+    while True:
+        checked += 1
+        if not storage.exists(storage.log_file(commit_file_name(version + 1))):
+            break
+        version += 1
+        changed = _interval_from_commit(storage, version)
+        if changed is not None:
+            interval = changed
+    if version < 0:
+        raise NotADeltaTable(storage.url, "_delta_log has no commits")
+    if interval is None:
+        interval = load_snapshot(storage, version).properties.checkpoint_interval  # first sight only
+    return CommitProbe(version, checkpoint_version, interval, checked)
+
+
+@dataclass(frozen=True)
+class MaintenanceWork:
+    """Which maintenance actions have work, and why not for the others."""
+
+    checkpoint: bool
+    cleanup: bool
+    vacuum: bool
+    reasons: tuple[str, ...]
+
+    @property
+    def any(self) -> bool:
+        return self.checkpoint or self.cleanup or self.vacuum
+
+
+def maintenance_work(snapshot: Snapshot, now_ms: int) -> MaintenanceWork:
+    """Decide from the log alone whether checkpoint, cleanup or vacuum would do anything."""
+    from delta_ops.ops.cleanup import plan_cleanup
+
+    reasons = []
+    checkpoint_version = snapshot.segment.checkpoint_version
+    needs_checkpoint = checkpoint_version != snapshot.version
+    if not needs_checkpoint:
+        reasons.append(f"checkpoint: version {snapshot.version} is already checkpointed")
+    cleanup_plan = plan_cleanup(snapshot, now_ms)
+    needs_cleanup = not cleanup_plan.nothing_to_do
+    if not needs_cleanup:
+        reasons.append("log cleanup: " + "; ".join(cleanup_plan.kept_reasons))
+    tombstones = snapshot.tombstones
+    expired = 0
+    if tombstones.num_rows:
+        cutoff = now_ms - snapshot.properties.deleted_file_retention_ms
+        expired = int(pc.sum(pc.less(pc.fill_null(tombstones.column("deletionTimestamp"), 0), cutoff)).as_py() or 0)
+    needs_vacuum = expired > 0
+    if not needs_vacuum:
+        reasons.append("vacuum: no tombstone is past delta.deletedFileRetentionDuration")
+    return MaintenanceWork(needs_checkpoint, needs_cleanup, needs_vacuum, tuple(reasons))
+
+
+@dataclass(frozen=True)
+class TableHealth:
+    """Facts the asset checks judge: lag, backlog, retention settings, feature support."""
+
+    version: int
+    commits_since_checkpoint: int
+    checkpoint_interval: int
+    expired_tombstones: int
+    reclaimable_bytes: int
+    unsupported_writer_features: tuple[str, ...]
+    log_retention_ms: int
+    deleted_file_retention_ms: int
+    row_tracking: str  # off | supported | enabled
+    files_without_row_ids: int
+
+
+def table_health(snapshot: Snapshot, now_ms: int) -> TableHealth:
+    from delta_ops.table_summary import row_tracking_state
+
+    props = snapshot.properties
+    checkpoint_version = snapshot.segment.checkpoint_version
+    since = snapshot.version - checkpoint_version if checkpoint_version is not None else snapshot.version + 1
+    tombstones = snapshot.tombstones
+    expired_count = reclaimable = 0
+    if tombstones.num_rows:
+        cutoff = now_ms - props.deleted_file_retention_ms
+        expired = tombstones.filter(pc.less(pc.fill_null(tombstones.column("deletionTimestamp"), 0), cutoff))
+        expired_count = expired.num_rows
+        reclaimable = int(pc.sum(pc.fill_null(expired.column("size"), 0)).as_py() or 0)
+    files = snapshot.files
+    without_ids = int(files.column("baseRowId").null_count) if files.num_rows else 0
+    return TableHealth(
+        version=snapshot.version,
+        commits_since_checkpoint=since,
+        checkpoint_interval=props.checkpoint_interval,
+        expired_tombstones=expired_count,
+        reclaimable_bytes=reclaimable,
+        unsupported_writer_features=tuple(sorted(snapshot.protocol.unsupported_writer_features())),
+        log_retention_ms=props.log_retention_ms,
+        deleted_file_retention_ms=props.deleted_file_retention_ms,
+        row_tracking=row_tracking_state(snapshot),
+        files_without_row_ids=without_ids,
+    )
