@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test venv java-check bench
+.PHONY: demo test venv java-check browser-deps bench
 
 venv: $(STAMP)
 
@@ -18,10 +18,16 @@ $(STAMP): pyproject.toml
 java-check:
 	@$(BIN)/python scripts/check_java.py
 
+# Debian's Chromium for the Dagster UI test (apt only where unavoidable: no PyPI build exists).
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+		else echo "delta-ops: the UI test needs Chromium: sudo apt-get install -y chromium" >&2; exit 1; fi; }
+
 demo: venv java-check
 	$(BIN)/python scripts/demo.py
 
-test: venv java-check
+test: venv java-check browser-deps
 	$(BIN)/python -m pytest
 
 bench: venv

@@ -51,11 +51,13 @@ class DataFile:
     partition_values: Mapping[str, str | None]
 
 
-def protocol_for_configuration(configuration: Mapping[str, str]) -> Protocol:
-    """The protocol a new table needs: (1, 2) plus what its properties enable."""
+def protocol_for_configuration(configuration: Mapping[str, str], schema_json: str = "") -> Protocol:
+    """The protocol a new table needs: (1, 2) plus what its properties and column types need."""
     protocol = Protocol(1, 2)
     props = TableProperties.from_configuration(configuration)
     wanted = []
+    if '"timestamp_ntz"' in schema_json:
+        wanted.append("timestampNtz")
     if props.enable_row_tracking:
         wanted.append("rowTracking")
     if props.enable_deletion_vectors:
@@ -81,7 +83,8 @@ def new_table_actions(schema: pa.Schema, partition_by: Sequence[str], configurat
         "configuration": dict(configuration),
         "createdTime": int(time.time() * 1000),
     }
-    return [{"protocol": protocol_for_configuration(configuration).to_action()}, {"metaData": metadata}]
+    protocol = protocol_for_configuration(configuration, metadata["schemaString"])
+    return [{"protocol": protocol.to_action()}, {"metaData": metadata}]
 
 
 def log_path(relative_path: str) -> str:

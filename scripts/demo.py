@@ -1,55 +1,56 @@
-"""The README's main command: build a small demo table with delta-ops, then inspect it.
+"""The README's main command: run the demo pipeline a few times, then its maintenance.
 
-The warehouse is a local folder (`./warehouse`, or $DELTA_OPS_WAREHOUSE). Each run appends a
-few batches of events to `events` (partitioned by day) with delta-ops' own writer, checkpoints
-it, and prints `delta-ops inspect`, so the output shows the table growing run by run.
+Uses the Dagster code location in `definitions.py` on its embedded default, a local warehouse
+folder (`./warehouse`, or $DELTA_OPS_WAREHOUSE): the PySpark `events` asset appends a batch per
+run through delta-ops' commit layer, then `warehouse_maintenance_job` checkpoints, cleans up
+the log and vacuums the table. Prints what each step did. `dagster dev` shows the same
+definitions in the UI.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import os
-import random
 import sys
 from pathlib import Path
 
-import pyarrow as pa
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from delta_ops.cli import main as cli_main
-from delta_ops.writer import write_arrow
+import dagster as dg  # noqa: E402
 
-WAREHOUSE = Path(os.environ.get("DELTA_OPS_WAREHOUSE", Path(__file__).resolve().parents[1] / "warehouse"))
+from definitions import EVENTS_TABLE, defs  # noqa: E402
+from delta_ops.cli import main as cli  # noqa: E402
+
+RUNS = 3
 
 
-def event_batch(rng: random.Random, start_id: int, rows: int, day: dt.date) -> pa.Table:
-    return pa.table(
-        {
-            "event_id": pa.array(range(start_id, start_id + rows), pa.int64()),
-            "user_id": pa.array([rng.randrange(1000) for _ in range(rows)], pa.int64()),
-            "kind": pa.array([rng.choice(["view", "click", "buy"]) for _ in range(rows)]),
-            "amount": pa.array([round(rng.uniform(0, 100), 2) for _ in range(rows)], pa.float64()),
-            "ts": pa.array(
-                [dt.datetime.combine(day, dt.time(rng.randrange(24), rng.randrange(60)), dt.timezone.utc) for _ in range(rows)],
-                pa.timestamp("us", tz="UTC"),
-            ),
-            "day": pa.array([day.isoformat()] * rows),
-        }
-    )
+def describe(result: dg.ExecuteInProcessResult) -> list[str]:
+    lines = []
+    for event in result.get_asset_materialization_events():
+        meta = event.step_materialization_data.materialization.metadata
+        shown = {k: getattr(v, "value", v) for k, v in meta.items() if k in ("version", "rows", "num_deleted", "written", "kind", "bytes")}
+        lines.append(f"  materialized {event.asset_key.to_user_string()}: {shown}")
+    for event in result.get_asset_observation_events():
+        meta = event.asset_observation_data.asset_observation.metadata
+        shown = {k: getattr(v, "value", getattr(v, "text", v)) for k, v in meta.items() if k in ("action", "skipped", "version", "num_deleted", "written", "bytes")}
+        lines.append(f"  observed {event.asset_key.to_user_string()}: {shown}")
+    return lines
 
 
 def main() -> int:
-    table = WAREHOUSE / "events"
-    WAREHOUSE.mkdir(parents=True, exist_ok=True)
-    rng = random.Random()
-    today = dt.date.today()
-    for i in range(3):
-        batch = event_batch(rng, rng.randrange(1 << 40), 200, today - dt.timedelta(days=i))
-        result = write_arrow(table, batch, partition_by=["day"])
-        print(f"appended {batch.num_rows} events as version {result.version}")
-    print(f"\n$ delta-ops checkpoint {table}")
-    cli_main(["checkpoint", str(table)])
-    print(f"\n$ delta-ops inspect {table}")
-    return cli_main(["inspect", str(table)])
+    pipeline = defs.resolve_job_def("events_pipeline_job")
+    for i in range(RUNS):
+        result = pipeline.execute_in_process(run_config={"ops": {"events": {"config": {"rows": 300}}}})
+        print(f"pipeline run {i + 1}/{RUNS}: {'ok' if result.success else 'FAILED'}")
+        print("\n".join(describe(result)))
+        if not result.success:
+            return 1
+    maintenance = defs.resolve_job_def("warehouse_maintenance_job")
+    result = maintenance.execute_in_process()
+    print(f"maintenance job: {'ok' if result.success else 'FAILED'}")
+    print("\n".join(describe(result)))
+    print(f"\n$ delta-ops inspect {EVENTS_TABLE}")
+    cli(["inspect", str(EVENTS_TABLE)])
+    return 0 if result.success else 1
 
 
 if __name__ == "__main__":

@@ -13,3 +13,5 @@ settings.register_profile(
     "thorough", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+from tests.spark_fixtures import spark  # noqa: E402, F401  (one Spark session per test run)

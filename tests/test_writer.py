@@ -74,3 +74,13 @@ def test_schema_mismatch_is_refused(tmp_path):
     with pytest.raises(DeltaOpsError, match="columns the table does not"):
         write_arrow(table, batch(0, 2, "d").append_column("extra", pa.array([1, 2])))
     assert load_snapshot(table).version == 0
+
+
+def test_timestamp_ntz_column_gets_its_table_feature(tmp_path):
+    table = tmp_path / "t"
+    data = pa.table({"id": [1, 2], "at": pa.array([dt.datetime(2024, 1, 1), None], pa.timestamp("us"))})
+    write_arrow(table, data)
+    snapshot = load_snapshot(table)
+    assert snapshot.protocol.supports("timestampNtz")
+    assert snapshot.protocol.min_reader_version == 3 and snapshot.protocol.min_writer_version == 7
+    assert _ids(deltalake_rows(table)) == _ids(duckdb_rows(table)) == [1, 2]

@@ -1,0 +1,23 @@
+"""The Spark engine: write Delta tables from PySpark DataFrames through delta-ops' commit layer.
+
+There are no Delta jars here: Spark writes plain parquet into a staging directory inside the
+table, and :func:`write_delta` moves the files into place and commits them with per-file
+statistics (see :mod:`delta_ops.spark.writer`). :func:`get_spark` builds a session with the
+options Delta readers need (microsecond timestamps, a UTC session time zone).
+
+Importing this package does not import PySpark or start a JVM; the functions do, when called.
+
+Example::
+
+    from delta_ops.spark import get_spark, write_delta
+
+    spark = get_spark()
+    write_delta(spark.range(10), "/warehouse/numbers")
+"""
+
+from __future__ import annotations
+
+from delta_ops.spark.session import get_spark
+from delta_ops.spark.writer import write_delta
+
+__all__ = ["get_spark", "write_delta"]

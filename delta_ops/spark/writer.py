@@ -1,0 +1,385 @@
+"""Writing a Spark DataFrame into a Delta table without Delta's Spark jars.
+
+Spark writes the data; delta-ops commits it. :func:`write_delta` works in four steps, each
+leaving the table valid if the process dies right after it:
+
+1. Spark writes the DataFrame as parquet (Hive-style partition directories when the table is
+   partitioned) into a fresh staging directory inside the table,
+   ``<table>/_delta_ops_staging/<uuid>/``. Its leading underscore hides it from readers and
+   from vacuum, so a crash here leaves only that directory behind.
+2. Each data file Spark produced (``_SUCCESS``, ``.crc`` and other hidden files are skipped)
+   moves to its final place in the table, ``<partition dirs>/<file name>``. Spark's names
+   (``part-<task>-<job uuid>.c000.snappy.parquet``) are unique per job and directory, and the
+   partition values come from the directory names (Spark's escaping undone,
+   ``__HIVE_DEFAULT_PARTITION__`` read as null). Files that are moved but not committed are
+   orphans, which vacuum removes.
+3. :func:`delta_ops.writer.commit_data_files` commits them: per-file statistics from the
+   parquet footers, the table created when absent (protocol, metadata, a Delta schema from the
+   DataFrame's schema), live files removed for ``mode="overwrite"``, row ids assigned when
+   the table supports row tracking.
+4. The staging directory is removed.
+
+If the write, a move or the commit fails, the moved files are deleted again (after checking
+that the log does not reference them) and the error propagates.
+
+Example::
+
+    from delta_ops.spark import get_spark, write_delta
+
+    spark = get_spark()
+    events = spark.range(1000).selectExpr("id", "cast(id % 7 as string) as day")
+    write_delta(events, "/warehouse/events", partition_by=["day"])
+    write_delta(events, "/warehouse/events", mode="overwrite")
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import re
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from delta_ops.errors import DeltaOpsError, NotADeltaTable
+from delta_ops.snapshot import load_snapshot
+from delta_ops.storage import Storage
+from delta_ops.transaction import CommitResult
+from delta_ops.writer import HIVE_DEFAULT_PARTITION, DataFile, commit_data_files, log_path
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType as SparkStructType
+
+logger = logging.getLogger(__name__)
+
+STAGING_DIR = "_delta_ops_staging"
+OUTPUT_TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"
+SESSION_TIME_ZONE = "spark.sql.session.timeZone"
+_UTC_NAMES = {"UTC", "ETC/UTC", "GMT", "ETC/GMT", "UCT", "ETC/UCT", "Z", "ZULU", "UNIVERSAL", "+00:00"}
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """A data file Spark wrote into the staging directory, and where it goes in the table."""
+
+    staged_path: str  # filesystem path inside the staging directory
+    relative_path: str  # final path relative to the table root, decoded
+    partition_values: Mapping[str, str | None]
+
+
+def write_delta(
+    df: DataFrame,
+    url: str | os.PathLike[str],
+    *,
+    mode: str = "append",
+    partition_by: Sequence[str] | str | None = None,
+    configuration: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    spark_url: str | None = None,
+) -> CommitResult:
+    """Write a DataFrame into a Delta table (created when absent) and commit it as one version.
+
+    Args:
+        df: the data. Its schema becomes the table's when the table is created; an existing
+            table refuses columns it does not have (no schema evolution).
+        url: the table: a local path, ``file://`` or any fsspec URL.
+        mode: ``"append"`` adds the rows; ``"overwrite"`` replaces every live file in the same
+            commit.
+        partition_by: partition columns of a new table. For an existing table None means its
+            own partitioning; anything else must match it.
+        configuration: table properties of a new table, e.g. ``{"delta.enableRowTracking":
+            "true"}`` (ignored for an existing table).
+        storage_options: fsspec options for `url`.
+        spark_url: the table's location as Spark's Hadoop filesystems name it, when that
+            differs from `url` (``s3a://`` is derived from ``s3://``; local paths become
+            ``file://``).
+
+    Returns:
+        The commit's :class:`~delta_ops.transaction.CommitResult` (version, attempts, row id
+        high-water mark).
+
+    Raises:
+        DeltaOpsError: partitioning or schema do not match the existing table, a timestamp
+            partition column in a non-UTC session, or the commit is refused (nothing is left
+            behind in the table).
+
+    Examples:
+        >>> write_delta(df, "/warehouse/events", partition_by=["day"])  # doctest: +SKIP
+        CommitResult(version=0, attempts=1, num_actions=5, row_id_high_water_mark=None)
+    """
+    if mode not in ("append", "overwrite"):
+        raise ValueError(f"mode must be 'append' or 'overwrite', got {mode!r}")
+    storage = Storage.open(url, storage_options)
+    partition_columns = _partition_columns(storage, partition_by, list(df.columns))
+    spark = df.sparkSession
+    _check_timestamp_partitions(spark, df.schema, partition_columns, storage.url)
+    staging_relative = f"{STAGING_DIR}/{uuid.uuid4()}"
+    staging = storage.join(staging_relative)
+    target = f"{spark_location(storage, spark_url)}/{staging_relative}"
+    root_existed = not storage.is_local or os.path.isdir(storage.root)
+    moved: list[str] = []
+    committed = False
+    try:
+        with parquet_timestamps_in_micros(spark):
+            writer = df.write.mode("errorifexists")
+            if partition_columns:
+                writer = writer.partitionBy(*partition_columns)
+            writer.parquet(target)
+        files = []
+        for staged in staged_files(storage, staging, partition_columns):
+            _move(storage, staged.staged_path, staged.relative_path)
+            moved.append(staged.relative_path)
+            files.append(DataFile(staged.relative_path, staged.partition_values))
+        logger.info("Spark wrote %d files for %s; committing", len(files), storage.url)
+        result = commit_data_files(
+            storage,
+            files,
+            schema=spark_schema_to_arrow(df.schema),
+            mode=mode,
+            partition_by=partition_columns,
+            configuration=configuration,
+        )
+        committed = True
+        return result
+    finally:
+        if not committed:
+            discard_uncommitted(storage, moved)
+        remove_staging(storage, staging)
+        if not committed and not root_existed:
+            _remove_if_empty(storage.root)  # the failed write created it
+
+
+# ------------------------------------------------------------------------------ decisions
+def _partition_columns(storage: Storage, partition_by: Sequence[str] | str | None, columns: list[str]) -> list[str]:
+    """The partition columns to write: the table's own, or `partition_by` for a new table."""
+    wanted = [partition_by] if isinstance(partition_by, str) else list(partition_by) if partition_by is not None else None
+    try:
+        existing: list[str] | None = list(load_snapshot(storage).partition_columns)
+    except NotADeltaTable:
+        existing = None
+    if existing is not None and wanted is not None and wanted != existing:
+        raise DeltaOpsError(f"{storage.url} is partitioned by {existing}, not {wanted}")
+    chosen = existing if existing is not None else (wanted or [])
+    missing = [c for c in chosen if c not in columns]
+    if missing:
+        raise DeltaOpsError(f"{storage.url}: partition columns {missing} are not in the DataFrame's columns {columns}")
+    return chosen
+
+
+def _check_timestamp_partitions(spark: SparkSession, schema: SparkStructType, partition_columns: Sequence[str], where: str) -> None:
+    """Refuse timestamp partition columns unless the session renders them in UTC.
+
+    Spark names a timestamp partition directory in the session time zone without an offset;
+    Delta readers take such a value as UTC, so any other zone would shift the partition values.
+    """
+    from pyspark.sql.types import TimestampType
+
+    timestamps = [f.name for f in schema.fields if f.name in partition_columns and isinstance(f.dataType, TimestampType)]
+    if not timestamps:
+        return
+    zone = spark.conf.get(SESSION_TIME_ZONE)
+    if (zone or "").upper() not in _UTC_NAMES:
+        raise DeltaOpsError(
+            f"{where}: timestamp partition columns {timestamps} need {SESSION_TIME_ZONE}=UTC "
+            f"(the session uses {zone!r}; Spark would write the partition values in that zone)"
+        )
+
+
+def spark_location(storage: Storage, spark_url: str | None = None) -> str:
+    """The table root as a Spark (Hadoop) path: `spark_url`, ``file://<root>``, or the URL.
+
+    Local roots stay unescaped: Hadoop's ``Path`` escapes characters itself, so a
+    percent-encoded URI would name a different directory.
+    """
+    if spark_url is not None:
+        return spark_url.rstrip("/")
+    if storage.is_local:
+        return "file://" + storage.root.rstrip("/")
+    url = storage.url.rstrip("/")
+    if url.startswith("s3://"):
+        return "s3a://" + url[len("s3://") :]
+    return url
+
+
+def spark_schema_to_arrow(schema: SparkStructType) -> pa.Schema:
+    """The DataFrame's schema in Arrow, with Spark's timestamps as UTC instants (Delta's ``timestamp``)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+# ------------------------------------------------------------------------------ staging
+def unescape_path_name(text: str) -> str:
+    """Undo Spark's (Hive's) escaping of a partition directory name: ``%XX`` is one character."""
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+
+
+def partition_value_from_directory(escaped: str) -> str | None:
+    """A partition value as the log stores it, from the escaped value in a directory name."""
+    return None if escaped == HIVE_DEFAULT_PARTITION else unescape_path_name(escaped)
+
+
+def _is_hidden(name: str) -> bool:
+    return name.startswith(("_", "."))
+
+
+def staged_files(storage: Storage, staging: str, partition_columns: Sequence[str]) -> list[StagedFile]:
+    """The data files Spark wrote under `staging`, with their final paths and partition values.
+
+    Hidden names (``_SUCCESS``, ``.part-*.crc``, ``_temporary``) are skipped; any other file
+    outside the expected ``col=value/`` layout is an error, never a guess.
+    """
+    prefix = staging.rstrip("/") + "/"
+    out = []
+    for path in sorted(storage.fs.find(staging)):
+        path = storage.fs._strip_protocol(path)
+        if not path.startswith(prefix):
+            raise DeltaOpsError(f"Spark wrote {path} outside its staging directory {staging}")
+        *directories, name = path[len(prefix) :].split("/")
+        if _is_hidden(name):
+            continue
+        values = _partition_values(directories, partition_columns)
+        if values is None:
+            if any(_is_hidden(d) for d in directories):
+                continue
+            raise DeltaOpsError(
+                f"unexpected file {path} in Spark's output: expected {'/'.join(c + '=...' for c in partition_columns) or 'no'} partition directories"
+            )
+        out.append(StagedFile(path, posixpath.join(*directories, name), values))
+    return out
+
+
+def _partition_values(directories: Sequence[str], partition_columns: Sequence[str]) -> dict[str, str | None] | None:
+    if len(directories) != len(partition_columns):
+        return None
+    values: dict[str, str | None] = {}
+    for directory, column in zip(directories, partition_columns):
+        key, eq, escaped = directory.partition("=")
+        if not eq or unescape_path_name(key) != column:
+            return None
+        values[column] = partition_value_from_directory(escaped)
+    return values
+
+
+def _move(storage: Storage, source: str, relative: str) -> None:
+    """Move a staged file to its final table path, never over an existing file."""
+    target = storage.join(relative)
+    fs = storage.fs
+    if fs.exists(target):
+        raise DeltaOpsError(f"{storage.url}: {relative} already exists; refusing to overwrite it")
+    fs.makedirs(posixpath.dirname(target), exist_ok=True)
+    fs.mv(source, target)
+
+
+def discard_uncommitted(storage: Storage, relative_paths: Sequence[str]) -> None:
+    """Delete moved files after a failed commit, unless the log references them after all.
+
+    A commit can fail after its file landed (a lost response from an object store); deleting
+    files a committed version references would corrupt the table, so the log is read first.
+    When it cannot be read, the files stay as orphans for vacuum.
+    """
+    if not relative_paths:
+        return
+    try:
+        try:
+            snapshot = load_snapshot(storage)
+            referenced = set(snapshot.files.column("path").to_pylist()) | set(snapshot.tombstones.column("path").to_pylist())
+        except NotADeltaTable:
+            referenced = set()
+        keep = [p for p in relative_paths if log_path(p) in referenced]
+        if keep:
+            logger.warning("%s: the commit failed but the log references %d of its files; keeping them", storage.url, len(keep))
+        storage.delete([storage.join(p) for p in relative_paths if p not in keep])
+        _remove_empty_partition_dirs(storage, relative_paths)
+    except Exception:  # the original error matters more; these are only orphans now
+        logger.warning("%s: could not remove %d uncommitted files; vacuum will", storage.url, len(relative_paths), exc_info=True)
+
+
+def _remove_empty_partition_dirs(storage: Storage, relative_paths: Sequence[str]) -> None:
+    if not storage.is_local:
+        return  # object stores have no directories to leave behind
+    directories = {posixpath.dirname(p) for p in relative_paths} - {""}
+    parents = set()
+    for d in directories:
+        while d:
+            parents.add(d)
+            d = posixpath.dirname(d)
+    for d in sorted(parents, key=lambda d: -d.count("/")):
+        _remove_if_empty(storage.join(d))  # another writer's files stay
+
+
+def _remove_if_empty(directory: str) -> None:
+    try:
+        os.rmdir(directory)
+    except OSError:
+        pass
+
+
+def remove_staging(storage: Storage, staging: str) -> None:
+    """Remove this write's staging directory, and the staging root when nothing else is in it."""
+    try:
+        if storage.fs.exists(staging):
+            storage.fs.rm(staging, recursive=True)
+        if storage.is_local:
+            _remove_if_empty(posixpath.dirname(staging))  # kept while another write stages
+    except OSError:
+        pass
+    except Exception:
+        logger.warning("could not remove the staging directory %s", staging, exc_info=True)
+
+
+# ------------------------------------------------------------------------------ session options
+_override_lock = threading.Lock()
+_overrides: dict[int, list[Any]] = {}  # id(session) -> [active writes, value to restore]
+
+
+@contextmanager
+def parquet_timestamps_in_micros(spark: SparkSession) -> Iterator[None]:
+    """Make Spark write timestamps as INT64 microseconds for the duration of a write.
+
+    Spark's default, INT96, is deprecated, has no statistics, and Delta readers may refuse it.
+    A session that already writes microseconds is left alone; otherwise the option is set and
+    restored when the last concurrent write on that session finishes.
+    """
+    key = id(spark)
+    with _override_lock:
+        state = _overrides.get(key)
+        if state is None:
+            previous = spark.conf.get(OUTPUT_TIMESTAMP_TYPE)
+            if (previous or "").upper() != "TIMESTAMP_MICROS":
+                logger.info("writing parquet timestamps as TIMESTAMP_MICROS (the session has %s)", previous)
+                spark.conf.set(OUTPUT_TIMESTAMP_TYPE, "TIMESTAMP_MICROS")
+                state = _overrides[key] = [0, previous]
+        if state is not None:
+            state[0] += 1
+    try:
+        yield
+    finally:
+        if state is not None:
+            with _override_lock:
+                state[0] -= 1
+                if state[0] == 0:
+                    del _overrides[key]
+                    spark.conf.set(OUTPUT_TIMESTAMP_TYPE, state[1])
+
+
+__all__ = [
+    "STAGING_DIR",
+    "StagedFile",
+    "discard_uncommitted",
+    "parquet_timestamps_in_micros",
+    "partition_value_from_directory",
+    "remove_staging",
+    "spark_location",
+    "spark_schema_to_arrow",
+    "staged_files",
+    "unescape_path_name",
+    "write_delta",
+]
