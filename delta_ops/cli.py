@@ -131,7 +131,11 @@ def _cmd_vacuum(args: argparse.Namespace) -> int:
     from delta_ops.snapshot import load_snapshot
 
     snapshot = load_snapshot(args.table, storage_options=_storage_options(args.storage_option))
-    plan = plan_vacuum(snapshot, _now_ms(args.now), retention_ms=_duration_ms(args.retention), mode=args.mode, force=args.force)
+    grace = _duration_ms(args.in_flight_grace)
+    plan = plan_vacuum(
+        snapshot, _now_ms(args.now), retention_ms=_duration_ms(args.retention), mode=args.mode, force=args.force,
+        **({"in_flight_grace_ms": grace} if grace is not None else {}),
+    )
     if args.dry_run:
         data = {**plan.to_dict(), "dry_run": True, "deleted": [c.path for c in plan.candidates], "num_deleted": len(plan.candidates), "commits": []}
         lines = [f"{c.path}\t{c.size} bytes\t{(plan.now_ms - c.modification_time) // 3_600_000} h old\t{c.reason}" for c in plan.candidates]
@@ -201,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     vac.add_argument("--dry-run", action="store_true", help="print every file with size, age and reason; delete nothing")
     vac.add_argument("--force", action="store_true", help="allow a retention shorter than the table's")
     vac.add_argument("--now", default=None, help="clock (ISO-8601 or epoch ms; default: now)")
+    vac.add_argument("--in-flight-grace", default=None, help="keep untracked files younger than this (default '1 minute'; '0 seconds' = Spark)")
     vac.set_defaults(func=_cmd_vacuum)
 
     rt = sub.add_parser("enable-row-tracking", help="upgrade the protocol, backfill row ids, enable row tracking")

@@ -292,7 +292,7 @@ def test_vacuum_on_an_fsspec_memory_table(tmp_path):
         storage.fs.pipe_file(storage.join(rel), b"o")
     live = {unquote(p) for p in load_snapshot(url).files.column("path").to_pylist()}
     time.sleep(0.01)
-    plan = plan_vacuum(load_snapshot(url), now_ms() + 1000, retention_ms=0, force=True)
+    plan = plan_vacuum(load_snapshot(url), now_ms() + 1000, retention_ms=0, force=True, in_flight_grace_ms=0)
     result = execute_vacuum(plan)
     assert set(result.deleted) == {"orphan.parquet", "p=a/orphan2.parquet", "_change_data/c.parquet", "dir/sub/o3.bin"}
     for rel in live | {"p=a/_SUCCESS", "_tmp/x"}:
@@ -438,11 +438,6 @@ def test_absolute_paths_inside_the_root_are_resolved(tmp_path):
     assert sorted(r["id"] for r in deltalake_rows(table)) == [0, 7]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: LITE vacuum (vacuum._lite_candidates + _delete_files) deletes a tombstoned path "
-    "through a symlinked directory inside the table, i.e. a file outside the table root",
-)
 def test_lite_never_follows_a_symlinked_directory_out_of_the_table(tmp_path):
     table = tmp_path / "t"
     write_arrow(table, ids(3))
@@ -743,10 +738,28 @@ def test_lite_refuses_when_history_was_cleaned_up(tmp_path, last_vacuum):
 
 
 # ============================================================================ 8. concurrency
+def tolerate_spurious_listing_failure(fn, *args, **kwargs):
+    """Call `fn`, retrying when listing `_delta_log` failed only because another process's
+    commit temp file vanished mid-listing (a known bug, pinned by
+    tests/test_transaction.py::test_log_listing_survives_concurrent_temp_files); the
+    concurrency tests here are about data files, so they must not fail on that one."""
+    from delta_ops.errors import ConcurrentModification, NotADeltaTable
+
+    for _ in range(50):
+        try:
+            return fn(*args, **kwargs)
+        except NotADeltaTable:
+            continue
+        except ConcurrentModification as exc:  # the writer took the table for a new one
+            if "created concurrently" not in str(exc):
+                raise
+    return fn(*args, **kwargs)
+
+
 def _append_loop(path: str, n: int, barrier) -> None:
     barrier.wait()
     for i in range(n):
-        write_arrow(path, ids(2, 1000 + 2 * i))
+        tolerate_spurious_listing_failure(write_arrow, path, ids(2, 1000 + 2 * i))
 
 
 def _run_concurrently(tmp_path: Path, retention_ms: int, orphan_age_ms: int) -> tuple[Path, int, int]:
@@ -760,7 +773,7 @@ def _run_concurrently(tmp_path: Path, retention_ms: int, orphan_age_ms: int) -> 
     barrier.wait()
     runs = 0
     while proc.is_alive() or runs < 3:
-        vacuum(table, now_ms(), retention_ms=retention_ms, force=True)
+        tolerate_spurious_listing_failure(vacuum, table, now_ms(), retention_ms=retention_ms, force=True)
         runs += 1
     proc.join(timeout=120)
     return table, proc.exitcode, runs
@@ -792,15 +805,25 @@ def test_concurrent_appends_and_vacuums_with_a_retention(tmp_path):
     assert ops.count("WRITE") == 15 and ops.count("VACUUM START") == ops.count("VACUUM END") == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: FULL vacuum with retention 0 (forced) deletes data files a concurrent writer has "
-    "written but not committed yet (vacuum.execute_vacuum re-reads the log only for commits that "
-    "already landed); the writer then fails or commits a reference to a deleted file",
-)
 def test_concurrent_appends_and_vacuums_with_retention_zero(tmp_path):
     """The issue's acceptance test: a process appends in a loop while FULL vacuums with
     retention 0 (forced) run; afterwards no file referenced by any commit is missing."""
     table, exitcode, runs = _run_concurrently(tmp_path, 0, HOUR)
     assert runs >= 3
     _assert_nothing_lost(table, exitcode)
+
+
+def test_young_untracked_files_are_kept_as_possibly_in_flight(tmp_path):
+    """With retention 0, a file no commit knows that was written moments ago may belong to a
+    write that has not committed yet: kept (and reported) unless the grace is set to 0."""
+    table = tmp_path / "t"
+    write_arrow(table, ids(2))
+    write(table / "fresh-orphan.parquet", b"o", now_ms())
+    write(table / "old-orphan.parquet", b"o", now_ms() - DAY)
+    plan = plan_vacuum(load_snapshot(table), now_ms(), retention_ms=0, force=True)
+    assert [c.path for c in plan.candidates] == ["old-orphan.parquet"]
+    assert plan.kept_in_flight == ("fresh-orphan.parquet",)
+    execute_vacuum(plan)
+    assert (table / "fresh-orphan.parquet").exists() and not (table / "old-orphan.parquet").exists()
+    spark_like = plan_vacuum(load_snapshot(table), now_ms() + 10, retention_ms=0, force=True, in_flight_grace_ms=0)
+    assert [c.path for c in spark_like.candidates] == ["fresh-orphan.parquet"]

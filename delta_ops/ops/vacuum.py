@@ -17,6 +17,13 @@ Plan (pure apart from listing):
   vacuum (``_delta_log/_last_vacuum_info``) up to the newest commit older than the retention;
   refused like Spark when cleaned-up history makes that incomplete.
 
+* In-flight writes: a file no commit has removed (an orphan, an unreferenced DV or change-data
+  file) that is younger than ``in_flight_grace_ms`` (1 minute) is kept even with retention 0:
+  it may belong to a write that has not committed yet, and deleting it would corrupt that
+  write. Expired tombstones are not affected; ``in_flight_grace_ms=0`` is exactly Spark.
+* Before deleting, each path's real location on disk must still be inside the table (a
+  symlinked directory never leads a delete outside the root).
+
 Execute (only when something is to be deleted): commit ``VACUUM START`` (numFilesToDelete,
 sizeOfDataToDelete), re-read the log and keep every file that commits landing meanwhile
 reference, delete in parallel, remove empty directories non-recursively, commit ``VACUUM END``
@@ -54,6 +61,7 @@ logger = logging.getLogger(__name__)
 
 LAST_VACUUM_INFO = "_last_vacuum_info"
 DELETE_WORKERS = 16
+DEFAULT_IN_FLIGHT_GRACE_MS = 60_000
 
 
 class VacuumLiteRefused(DeltaOpsError):
@@ -85,7 +93,8 @@ class VacuumPlan:
     candidates: tuple[Candidate, ...]
     directories: tuple[str, ...]  # empty-directory candidates, deepest first
     latest_commit_outside_retention: int | None
-    snapshot: Snapshot = field(repr=False, compare=False)
+    kept_in_flight: tuple[str, ...] = ()  # young untracked files a running write may own
+    snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
 
     @property
     def bytes(self) -> int:
@@ -104,6 +113,7 @@ class VacuumPlan:
             "delete_before_ms": self.delete_before_ms,
             "files": [c.to_dict(self.now_ms) for c in self.candidates],
             "directories": list(self.directories),
+            "kept_in_flight": list(self.kept_in_flight),
             "num_files": len(self.candidates),
             "bytes": self.bytes,
             "reasons": _reason_totals(self.candidates),
@@ -269,8 +279,17 @@ def plan_vacuum(
     retention_ms: int | None = None,
     mode: str = "full",
     force: bool = False,
+    in_flight_grace_ms: int = DEFAULT_IN_FLIGHT_GRACE_MS,
 ) -> VacuumPlan:
-    """Plan a vacuum of `snapshot`'s table as of `now_ms`."""
+    """Plan a vacuum of `snapshot`'s table as of `now_ms`.
+
+    Args:
+        retention_ms: delete files older than this (default: the table's
+            delta.deletedFileRetentionDuration); shorter than the table's needs `force`.
+        mode: "full" (list the table) or "lite" (removes since the last vacuum).
+        force: allow a retention shorter than the table's.
+        in_flight_grace_ms: keep files no commit removed that are younger than this.
+    """
     if mode not in ("full", "lite"):
         raise DeltaOpsError(f"vacuum mode must be 'full' or 'lite', got {mode!r}")
     snapshot.protocol.check_writable()
@@ -291,6 +310,12 @@ def plan_vacuum(
         directories = sorted((d for d in dirs if d not in protected_dirs), key=lambda d: (-d.count("/"), d))
     else:
         candidates = _lite_candidates(snapshot, delete_before, latest_outside, protected_files, tombstone_paths)
+    in_flight_cutoff = now_ms - max(0, in_flight_grace_ms)
+    young = [c for c in candidates if c.reason != "expired tombstone" and c.modification_time > in_flight_cutoff]
+    if young:
+        young_paths = {c.path for c in young}
+        candidates = [c for c in candidates if c.path not in young_paths]
+        directories = [d for d in directories if not any(p.startswith(d + "/") for p in young_paths)]
     candidates.sort(key=lambda c: c.path)
     return VacuumPlan(
         table=storage.url,
@@ -303,6 +328,7 @@ def plan_vacuum(
         candidates=tuple(candidates),
         directories=tuple(directories),
         latest_commit_outside_retention=latest_outside,
+        kept_in_flight=tuple(sorted(c.path for c in young)),
         snapshot=snapshot,
     )
 
@@ -438,11 +464,23 @@ def execute_vacuum(plan: VacuumPlan) -> VacuumResult:
     )
 
 
+def _really_inside(root_real: str, full: str) -> bool:
+    """Whether a local path's directory resolves (symlinks followed) inside the table root."""
+    parent = os.path.realpath(os.path.dirname(full))
+    return parent == root_real or parent.startswith(root_real + os.sep)
+
+
 def _delete_files(storage: Storage, candidates: list[Candidate]) -> list[Candidate]:
-    """Delete in parallel; a file already gone counts as deleted."""
-    def delete(c: Candidate) -> Candidate:
+    """Delete in parallel; a file already gone counts as deleted. A path whose directory
+    resolves outside the table (a symlinked directory) or that is itself a symlink is skipped."""
+    root_real = os.path.realpath(storage.root) if storage.is_local else ""
+
+    def delete(c: Candidate) -> Candidate | None:
         full = storage.join(c.path)
         if storage.is_local:
+            if not _really_inside(root_real, full) or os.path.islink(full):
+                logger.warning("not deleting %s: it resolves outside the table root", c.path)
+                return None
             try:
                 os.unlink(full)
             except FileNotFoundError:
@@ -452,7 +490,7 @@ def _delete_files(storage: Storage, candidates: list[Candidate]) -> list[Candida
         return c
 
     with ThreadPoolExecutor(max_workers=DELETE_WORKERS) as pool:
-        return list(pool.map(delete, candidates))
+        return [c for c in pool.map(delete, candidates) if c is not None]
 
 
 def _delete_empty_dirs(storage: Storage, directories: list[str]) -> int:
