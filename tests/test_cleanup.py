@@ -332,15 +332,7 @@ SCENARIOS = {
 }
 
 
-XFAIL_SCENARIOS = {
-    "a multi-part checkpoint whose mtime needed adjusting is no flush point": (
-        "bug: cleanup._segments counts the parts of a multi-part checkpoint whose first part needed "
-        "a timestamp adjustment towards completeness (it goes to pending_parts, the next part of the "
-        "same version is not adjusted), so the checkpoint becomes a flush point; Spark/Kernel treat an "
-        "adjusted checkpoint file as an ordinary file (PROTOCOL_NOTES 1.4 step 2), as cleanup does "
-        "for classic checkpoints"
-    ),
-}
+XFAIL_SCENARIOS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(
@@ -574,12 +566,6 @@ def test_v2_kernel_sidecars_table(tmp_path):
     assert rs_state(table, 6)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: cleanup._orphan_sidecars treats every entry of _delta_log/_sidecars as a sidecar, "
-    "so the hidden Hadoop checksum file `.<sidecar>.crc` of a sidecar the boundary checkpoint still "
-    "references is deleted (Spark lists _sidecars through Hadoop, which hides checksum files)",
-)
 def test_checksum_files_of_referenced_sidecars_are_kept(tmp_path):
     table = copy_fixture("kernel/v2-checkpoints-json-with-sidecars", tmp_path)
     top = max(n for n in listing(table) if parse_log_file_name(n) is not None and parse_log_file_name(n).kind.name == "V2_CHECKPOINT")

@@ -136,6 +136,7 @@ def _segments(files: list[LogFile], cutoff_ms: int, max_version: int) -> list[_S
     segments: list[_Segment] = []
     buffer: list[tuple[LogFile, int]] = []
     pending_parts: dict[tuple[int, int], list[tuple[LogFile, int]]] = defaultdict(list)
+    spoiled: set[tuple[int, int]] = set()
     prev_version, prev_time = -1, -1
     for f in candidates:
         adjusted = f.modification_time
@@ -145,19 +146,22 @@ def _segments(files: list[LogFile], cutoff_ms: int, max_version: int) -> list[_S
             adjusted, was_adjusted = prev_time + 1, True
         prev_version, prev_time = f.version, adjusted
         flush_files: list[tuple[LogFile, int]] | None = None
-        if f.is_checkpoint and f.size > 0 and not was_adjusted:
-            if f.kind is LogFileKind.MULTI_PART_CHECKPOINT:
-                key = (f.version, f.num_parts or 0)
-                pending_parts[key].append((f, adjusted))
-                if len({p.part for p, _ in pending_parts[key]}) == key[1]:
-                    flush_files = pending_parts.pop(key)
-                else:
-                    continue  # parts of an incomplete checkpoint never reach the buffer
-            else:
-                flush_files = [(f, adjusted)]
-        elif f.kind is LogFileKind.MULTI_PART_CHECKPOINT:
-            pending_parts[(f.version, f.num_parts or 0)].append((f, adjusted))
-            continue
+        if f.kind is LogFileKind.MULTI_PART_CHECKPOINT:
+            # parts wait on the side until all n are seen; one adjusted or empty part spoils
+            # the whole checkpoint as a flush point, and parts of an incomplete one are kept
+            key = (f.version, f.num_parts or 0)
+            pending_parts[key].append((f, adjusted))
+            if was_adjusted or f.size == 0:
+                spoiled.add(key)
+            if len({p.part for p, _ in pending_parts[key]}) < key[1]:
+                continue
+            parts = pending_parts.pop(key)
+            if key in spoiled:
+                buffer.extend(parts)  # an ordinary file, as Spark treats adjusted checkpoints
+                continue
+            flush_files = parts
+        elif f.is_checkpoint and f.size > 0 and not was_adjusted:
+            flush_files = [(f, adjusted)]
         if flush_files is None:
             buffer.append((f, adjusted))
             continue
@@ -241,7 +245,12 @@ def _orphan_sidecars(storage: Storage, files: list[LogFile], doomed: set[str], c
     for f in files:
         if f.is_checkpoint and f.name not in doomed:
             referenced |= _sidecars_of(storage, f)
-    return [e.name for e in storage.list_log(SIDECARS_DIR) if e.name not in referenced and e.modification_time < cutoff_ms]
+    # hidden names (e.g. Hadoop's `.<sidecar>.crc`) are not sidecars: Spark never lists them
+    return [
+        e.name
+        for e in storage.list_log(SIDECARS_DIR)
+        if not e.name.startswith(".") and e.name not in referenced and e.modification_time < cutoff_ms
+    ]
 
 
 def _sidecars_of(storage: Storage, f: LogFile) -> set[str]:
