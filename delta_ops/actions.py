@@ -534,3 +534,31 @@ def file_rows_as_actions(files: pa.Table, *, columns: tuple[str, ...]) -> list[d
                 body[key] = value
         out.append(body)
     return out
+
+
+def restrict_partition_values(table: pa.Table, partition_keys: set[str]) -> pa.Table:
+    """Drop `partitionValues` entries that are null and not a partition column.
+
+    The JSON reader unifies object keys across the rows of a parse, so a row may show keys it
+    never had (as null); real partition values of the table's columns may be null and stay.
+    """
+    if table.num_rows == 0 or "partitionValues" not in table.column_names:
+        return table
+    column = _combine(table.column("partitionValues"))
+    # offsets index the (unsliced) key/item children; slicing the children by them gives the
+    # entries of exactly these rows, and their lengths say which row each entry belongs to
+    offsets_in = column.offsets.to_numpy().astype(np.int64)
+    start, end = int(offsets_in[0]), int(offsets_in[-1])
+    keys, items = column.keys.slice(start, end - start), column.items.slice(start, end - start)
+    keep = pc.or_(pc.is_valid(items), pc.is_in(keys, value_set=pa.array(sorted(partition_keys), pa.string())))
+    if pc.all(keep).as_py() is not False:
+        return table
+    keep_np = to_bool_numpy(keep)
+    parents = np.repeat(np.arange(len(column), dtype=np.int64), np.diff(offsets_in))
+    counts = np.bincount(parents[keep_np], minlength=len(column))
+    offsets = np.zeros(len(column) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    restricted = pa.MapArray.from_arrays(
+        pa.array(offsets), keys.filter(pa.array(keep_np)), items.filter(pa.array(keep_np)), mask=column.is_null()
+    ).cast(STRING_MAP)
+    return table.set_column(table.column_names.index("partitionValues"), "partitionValues", restricted)

@@ -359,12 +359,43 @@ def _read_parquet_actions(name: str, data: bytes) -> pa.Table:
             present = [f for f in wanted if typ.get_field_index(f) >= 0]
             flat = pq.read_table(io.BytesIO(data), columns=[f"{column}.{f}" for f in present])
             arrays = [flat.column(i).combine_chunks() for i in range(flat.num_columns)]
+            if column == "add" and "stats" not in present and typ.get_field_index("stats_parsed") >= 0:
+                # writeStatsAsJson=false: the stats exist only as a struct; keep them as JSON
+                parsed = pq.read_table(io.BytesIO(data), columns=["add.stats_parsed"]).column(0).combine_chunks()
+                present.append("stats")
+                arrays.append(stats_json_from_parsed(parsed))
             # the action is absent exactly where its required `path` is null
             mask = arrays[present.index("path")].is_null() if "path" in present else None
             columns[column] = pa.StructArray.from_arrays(arrays, names=present, mask=mask)
         return pa.table(columns) if columns else pa.table({"add": pa.nulls(pf.metadata.num_rows)})
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptLog(name, f"unreadable checkpoint parquet: {exc}") from exc
+
+
+def _stats_value(value):
+    import datetime as dt
+
+    if isinstance(value, dict):
+        return {k: _stats_value(v) for k, v in value.items() if v is not None}
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc)
+            return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+        return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}"
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return value
+
+
+def stats_json_from_parsed(parsed: pa.Array) -> pa.Array:
+    """`stats_parsed` structs as the JSON `stats` strings Spark would have written.
+
+    Only checkpoints written with writeStatsAsJson=false need this, so a Python pass per file
+    is acceptable here.
+    """
+    from delta_ops.file_stats import stats_to_json
+
+    return pa.array([None if row is None else stats_to_json(_stats_value(row)) for row in parsed.to_pylist()], pa.string())
 
 
 def _read_json_actions(name: str, data: bytes) -> pa.Table:

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.actions import concat_batches
+from delta_ops.actions import concat_batches, restrict_partition_values
 from delta_ops.errors import CorruptLog, DeltaOpsError
 from delta_ops.log_reader import read_checkpoint, read_commits
 from delta_ops.log_segment import LogSegment, build_log_segment, list_log_files
@@ -109,13 +109,27 @@ class Snapshot:
         self.version = segment.version
         self.protocol = Protocol.from_action(state.protocol)
         self.metadata = Metadata.from_action(state.metadata)
-        self.files: pa.Table = state.files
-        self.tombstones: pa.Table = state.tombstones
+        keys = self._partition_keys()
+        self.files: pa.Table = restrict_partition_values(state.files, keys)
+        self.tombstones: pa.Table = restrict_partition_values(state.tombstones, keys)
         self.txns: dict[str, Txn] = state.txns
         self.domains: dict[str, DomainMetadata] = state.domains
         self.removed_domains: dict[str, DomainMetadata] = state.removed_domains
         self.row_id_high_water_mark: int | None = state.row_id_high_water_mark
         self.commit_times = commit_times
+
+    def _partition_keys(self) -> set[str]:
+        """Partition columns as they appear in `partitionValues` (physical names)."""
+        columns = set(self.metadata.partition_columns)
+        if not columns or not self.metadata.schema_string:
+            return columns
+        from delta_ops.schema import physical_name
+
+        try:
+            by_name = {f.name: f for f in self.schema.fields}
+        except DeltaOpsError:
+            return columns
+        return {physical_name(by_name[c]) if c in by_name else c for c in columns} | columns
 
     # ----------------------------------------------------------------------- derived facts
     @cached_property

@@ -260,12 +260,13 @@ class Storage:
         except FileExistsError:
             return False
 
-    def create_new(self, path: str, write: Callable[[BinaryIO], None]) -> tuple[bool, int]:
+    def create_new(self, path: str, write: Callable[[BinaryIO], None], *, replace_empty: bool = False) -> tuple[bool, int]:
         """Create `path` from a streaming writer, only if absent; return (created, size).
 
         Local: the writer fills a hidden temp file, which is linked into place, so readers
         never see a partial file and a concurrent creator wins cleanly. Elsewhere the content
-        is buffered and put with `put_if_absent` (one request).
+        is buffered and put with `put_if_absent` (one request). With `replace_empty`, an
+        existing 0-byte file (which every Delta reader ignores) is replaced.
         """
         if self.is_local:
             directory, name = os.path.split(path)
@@ -281,6 +282,9 @@ class Storage:
                     os.link(tmp, path)
                     return True, size
                 except FileExistsError:
+                    if replace_empty and os.path.getsize(path) == 0:
+                        os.replace(tmp, path)
+                        return True, size
                     return False, size
             finally:
                 if os.path.exists(tmp):
@@ -288,7 +292,12 @@ class Storage:
         buffer = io.BytesIO()
         write(buffer)
         data = buffer.getvalue()
-        return self.put_if_absent(path, data), len(data)
+        if self.put_if_absent(path, data):
+            return True, len(data)
+        if replace_empty and self.fs.info(path).get("size") == 0:
+            self.fs.pipe_file(path, data)
+            return True, len(data)
+        return False, len(data)
 
     def write_atomic(self, path: str, data: bytes) -> None:
         """Write or replace `path` so that readers see either the old or the new content.

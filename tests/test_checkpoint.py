@@ -988,13 +988,6 @@ def test_crash_before_last_checkpoint_leaves_a_readable_table(tmp_path, monkeypa
     assert_peers_agree(peers_before, table, "after a crash before _last_checkpoint")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: delta_ops/ops/checkpoint.py plan_checkpoint marks the version done when "
-    "N.checkpoint.parquet exists (_existing_checkpoint) and execute_checkpoint returns before "
-    "_update_last_checkpoint, so re-running after a crash between the checkpoint write and the "
-    "_last_checkpoint write leaves _last_checkpoint naming version 10 instead of 15 for good",
-)
 def test_rerun_after_crash_writes_last_checkpoint(tmp_path, monkeypatch):
     table = copy_fixture("delta-spark/dv-partitioned-with-checkpoint", tmp_path)
 
@@ -1025,15 +1018,15 @@ def _fail_checkpoint_writes(monkeypatch, should_fail) -> None:
             raise OSError(f"injected crash writing {path}")
         return original_put(self, path, data)
 
-    def create(self, path, write):
+    def create(self, path, write, **kwargs):
         if not should_fail(path):
-            return original_create(self, path, write)
+            return original_create(self, path, write, **kwargs)
 
         def partial(sink):
             sink.write(b"PAR1 partial")
             raise OSError(f"injected crash writing {path}")
 
-        return original_create(self, path, partial)
+        return original_create(self, path, partial, **kwargs)
 
     monkeypatch.setattr(Storage, "put_if_absent", put)
     if original_create is not None:
@@ -1355,12 +1348,6 @@ def test_column_mapping_partitioned_table_uses_physical_names(tmp_path):
     assert deltalake_files(table) == (1, ["p/f1.parquet"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the JSON commit reader (delta_ops/actions.py struct_to_map with keep_null_values) gives an add "
-    "every partitionValues key any add in the same batch had, with a null value; the checkpoint then persists "
-    "{'a': null, 'b': 'x'} for an add the log wrote as {'b': 'x'} (table re-partitioned from a to b)",
-)
 def test_partition_values_written_as_the_log_has_them(tmp_path):
     fields = [("a", "string"), ("b", "string"), ("id", "long")]
     schema = _schema_string(fields)
@@ -1406,12 +1393,6 @@ def test_stats_as_struct_only_checkpoint(tmp_path):
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: delta_ops/log_reader.py _read_parquet_actions never reads add.stats_parsed, so a snapshot "
-    "loaded from a checkpoint without add.stats (delta.checkpoint.writeStatsAsJson=false) loses every file's "
-    "stats (num_records becomes None) although the checkpoint holds them; delta-rs recovers them",
-)
 def test_snapshot_from_stats_struct_only_checkpoint_keeps_num_records(tmp_path):
     table = write_table(
         tmp_path / "t",
@@ -1480,13 +1461,6 @@ def test_concurrent_checkpoint_first_writer_wins(tmp_path):
     assert not [p for p in log_dir(table).iterdir() if p.is_file() and p.name.endswith(".tmp")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: delta_ops/ops/checkpoint.py execute_checkpoint -> _verify compares the file found under the "
-    "name with its own plan; when a concurrent writer (another clock: different tombstone expiry) created "
-    "N.checkpoint.parquet first, the run raises CorruptLog 'checkpoint verification failed: 0 removes read "
-    "back, 31 expected' about a valid checkpoint instead of reporting it as existing",
-)
 def test_concurrent_checkpoint_with_other_expiry_is_not_called_corrupt(tmp_path):
     table = copy_fixture("delta-rs/simple_table", tmp_path)
     ours = plan_checkpoint(load_snapshot(table), 0)  # keeps the 31 tombstones
@@ -1498,12 +1472,6 @@ def test_concurrent_checkpoint_with_other_expiry_is_not_called_corrupt(tmp_path)
     assert (log_dir(table) / name).read_bytes() == data
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a 0-byte file under the checkpoint name (ignored by every reader) makes execute_checkpoint "
-    "keep it as 'the concurrent writer's' file, then _verify/pyarrow raise ArrowInvalid 'Parquet file size is "
-    "0 bytes', which is not a DeltaOpsError: `delta-ops checkpoint` dies with a traceback",
-)
 def test_zero_byte_file_at_checkpoint_name(tmp_path, capsys):
     table = copy_fixture("delta-rs/simple_table", tmp_path)
     (log_dir(table) / "00000000000000000004.checkpoint.parquet").write_bytes(b"")

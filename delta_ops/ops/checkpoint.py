@@ -181,21 +181,22 @@ def plan_checkpoint(snapshot: Snapshot, now_ms: int, *, parts: int | None = None
     )
 
 
-def _write_parquet(storage: Storage, name: str, row_groups: list[pa.Table]) -> int:
-    """Write one checkpoint parquet file (one row group per piece) atomically; return its size.
+def _write_parquet(storage: Storage, name: str, row_groups: list[pa.Table]) -> tuple[bool, int]:
+    """Write one checkpoint parquet file (one row group per piece) atomically.
 
-    When another writer created the file first, theirs is kept (same state, first wins).
+    Returns (created, size). When another writer created the file first, theirs is kept
+    (first wins); a 0-byte file under the name, which every reader ignores, is replaced.
     """
     def write(sink) -> None:
         with pq.ParquetWriter(sink, row_groups[0].schema, compression="snappy") as writer:
             for group in row_groups:
                 writer.write_table(group)
 
-    created, size = storage.create_new(storage.log_file(name), write)
+    created, size = storage.create_new(storage.log_file(name), write, replace_empty=True)
     if not created:
         logger.info("%s already exists (a concurrent checkpoint won); keeping it", name)
-        size = storage.fs.info(storage.log_file(name))["size"]
-    return size
+        size = int(storage.fs.info(storage.log_file(name))["size"])
+    return created, size
 
 
 def _write_new(storage: Storage, name: str, data: bytes) -> bool:
@@ -212,7 +213,8 @@ def execute_checkpoint(plan: CheckpointPlan) -> CheckpointResult:
     storage = plan.snapshot.storage
     if plan.nothing_to_do:
         logger.info("%s: a checkpoint already exists at version %d (%s)", plan.table, plan.version, plan.existing)
-        return CheckpointResult(plan.table, plan.version, plan.kind, (), plan.existing, 0, plan.num_add_files, 0, False, 0)
+        updated = _repair_hint_for_existing(plan, storage)
+        return CheckpointResult(plan.table, plan.version, plan.kind, (), plan.existing, 0, plan.num_add_files, 0, updated, 0)
     schema = checkpoint_schema(plan.snapshot)
     parsed = parsed_columns(plan.snapshot)
     if plan.kind == "v2":
@@ -221,7 +223,10 @@ def execute_checkpoint(plan: CheckpointPlan) -> CheckpointResult:
         parts = build_checkpoint_parts(plan.state, schema, parsed, plan.num_parts)
         written, sizes = [], []
         for name, row_groups in zip(plan.files, parts):
-            sizes.append(_write_parquet(storage, name, row_groups))
+            created, size = _write_parquet(storage, name, row_groups)
+            if not created:
+                return _lost_race(plan, storage, name)
+            sizes.append(size)
             written.append(name)
         del parts
         hint = {
@@ -258,7 +263,7 @@ def _write_v2(plan: CheckpointPlan, storage: Storage, schema: pa.Schema, parsed:
     sidecars, written, sizes = [], [], []
     sidecar_rows = 0
     for name, row_groups in zip(sidecar_names, parts):
-        size = _write_parquet(storage, f"{SIDECARS_DIR}/{name}", row_groups)
+        _, size = _write_parquet(storage, f"{SIDECARS_DIR}/{name}", row_groups)  # UUID names: always ours
         sidecars.append({"path": name, "sizeInBytes": size, "modificationTime": now})
         written.append(f"{SIDECARS_DIR}/{name}")
         sizes.append(size)
@@ -302,14 +307,17 @@ def _count_actions(storage: Storage, name: str) -> dict[str, int]:
                 kind = next(iter(json.loads(line)))
                 counts[kind] = counts.get(kind, 0) + 1
         return counts
-    with storage.fs.open(path, "rb") as f:
-        pf = pq.ParquetFile(f)
-        names = pf.schema_arrow.names
-        counts = {"rows": pf.metadata.num_rows}
-        wanted = [c for c in ("add", "remove") if c in names]
-        table = pf.read(columns=[f"{c}.path" for c in wanted])
-        for c, column in zip(wanted, table.columns):
-            counts[c] = len(column) - column.null_count
+    try:
+        with storage.fs.open(path, "rb") as f:
+            pf = pq.ParquetFile(f)
+            names = pf.schema_arrow.names
+            counts = {"rows": pf.metadata.num_rows}
+            wanted = [c for c in ("add", "remove") if c in names]
+            table = pf.read(columns=[f"{c}.path" for c in wanted])
+            for c, column in zip(wanted, table.columns):
+                counts[c] = len(column) - column.null_count
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptLog(name, f"unreadable checkpoint parquet: {exc}") from exc
     return counts
 
 
@@ -331,6 +339,48 @@ def _verify(plan: CheckpointPlan, storage: Storage) -> None:
         problems.append(f"{totals['rows']} actions read back, {expected_rows} expected")
     if problems:
         raise CorruptLog(plan.files[-1], "checkpoint verification failed: " + "; ".join(problems))
+
+
+def _lost_race(plan: CheckpointPlan, storage: Storage, name: str) -> CheckpointResult:
+    """Another writer created `name` first: its checkpoint stands (it may differ from ours, e.g.
+    another clock expired other tombstones); check it is readable and report it as existing."""
+    from delta_ops.log_reader import read_checkpoint
+
+    ref = _existing_ref(storage, plan.version)
+    if ref is None:
+        raise CorruptLog(name, "a concurrent writer's checkpoint under this name is incomplete; try again later")
+    read_checkpoint(storage, list(ref.files), plan.version, seq_start=0)
+    updated = _repair_hint_for_existing(plan, storage)
+    return CheckpointResult(plan.table, plan.version, plan.kind, (), ref.name, 0, plan.num_add_files, 0, updated, 0)
+
+
+def _existing_ref(storage: Storage, version: int):
+    files = [f for f in (parse_log_file_name(e.name, e.size, e.modification_time) for e in storage.list_log()) if f is not None]
+    refs = [r for r in complete_checkpoints(files) if r.version == version]
+    return refs[-1] if refs else None
+
+
+def _repair_hint_for_existing(plan: CheckpointPlan, storage: Storage) -> bool:
+    """Point `_last_checkpoint` at an existing checkpoint when it names an older one or none
+    (a run that crashed after writing the checkpoint, or another writer's checkpoint)."""
+    current = read_last_checkpoint(storage).info
+    if current is not None and current.version >= plan.version:
+        return False
+    ref = _existing_ref(storage, plan.version)
+    if ref is None:
+        return False
+    rows = sum(_count_actions(storage, f.name).get("rows", 0) if f.format == "parquet" else sum(_count_actions(storage, f.name).values()) for f in ref.files)
+    hint: dict[str, Any] = {
+        "version": plan.version,
+        "size": rows,
+        "parts": len(ref.files) if ref.kind is LogFileKind.MULTI_PART_CHECKPOINT else None,
+        "sizeInBytes": sum(f.size for f in ref.files),
+        "numOfAddFiles": plan.num_add_files,
+    }
+    if ref.kind is LogFileKind.V2_CHECKPOINT:
+        f = ref.files[0]
+        hint["v2Checkpoint"] = {"path": f.name, "sizeInBytes": f.size, "modificationTime": f.modification_time}
+    return _update_last_checkpoint(storage, plan.version, hint)
 
 
 def _update_last_checkpoint(storage: Storage, version: int, hint: dict[str, Any]) -> bool:
