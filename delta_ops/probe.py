@@ -70,7 +70,9 @@ def probe_commits(storage: Storage, *, known_version: int | None = None, known_i
     """
     hint = read_last_checkpoint(storage).info
     checkpoint_version = hint.version if hint is not None else None
-    start = max(v for v in (known_version, checkpoint_version, -1) if v is not None)
+    # from the cursor when known: commits between it and a newer checkpoint may change the
+    # interval; without a cursor, from the checkpoint (the interval is then read once below)
+    start = known_version if known_version is not None else (checkpoint_version if checkpoint_version is not None else -1)
     if start < 0 and not storage.exists(storage.log_path):
         raise NotADeltaTable(storage.url, "no _delta_log directory")
     interval = known_interval
@@ -119,13 +121,20 @@ def maintenance_work(snapshot: Snapshot, now_ms: int) -> MaintenanceWork:
     if not needs_cleanup:
         reasons.append("log cleanup: " + "; ".join(cleanup_plan.kept_reasons))
     tombstones = snapshot.tombstones
+    cutoff = now_ms - snapshot.properties.deleted_file_retention_ms
     expired = 0
     if tombstones.num_rows:
-        cutoff = now_ms - snapshot.properties.deleted_file_retention_ms
         expired = int(pc.sum(pc.less(pc.fill_null(tombstones.column("deletionTimestamp"), 0), cutoff)).as_py() or 0)
-    needs_vacuum = expired > 0
+    # Checkpoints drop expired tombstones, so they alone would hide work: commits that aged past
+    # the retention since the last vacuum looked (`_last_vacuum_info`) may hold removes too.
+    from delta_ops.ops.vacuum import latest_commit_before, read_last_vacuum_info
+
+    aged = latest_commit_before(snapshot, cutoff)
+    last = read_last_vacuum_info(snapshot.storage)
+    newly_aged = aged is not None and (last is None or aged > last)
+    needs_vacuum = expired > 0 or newly_aged
     if not needs_vacuum:
-        reasons.append("vacuum: no tombstone is past delta.deletedFileRetentionDuration")
+        reasons.append("vacuum: no tombstone is past delta.deletedFileRetentionDuration and no commit has aged past it since the last vacuum")
     return MaintenanceWork(needs_checkpoint, needs_cleanup, needs_vacuum, tuple(reasons))
 
 

@@ -34,7 +34,10 @@ def resource_key(name: str) -> str:
     return f"{name}_delta_maintenance"
 
 
-def action_key(table: str, action: str, prefix: Sequence[str] = ("delta_maintenance",)) -> dg.AssetKey:
+def action_key(table: str, action: str, prefix: Sequence[str] | None = None, *, fleet: str | None = None) -> dg.AssetKey:
+    """A maintenance asset key: the factory's default is delta_maintenance/<fleet>/<table>/<action>."""
+    if prefix is None:
+        prefix = ("delta_maintenance", fleet) if fleet else ("delta_maintenance",)
     return dg.AssetKey([*prefix, table, action])
 
 
@@ -134,8 +137,8 @@ def test_definitions_load_and_every_name_is_prefixed(tmp_path):
     graph = defs.resolve_asset_graph()
     for table in ("orders", "events"):
         for action in ACTIONS:
-            node = graph.get(action_key(table, action))
-            assert node.parent_keys == {dg.AssetKey([table])}
+            node = graph.get(action_key(table, action, fleet="lake"))
+            assert node.parent_keys == {dg.AssetKey(["lake", table])}
     # the daily schedule is on, the row-tracking one is opt-in
     assert repo.get_schedule_def("lake_maintenance_schedule").default_status == dg.DefaultScheduleStatus.RUNNING
     assert repo.get_schedule_def("lake_row_tracking_schedule").default_status == dg.DefaultScheduleStatus.STOPPED
@@ -157,10 +160,10 @@ def test_two_fleets_merge_into_one_code_location(tmp_path):
     assert {s.name for s in repo.schedule_defs} == {"a_maintenance_schedule", "b_maintenance_schedule"}
     assert set(merged.resources) == {"a_delta_maintenance", "b_delta_maintenance"}
     keys = set(merged.resolve_asset_graph().get_all_asset_keys())
-    assert action_key("orders", "vacuum") in keys and action_key("events", "vacuum", ("b_maintenance",)) in keys
+    assert action_key("orders", "vacuum", fleet="a") in keys and action_key("events", "vacuum", ("b_maintenance",)) in keys
     # each fleet's asset job selects only its own tables
     a_job = merged.resolve_job_def("a_maintenance_assets_job")
-    assert {k for k in a_job.asset_layer.selected_asset_keys} == {action_key("orders", x) for x in ACTIONS}
+    assert {k for k in a_job.asset_layer.selected_asset_keys} == {action_key("orders", x, fleet="a") for x in ACTIONS}
 
 
 def test_a_warehouse_root_is_discovered(tmp_path):
@@ -172,29 +175,18 @@ def test_a_warehouse_root_is_discovered(tmp_path):
     defs = build_delta_maintenance_defs(str(warehouse), name="w")
     dg.Definitions.validate_loadable(defs)
     keys = set(defs.resolve_asset_graph().get_all_asset_keys())
-    assert {k for k in keys if len(k.path) == 1} == {dg.AssetKey(["events"]), dg.AssetKey(["sales__orders"])}
-    result = run_assets(defs, "w", selection=[action_key("sales__orders", "checkpoint")])
-    assert result.success and materializations(result)[action_key("sales__orders", "checkpoint")]["version"] == 0
+    assert {k for k in keys if len(k.path) == 2} == {dg.AssetKey(["w", "events"]), dg.AssetKey(["w", "sales__orders"])}
+    result = run_assets(defs, "w", selection=[action_key("sales__orders", "checkpoint", fleet="w")])
+    assert result.success and materializations(result)[action_key("sales__orders", "checkpoint", fleet="w")]["version"] == 0
     assert (warehouse / "sales" / "orders" / "_delta_log" / f"{0:020d}.checkpoint.parquet").is_file()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: two fleets that each have a table with the same name (e.g. 'events' discovered in two "
-    "warehouses) clash: the external table asset AssetKey([name]) and the maintenance keys "
-    "delta_maintenance/<name>/* carry no fleet prefix, so Definitions.merge fails",
-)
 def test_same_table_name_in_two_fleets(tmp_path):
     a = build_delta_maintenance_defs([DeltaTableTarget("events", str(tmp_path / "wh1" / "events"))], name="a")
     b = build_delta_maintenance_defs([DeltaTableTarget("events", str(tmp_path / "wh2" / "events"))], name="b")
     dg.Definitions.validate_loadable(dg.Definitions.merge(a, b))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: as_targets checks that names are unique but not their safe_name; 'my-table' and "
-    "'my_table' both become my_table and fail later with an obscure DagsterInvalidDefinitionError",
-)
 def test_names_equal_after_sanitising_are_refused_clearly(tmp_path):
     with pytest.raises(ValueError, match="my.table"):
         build_delta_maintenance_defs(
@@ -290,8 +282,8 @@ def test_checkpoint_asset_writes_a_checkpoint_once(tmp_path, case):
     assert first.success
     mats = materializations(first)
     # fresh copies: logs are young and no file is older than the retention, so only the checkpoint acts
-    assert set(mats) == {action_key("t", "checkpoint")}
-    meta = mats[action_key("t", "checkpoint")]
+    assert set(mats) == {action_key("t", "checkpoint", fleet="m")}
+    meta = mats[action_key("t", "checkpoint", fleet="m")]
     assert meta["version"] == version and meta["kind"] == kind
     assert isinstance(meta["duration_ms"], int) and isinstance(meta["num_actions"], int)
     written = meta["written"]
@@ -332,9 +324,9 @@ def test_vacuum_asset_metadata_matches_what_left_the_disk(tmp_path):
     version_before = load_snapshot(table).version
 
     defs = build_delta_maintenance_defs([DeltaTableTarget("dv", str(table))], name="v")
-    result = run_assets(defs, "v", selection=[action_key("dv", "vacuum")])
+    result = run_assets(defs, "v", selection=[action_key("dv", "vacuum", fleet="v")])
     assert result.success
-    meta = materializations(result)[action_key("dv", "vacuum")]
+    meta = materializations(result)[action_key("dv", "vacuum", fleet="v")]
     after = data_files(table)
     gone = set(before) - set(after)
     assert set(after) <= set(before)
@@ -354,11 +346,11 @@ def test_log_cleanup_asset_deletes_expired_log_files(tmp_path):
     before = log_files(table)
     rows = deltalake_rows(table)
     defs = build_delta_maintenance_defs([DeltaTableTarget("dv", str(table))], name="c")
-    result = run_assets(defs, "c", selection=[action_key("dv", "checkpoint"), action_key("dv", "log_cleanup")])
+    result = run_assets(defs, "c", selection=[action_key("dv", "checkpoint", fleet="c"), action_key("dv", "log_cleanup", fleet="c")])
     assert result.success
     mats = materializations(result)
-    assert mats[action_key("dv", "checkpoint")]["version"] == 15
-    meta = mats[action_key("dv", "log_cleanup")]
+    assert mats[action_key("dv", "checkpoint", fleet="c")]["version"] == 15
+    meta = mats[action_key("dv", "log_cleanup", fleet="c")]
     gone = before - log_files(table)
     assert meta["num_deleted"] == len(gone) > 0
     assert set(meta["deleted"]) == gone
@@ -376,12 +368,12 @@ def test_row_tracking_asset_acts_only_on_opted_in_tables(tmp_path):
     defs = build_delta_maintenance_defs(
         [DeltaTableTarget("on", str(on), enable_row_tracking=True), DeltaTableTarget("off", str(off))], name="r"
     )
-    selection = [action_key("on", "row_tracking"), action_key("off", "row_tracking")]
+    selection = [action_key("on", "row_tracking", fleet="r"), action_key("off", "row_tracking", fleet="r")]
     result = run_assets(defs, "r", selection=selection)
     assert result.success
     mats = materializations(result)
-    assert set(mats) == {action_key("on", "row_tracking")}
-    meta = mats[action_key("on", "row_tracking")]
+    assert set(mats) == {action_key("on", "row_tracking", fleet="r")}
+    meta = mats[action_key("on", "row_tracking", fleet="r")]
     assert meta["files_backfilled"] == 2 and meta["protocol_upgrade_version"] == 2
     snap = load_snapshot(on)
     assert snap.protocol.supports("rowTracking") and snap.properties.enable_row_tracking
@@ -399,7 +391,7 @@ def test_protocol_error_fails_once_without_retry(tmp_path):
     lb.write_commit(table, 0, [lb.protocol(3, 7, reader_features=[], writer_features=["inCommitTimestamp"]), lb.metadata(), lb.add("a.parquet")])
     defs = build_delta_maintenance_defs([DeltaTableTarget("ict_table", str(table))], name="f")
     started = time.monotonic()
-    result = run_assets(defs, "f", selection=[action_key("ict_table", "checkpoint")])
+    result = run_assets(defs, "f", selection=[action_key("ict_table", "checkpoint", fleet="f")])
     assert not result.success
     assert time.monotonic() - started < 2  # the retry policy's first delay is 2 s
     types = [e.event_type_value for e in result.all_events]
@@ -427,11 +419,11 @@ def test_transient_storage_error_is_retried(tmp_path):
     FLAKY_CALLS.clear()
     table = small_table(tmp_path / "t")
     defs = build_delta_maintenance_defs([DeltaTableTarget("t", str(table))], name="r", resource=FlakyResource())
-    result = run_assets(defs, "r", selection=[action_key("t", "checkpoint")])
+    result = run_assets(defs, "r", selection=[action_key("t", "checkpoint", fleet="r")])
     assert result.success
     types = [e.event_type_value for e in result.all_events]
     assert types.count("STEP_UP_FOR_RETRY") == 1 and "STEP_FAILURE" not in types
-    assert materializations(result)[action_key("t", "checkpoint")]["version"] == 1
+    assert materializations(result)[action_key("t", "checkpoint", fleet="r")]["version"] == 1
     assert last_checkpoint_version(table) == 1
 
 

@@ -58,8 +58,8 @@ def set_properties(table: Path, **properties: str) -> int:
     return txn.commit().version
 
 
-def ckpt_key(table: str) -> dg.AssetKey:
-    return dg.AssetKey(["delta_maintenance", table, "checkpoint"])
+def ckpt_key(table: str, fleet_name: str) -> dg.AssetKey:
+    return dg.AssetKey(["delta_maintenance", fleet_name, table, "checkpoint"])
 
 
 def fleet(name: str, tables: dict[str, Path], **kwargs) -> tuple[dg.Definitions, dict]:
@@ -111,7 +111,7 @@ def test_commit_sensor_requests_a_checkpoint_when_commits_reach_the_interval(tmp
     due = sensor.tick()
     [request] = due.run_requests
     assert request.run_key == "events:2"
-    assert request.asset_selection == [ckpt_key("events")]
+    assert request.asset_selection == [ckpt_key("events", "s")]
     assert request.tags["delta_ops/table"] == "events"
     assert json.loads(sensor.cursor)["events"]["version"] == 2
 
@@ -121,7 +121,7 @@ def test_commit_sensor_requests_a_checkpoint_when_commits_reach_the_interval(tmp
 
     # run what was requested: the checkpoint resets the count
     result = run_request(defs, "s", request)
-    assert [e.asset_key for e in result.get_asset_materialization_events()] == [ckpt_key("events")]
+    assert [e.asset_key for e in result.get_asset_materialization_events()] == [ckpt_key("events", "s")]
     append(table, 2)
     after = sensor.tick()
     assert after.run_requests == [] and "2 commit(s) since checkpoint 2" in after.skip_message
@@ -142,7 +142,7 @@ def test_commit_sensor_one_request_per_due_table(tmp_path):
     requests = {r.tags["delta_ops/table"]: r for r in data.run_requests}
     assert set(requests) == {"a", "b"}
     assert requests["a"].run_key == "a:2" and requests["b"].run_key == "b:3"
-    assert requests["a"].asset_selection == [ckpt_key("a")] and requests["b"].asset_selection == [ckpt_key("b")]
+    assert requests["a"].asset_selection == [ckpt_key("a", "m")] and requests["b"].asset_selection == [ckpt_key("b", "m")]
     cursor = json.loads(sensor.cursor)
     assert {k: v["version"] for k, v in cursor.items()} == {"a": 2, "b": 3, "c": 0}
     assert {k: v["interval"] for k, v in cursor.items()} == {"a": 3, "b": 2, "c": 3}
@@ -167,12 +167,6 @@ def test_commit_sensor_follows_a_changed_interval(tmp_path):
     assert cursor["lower"]["interval"] == 2 and cursor["higher"]["interval"] == 100
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: probe_commits starts at max(known_version, checkpoint) and keeps the cursor's interval, "
-    "so a delta.checkpointInterval change committed between the cursor and a newer checkpoint is never "
-    "read: the sensor keeps using the stale interval",
-)
 def test_commit_sensor_sees_an_interval_change_under_a_newer_checkpoint(tmp_path):
     table = tmp_path / "t"
     append(table, configuration={"delta.checkpointInterval": "3"})
@@ -262,7 +256,7 @@ def test_schedule_requests_only_the_actions_with_work(tmp_path):
     assert data.skip_message is None
     requests = {r.tags["delta_ops/table"]: r for r in data.run_requests}
     assert set(requests) == {"new", "tombstones", "dv"}
-    key = lambda t, a: dg.AssetKey(["delta_maintenance", t, a])
+    key = lambda t, a: dg.AssetKey(["delta_maintenance", "d", t, a])
     assert requests["new"].asset_selection == [key("new", "checkpoint")]
     assert requests["tombstones"].asset_selection == [key("tombstones", "vacuum")]
     assert requests["dv"].asset_selection == [key("dv", a) for a in ("checkpoint", "log_cleanup", "vacuum")]
@@ -281,16 +275,10 @@ def test_vacuum_only_request_deletes_the_expired_file(tmp_path):
     [request] = tick_schedule(defs, resources, "v").run_requests
     result = run_request(defs, "v", request)
     mats = {e.asset_key: e for e in result.get_asset_materialization_events()}
-    assert set(mats) == {dg.AssetKey(["delta_maintenance", "t", "vacuum"])}
+    assert set(mats) == {dg.AssetKey(["delta_maintenance", "v", "t", "vacuum"])}
     assert not (table / "b.parquet").exists() and (table / "a.parquet").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: probe.maintenance_work decides vacuum work from expired tombstones in the snapshot only; "
-    "once a checkpoint has dropped an expired tombstone (as checkpoints do, e.g. one requested by the "
-    "commit sensor), its file is never vacuumed by the schedule although VACUUM would delete it",
-)
 def test_schedule_vacuums_files_whose_tombstone_a_checkpoint_dropped(tmp_path):
     table = tmp_path / "t"
     deleted = 1_700_000_000_000
@@ -299,26 +287,23 @@ def test_schedule_vacuums_files_whose_tombstone_a_checkpoint_dropped(tmp_path):
     for name in ("a.parquet", "b.parquet"):
         (table / name).write_bytes(b"x" * 7)
         os.utime(table / name, (deleted / 1000, deleted / 1000))
+    for commit in (table / "_delta_log").glob("*.json"):  # the commits are as old as their removes
+        os.utime(commit, (deleted / 1000, deleted / 1000))
     checkpoint(str(table))  # drops the expired tombstone
     defs, resources = fleet("o", {"t": table})
     resource = resources["o_delta_maintenance"]
     assert [c.path for c in resource.vacuum(str(table), dry_run=True).candidates] == ["b.parquet"]
     data = tick_schedule(defs, resources, "o")
     assert len(data.run_requests) == 1, data.skip_message
-    assert dg.AssetKey(["delta_maintenance", "t", "vacuum"]) in data.run_requests[0].asset_selection
+    assert dg.AssetKey(["delta_maintenance", "o", "t", "vacuum"]) in data.run_requests[0].asset_selection
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: build_maintenance_schedule looks actions up as attributes of MaintenanceWork, which has no "
-    "row_tracking, so the row-tracking schedule (row_tracking_cron) never requests a run",
-)
 def test_row_tracking_schedule_requests_opted_in_tables(tmp_path):
     table = quiet_table(tmp_path / "t")
     defs = build_delta_maintenance_defs([DeltaTableTarget("t", str(table), enable_row_tracking=True)], name="r", row_tracking_cron="0 4 * * 0")
     data = tick_schedule(defs, {"r_delta_maintenance": DeltaMaintenanceResource()}, "r", "row_tracking_schedule")
     assert len(data.run_requests) == 1, data.skip_message
-    assert data.run_requests[0].asset_selection == [dg.AssetKey(["delta_maintenance", "t", "row_tracking"])]
+    assert data.run_requests[0].asset_selection == [dg.AssetKey(["delta_maintenance", "r", "t", "row_tracking"])]
 
 
 # ----------------------------------------------------------------------- run-failure sensor

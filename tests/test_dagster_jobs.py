@@ -65,7 +65,7 @@ def observations(result: dg.ExecuteInProcessResult) -> dict[str, dict]:
     out = {}
     for event in result.get_asset_observation_events():
         obs = event.asset_observation_data.asset_observation
-        key = obs.asset_key.to_user_string()
+        key = obs.asset_key.path[-1]  # the table name (its key is <fleet>/<table>)
         assert key not in out, f"two observations of {key}"
         out[key] = {k: v.value for k, v in obs.metadata.items()}
     return out
@@ -286,7 +286,7 @@ def test_maintenance_job_runs_checkpoint_then_cleanup_then_vacuum(fleet):
     by_action = {}
     for event in result.get_asset_observation_events():
         obs = event.asset_observation_data.asset_observation
-        assert obs.asset_key == dg.AssetKey(["dv"])
+        assert obs.asset_key == dg.AssetKey([NAME, "dv"])
         by_action[obs.metadata["action"].value] = {k: v.value for k, v in obs.metadata.items()}
     assert list(by_action) == ["checkpoint", "log_cleanup", "vacuum"]
     # the fresh checkpoint at 15 became the cleanup boundary: everything older went

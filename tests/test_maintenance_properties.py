@@ -8,7 +8,8 @@ delta-ops' own reader:
 
 * vacuum never deletes a live file or a file of an unexpired tombstone, nothing younger than the
   retention, nothing outside the table, nothing in `_delta_log`; FULL deletes every other old
-  file, LITE every expired tombstone and never an untracked orphan;
+  file except untracked ones younger than the in-flight grace, LITE every expired tombstone
+  and never an untracked orphan;
 * cleanup deletes exactly what Spark's whole-segment rule deletes (an independent
   implementation of `BufferingLogDeletionIterator` below), never a file at or after the
   boundary, and every retained version still loads with the naive replay's files.
@@ -27,7 +28,7 @@ from hypothesis import strategies as st
 from delta_ops.log_files import parse_log_file_name
 from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
-from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
+from delta_ops.ops.vacuum import DEFAULT_IN_FLIGHT_GRACE_MS, execute_vacuum, plan_vacuum
 from delta_ops.snapshot import load_snapshot
 from tests import log_builder as lb
 from tests.history import dv_id, histories, naive_state
@@ -118,6 +119,7 @@ def scenarios(draw):
         "delete_before": delete_before,
         "retention": draw(st.sampled_from([0, HOUR, WEEK, 30 * DAY])),
         "mode": draw(st.sampled_from(["full", "lite"])),
+        "grace": draw(st.sampled_from([None, 0, HOUR])),  # in-flight grace (None: the default)
         "checkpoints": sorted(checkpoints),
         "skew": skew,  # (version, day): that commit's mtime is LOG0 + day days
         "cutoff_day": draw(st.just(n + 3) | st.integers(-1, n + 3)),
@@ -168,7 +170,10 @@ def test_vacuum_and_cleanup_never_lose_what_a_retained_version_needs(tmp_path, s
     protected = live | {p for p, t in tomb_times.items() if t >= delete_before}
     before = files_under(table)
     log_before = {k for k in before if k.startswith("_delta_log/")}
-    plan = plan_vacuum(load_snapshot(table), delete_before + retention, retention_ms=retention, mode=scenario["mode"], force=True)
+    now = delete_before + retention
+    grace = {} if scenario["grace"] is None else {"in_flight_grace_ms": scenario["grace"]}
+    in_flight_cutoff = now - (DEFAULT_IN_FLIGHT_GRACE_MS if scenario["grace"] is None else scenario["grace"])
+    plan = plan_vacuum(load_snapshot(table), now, retention_ms=retention, mode=scenario["mode"], force=True, **grace)
     assert plan.delete_before_ms == delete_before
     result = execute_vacuum(plan)
     after = files_under(table)
@@ -182,7 +187,10 @@ def test_vacuum_and_cleanup_never_lose_what_a_retained_version_needs(tmp_path, s
     if scenario["mode"] == "full":
         assert not {p for p in deleted if before[p] >= delete_before}, "deleted a file younger than the retention"
         old_unprotected = {p for p, t in before.items() if t < delete_before and p not in protected and p not in log_before}
-        assert deleted == old_unprotected
+        # files no commit removed (untracked orphans) younger than the in-flight grace stay
+        in_flight = {p for p in old_unprotected if p not in tomb_times and before[p] > in_flight_cutoff}
+        assert deleted == old_unprotected - in_flight
+        assert set(plan.kept_in_flight) == in_flight
     else:
         expired = {p for p, t in tomb_times.items() if t < delete_before and p not in live and p in before}
         assert deleted == expired

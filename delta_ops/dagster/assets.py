@@ -49,13 +49,14 @@ def run_action(resource: DeltaMaintenanceResource, table: DeltaTableTarget, acti
                 return plan, None
             return resource.cleanup(table.url, retention=options.get("retention"), storage_options=so), None
         if action == "vacuum":
-            plan = resource.vacuum(table.url, retention=options.get("retention"), mode=options.get("mode", "full"), force=options.get("force", False), dry_run=True, storage_options=so)
-            if plan.nothing_to_do:
-                return None, f"nothing to vacuum ({plan.mode}, retention {plan.retention_ms} ms)"
-            if options.get("dry_run"):
-                return plan, None
             from delta_ops.ops.vacuum import execute_vacuum
 
+            plan = resource.vacuum(table.url, retention=options.get("retention"), mode=options.get("mode", "full"), force=options.get("force", False), dry_run=True, storage_options=so)
+            if options.get("dry_run"):
+                return (None, "nothing to vacuum") if plan.nothing_to_do else (plan, None)
+            if plan.nothing_to_do:
+                execute_vacuum(plan)  # no commits; records how far the log was examined
+                return None, f"nothing to vacuum ({plan.mode}, retention {plan.retention_ms} ms)"
             return execute_vacuum(plan), None
         if action == "row_tracking":
             plan = resource.enable_row_tracking(table.url, batch_files=options.get("batch_files", 22_000), dry_run=True, storage_options=so)

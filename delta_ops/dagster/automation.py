@@ -47,7 +47,11 @@ def build_maintenance_schedule(
             except DeltaOpsError as exc:
                 skipped.append(f"{table.name}: cannot read the log: {exc}")
                 continue
-            wanted = [a for a in actions if getattr(work, "cleanup" if a == "log_cleanup" else a, False)]
+            wanted = [a for a in actions if a != "row_tracking" and getattr(work, "cleanup" if a == "log_cleanup" else a)]
+            if "row_tracking" in actions and table.enable_row_tracking:
+                plan = resource.enable_row_tracking(table.url, dry_run=True, storage_options=dict(table.storage_options) or None)
+                if not plan.nothing_to_do:
+                    wanted.append("row_tracking")
             if not wanted:
                 skipped.append(f"{table.name}: nothing to do ({'; '.join(work.reasons)})")
                 continue

@@ -30,7 +30,8 @@ def build_delta_maintenance_defs(
         tables: `DeltaTableTarget`s, table URLs, or one warehouse root to discover tables in.
         name: prefix of every job/schedule/sensor/pool/resource name, so several fleets can
             live in one code location.
-        translator: maps tables to asset keys, groups and owners.
+        translator: maps tables to asset keys, groups and owners (default: maintenance keys
+            `delta_maintenance/<name>/<table>/<action>`, tables without an asset `<name>/<table>`).
         resource: the `DeltaMaintenanceResource` (storage options, engine).
         maintenance_cron: daily checkpoint -> cleanup -> vacuum schedule (on by default).
         row_tracking_cron: optional schedule for row-tracking backfills (off when None).
@@ -43,7 +44,7 @@ def build_delta_maintenance_defs(
         defs = dg.Definitions.merge(pipeline_defs, build_delta_maintenance_defs("/data/warehouse"))
     """
     targets = as_targets(tables)
-    translator = translator or DeltaMaintenanceTranslator()
+    translator = translator or DeltaMaintenanceTranslator(key_prefix=("delta_maintenance", name), table_key_prefix=(name,))
     resource_key = f"{name}_delta_maintenance"
     assets = [build_table_maintenance_asset(t, prefix=name, translator=translator, resource_key=resource_key) for t in targets]
     external = [translator.get_asset_spec(t) for t in targets if t.asset_key is None]

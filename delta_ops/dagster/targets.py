@@ -66,6 +66,12 @@ def as_targets(tables: Iterable[DeltaTableTarget | str] | str) -> list[DeltaTabl
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ValueError(f"table names must be unique within a fleet: {duplicates}")
+    by_safe: dict[str, list[str]] = {}
+    for t in targets:
+        by_safe.setdefault(t.safe_name, []).append(t.name)
+    clashes = [sorted(group) for group in by_safe.values() if len(group) > 1]
+    if clashes:
+        raise ValueError(f"table names must stay unique as Dagster identifiers (letters, digits, _): {clashes}")
     return targets
 
 

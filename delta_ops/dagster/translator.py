@@ -22,18 +22,21 @@ class DeltaMaintenanceTranslator:
     """Decides asset keys, groups and owners; subclass and override to match your pipeline.
 
     Attributes:
-        key_prefix: first parts of every maintenance asset key.
+        key_prefix: first parts of every maintenance asset key (the factory's default adds the
+            fleet name, so two fleets with a table of the same name do not clash).
+        table_key_prefix: first parts of the key of a table that has no asset of its own.
         group_name: group of the maintenance assets (None: the table asset's group).
         owners: owners of the maintenance assets.
     """
 
     key_prefix: Sequence[str] = ("delta_maintenance",)
+    table_key_prefix: Sequence[str] = ()
     group_name: str | None = "delta_maintenance"
     owners: Sequence[str] = field(default_factory=tuple)
 
     def get_asset_spec(self, table: DeltaTableTarget) -> dg.AssetSpec:
         """The spec of the table itself (the asset your pipeline writes)."""
-        key = table.asset_key or dg.AssetKey([table.safe_name])
+        key = table.asset_key or dg.AssetKey([*self.table_key_prefix, table.safe_name])
         return dg.AssetSpec(key=key, description=f"Delta table at {table.url}", kinds={"delta"}, group_name=self.group_name)
 
     def get_action_spec(self, table: DeltaTableTarget, action: str) -> dg.AssetSpec:
