@@ -168,9 +168,15 @@ class Storage:
             with os.scandir(directory) as it:
                 entries = []
                 for item in it:
-                    if item.is_file():
+                    if item.name.startswith("."):
+                        continue  # temp files of concurrent writers, checksum files: never log files
+                    try:
+                        if not item.is_file():
+                            continue
                         st = item.stat()
-                        entries.append(FileEntry(item.name, st.st_size, st.st_mtime_ns // 1_000_000))
+                    except FileNotFoundError:
+                        continue  # vanished between readdir and stat (another writer's cleanup)
+                    entries.append(FileEntry(item.name, st.st_size, st.st_mtime_ns // 1_000_000))
         except FileNotFoundError:
             if must_exist:
                 raise NotADeltaTable(os.path.dirname(directory), "no _delta_log directory") from None

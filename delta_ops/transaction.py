@@ -209,7 +209,7 @@ class Transaction:
             raise ConcurrentModification(f"{where}: the table was created concurrently")
         if winner.of_kind("protocol"):
             raise ConcurrentModification(f"{where}: a concurrent commit changed the protocol")
-        if winner.of_kind("metaData"):
+        if winner.of_kind("metaData") and not self._can_absorb_enablement(winner):
             raise ConcurrentModification(f"{where}: a concurrent commit changed the table metadata")
         ours = {a["path"] for a in self._of_kind("remove")} | self.files_read
         ours |= {a["path"] for a in self._of_kind("add") if a.get("dataChange") is False}
@@ -234,6 +234,23 @@ class Transaction:
                 except (KeyError, ValueError, TypeError):
                     pass
         return hwm
+
+    def _can_absorb_enablement(self, winner: WinningCommit) -> bool:
+        """A winner that only turned row tracking on (`rowTrackingEnablementOnly`) does not
+        invalidate a transaction that changes neither metadata nor protocol: the table already
+        supported row tracking, so our row ids are assigned either way (PROTOCOL_NOTES 4.4)."""
+        infos = winner.of_kind("commitInfo")
+        tags = (infos[0].get("tags") or {}) if infos else {}
+        if str(tags.get("rowTrackingEnablementOnly", "")).lower() != "true":
+            return False
+        if self._of_kind("metaData") or self._of_kind("protocol"):
+            return False
+        protocol = self._effective_protocol()
+        if protocol is None or not protocol.supports("rowTracking"):
+            return False
+        # Spark marks such a transaction as not preserving row tracking
+        self.tags = {**self.tags, "delta.rowTracking.preserved": "false"}
+        return True
 
     # ------------------------------------------------------------------------ serialization
     def _serialize(self, version: int, txn_id: str, protocol: Protocol, hwm: int | None) -> tuple[bytes, int | None]:

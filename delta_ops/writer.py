@@ -75,6 +75,11 @@ def new_table_actions(schema: pa.Schema, partition_by: Sequence[str], configurat
     if missing:
         raise DeltaOpsError(f"partition columns {missing} are not in the data's schema {schema.names}")
     delta_schema = from_arrow_schema(schema)
+    configuration = dict(configuration)
+    if TableProperties.from_configuration(configuration).enable_row_tracking:
+        from delta_ops.ops.row_tracking import materialized_column_names
+
+        configuration.update(materialized_column_names(configuration, {n.lower() for n in schema.names}))
     metadata = {
         "id": str(uuid.uuid4()),
         "format": {"provider": "parquet", "options": {}},

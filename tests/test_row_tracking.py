@@ -602,12 +602,6 @@ def test_already_enabled_fixture_writes_nothing(tmp_path, name):
     assert log_listing(path) == listing
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: writer.new_table_actions creates a table with delta.enableRowTracking=true but without the "
-    "materialized row-id / row-commit-version column names, so enable_row_tracking on it is not a no-op "
-    "(plan.already_enabled is False and a SET TBLPROPERTIES commit is written)",
-)
 def test_enabling_on_a_table_created_with_row_tracking_writes_nothing(tmp_path):
     path = tmp_path / "t"
     write_arrow(path, batch_table(0, 3), configuration={"delta.enableRowTracking": "true"})
@@ -896,13 +890,6 @@ def test_append_winning_against_a_batch_pushes_the_batch_ids_above_it(tmp_path, 
     assert rs_rows(path) == expected and duck_rows(duck, path) == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: transaction.Transaction._check_conflicts raises ConcurrentModification on any winning metaData "
-    "action, including the enablement-only SET TBLPROPERTIES commit (commitInfo.tags.rowTrackingEnablementOnly) "
-    "that PROTOCOL_NOTES 4.4 says concurrent transactions resolve; a concurrent append, or a second "
-    "enable-row-tracking run, fails although nothing it depends on changed",
-)
 @pytest.mark.parametrize("loser", ["append", "second-enabler"])
 def test_losing_to_the_enablement_only_property_commit_is_resolved(tmp_path, monkeypatch, loser):
     path = make_table(tmp_path / "t", [3, 4, 5, 6])

@@ -467,13 +467,6 @@ def test_concurrent_processes_never_lose_a_commit(tmp_path):
     assert sorted(r["id"] for r in duckdb_rows(table)) == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: storage.Storage._list_local catches the FileNotFoundError of DirEntry.stat() for an "
-    "entry that vanished between readdir and stat (another writer's `.N.json.<hex>.tmp` from "
-    "put_if_absent) as if _delta_log were missing, so load_snapshot raises NotADeltaTable while "
-    "another process commits (and writer.commit_data_files then tries to create the table)",
-)
 def test_log_listing_survives_concurrent_temp_files(tmp_path):
     """Writers' put-if-absent temp files come and go in `_delta_log` all the time; a reader
     listing the log at that moment must still load the table."""

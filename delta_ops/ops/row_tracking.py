@@ -250,6 +250,19 @@ def _fresh_name(prefix: str, taken: set[str]) -> str:
             return name
 
 
+def materialized_column_names(config: dict[str, str], taken: set[str]) -> dict[str, str]:
+    """The two materialized column properties: existing values kept, new ones generated
+    (`_row-id-col-<uuid>`, `_row-commit-version-col-<uuid>`) never equal to a column name."""
+    out = {
+        ROW_ID_COLUMN: config.get(ROW_ID_COLUMN) or _fresh_name("_row-id-col-", taken),
+        COMMIT_VERSION_COLUMN: config.get(COMMIT_VERSION_COLUMN) or _fresh_name("_row-commit-version-col-", taken),
+    }
+    for key, value in out.items():
+        if value.lower() in taken:
+            raise DeltaOpsError(f"{key}={value!r} collides with a column name")
+    return out
+
+
 def _enable_property(storage: Storage, attempts: int = 5) -> int | None:
     for _ in range(attempts):
         snapshot = load_snapshot(storage)
@@ -262,13 +275,11 @@ def _enable_property(storage: Storage, attempts: int = 5) -> int | None:
         config = dict(snapshot.metadata.configuration)
         if config.get(ENABLE, "").lower() == "true" and _names_set(snapshot):
             return None
-        taken = _column_names(snapshot)
         config[ENABLE] = "true"
-        config.setdefault(ROW_ID_COLUMN, _fresh_name("_row-id-col-", taken))
-        config.setdefault(COMMIT_VERSION_COLUMN, _fresh_name("_row-commit-version-col-", taken))
-        for key in (ROW_ID_COLUMN, COMMIT_VERSION_COLUMN):
-            if config[key].lower() in taken:
-                raise DeltaOpsError(f"{storage.url}: {key}={config[key]!r} collides with a column name")
+        try:
+            config.update(materialized_column_names(config, _column_names(snapshot)))
+        except DeltaOpsError as exc:
+            raise DeltaOpsError(f"{storage.url}: {exc}") from exc
         metadata = {**snapshot.metadata.to_action(), "configuration": config}
         txn = Transaction(snapshot, operation="SET TBLPROPERTIES", parameters={"properties": {ENABLE: "true"}})
         txn.tags = {"rowTrackingEnablementOnly": "true"}
