@@ -23,7 +23,6 @@ Example::
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import time
@@ -50,7 +49,6 @@ from delta_ops.last_checkpoint import read_last_checkpoint, serialize_last_check
 from delta_ops.log_files import (
     LAST_CHECKPOINT,
     SIDECARS_DIR,
-    LogFile,
     LogFileKind,
     classic_checkpoint_name,
     multi_part_checkpoint_name,

@@ -1,0 +1,188 @@
+"""Benchmark: metadata (log) cleanup of a 2000-commit log with 20 checkpoints, fresh process.
+
+Ours:   ``delta-ops cleanup WORK --retention '30 days' --json`` (``python -m delta_ops.cli``)
+Theirs: ``DeltaTable(WORK).cleanup_metadata()`` (``delta.logRetentionDuration``: 30 days)
+
+The pristine log is the synthetic 2000 x 50 log (every 5th commit removes an earlier commit's
+files; no data files) with commits one second apart and 60 days old (version v has
+mtime = base + v s, base = 60 days ago), plus a classic checkpoint every 100 versions
+(99, 199, ..., 1999, written once with our ``checkpoint()`` and given their version's mtime).
+Every log file is past the 30-day retention, so both tools may delete everything older than
+the newest checkpoint; they follow their own rules (ours: Spark's truncated-day cutoff and
+whole segments up to ``_last_checkpoint``), so the count each side deleted is reported, not
+required to match.
+
+Before every run (untimed) the working copy's ``_delta_log`` is restored by copying the
+pristine one (mtimes preserved). Runs alternate ours / theirs after one warm-up each. No target:
+the report gives the same-run ratio ours/theirs of median wall and peak RSS.
+
+    python benchmarks/bench_cleanup.py [--runs 5] [--commits 2000 --adds 50 --remove-every 5
+                                        --checkpoint-every 100]
+
+Exit status: 0 (both sides ran), 3 ours failed or deleted nothing, 1 delta-rs failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.harness import Comparison, Measurement, format_measurements, run_fresh
+from benchmarks.synthetic import ensure_synthetic_table
+
+DATA = ROOT / "benchmarks" / ".data"
+RESULTS = DATA / "results"
+AGE_DAYS = 60
+RETENTION = "30 days"
+MARKER = "_bench_cleanup_checkpoints.json"  # in the table root, next to the synthetic spec
+
+THEIRS = "import sys; from deltalake import DeltaTable; DeltaTable(sys.argv[1]).cleanup_metadata(); print('ok')"
+
+
+def prepare(pristine: Path, commits: int, adds: int, remove_every: int, every: int) -> tuple[dict, list[int]]:
+    """The pristine log with a checkpoint every ``every`` versions, each with its version's mtime."""
+    spec = ensure_synthetic_table(
+        pristine, commits=commits, adds_per_commit=adds, remove_every=remove_every, seed=0,
+        age_days=AGE_DAYS, commit_interval_ms=1000,
+    )
+    versions = list(range(every - 1, commits, every))
+    marker = pristine / MARKER
+    want = {"spec": spec, "checkpoint_versions": versions}  # a regenerated log has a new spec
+    try:
+        if json.loads(marker.read_text()) == want:
+            return spec, versions
+    except (OSError, ValueError):
+        pass
+    from delta_ops.ops.checkpoint import checkpoint  # only when (re)building the pristine log
+
+    log = pristine / "_delta_log"
+    for name in os.listdir(log):
+        if not name.endswith(".json"):  # checkpoints, _last_checkpoint, ... of an older build
+            path = log / name
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    print(f"writing {len(versions)} checkpoints into {pristine} (once) ...", flush=True)
+    for v in versions:
+        checkpoint(str(pristine), version=v)
+    for name in os.listdir(log):
+        if name.endswith(".json"):
+            continue
+        head = name.split(".")[0]
+        v = int(head) if head.isdigit() else versions[-1]
+        t = (log / f"{v:020d}.json").stat().st_mtime_ns
+        os.utime(log / name, ns=(t, t))
+    marker.write_text(json.dumps(want) + "\n")
+    return spec, versions
+
+
+def restore(pristine: Path, work: Path) -> None:
+    if work.exists():
+        shutil.rmtree(work)
+    shutil.copytree(pristine / "_delta_log", work / "_delta_log")  # copy2: mtimes kept
+
+
+class Side:
+    def __init__(self, label: str, cmd: list[str], work: Path) -> None:
+        self.m = Measurement(label=label, cmd=cmd)
+        self.work = work
+        self.deleted: list[int] = []
+        self.sample: dict = {}
+
+    def run(self, pristine: Path, pristine_log: set[str], timed: bool) -> None:
+        if self.m.error is not None:
+            return
+        restore(pristine, self.work)
+        result = run_fresh(self.m.cmd, timeout=1800)
+        if not result.ok:
+            self.m.error = result.error_summary()
+            return
+        now = set(os.listdir(self.work / "_delta_log"))
+        gone, added = sorted(pristine_log - now), sorted(now - pristine_log)
+        commits_gone = [n for n in gone if n.endswith(".json")]
+        cps_gone = [n for n in gone if ".checkpoint." in n]
+        line = (f"deleted {len(gone)} ({len(commits_gone)} commits, {len(cps_gone)} checkpoints)"
+                + (f", added {len(added)}" if added else ""))
+        print(f"  {self.m.label:<9} {'run' if timed else 'warm-up'}: {result.wall_s:7.3f} s  {line}", flush=True)
+        self.m.output = line
+        remaining = sorted(n for n in now if n.endswith(".json"))
+        self.sample = {
+            "deleted": len(gone), "commits_deleted": len(commits_gone), "checkpoints_deleted": len(cps_gone),
+            "added": added, "oldest_remaining_commit": remaining[0] if remaining else None,
+            "newest_checkpoint_deleted": max(cps_gone) if cps_gone else None,
+        }
+        if timed:
+            self.m.runs.append(result)
+            self.deleted.append(len(gone))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--commits", type=int, default=2000)
+    p.add_argument("--adds", type=int, default=50)
+    p.add_argument("--remove-every", type=int, default=5)
+    p.add_argument("--checkpoint-every", type=int, default=100)
+    a = p.parse_args(argv)
+    if not 1 <= a.checkpoint_every <= a.commits:
+        p.error("--checkpoint-every must be between 1 and --commits")
+
+    pristine = DATA / f"cleanup-{a.commits}x{a.adds}-r{a.remove_every}-cp{a.checkpoint_every}"
+    spec, versions = prepare(pristine, a.commits, a.adds, a.remove_every, a.checkpoint_every)
+    pristine_log = set(os.listdir(pristine / "_delta_log"))
+    n_cp = sum(".checkpoint." in n for n in pristine_log)
+    print(f"table {pristine}: version {spec['version']}, {spec['num_live']} live files, "
+          f"{a.commits} commits + {n_cp} checkpoints ({versions[0]}..{versions[-1]}), "
+          f"log files {AGE_DAYS} days old; retention {RETENTION}")
+
+    py = sys.executable
+    work_ours, work_theirs = DATA / "cleanup-work-ours", DATA / "cleanup-work-theirs"
+    ours = Side("delta-ops", [py, "-m", "delta_ops.cli", "cleanup", str(work_ours), "--retention", RETENTION, "--json"], work_ours)
+    theirs = Side("delta-rs", [py, "-c", THEIRS, str(work_theirs)], work_theirs)
+    for _ in range(max(1, a.warmup)):
+        ours.run(pristine, pristine_log, timed=False)
+        theirs.run(pristine, pristine_log, timed=False)
+    for _ in range(a.runs):
+        ours.run(pristine, pristine_log, timed=True)
+        theirs.run(pristine, pristine_log, timed=True)
+    for side in (ours, theirs):
+        if side.work.exists():
+            shutil.rmtree(side.work)
+    if ours.m.ok and not ours.sample.get("deleted"):
+        ours.m.error = "deleted nothing"
+
+    comparison = Comparison(ours=ours.m, theirs=theirs.m, name=f"log cleanup, {a.commits} commits + {n_cp} checkpoints")
+    print(format_measurements([ours.m, theirs.m], f"{comparison.name} ({len(theirs.m.runs) or len(ours.m.runs)} runs)"))
+    if comparison.wall_ratio is None:
+        print("ratio: n/a (" + ", ".join(m.label for m in (ours.m, theirs.m) if not m.ok) + " failed)")
+    else:
+        print(f"wall ratio ours/theirs = {comparison.wall_ratio:.3f}  (no target)")
+        print(f"peak RSS ratio ours/theirs = {comparison.rss_ratio:.3f}  (no target)")
+    for side in (ours, theirs):
+        if side.m.ok:
+            s = side.sample
+            print(f"{side.m.label}: deleted {s['deleted']} files ({s['commits_deleted']} commits, "
+                  f"{s['checkpoints_deleted']} checkpoints, newest {s['newest_checkpoint_deleted']}); "
+                  f"oldest commit kept {s['oldest_remaining_commit']}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "bench_cleanup.json").write_text(json.dumps({
+        "table": {**spec, "path": str(pristine), "checkpoint_versions": versions, "age_days": AGE_DAYS},
+        "retention": RETENTION,
+        "deleted": {"ours": ours.sample, "theirs": theirs.sample},
+        "comparison": comparison.to_dict(),
+        "target_wall_ratio": None,
+    }, indent=2) + "\n")
+    if not ours.m.ok:
+        return 3
+    return 0 if theirs.m.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
