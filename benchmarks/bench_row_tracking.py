@@ -99,7 +99,7 @@ def bench_table(py: str, commits: int, adds: int, remove_every: int, runs: int, 
         if i >= max(1, warmup):
             m.runs.append(r)
     if m.ok:
-        check = subprocess.run([py, "-c", CHECK, str(work)], capture_output=True, text=True)
+        check = subprocess.run([py, "-c", CHECK, str(work)], capture_output=True, text=True, check=False)
         try:
             seen = json.loads(check.stdout)
         except ValueError:

@@ -51,10 +51,10 @@ RETENTION_DAYS = 7
 THEIRS = """
 import sys
 from deltalake import DeltaTable
-deleted = DeltaTable(sys.argv[1]).vacuum(retention_hours=%d, dry_run=False, full=True,
+deleted = DeltaTable(sys.argv[1]).vacuum(retention_hours=int(sys.argv[2]), dry_run=False, full=True,
                                          enforce_retention_duration=False)
 print("deleted", len(deleted))
-""" % (RETENTION_DAYS * 24)
+"""
 
 
 def data_files(root: Path) -> list[str]:
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     work_ours, work_theirs = DATA / "vacuum-work-ours", DATA / "vacuum-work-theirs"
     ours = Side("delta-ops", [py, "-m", "delta_ops.cli", "vacuum", str(work_ours), "--retention",
                               f"{RETENTION_DAYS} days", "--mode", "full", "--json"], work_ours)
-    theirs = Side("delta-rs", [py, "-c", THEIRS, str(work_theirs)], work_theirs)
+    theirs = Side("delta-rs", [py, "-c", THEIRS, str(work_theirs), str(RETENTION_DAYS * 24)], work_theirs)
 
     args = (pristine, pristine_log, expected_deleted, n_live)
     for _ in range(max(1, a.warmup)):

@@ -31,36 +31,13 @@ import pyarrow.compute as pc
 
 import numpy as np
 
-from delta_ops.actions import FILE_ACTION_SCHEMA, to_bool_numpy, ActionBatch, ActionSource, file_action_keys, materialize_file_actions
+from delta_ops.actions import ADD_FIELDS, FILE_ACTION_SCHEMA, REMOVE_FIELDS, to_bool_numpy, ActionBatch, ActionSource, file_action_keys, materialize_file_actions
 
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
 
-ADD_COLUMNS = (
-    "path",
-    "partitionValues",
-    "size",
-    "modificationTime",
-    "dataChange",
-    "stats",
-    "tags",
-    "deletionVector",
-    "baseRowId",
-    "defaultRowCommitVersion",
-    "clusteringProvider",
-)
-TOMBSTONE_COLUMNS = (
-    "path",
-    "deletionTimestamp",
-    "dataChange",
-    "extendedFileMetadata",
-    "partitionValues",
-    "size",
-    "stats",
-    "tags",
-    "deletionVector",
-    "baseRowId",
-    "defaultRowCommitVersion",
-)
+# the live-file and tombstone tables have the fields each action carries in the log
+ADD_COLUMNS = ADD_FIELDS
+TOMBSTONE_COLUMNS = REMOVE_FIELDS
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from delta_ops.dagster import (
 from delta_ops.snapshot import load_snapshot
 from delta_ops.writer import write_arrow
 from tests import log_builder as lb
-from tests.support import copy_fixture, deltalake_files, deltalake_rows
+from tests.support import fresh_copy, deltalake_files, deltalake_rows
 
 DAY_S = 86_400
 
@@ -96,17 +96,6 @@ def age(table: Path, days: float, *, log: bool = False, data: bool = True) -> No
 
 def last_checkpoint_version(table: Path) -> int:
     return json.loads((table / "_delta_log" / "_last_checkpoint").read_text())["version"]
-
-
-def fresh_copy(name: str, dest: Path) -> Path:
-    """A fixture copy whose files look written an hour ago (copies keep the fixtures' install
-    times, which would drift past the retentions); log files keep their order in time."""
-    table = copy_fixture(name, dest)
-    start = time.time() - 3600
-    for root, _, files in os.walk(table):
-        for i, f in enumerate(sorted(files)):
-            os.utime(os.path.join(root, f), (start + i, start + i))
-    return table
 
 
 def small_table(path: Path, commits: int = 2, configuration: dict | None = None) -> Path:

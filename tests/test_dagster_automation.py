@@ -9,7 +9,6 @@ from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
-import pytest
 
 from delta_ops.dagster import (
     DeltaMaintenanceResource,
@@ -23,7 +22,7 @@ from delta_ops.storage import Storage
 from delta_ops.transaction import Transaction
 from delta_ops.writer import write_arrow
 from tests import log_builder as lb
-from tests.support import copy_fixture
+from tests.support import fresh_copy
 
 DAY_MS = 86_400_000
 WHEN = dt.datetime(2026, 1, 2, 3, 0, tzinfo=dt.UTC)
@@ -36,17 +35,6 @@ def append(table: Path, n: int = 1, configuration: dict | None = None) -> int:
     for _ in range(n):
         version = write_arrow(table, pa.table({"id": pa.array([1], pa.int64())}), configuration=configuration).version
     return version
-
-
-def fresh_copy(name: str, dest: Path) -> Path:
-    """A fixture copy whose files look written an hour ago (copies keep the fixtures' install
-    times, which would drift past the retentions); log files keep their order in time."""
-    table = copy_fixture(name, dest)
-    start = time.time() - 3600
-    for root, _, files in os.walk(table):
-        for i, f in enumerate(sorted(files)):
-            os.utime(os.path.join(root, f), (start + i, start + i))
-    return table
 
 
 def set_properties(table: Path, **properties: str) -> int:

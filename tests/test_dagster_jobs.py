@@ -12,7 +12,7 @@ import pytest
 from delta_ops.dagster import DeltaTableTarget, build_delta_maintenance_defs
 from delta_ops.snapshot import load_snapshot
 from delta_ops.writer import write_arrow
-from tests.support import copy_fixture, deltalake_files, deltalake_rows
+from tests.support import fresh_copy, deltalake_files, deltalake_rows
 
 DAY_S = 86_400
 NAME = "ops"
@@ -28,17 +28,6 @@ def age(table: Path, days: float, *, log: bool) -> None:
             for i, f in enumerate(sorted(files)):
                 t = when + i if log else when
                 os.utime(os.path.join(root, f), (t, t))
-
-
-def fresh_copy(name: str, dest: Path) -> Path:
-    """A fixture copy whose files look written an hour ago (copies keep the fixtures' install
-    times, which would drift past the retentions); log files keep their order in time."""
-    table = copy_fixture(name, dest)
-    start = time.time() - 3600
-    for root, _, files in os.walk(table):
-        for i, f in enumerate(sorted(files)):
-            os.utime(os.path.join(root, f), (start + i, start + i))
-    return table
 
 
 def tree(root: Path) -> dict[str, tuple]:

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.actions import file_rows_as_actions
+from delta_ops.actions import ADD_FIELDS, file_rows_as_actions
 from delta_ops.errors import ConcurrentModification, DeltaOpsError
 from delta_ops.snapshot import Snapshot, file_num_records, load_snapshot
 from delta_ops.storage import Storage
@@ -51,10 +51,6 @@ DEFAULT_BATCH_FILES = 22_000
 ENABLE = "delta.enableRowTracking"
 ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
 COMMIT_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
-ADD_COLUMNS = (
-    "path", "partitionValues", "size", "modificationTime", "dataChange", "stats", "tags",
-    "deletionVector", "baseRowId", "defaultRowCommitVersion", "clusteringProvider",
-)
 
 
 class RowTrackingIncomplete(DeltaOpsError):
@@ -218,7 +214,7 @@ def _backfill(storage: Storage, batch_files: int, say: Callable[[str], None]) ->
             return commits, backfilled, counted
         batch = missing.sort_by("path").slice(0, batch_files)
         bodies = []
-        for body in file_rows_as_actions(batch, columns=ADD_COLUMNS):
+        for body in file_rows_as_actions(batch, columns=ADD_FIELDS):
             body, from_footer = _with_num_records(storage, body)
             counted += from_footer
             bodies.append({**body, "dataChange": False})
