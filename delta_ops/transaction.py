@@ -110,6 +110,8 @@ class Transaction:
         single_writer: declare that no other process writes this table, which allows commits
             on filesystems without a conditional create.
         max_attempts: how many versions to try before giving up.
+        known_version: commit after this version, newer than the snapshot's, when the caller
+            has examined the commits in between itself (they are not checked again).
         on_conflict: optional hook called with each winning commit before the default checks;
             it may drop actions from the transaction (e.g. a backfill batch) and return the
             set of paths it has resolved, which the file-level check then ignores.
@@ -126,6 +128,7 @@ class Transaction:
     metrics: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
     files_read: set[str] = field(default_factory=set)
+    known_version: int | None = None  # a newer version already checked for conflicts
 
     def __post_init__(self) -> None:
         if self.storage is None:
@@ -135,6 +138,10 @@ class Transaction:
 
     @property
     def read_version(self) -> int:
+        """The version this transaction commits after: its snapshot's, or a newer one the
+        caller has already examined (`known_version`)."""
+        if self.known_version is not None:
+            return self.known_version
         return self.snapshot.version if self.snapshot is not None else -1
 
     # ------------------------------------------------------------------------ building

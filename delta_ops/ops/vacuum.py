@@ -52,7 +52,7 @@ import pyarrow.compute as pc
 
 from delta_ops.errors import DeltaOpsError, RetentionTooShort, UnsafePath
 from delta_ops.log_files import LogFileKind
-from delta_ops.snapshot import Snapshot, load_snapshot
+from delta_ops.snapshot import Snapshot
 from delta_ops.storage import Storage
 from delta_ops.transaction import Transaction
 
@@ -168,12 +168,62 @@ def _relative(storage: Storage, path_in_log: str) -> str | None:
         return None
 
 
-def _dv_relative_paths(table: pa.Table) -> list[str]:
+def relative_paths(storage: Storage, paths: pa.Array) -> pa.Array:
+    """Paths as written in the log, decoded and relative to the root (null: outside it).
+
+    Vectorised: only paths that need work (percent-escapes, absolute, `..`, a scheme) go
+    through Python; plain relative paths are already what they mean.
+    """
+    paths = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
+    if len(paths) == 0:
+        return pa.array([], pa.string())
+    special = pc.or_(
+        pc.or_(pc.match_substring(paths, "%"), pc.match_substring(paths, "..")),
+        pc.or_(pc.starts_with(paths, "/"), pc.match_substring(paths, "://")),
+    )
+    special = pc.fill_null(special, False)
+    if not pc.any(special).as_py():
+        return paths
+    fixed = pa.array([_relative(storage, p) for p in paths.filter(special).to_pylist()], pa.string())
+    return pc.replace_with_mask(paths, special, fixed)
+
+
+def parent_directories(paths: pa.Array) -> set[str]:
+    """Every ancestor directory of the given relative paths (vectorised over the paths)."""
+    if len(paths) == 0:
+        return set()
+    has_dir = pc.fill_null(pc.match_substring(paths, "/"), False)
+    parents = pc.replace_substring_regex(paths.filter(has_dir), pattern=r"/[^/]*$", replacement="")
+    dirs: set[str] = set()
+    for d in pc.unique(parents).to_pylist():
+        while d and d not in dirs:
+            dirs.add(d)
+            d = posixpath.dirname(d)
+    return dirs
+
+
+def _dv_relative_paths(table: pa.Table) -> pa.Array:
     from delta_ops.deletion_vectors import dv_relative_paths
 
-    if table.num_rows == 0:
-        return []
-    return [p for p in dv_relative_paths(table.column("deletionVector")).to_pylist() if p]
+    if table.num_rows == 0 or table.column("deletionVector").null_count == table.num_rows:
+        return pa.array([], pa.string())
+    return dv_relative_paths(table.column("deletionVector")).drop_null()
+
+
+def protected_array(snapshot: Snapshot, delete_before_ms: int) -> pa.Array:
+    """Relative paths of live files, unexpired tombstones and their DV files (may repeat)."""
+    storage = snapshot.storage
+    tombstones = snapshot.tombstones
+    if tombstones.num_rows:
+        kept = pc.greater_equal(pc.fill_null(tombstones.column("deletionTimestamp"), 0), delete_before_ms)
+        tombstones = tombstones.filter(kept)
+    parts = [
+        relative_paths(storage, snapshot.files.column("path")) if snapshot.files.num_rows else pa.array([], pa.string()),
+        relative_paths(storage, tombstones.column("path")) if tombstones.num_rows else pa.array([], pa.string()),
+        _dv_relative_paths(snapshot.files),
+        _dv_relative_paths(tombstones),
+    ]
+    return pa.concat_arrays([p.cast(pa.string()) for p in parts]).drop_null()
 
 
 def protected_paths(snapshot: Snapshot, delete_before_ms: int) -> tuple[set[str], set[str]]:
@@ -181,51 +231,45 @@ def protected_paths(snapshot: Snapshot, delete_before_ms: int) -> tuple[set[str]
 
     Live files and tombstones not yet expired, their DV files, and every parent directory.
     """
-    storage = snapshot.storage
-    tombstones = snapshot.tombstones
-    if tombstones.num_rows:
-        kept = pc.greater_equal(pc.fill_null(tombstones.column("deletionTimestamp"), 0), delete_before_ms)
-        tombstones = tombstones.filter(kept)
-    raw = snapshot.files.column("path").to_pylist() + tombstones.column("path").to_pylist()
-    raw += _dv_relative_paths(snapshot.files) + _dv_relative_paths(tombstones)
-    files = {r for r in (_relative(storage, p) for p in raw) if r is not None}
-    dirs = {posixpath.dirname(p) for p in files}
-    for d in list(dirs):
-        while d:
-            d = posixpath.dirname(d)
-            dirs.add(d)
-    dirs.discard("")
-    return files, dirs
+    files = protected_array(snapshot, delete_before_ms)
+    return set(files.to_pylist()), parent_directories(files)
 
 
 # ----------------------------------------------------------------------------- listing (FULL)
-@dataclass(frozen=True)
-class Listed:
-    path: str
-    size: int
-    modification_time: int
+@dataclass
+class Listing:
+    """Files (columnar: path, size, mtime) and directories under the table root."""
+
+    paths: list[str]
+    sizes: list[int]
+    mtimes: list[int]
+    dirs: list[str]
 
 
-def list_table(storage: Storage, partition_columns: tuple[str, ...]) -> tuple[list[Listed], list[str]]:
+def list_table(storage: Storage, partition_columns: tuple[str, ...]) -> Listing:
     """All data-area files and directories under the root, skipping hidden names and symlinks."""
-    files: list[Listed] = []
-    dirs: list[str] = []
+    listing = Listing([], [], [], [])
     if storage.is_local:
         stack = [""]
         while stack:
             rel = stack.pop()
+            prefix = f"{rel}/" if rel else ""
             with os.scandir(storage.join(rel) if rel else storage.root) as it:
                 for entry in it:
-                    if is_hidden(entry.name, partition_columns) or entry.is_symlink():
+                    name = entry.name
+                    if name[0] in "_." and is_hidden(name, partition_columns):
                         continue
-                    child = f"{rel}/{entry.name}" if rel else entry.name
+                    if entry.is_symlink():
+                        continue
                     if entry.is_dir(follow_symlinks=False):
-                        dirs.append(child)
-                        stack.append(child)
-                    elif entry.is_file(follow_symlinks=False):
+                        listing.dirs.append(prefix + name)
+                        stack.append(prefix + name)
+                    else:
                         st = entry.stat(follow_symlinks=False)
-                        files.append(Listed(child, st.st_size, st.st_mtime_ns // 1_000_000))
-        return files, dirs
+                        listing.paths.append(prefix + name)
+                        listing.sizes.append(st.st_size)
+                        listing.mtimes.append(st.st_mtime_ns // 1_000_000)
+        return listing
     from delta_ops.storage import _mtime_ms
 
     root = storage.root.rstrip("/")
@@ -234,12 +278,12 @@ def list_table(storage: Storage, partition_columns: tuple[str, ...]) -> tuple[li
         if not rel or any(is_hidden(part, partition_columns) for part in rel.split("/")):
             continue
         if info.get("type") == "directory":
-            dirs.append(rel)
-        elif info.get("islink"):
-            continue
-        else:
-            files.append(Listed(rel, int(info.get("size") or 0), _mtime_ms(info)))
-    return files, dirs
+            listing.dirs.append(rel)
+        elif not info.get("islink"):
+            listing.paths.append(rel)
+            listing.sizes.append(int(info.get("size") or 0))
+            listing.mtimes.append(_mtime_ms(info))
+    return listing
 
 
 def _reason(path: str, tombstone_paths: set[str]) -> str:
@@ -294,21 +338,26 @@ def plan_vacuum(
     snapshot.protocol.check_writable()
     retention, table_retention = resolve_retention(snapshot, retention_ms, force)
     delete_before = now_ms - retention
-    protected_files, protected_dirs = protected_paths(snapshot, delete_before)
     storage = snapshot.storage
-    tombstone_paths = {r for r in (_relative(storage, p) for p in snapshot.tombstones.column("path").to_pylist()) if r}
+    protected = protected_array(snapshot, delete_before)
+    tombstone_paths = set(relative_paths(storage, snapshot.tombstones.column("path")).drop_null().to_pylist()) if snapshot.tombstones.num_rows else set()
     latest_outside = latest_commit_before(snapshot, delete_before)
     directories: list[str] = []
     if mode == "full":
-        listed, dirs = list_table(storage, snapshot.partition_columns)
+        listing = list_table(storage, snapshot.partition_columns)
+        paths = pa.array(listing.paths, pa.string())
+        mtimes = pa.array(listing.mtimes, pa.int64())
+        old = pc.less(mtimes, delete_before)
+        unprotected = pc.invert(pc.is_in(paths, value_set=pc.unique(protected)))
+        chosen = pc.indices_nonzero(pc.and_(old, unprotected)).to_pylist()
         candidates = [
-            Candidate(f.path, f.size, f.modification_time, _reason(f.path, tombstone_paths))
-            for f in listed
-            if f.modification_time < delete_before and f.path not in protected_files
+            Candidate(listing.paths[i], listing.sizes[i], listing.mtimes[i], _reason(listing.paths[i], tombstone_paths))
+            for i in chosen
         ]
-        directories = sorted((d for d in dirs if d not in protected_dirs), key=lambda d: (-d.count("/"), d))
+        protected_dirs = parent_directories(protected)
+        directories = sorted((d for d in listing.dirs if d not in protected_dirs), key=lambda d: (-d.count("/"), d))
     else:
-        candidates = _lite_candidates(snapshot, delete_before, latest_outside, protected_files, tombstone_paths)
+        candidates = _lite_candidates(snapshot, delete_before, latest_outside, set(protected.to_pylist()), tombstone_paths)
     in_flight_cutoff = now_ms - max(0, in_flight_grace_ms)
     young = [c for c in candidates if c.reason != "expired tombstone" and c.modification_time > in_flight_cutoff]
     if young:
@@ -416,7 +465,9 @@ def _lite_candidates(snapshot, delete_before, end, protected_files, tombstone_pa
 def execute_vacuum(plan: VacuumPlan) -> VacuumResult:
     """Delete what the plan lists, bracketed by VACUUM START / END commits."""
     started = time.monotonic()
-    storage = plan.snapshot.storage
+    snapshot = plan.snapshot
+    assert snapshot is not None
+    storage = snapshot.storage
     if plan.nothing_to_do:
         _write_last_vacuum_info(storage, plan)
         return VacuumResult(plan.table, plan.mode, plan.retention_ms, (), 0, 0, 0, (), False, (), 0)
@@ -425,23 +476,23 @@ def execute_vacuum(plan: VacuumPlan) -> VacuumResult:
         "defaultRetentionMillis": plan.table_retention_ms,
         **({"specifiedRetentionMillis": plan.retention_ms} if plan.specified_retention else {}),
     }
-    start_txn = Transaction(plan.snapshot, operation="VACUUM START", parameters=params)
+    start_txn = Transaction(snapshot, operation="VACUUM START", parameters=params)
     start_txn.metrics = {"numFilesToDelete": len(plan.candidates), "sizeOfDataToDelete": plan.bytes}
     start_version = start_txn.commit().version
     # re-read the log: files that commits landing since the plan reference must survive
-    fresh = load_snapshot(storage)
-    still_protected, protected_dirs = protected_paths(fresh, plan.delete_before_ms)
-    to_delete = [c for c in plan.candidates if c.path not in still_protected]
-    kept = tuple(c.path for c in plan.candidates if c.path in still_protected)
+    seen_version, referenced = committed_since(storage, snapshot.version)
+    to_delete = [c for c in plan.candidates if c.path not in referenced]
+    kept = tuple(c.path for c in plan.candidates if c.path in referenced)
+    referenced_dirs = parent_directories(pa.array(sorted(referenced), pa.string()))
     deleted: list[Candidate] = []
     dirs_removed = 0
     status, error = "COMPLETED", None
     try:
         deleted = _delete_files(storage, to_delete)
-        dirs_removed = _delete_empty_dirs(storage, [d for d in plan.directories if d not in protected_dirs])
+        dirs_removed = _delete_empty_dirs(storage, [d for d in plan.directories if d not in referenced_dirs])
     except Exception as exc:  # noqa: BLE001 - recorded in VACUUM END, then re-raised
         status, error = "FAILED", exc
-    end_txn = Transaction(load_snapshot(storage), operation="VACUUM END", parameters={"status": status})
+    end_txn = Transaction(snapshot, operation="VACUUM END", parameters={"status": status}, known_version=max(seen_version, start_version))
     if status == "COMPLETED":
         end_txn.metrics = {"numDeletedFiles": len(deleted), "numVacuumedDirectories": dirs_removed}
     end_version = end_txn.commit().version
@@ -463,33 +514,76 @@ def execute_vacuum(plan: VacuumPlan) -> VacuumResult:
     )
 
 
-def _really_inside(root_real: str, full: str) -> bool:
-    """Whether a local path's directory resolves (symlinks followed) inside the table root."""
-    parent = os.path.realpath(os.path.dirname(full))
-    return parent == root_real or parent.startswith(root_real + os.sep)
+def committed_since(storage: Storage, version: int) -> tuple[int, set[str]]:
+    """(newest version, relative paths of files and DV files added) of commits after `version`.
+
+    Only the new commits are read, so the re-check before deleting costs what landed since the
+    plan. A protocol change among them that delta-ops cannot write stops the vacuum.
+    """
+    from delta_ops.deletion_vectors import DeletionVectorDescriptor
+    from delta_ops.log_files import parse_listing
+    from delta_ops.table_features import Protocol
+    from delta_ops.transaction import read_commit_actions
+
+    newer = sorted(f.version for f in parse_listing(storage.list_log()) if f.kind is LogFileKind.COMMIT and f.version > version)
+    referenced: set[str] = set()
+    latest = version
+    for v in newer:
+        if v != latest + 1:
+            break  # a gap: versions after it are not committed yet
+        latest = v
+        for action in read_commit_actions(storage, v):
+            if "protocol" in action:
+                Protocol.from_action(action["protocol"]).check_writable()
+            add = action.get("add")
+            if add is None:
+                continue
+            rel = _relative(storage, add["path"])
+            if rel is not None:
+                referenced.add(rel)
+            if add.get("deletionVector"):
+                dv_path = DeletionVectorDescriptor.from_dict(add["deletionVector"]).relative_path()
+                if dv_path:
+                    referenced.add(dv_path)
+    return latest, referenced
+
+
+def _really_inside(root_real: str, directory: str) -> bool:
+    """Whether a local directory resolves (symlinks followed) inside the table root."""
+    real = os.path.realpath(directory)
+    return real == root_real or real.startswith(root_real + os.sep)
 
 
 def _delete_files(storage: Storage, candidates: list[Candidate]) -> list[Candidate]:
-    """Delete in parallel; a file already gone counts as deleted. A path whose directory
-    resolves outside the table (a symlinked directory) or that is itself a symlink is skipped."""
-    root_real = os.path.realpath(storage.root) if storage.is_local else ""
+    """Delete in parallel chunks; a file already gone counts as deleted. A file whose directory
+    resolves outside the table (a symlinked directory) or that is a symlink is skipped."""
+    if not candidates:
+        return []
+    if not storage.is_local:
+        with ThreadPoolExecutor(max_workers=DELETE_WORKERS) as pool:
+            list(pool.map(lambda c: storage.delete([storage.join(c.path)]), candidates))
+        return list(candidates)
+    root_real = os.path.realpath(storage.root)
+    safe_dirs = {d for d in {posixpath.dirname(c.path) for c in candidates} if _really_inside(root_real, storage.join(d) if d else storage.root)}
 
-    def delete(c: Candidate) -> Candidate | None:
-        full = storage.join(c.path)
-        if storage.is_local:
-            if not _really_inside(root_real, full) or os.path.islink(full):
+    def delete_chunk(chunk: list[Candidate]) -> list[Candidate]:
+        done = []
+        for c in chunk:
+            full = storage.join(c.path)
+            if posixpath.dirname(c.path) not in safe_dirs or os.path.islink(full):
                 logger.warning("not deleting %s: it resolves outside the table root", c.path)
-                return None
+                continue
             try:
                 os.unlink(full)
             except FileNotFoundError:
                 pass
-        else:
-            storage.delete([full])
-        return c
+            done.append(c)
+        return done
 
-    with ThreadPoolExecutor(max_workers=DELETE_WORKERS) as pool:
-        return [c for c in pool.map(delete, candidates) if c is not None]
+    workers = min(DELETE_WORKERS, max(1, len(candidates) // 256))
+    chunks = [candidates[i::workers] for i in range(workers)]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return [c for part in pool.map(delete_chunk, chunks) for c in part]
 
 
 def _delete_empty_dirs(storage: Storage, directories: list[str]) -> int:
