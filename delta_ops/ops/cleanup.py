@@ -47,8 +47,8 @@ from delta_ops.log_files import (
     classic_checkpoint_name,
     parse_listing,
 )
-from delta_ops.log_reader import read_checkpoint
-from delta_ops.snapshot import Snapshot, load_snapshot
+from delta_ops.log_segment import build_log_segment
+from delta_ops.snapshot import Snapshot
 from delta_ops.storage import Storage
 
 logger = logging.getLogger(__name__)
@@ -173,10 +173,25 @@ def _segments(files: list[LogFile], cutoff_ms: int, max_version: int) -> list[_S
 
 
 def _readable(storage: Storage, checkpoint: list[LogFile]) -> bool:
+    """Whether a checkpoint can serve as the boundary: every file's footer parses and its
+    action paths read (a truncated or damaged file fails here); a V2 top-level JSON parses."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
-        read_checkpoint(storage, checkpoint, checkpoint[0].version, seq_start=0)
+        for f in checkpoint:
+            data = storage.read_bytes(storage.log_file(f.name))
+            if f.format == "json":
+                for line in data.splitlines():
+                    if line.strip():
+                        json.loads(line)
+                continue
+            pf = pq.ParquetFile(pa.BufferReader(data))
+            wanted = [f"{c}.path" for c in ("add", "remove") if c in pf.schema_arrow.names]
+            if wanted:
+                pf.read(columns=wanted)
         return True
-    except (CorruptLog, OSError) as exc:
+    except (CorruptLog, OSError, ValueError, pa.ArrowException) as exc:
         logger.warning("checkpoint %s is not readable (%s); not using it as a cleanup boundary", checkpoint[0].name, exc)
         return False
 
@@ -340,9 +355,11 @@ def execute_cleanup(plan: CleanupPlan) -> CleanupResult:
             compat = _write_compat_checkpoint(plan)
         ordered = sorted(plan.deleted, key=lambda n: (n.startswith(SIDECARS_DIR), n))
         storage.delete(storage.log_file(n) for n in ordered)
-        load_snapshot(storage)  # self-check: the latest state still loads ...
+        # self-check from the listing: the latest version and the oldest kept one still have
+        # a checkpoint and contiguous commits (build_log_segment raises otherwise)
+        build_log_segment(storage)
         if plan.oldest_retained_version is not None:
-            load_snapshot(storage, plan.oldest_retained_version)  # ... and the oldest kept version
+            build_log_segment(storage, plan.oldest_retained_version)
     return CleanupResult(
         table=plan.table,
         cutoff=iso(plan.cutoff_ms),
