@@ -20,7 +20,6 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -500,11 +499,6 @@ def concat_batches(batches: list[ActionBatch]) -> ActionBatch:
         high_water_marks=[h for b in batches for h in b.high_water_marks],
         sidecars=cat([b.sidecars for b in batches]),
     )
-
-
-def mapping_to_dict(value: Mapping[str, Any] | list | None) -> dict[str, str]:
-    """Public helper: a map cell (list of pairs) or dict as a plain dict without null values."""
-    return _clean_mapping(value)
 
 
 _MAP_COLUMNS = ("partitionValues", "tags")

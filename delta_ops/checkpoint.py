@@ -262,10 +262,6 @@ def remove_struct(tombstones: pa.Table) -> pa.StructArray:
     return pa.StructArray.from_arrays(children, fields=list(REMOVE_TYPE))
 
 
-def _single_struct(value: dict[str, Any], typ: pa.StructType) -> pa.Array:
-    return pa.array([to_arrow_value(value, typ)], typ)
-
-
 def to_arrow_value(value: Any, typ: pa.DataType) -> Any:
     """Python action values in the shape pa.array expects (maps as lists of pairs)."""
     if value is None:

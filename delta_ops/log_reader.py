@@ -40,7 +40,7 @@ from delta_ops.actions import (
     normalize_actions,
 )
 from delta_ops.errors import CorruptLog
-from delta_ops.log_files import SIDECARS_DIR, LogFile, LogFileKind
+from delta_ops.log_files import SIDECARS_DIR, LogFile
 from delta_ops.storage import Storage
 
 logger = logging.getLogger(__name__)
@@ -451,5 +451,3 @@ def read_checkpoint(storage: Storage, files: Sequence[LogFile], version: int, se
     return CheckpointRead(batch=batch, files_read=read)
 
 
-def is_v2_layout(kind: LogFileKind) -> bool:
-    return kind is LogFileKind.V2_CHECKPOINT

@@ -224,14 +224,6 @@ class Storage:
                 total += n
             return total
 
-    def read_range(self, path: str, start: int, end: int) -> bytes:
-        """Read bytes `[start, end)` of a file."""
-        if self.is_local:
-            with open(path, "rb") as f:
-                f.seek(start)
-                return f.read(end - start)
-        return self.fs.cat_file(path, start=start, end=end)
-
     def exists(self, path: str) -> bool:
         return self.fs.exists(path)
 

@@ -8,7 +8,7 @@ plan is empty is skipped (no materialization) with the reason logged, so the UI'
 only real work, with its results as plottable metadata.
 """
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
@@ -116,5 +116,3 @@ def build_table_maintenance_asset(
 def maintenance_asset_keys(table: DeltaTableTarget, translator: DeltaMaintenanceTranslator, actions: tuple[str, ...] = ("checkpoint", "log_cleanup", "vacuum")) -> list[dg.AssetKey]:
     return [translator.get_action_spec(table, a).key for a in actions]
 
-
-Runner = Callable[..., tuple[Any | None, str | None]]
