@@ -205,7 +205,7 @@ class Transaction:
                 ) from exc
             if storage.exists(path):
                 return False
-            storage.fs.pipe_file(path, body)
+            storage.fs.pipe_file(path, body)  # the caller declared that no one else writes
             return True
 
     def _check_conflicts(self, winner: WinningCommit, hwm: int | None) -> int | None:

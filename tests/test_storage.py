@@ -63,3 +63,24 @@ def test_paths_outside_the_root_are_refused(tmp_path):
     for bad in ("../other/x.parquet", "/etc/passwd", "a/../../x"):
         with pytest.raises(UnsafePath):
             storage.relative_inside_root(bad)
+
+
+def test_unknown_filesystems_are_not_trusted_with_commits(tmp_path):
+    """A filesystem not known to refuse "xb" on an existing file could let two writers
+    overwrite each other's commits: the transaction refuses unless a single writer is declared."""
+    from fsspec.implementations.dirfs import DirFileSystem
+
+    from delta_ops.transaction import CommitRefused, Transaction
+    from delta_ops.writer import write_arrow
+    import pyarrow as pa
+
+    write_arrow(tmp_path / "t", pa.table({"id": [1]}))
+    dirfs = DirFileSystem(path=str(tmp_path), fs=fsspec.filesystem("file"))
+    storage = Storage(dirfs, "/t", "dir://t")
+    assert not storage.supports_conditional_create
+    snapshot = load_snapshot(storage)
+    txn = Transaction(snapshot, operation="WRITE")
+    with pytest.raises(CommitRefused, match="single_writer"):
+        txn.commit()
+    assert not (tmp_path / "t" / "_delta_log" / "00000000000000000001.json").exists()
+    assert Transaction(load_snapshot(storage), operation="WRITE", single_writer=True).commit().version == 1
