@@ -45,15 +45,13 @@ DELETION_VECTOR_TYPE = pa.struct(
     ]
 )
 
-# One row per add/remove. `is_add` tells which; fields that only one of them has are null in
-# the other. `seq` orders all actions of a log segment (checkpoint rows first, then commits in
-# version and line order); `version` is the commit (or checkpoint) version that carried it.
+# The types of the flat columns of a snapshot's files and tombstones tables (each table has
+# the subset its action carries, see ADD_FIELDS / REMOVE_FIELDS); `version` is the commit (or
+# checkpoint) version that carried the winning action.
 FILE_ACTION_SCHEMA = pa.schema(
     [
         ("path", pa.string()),
-        ("is_add", pa.bool_()),
         ("version", pa.int64()),
-        ("seq", pa.int64()),
         ("partitionValues", STRING_MAP),
         ("size", pa.int64()),
         ("modificationTime", pa.int64()),

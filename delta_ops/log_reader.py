@@ -2,7 +2,7 @@
 
 Commits are read in bulk: the bytes of all commit files are concatenated and parsed by one
 call to pyarrow's (multi-threaded) JSON reader, and each row is attributed to its version by
-counting the action lines of every file. `commitInfo` lines are split off first, because their
+a version marker line before each file. `commitInfo` lines are blanked in place first, because their
 free-form maps make type inference unstable across writers; they are parsed separately for the
 commit timestamps. Should the bulk parse fail, each file is parsed on its own so that the
 error names the file and the line.
@@ -58,18 +58,6 @@ class CommitsRead:
     versions: np.ndarray  # commit versions, ascending
     in_commit_timestamps: list[int | None]  # commitInfo.inCommitTimestamp per commit
     commit_info_timestamps: list[int | None]  # commitInfo.timestamp per commit
-
-
-def _split_commit_info(content: bytes) -> tuple[list[memoryview | bytes], bytes | None]:
-    """Split a commit file's content into (pieces without the `commitInfo` line, that line)."""
-    idx = content.find(_COMMIT_INFO_PREFIX)
-    if idx < 0 or (idx > 0 and content[idx - 1] != 0x0A):
-        return [content], None
-    view = memoryview(content)
-    end = content.find(b"\n", idx)
-    if end < 0:
-        return [view[:idx]], content[idx:]
-    return [view[:idx], view[end + 1 :]], content[idx:end]
 
 
 def _blank_commit_info(buffer: bytearray, start: int, end: int) -> bytes | None:
@@ -288,7 +276,8 @@ def _read_commits_one_by_one(commits: Sequence[LogFile], contents: list[bytes], 
     batches = []
     seq = seq_start
     for commit, content in zip(commits, contents):
-        body = b"".join(_split_commit_info(content)[0])
+        body = bytearray(content)
+        _blank_commit_info(body, 0, len(body))
         if body and not body.endswith(b"\n"):
             body += b"\n"
         table = _parse_commit_file(commit.name, body, content) if body.strip() else pa.table({})

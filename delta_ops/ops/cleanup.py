@@ -234,7 +234,8 @@ def plan_cleanup(snapshot: Snapshot, now_ms: int, *, retention_ms: int | None = 
         has_classic = any(f.version == c and f.kind in (LogFileKind.CLASSIC_CHECKPOINT, LogFileKind.MULTI_PART_CHECKPOINT) for f in files)
         if not has_classic:
             compat = classic_checkpoint_name(c)
-    if supports_v2 and any(storage_is_checkpoint(n, files) for n in doomed):
+    checkpoint_names = {f.name for f in files if f.is_checkpoint}
+    if supports_v2 and not doomed.isdisjoint(checkpoint_names):
         doomed |= {f"{SIDECARS_DIR}/{n}" for n in _orphan_sidecars(storage, files, doomed, cutoff)}
     kept = [f"boundary checkpoint {boundary.checkpoint_files[0].name}: it and everything newer are kept"]
     return CleanupPlan(
@@ -248,10 +249,6 @@ def plan_cleanup(snapshot: Snapshot, now_ms: int, *, retention_ms: int | None = 
         oldest_retained_version=c,
         snapshot=snapshot,
     )
-
-
-def storage_is_checkpoint(name: str, files: list[LogFile]) -> bool:
-    return any(f.name == name and f.is_checkpoint for f in files)
 
 
 def _orphan_sidecars(storage: Storage, files: list[LogFile], doomed: set[str], cutoff_ms: int) -> list[str]:
