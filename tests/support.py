@@ -1,4 +1,4 @@
-"""Shared test support: where the real fixture tables are, and the independent peer readers.
+"""Shared test support: where the real fixture tables are (tests/data/tables, copied with their README), and the independent peer readers.
 
 Peers are `deltalake` (delta-rs) and DuckDB's `delta` extension (delta-kernel-rs), loaded
 from the pip package `duckdb-extension-delta` by file path, so no download is needed.
@@ -16,8 +16,8 @@ from pathlib import Path
 import pyarrow as pa
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("DELTA_OPS_SHARED", REPO.parent / "shared"))
-TABLES = SHARED / "fixtures" / "tables"
+DATA = REPO / "tests" / "data"
+TABLES = DATA / "tables"
 
 
 @lru_cache(maxsize=1)

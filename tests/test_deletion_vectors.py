@@ -4,7 +4,6 @@ extension / delta-kernel-rs)."""
 
 from __future__ import annotations
 
-import glob
 import json
 import shutil
 import struct
@@ -35,7 +34,7 @@ from delta_ops.deletion_vectors import (
     z85_encode,
 )
 from delta_ops.errors import InvalidDeletionVector
-from tests.support import SHARED, TABLES, duckdb_connection
+from tests.support import DATA, TABLES, duckdb_connection
 
 DV_TABLES = [
     "delta-rs/table-with-dv-small",
@@ -76,21 +75,17 @@ def _peer_facts() -> dict[str, dict]:
     return {fact["table"]: fact for fact in map(json.loads, filter(None, lines))}
 
 
-def _spec_descriptor(fragment: str) -> dict:
-    """The JSON descriptor in the protocol text that contains ``fragment``."""
-    [seed] = glob.glob(str(SHARED / "seeds" / "004_*.txt"))
-    text = Path(seed).read_text()
-    at = text.index(fragment)
-    # Z85 text may itself hold braces; the example's closing brace is alone on its line.
-    start, end = text.rindex("\n{", 0, at) + 1, text.index("\n}", at) + 1
-    return json.loads(text[start : end + 1])
+def _spec_descriptor(name: str) -> dict:
+    """One of the protocol text's example descriptors ("inline", "uuid", "absolute_path"),
+    copied verbatim from the spec into tests/data/spec_deletion_vector_examples.json."""
+    return json.loads((DATA / "spec_deletion_vector_examples.json").read_text())[name]
 
 
 # --- the protocol's own examples ------------------------------------------------------------
 
 
 def test_spec_inline_example_decodes_to_documented_rows():
-    spec = _spec_descriptor(SPEC_INLINE_DV)
+    spec = _spec_descriptor("inline")
     desc = DeletionVectorDescriptor.from_dict(spec)
     assert desc.storage_type == "i" and desc.offset is None
     rows = load_deletion_vector(desc, "/nonexistent-table-root", LOCAL)
@@ -126,7 +121,7 @@ def test_native_format_with_several_buckets():
 
 
 def test_spec_on_disk_examples_resolve_paths():
-    u = DeletionVectorDescriptor.from_dict(_spec_descriptor("ab^-aqEH.-t@S}K{vb[*k^"))
+    u = DeletionVectorDescriptor.from_dict(_spec_descriptor("uuid"))
     assert u.random_prefix == "ab"
     assert u.uuid() == uuid.UUID("d2c639aa-8816-431a-aaf6-d3fe2512ff61")
     assert u.relative_path() == "ab/deletion_vector_d2c639aa-8816-431a-aaf6-d3fe2512ff61.bin"
@@ -135,9 +130,9 @@ def test_spec_on_disk_examples_resolve_paths():
         == "s3://mytable/ab/deletion_vector_d2c639aa-8816-431a-aaf6-d3fe2512ff61.bin"
     )
     assert u.unique_id == "uab^-aqEH.-t@S}K{vb[*k^@4"
-    assert u.to_dict() == _spec_descriptor("ab^-aqEH.-t@S}K{vb[*k^")
+    assert u.to_dict() == _spec_descriptor("uuid")
 
-    p = DeletionVectorDescriptor.from_dict(_spec_descriptor('"pathOrInlineDv" : "s3://'))
+    p = DeletionVectorDescriptor.from_dict(_spec_descriptor("absolute_path"))
     assert p.storage_type == "p"
     assert p.relative_path() is None
     assert p.absolute_path("s3://other") == p.path_or_inline_dv

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+
+from tests.support import TABLES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +24,7 @@ from delta_ops.table_features import (
     required_features,
 )
 
-FIXTURES = Path("/work/shared/fixtures/tables")
+FIXTURES = TABLES
 INVALID_FIXTURE = "delta-spark/deltalog-invalid-protocol-version"
 
 

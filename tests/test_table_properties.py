@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+from tests.support import TABLES
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,7 +23,7 @@ MINUTE = 60 * SECOND
 HOUR = 60 * MINUTE
 DAY = 24 * HOUR
 WEEK = 7 * DAY
-FIXTURES = Path("/work/shared/fixtures/tables")
+FIXTURES = TABLES
 
 
 # ------------------------------------------------------------------------------ intervals
