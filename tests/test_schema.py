@@ -34,7 +34,7 @@ from delta_ops.schema import (
     to_arrow_type,
 )
 
-TABLES = Path("/work/shared/fixtures/tables")
+from tests.support import TABLES  # noqa: E402
 COMMIT = re.compile(r"^\d{20}\.json$")
 UTC = dt.UTC
 
