@@ -1,11 +1,11 @@
-# Two entry points for a fresh machine: `make demo` and `make test`.
-# Both create or update the virtualenv in .venv from pyproject.toml first.
+# Entry points for a fresh machine: `make demo` (the pipeline and its maintenance on a local
+# warehouse) and `make check` (every gate CI runs). Both create or update .venv first.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test venv java-check browser-deps bench
+.PHONY: demo check lint typecheck contracts test venv java-check browser-deps bench
 
 venv: $(STAMP)
 
@@ -26,6 +26,19 @@ browser-deps:
 
 demo: venv java-check
 	$(BIN)/python scripts/demo.py
+
+# The gates, cheapest first: lint and format, strict types, import-layer contracts, then tests.
+check: lint typecheck contracts test
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: venv
+	$(BIN)/mypy
+
+contracts: venv
+	$(BIN)/lint-imports
 
 test: venv java-check browser-deps
 	$(BIN)/python -m pytest

@@ -15,7 +15,9 @@ from pydantic import Field
 
 from delta_ops.dagster import DeltaTableTarget, build_delta_maintenance_defs
 
-WAREHOUSE = Path(os.environ.get("DELTA_OPS_WAREHOUSE", Path(__file__).resolve().parent / "warehouse"))
+WAREHOUSE = Path(
+    os.environ.get("DELTA_OPS_WAREHOUSE", Path(__file__).resolve().parent / "warehouse")
+)
 EVENTS_TABLE = WAREHOUSE / "events"
 EVENTS_KEY = dg.AssetKey(["events"])
 
@@ -26,7 +28,12 @@ class EventsConfig(dg.Config):
     master: str = Field(default="local[2]", description="Spark master (local[2], or a cluster URL)")
 
 
-@dg.asset(key=EVENTS_KEY, group_name="pipeline", kinds={"spark", "delta"}, description=f"Events appended by PySpark to the Delta table at {EVENTS_TABLE}")
+@dg.asset(
+    key=EVENTS_KEY,
+    group_name="pipeline",
+    kinds={"spark", "delta"},
+    description=f"Events appended by PySpark to the Delta table at {EVENTS_TABLE}",
+)
 def events(context: dg.AssetExecutionContext, config: EventsConfig) -> dg.MaterializeResult:
     from pyspark.sql import functions as F
 
@@ -37,7 +44,12 @@ def events(context: dg.AssetExecutionContext, config: EventsConfig) -> dg.Materi
         spark.range(config.rows)
         .withColumn("event_id", F.expr("uuid()"))
         .withColumn("user_id", (F.rand() * 1000).cast("long"))
-        .withColumn("kind", F.element_at(F.array(F.lit("view"), F.lit("click"), F.lit("buy")), (F.rand() * 3).cast("int") + 1))
+        .withColumn(
+            "kind",
+            F.element_at(
+                F.array(F.lit("view"), F.lit("click"), F.lit("buy")), (F.rand() * 3).cast("int") + 1
+            ),
+        )
         .withColumn("amount", F.round(F.rand() * 100, 2))
         .withColumn("day", F.date_sub(F.current_date(), (F.col("id") % config.days).cast("int")))
         .withColumn("ts", F.current_timestamp())
@@ -45,7 +57,9 @@ def events(context: dg.AssetExecutionContext, config: EventsConfig) -> dg.Materi
     )
     result = write_delta(batch, str(EVENTS_TABLE), mode="append", partition_by=["day"])
     context.log.info(f"appended {config.rows} events as version {result.version}")
-    return dg.MaterializeResult(metadata={"version": result.version, "rows": config.rows, "table": str(EVENTS_TABLE)})
+    return dg.MaterializeResult(
+        metadata={"version": result.version, "rows": config.rows, "table": str(EVENTS_TABLE)}
+    )
 
 
 events_pipeline_job = dg.define_asset_job(

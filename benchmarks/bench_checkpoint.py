@@ -25,7 +25,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.harness import Comparison, Measurement, evaluate, format_measurements, format_result, run_fresh
+from benchmarks.harness import (
+    Comparison,
+    Measurement,
+    evaluate,
+    format_measurements,
+    format_result,
+    run_fresh,
+)
 from benchmarks.synthetic import ensure_synthetic_table
 
 DATA = ROOT / "benchmarks" / ".data"
@@ -44,7 +51,14 @@ def checkpoint_written(work: Path, version: int) -> bool:
     return (work / "_delta_log" / f"{version:020d}.checkpoint.parquet").stat().st_size > 0
 
 
-def timed(label: str, cmd: list[str], pristine: Path, work: Path, version: int, measurement: Measurement | None) -> Measurement:
+def timed(
+    label: str,
+    cmd: list[str],
+    pristine: Path,
+    work: Path,
+    version: int,
+    measurement: Measurement | None,
+) -> Measurement:
     m = measurement or Measurement(label=label, cmd=cmd)
     restore(pristine, work)
     result = run_fresh(cmd)
@@ -68,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if a.big:
         pristine = DATA / "cp-10000x100"
-        spec = ensure_synthetic_table(pristine, commits=10_000, adds_per_commit=100, remove_every=0, seed=1)
+        spec = ensure_synthetic_table(
+            pristine, commits=10_000, adds_per_commit=100, remove_every=0, seed=1
+        )
         work = DATA / "cp-work-big"
         m = Measurement(label="delta-ops (1M files)", cmd=ours)
         for _ in range(max(1, a.runs // 2)):
@@ -77,13 +93,19 @@ def main(argv: list[str] | None = None) -> int:
         print(format_measurements([m], "checkpoint 1,000,000-file log"))
         ok = m.ok and m.max_rss_mb < 4096
         print(f"peak RSS {m.max_rss_mb:.0f} MB (limit 4096 MB) => {'PASS' if ok else 'FAIL'}")
-        (RESULTS / "bench_checkpoint_big.json").write_text(json.dumps({"table": spec, "ours": m.to_dict(), "pass": ok}, indent=2) + "\n")
+        (RESULTS / "bench_checkpoint_big.json").write_text(
+            json.dumps({"table": spec, "ours": m.to_dict(), "pass": ok}, indent=2) + "\n"
+        )
         return 0 if ok else 1
 
     pristine = DATA / "load-2000x50"
-    spec = ensure_synthetic_table(pristine, commits=2000, adds_per_commit=50, remove_every=5, seed=0)
+    spec = ensure_synthetic_table(
+        pristine, commits=2000, adds_per_commit=50, remove_every=5, seed=0
+    )
     version = spec["version"]
-    print(f"table {pristine}: version {version}, {spec['num_live']} live files, {spec['num_tombstones']} tombstones")
+    print(
+        f"table {pristine}: version {version}, {spec['num_live']} live files, {spec['num_tombstones']} tombstones"
+    )
     work_ours, work_theirs = DATA / "cp-work-ours", DATA / "cp-work-theirs"
     ours_cmd = [*ours, str(work_ours), "--json"]
     theirs_cmd = [py, "-c", THEIRS, str(work_theirs)]
@@ -97,7 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     comparison = Comparison(ours=m_ours, theirs=m_theirs, name="checkpoint 2000-commit log")
     print(format_result(comparison, 0.5, 1.0))
     verdict = evaluate(comparison, 0.5, 1.0)
-    (RESULTS / "bench_checkpoint.json").write_text(json.dumps({"table": spec, "comparison": comparison.to_dict(), "verdict": verdict.label}, indent=2) + "\n")
+    (RESULTS / "bench_checkpoint.json").write_text(
+        json.dumps(
+            {"table": spec, "comparison": comparison.to_dict(), "verdict": verdict.label}, indent=2
+        )
+        + "\n"
+    )
     return 0 if verdict.passed else 1
 
 

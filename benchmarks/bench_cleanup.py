@@ -47,11 +47,18 @@ MARKER = "_bench_cleanup_checkpoints.json"  # in the table root, next to the syn
 THEIRS = "import sys; from deltalake import DeltaTable; DeltaTable(sys.argv[1]).cleanup_metadata(); print('ok')"
 
 
-def prepare(pristine: Path, commits: int, adds: int, remove_every: int, every: int) -> tuple[dict, list[int]]:
+def prepare(
+    pristine: Path, commits: int, adds: int, remove_every: int, every: int
+) -> tuple[dict, list[int]]:
     """The pristine log with a checkpoint every ``every`` versions, each with its version's mtime."""
     spec = ensure_synthetic_table(
-        pristine, commits=commits, adds_per_commit=adds, remove_every=remove_every, seed=0,
-        age_days=AGE_DAYS, commit_interval_ms=1000,
+        pristine,
+        commits=commits,
+        adds_per_commit=adds,
+        remove_every=remove_every,
+        seed=0,
+        age_days=AGE_DAYS,
+        commit_interval_ms=1000,
     )
     versions = list(range(every - 1, commits, every))
     marker = pristine / MARKER
@@ -107,14 +114,21 @@ class Side:
         gone, added = sorted(pristine_log - now), sorted(now - pristine_log)
         commits_gone = [n for n in gone if n.endswith(".json")]
         cps_gone = [n for n in gone if ".checkpoint." in n]
-        line = (f"deleted {len(gone)} ({len(commits_gone)} commits, {len(cps_gone)} checkpoints)"
-                + (f", added {len(added)}" if added else ""))
-        print(f"  {self.m.label:<9} {'run' if timed else 'warm-up'}: {result.wall_s:7.3f} s  {line}", flush=True)
+        line = f"deleted {len(gone)} ({len(commits_gone)} commits, {len(cps_gone)} checkpoints)" + (
+            f", added {len(added)}" if added else ""
+        )
+        print(
+            f"  {self.m.label:<9} {'run' if timed else 'warm-up'}: {result.wall_s:7.3f} s  {line}",
+            flush=True,
+        )
         self.m.output = line
         remaining = sorted(n for n in now if n.endswith(".json"))
         self.sample = {
-            "deleted": len(gone), "commits_deleted": len(commits_gone), "checkpoints_deleted": len(cps_gone),
-            "added": added, "oldest_remaining_commit": remaining[0] if remaining else None,
+            "deleted": len(gone),
+            "commits_deleted": len(commits_gone),
+            "checkpoints_deleted": len(cps_gone),
+            "added": added,
+            "oldest_remaining_commit": remaining[0] if remaining else None,
             "newest_checkpoint_deleted": max(cps_gone) if cps_gone else None,
         }
         if timed:
@@ -138,13 +152,19 @@ def main(argv: list[str] | None = None) -> int:
     spec, versions = prepare(pristine, a.commits, a.adds, a.remove_every, a.checkpoint_every)
     pristine_log = set(os.listdir(pristine / "_delta_log"))
     n_cp = sum(".checkpoint." in n for n in pristine_log)
-    print(f"table {pristine}: version {spec['version']}, {spec['num_live']} live files, "
-          f"{a.commits} commits + {n_cp} checkpoints ({versions[0]}..{versions[-1]}), "
-          f"log files {AGE_DAYS} days old; retention {RETENTION}")
+    print(
+        f"table {pristine}: version {spec['version']}, {spec['num_live']} live files, "
+        f"{a.commits} commits + {n_cp} checkpoints ({versions[0]}..{versions[-1]}), "
+        f"log files {AGE_DAYS} days old; retention {RETENTION}"
+    )
 
     py = sys.executable
     work_ours, work_theirs = DATA / "cleanup-work-ours", DATA / "cleanup-work-theirs"
-    ours = Side("delta-ops", [py, "-m", "delta_ops.cli", "cleanup", str(work_ours), "--retention", RETENTION, "--json"], work_ours)
+    ours = Side(
+        "delta-ops",
+        [py, "-m", "delta_ops.cli", "cleanup", str(work_ours), "--retention", RETENTION, "--json"],
+        work_ours,
+    )
     theirs = Side("delta-rs", [py, "-c", THEIRS, str(work_theirs)], work_theirs)
     for _ in range(max(1, a.warmup)):
         ours.run(pristine, pristine_log, timed=False)
@@ -158,27 +178,48 @@ def main(argv: list[str] | None = None) -> int:
     if ours.m.ok and not ours.sample.get("deleted"):
         ours.m.error = "deleted nothing"
 
-    comparison = Comparison(ours=ours.m, theirs=theirs.m, name=f"log cleanup, {a.commits} commits + {n_cp} checkpoints")
-    print(format_measurements([ours.m, theirs.m], f"{comparison.name} ({len(theirs.m.runs) or len(ours.m.runs)} runs)"))
+    comparison = Comparison(
+        ours=ours.m, theirs=theirs.m, name=f"log cleanup, {a.commits} commits + {n_cp} checkpoints"
+    )
+    print(
+        format_measurements(
+            [ours.m, theirs.m], f"{comparison.name} ({len(theirs.m.runs) or len(ours.m.runs)} runs)"
+        )
+    )
     if comparison.wall_ratio is None:
-        print("ratio: n/a (" + ", ".join(m.label for m in (ours.m, theirs.m) if not m.ok) + " failed)")
+        print(
+            "ratio: n/a (" + ", ".join(m.label for m in (ours.m, theirs.m) if not m.ok) + " failed)"
+        )
     else:
         print(f"wall ratio ours/theirs = {comparison.wall_ratio:.3f}  (no target)")
         print(f"peak RSS ratio ours/theirs = {comparison.rss_ratio:.3f}  (no target)")
     for side in (ours, theirs):
         if side.m.ok:
             s = side.sample
-            print(f"{side.m.label}: deleted {s['deleted']} files ({s['commits_deleted']} commits, "
-                  f"{s['checkpoints_deleted']} checkpoints, newest {s['newest_checkpoint_deleted']}); "
-                  f"oldest commit kept {s['oldest_remaining_commit']}")
+            print(
+                f"{side.m.label}: deleted {s['deleted']} files ({s['commits_deleted']} commits, "
+                f"{s['checkpoints_deleted']} checkpoints, newest {s['newest_checkpoint_deleted']}); "
+                f"oldest commit kept {s['oldest_remaining_commit']}"
+            )
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "bench_cleanup.json").write_text(json.dumps({
-        "table": {**spec, "path": str(pristine), "checkpoint_versions": versions, "age_days": AGE_DAYS},
-        "retention": RETENTION,
-        "deleted": {"ours": ours.sample, "theirs": theirs.sample},
-        "comparison": comparison.to_dict(),
-        "target_wall_ratio": None,
-    }, indent=2) + "\n")
+    (RESULTS / "bench_cleanup.json").write_text(
+        json.dumps(
+            {
+                "table": {
+                    **spec,
+                    "path": str(pristine),
+                    "checkpoint_versions": versions,
+                    "age_days": AGE_DAYS,
+                },
+                "retention": RETENTION,
+                "deleted": {"ours": ours.sample, "theirs": theirs.sample},
+                "comparison": comparison.to_dict(),
+                "target_wall_ratio": None,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     if not ours.m.ok:
         return 3
     return 0 if theirs.m.ok else 1

@@ -40,7 +40,7 @@ RESULTS = DATA / "results"
 # The same process set-up as the `delta-ops` command (system allocator, see delta_ops.cli).
 OURS = (
     "import sys; from delta_ops.cli import use_system_allocator; use_system_allocator(); "
-    "from delta_ops.snapshot import load_snapshot; "
+    "from delta_ops.table.snapshot import load_snapshot; "
     "s = load_snapshot(sys.argv[1]); print(s.version, s.num_files)"
 )
 THEIRS = (
@@ -81,10 +81,10 @@ def main(argv: list[str] | None = None) -> int:
             measure([py, "-c", "pass"], a.runs, a.warmup, label="python (bare)"),
             measure([py, "-c", "import deltalake"], a.runs, a.warmup, label="import deltalake"),
             measure(
-                [py, "-c", "import delta_ops.snapshot"],
+                [py, "-c", "import delta_ops.table.snapshot"],
                 a.runs,
                 a.warmup,
-                label="import delta_ops.snapshot",
+                label="import delta_ops.table.snapshot",
             ),
         ]
         print(format_measurements(baselines, "interpreter start + imports"))

@@ -59,16 +59,28 @@ def restore(pristine: Path, work: Path) -> None:
     shutil.copytree(pristine / "_delta_log", work / "_delta_log")
 
 
-def bench_table(py: str, commits: int, adds: int, remove_every: int, runs: int, warmup: int,
-                batch_files: int | None) -> tuple[Measurement, dict]:
+def bench_table(
+    py: str,
+    commits: int,
+    adds: int,
+    remove_every: int,
+    runs: int,
+    warmup: int,
+    batch_files: int | None,
+) -> tuple[Measurement, dict]:
     # the bench_load.py naming, so both benchmarks share their tables
     path = DATA / f"load-{commits}x{adds}"
     if remove_every != 5:
         path = path.with_name(path.name + f"-r{remove_every}")
-    spec = ensure_synthetic_table(path, commits=commits, adds_per_commit=adds, remove_every=remove_every, seed=0)
+    spec = ensure_synthetic_table(
+        path, commits=commits, adds_per_commit=adds, remove_every=remove_every, seed=0
+    )
     n_live = spec["num_live"]
-    print(f"table {path}: version {spec['version']}, {n_live} live files, {spec['num_tombstones']} tombstones, "
-          f"{commits} JSON commits", flush=True)
+    print(
+        f"table {path}: version {spec['version']}, {n_live} live files, {spec['num_tombstones']} tombstones, "
+        f"{commits} JSON commits",
+        flush=True,
+    )
     work = DATA / "row-tracking-work"
     cmd = [py, "-m", "delta_ops.cli", "enable-row-tracking", str(work), "--json"]
     if batch_files is not None:
@@ -86,27 +98,39 @@ def bench_table(py: str, commits: int, adds: int, remove_every: int, runs: int, 
         except ValueError:
             m.error = f"output is not JSON: {r.first_line[:200]}"
             break
-        ok = out.get("files_backfilled") == n_live and out.get("property_commit_version") is not None
+        ok = (
+            out.get("files_backfilled") == n_live and out.get("property_commit_version") is not None
+        )
         commits_ = out.get("backfill_commits", [])
-        print(f"  {'run' if i >= max(1, warmup) else 'warm-up'}: {r.wall_s:7.3f} s  {r.max_rss_mb:7.1f} MB  "
-              f"backfilled {out.get('files_backfilled')} files in {len(commits_)} commits", flush=True)
+        print(
+            f"  {'run' if i >= max(1, warmup) else 'warm-up'}: {r.wall_s:7.3f} s  {r.max_rss_mb:7.1f} MB  "
+            f"backfilled {out.get('files_backfilled')} files in {len(commits_)} commits",
+            flush=True,
+        )
         if not ok:
             m.error = f"wrong result: backfilled {out.get('files_backfilled')} of {n_live} files: {r.first_line[:200]}"
             break
         info["result"] = out
-        m.output = (f"{out['files_backfilled']} files, {len(commits_)} backfill commits, "
-                    f"v{out['protocol_upgrade_version']}..v{out['property_commit_version']}")
+        m.output = (
+            f"{out['files_backfilled']} files, {len(commits_)} backfill commits, "
+            f"v{out['protocol_upgrade_version']}..v{out['property_commit_version']}"
+        )
         if i >= max(1, warmup):
             m.runs.append(r)
     if m.ok:
-        check = subprocess.run([py, "-c", CHECK, str(work)], capture_output=True, text=True, check=False)
+        check = subprocess.run(
+            [py, "-c", CHECK, str(work)], capture_output=True, text=True, check=False
+        )
         try:
             seen = json.loads(check.stdout)
         except ValueError:
             seen = {"error": (check.stderr.strip().splitlines() or ["no output"])[-1]}
         info["delta_rs_check"] = seen
-        good = (seen.get("num_files") == n_live and "rowTracking" in seen.get("writer_features", [])
-                and seen.get("enableRowTracking") == "true")
+        good = (
+            seen.get("num_files") == n_live
+            and "rowTracking" in seen.get("writer_features", [])
+            and seen.get("enableRowTracking") == "true"
+        )
         print(f"  delta-rs reads the result: {seen} => {'OK' if good else 'WRONG'}")
         if not good:
             m.error = f"delta-rs check failed: {seen}"
@@ -124,9 +148,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--commits", type=int, default=2000)
     p.add_argument("--adds", type=int, default=50)
-    p.add_argument("--remove-every", type=int, nargs="+", default=[0, 5],
-                   help="one table per value; the first is the headline (default: 0 5)")
-    p.add_argument("--batch-files", type=int, default=None, help="passed to the command (default: its own, 22000)")
+    p.add_argument(
+        "--remove-every",
+        type=int,
+        nargs="+",
+        default=[0, 5],
+        help="one table per value; the first is the headline (default: 0 5)",
+    )
+    p.add_argument(
+        "--batch-files",
+        type=int,
+        default=None,
+        help="passed to the command (default: its own, 22000)",
+    )
     a = p.parse_args(argv)
     py = sys.executable
 
@@ -141,11 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     for m, info in zip(ms, results):
         if m.ok:
             r = info["result"]
-            print(f"{m.label}: {info['files_per_s']:,.0f} files/s, peak {m.max_rss_mb:.0f} MB, "
-                  f"{len(r['backfill_commits'])} backfill commits {r['backfill_commits']} "
-                  f"(+ protocol v{r['protocol_upgrade_version']}, property v{r['property_commit_version']})")
+            print(
+                f"{m.label}: {info['files_per_s']:,.0f} files/s, peak {m.max_rss_mb:.0f} MB, "
+                f"{len(r['backfill_commits'])} backfill commits {r['backfill_commits']} "
+                f"(+ protocol v{r['protocol_upgrade_version']}, property v{r['property_commit_version']})"
+            )
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "bench_row_tracking.json").write_text(json.dumps({"tables": results}, indent=2) + "\n")
+    (RESULTS / "bench_row_tracking.json").write_text(
+        json.dumps({"tables": results}, indent=2) + "\n"
+    )
     return 0 if all(m.ok for m in ms) else 3
 
 

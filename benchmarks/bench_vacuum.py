@@ -100,7 +100,14 @@ class Side:
         self.new_log_files: list[str] = []
         self.removed_log_files: list[str] = []
 
-    def run(self, pristine: Path, pristine_log: set[str], expected_deleted: int, expected_left: int, timed: bool) -> None:
+    def run(
+        self,
+        pristine: Path,
+        pristine_log: set[str],
+        expected_deleted: int,
+        expected_left: int,
+        timed: bool,
+    ) -> None:
         if self.m.error is not None:
             return
         restore(pristine, self.work)
@@ -113,9 +120,14 @@ class Side:
         log_now = log_entries(self.work)
         new_log, removed_log = sorted(log_now - pristine_log), sorted(pristine_log - log_now)
         line = f"deleted {deleted} (expected {expected_deleted}); log +{len(new_log)} -{len(removed_log)}"
-        print(f"  {self.m.label:<9} {'run' if timed else 'warm-up'}: {result.wall_s:7.3f} s  {line}", flush=True)
+        print(
+            f"  {self.m.label:<9} {'run' if timed else 'warm-up'}: {result.wall_s:7.3f} s  {line}",
+            flush=True,
+        )
         if deleted != expected_deleted or left != expected_left:
-            self.m.error = f"wrong result: {left} data files left, expected {expected_left} ({line})"
+            self.m.error = (
+                f"wrong result: {left} data files left, expected {expected_left} ({line})"
+            )
             return
         self.m.output = line
         self.new_log_files, self.removed_log_files = new_log, removed_log
@@ -142,25 +154,52 @@ def main(argv: list[str] | None = None) -> int:
     pristine = DATA / name
     print(f"preparing {pristine} (generated once, then reused) ...", flush=True)
     spec = ensure_synthetic_table(
-        pristine, commits=a.commits, adds_per_commit=a.adds, remove_every=a.remove_every, seed=0,
-        with_data_files=True, orphans=a.orphans, age_days=a.age_days,
+        pristine,
+        commits=a.commits,
+        adds_per_commit=a.adds,
+        remove_every=a.remove_every,
+        seed=0,
+        with_data_files=True,
+        orphans=a.orphans,
+        age_days=a.age_days,
     )
     n_live, n_tomb, n_orph = spec["num_live"], spec["num_tombstones"], spec["num_orphans"]
     n_total = len(data_files(pristine))
     if n_total != n_live + n_tomb + n_orph:
-        print(f"error: pristine {pristine} holds {n_total} data files, spec says "
-              f"{n_live + n_tomb + n_orph}; delete it to regenerate", file=sys.stderr)
+        print(
+            f"error: pristine {pristine} holds {n_total} data files, spec says "
+            f"{n_live + n_tomb + n_orph}; delete it to regenerate",
+            file=sys.stderr,
+        )
         return 2
     expected_deleted = n_tomb + n_orph
-    print(f"table {pristine}: version {spec['version']}, {n_total} data files on disk = {n_live} live + "
-          f"{n_tomb} tombstoned + {n_orph} orphans, all {a.age_days:g} days old; retention {RETENTION_DAYS} days")
+    print(
+        f"table {pristine}: version {spec['version']}, {n_total} data files on disk = {n_live} live + "
+        f"{n_tomb} tombstoned + {n_orph} orphans, all {a.age_days:g} days old; retention {RETENTION_DAYS} days"
+    )
     pristine_log = log_entries(pristine)
 
     py = sys.executable
     work_ours, work_theirs = DATA / "vacuum-work-ours", DATA / "vacuum-work-theirs"
-    ours = Side("delta-ops", [py, "-m", "delta_ops.cli", "vacuum", str(work_ours), "--retention",
-                              f"{RETENTION_DAYS} days", "--mode", "full", "--json"], work_ours)
-    theirs = Side("delta-rs", [py, "-c", THEIRS, str(work_theirs), str(RETENTION_DAYS * 24)], work_theirs)
+    ours = Side(
+        "delta-ops",
+        [
+            py,
+            "-m",
+            "delta_ops.cli",
+            "vacuum",
+            str(work_ours),
+            "--retention",
+            f"{RETENTION_DAYS} days",
+            "--mode",
+            "full",
+            "--json",
+        ],
+        work_ours,
+    )
+    theirs = Side(
+        "delta-rs", [py, "-c", THEIRS, str(work_theirs), str(RETENTION_DAYS * 24)], work_theirs
+    )
 
     args = (pristine, pristine_log, expected_deleted, n_live)
     for _ in range(max(1, a.warmup)):
@@ -172,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     for side in (ours, theirs):
         if side.work.exists():
             shutil.rmtree(side.work)
-    if len(data_files(pristine)) != n_total:  # a hard link must never take the pristine file with it
+    if (
+        len(data_files(pristine)) != n_total
+    ):  # a hard link must never take the pristine file with it
         print("error: the pristine table lost files", file=sys.stderr)
         return 2
 
@@ -181,20 +222,31 @@ def main(argv: list[str] | None = None) -> int:
     print(format_result(comparison, a.target_wall, None))
     for side in (ours, theirs):
         if side.m.ok:
-            print(f"{side.m.label}: log files added per run: {', '.join(side.new_log_files) or 'none'}; "
-                  f"removed: {len(side.removed_log_files)}")
+            print(
+                f"{side.m.label}: log files added per run: {', '.join(side.new_log_files) or 'none'}; "
+                f"removed: {len(side.removed_log_files)}"
+            )
     verdict = evaluate(comparison, a.target_wall, None)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "bench_vacuum.json").write_text(json.dumps({
-        "table": {**spec, "path": str(pristine), "data_files": n_total},
-        "expected_deleted": expected_deleted,
-        "deleted": {"ours": ours.deleted, "theirs": theirs.deleted},
-        "new_log_files": {"ours": ours.new_log_files, "theirs": theirs.new_log_files},
-        "removed_log_files": {"ours": ours.removed_log_files, "theirs": theirs.removed_log_files},
-        "comparison": comparison.to_dict(),
-        "target_wall_ratio": a.target_wall,
-        "verdict": verdict.label,
-    }, indent=2) + "\n")
+    (RESULTS / "bench_vacuum.json").write_text(
+        json.dumps(
+            {
+                "table": {**spec, "path": str(pristine), "data_files": n_total},
+                "expected_deleted": expected_deleted,
+                "deleted": {"ours": ours.deleted, "theirs": theirs.deleted},
+                "new_log_files": {"ours": ours.new_log_files, "theirs": theirs.new_log_files},
+                "removed_log_files": {
+                    "ours": ours.removed_log_files,
+                    "theirs": theirs.removed_log_files,
+                },
+                "comparison": comparison.to_dict(),
+                "target_wall_ratio": a.target_wall,
+                "verdict": verdict.label,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     if not ours.m.ok:
         return 3
     return 0 if verdict.passed else 1

@@ -15,9 +15,7 @@ Importing this package stays light: Dagster and PySpark are only imported by the
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from delta_ops.errors import (  # noqa: E402
+from delta_ops.errors import (
     ConcurrentModification,
     CorruptLog,
     DeltaOpsError,
@@ -29,8 +27,9 @@ from delta_ops.errors import (  # noqa: E402
     VersionGap,
     VersionNotFound,
 )
-from delta_ops.snapshot import Snapshot, load_snapshot  # noqa: E402
-from delta_ops.storage import Storage  # noqa: E402
+from delta_ops.storage import Storage
+from delta_ops.table.snapshot import Snapshot, load_snapshot
+from delta_ops.version import __version__
 
 __all__ = [
     "ConcurrentModification",

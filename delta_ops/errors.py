@@ -11,7 +11,24 @@ from collections.abc import Iterable
 
 
 class DeltaOpsError(Exception):
-    """Base class of every error raised by delta-ops."""
+    """Base class of every error raised by delta-ops.
+
+    ``retryable`` says whether running the same operation again may succeed without anyone
+    changing anything (a transient storage failure, a lost commit race): orchestrators retry
+    those and fail fast on the rest (bad input, a protocol the table cannot be maintained with).
+    """
+
+    retryable: bool = False
+
+
+class MissingExtra(DeltaOpsError, ImportError):
+    """An optional dependency group is not installed (``pip install 'delta-ops[s3]'``)."""
+
+    def __init__(self, extra: str, needed_for: str):
+        self.extra = extra
+        super().__init__(
+            f"{needed_for}: the '{extra}' extra is not installed: pip install 'delta-ops[{extra}]'"
+        )
 
 
 class NotADeltaTable(DeltaOpsError):
@@ -80,7 +97,14 @@ class RetentionTooShort(DeltaOpsError):
 
 
 class ConcurrentModification(DeltaOpsError):
-    """A concurrent commit conflicts with this transaction and retrying cannot resolve it."""
+    """A concurrent commit conflicts with this transaction; running the operation again (from a
+    fresh snapshot) re-plans against the winner's state."""
+
+    retryable = True
+
+
+class InvalidLocation(DeltaOpsError):
+    """A table location that cannot be opened: empty, an unknown scheme, a store not installed."""
 
 
 class UnsafePath(DeltaOpsError):

@@ -15,10 +15,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import dagster as dg  # noqa: E402
+import dagster as dg
 
-from definitions import EVENTS_TABLE, defs  # noqa: E402
-from delta_ops.cli import main as cli  # noqa: E402
+from definitions import EVENTS_TABLE, defs
+from delta_ops.cli import main as cli
 
 RUNS = 3
 
@@ -27,11 +27,19 @@ def describe(result: dg.ExecuteInProcessResult) -> list[str]:
     lines = []
     for event in result.get_asset_materialization_events():
         meta = event.step_materialization_data.materialization.metadata
-        shown = {k: getattr(v, "value", v) for k, v in meta.items() if k in ("version", "rows", "num_deleted", "written", "kind", "bytes")}
+        shown = {
+            k: getattr(v, "value", v)
+            for k, v in meta.items()
+            if k in ("version", "rows", "num_deleted", "written", "kind", "bytes")
+        }
         lines.append(f"  materialized {event.asset_key.to_user_string()}: {shown}")
     for event in result.get_asset_observation_events():
         meta = event.asset_observation_data.asset_observation.metadata
-        shown = {k: getattr(v, "value", getattr(v, "text", v)) for k, v in meta.items() if k in ("action", "skipped", "version", "num_deleted", "written", "bytes")}
+        shown = {
+            k: getattr(v, "value", getattr(v, "text", v))
+            for k, v in meta.items()
+            if k in ("action", "skipped", "version", "num_deleted", "written", "bytes")
+        }
         lines.append(f"  observed {event.asset_key.to_user_string()}: {shown}")
     return lines
 
@@ -39,7 +47,9 @@ def describe(result: dg.ExecuteInProcessResult) -> list[str]:
 def main() -> int:
     pipeline = defs.resolve_job_def("events_pipeline_job")
     for i in range(RUNS):
-        result = pipeline.execute_in_process(run_config={"ops": {"events": {"config": {"rows": 300}}}})
+        result = pipeline.execute_in_process(
+            run_config={"ops": {"events": {"config": {"rows": 300}}}}
+        )
         print(f"pipeline run {i + 1}/{RUNS}: {'ok' if result.success else 'FAILED'}")
         print("\n".join(describe(result)))
         if not result.success:

@@ -61,7 +61,9 @@ class FaultPlan:
         """Count one write; True when it is the one that must crash."""
         with self._lock:
             self.writes.append((op, path))
-            hit = not self.crashed and self.crash_on is not None and len(self.writes) == self.crash_on
+            hit = (
+                not self.crashed and self.crash_on is not None and len(self.writes) == self.crash_on
+            )
             if hit:
                 self.crashed = True
             return hit
@@ -138,35 +140,71 @@ class FaultyFileSystem(LocalFileSystem):
         return result
 
     # ------------------------------------------------------------------ write operations
-    def _open(self, path, mode="rb", block_size=None, autocommit=True, cache_options=None, **kwargs):
+    def _open(
+        self, path, mode="rb", block_size=None, autocommit=True, cache_options=None, **kwargs
+    ):
         opener = super()._open
         if not (_WRITE_MODE_CHARS & set(mode)) or not self._outermost():
-            return opener(path, mode=mode, block_size=block_size, autocommit=autocommit, cache_options=cache_options, **kwargs)
+            return opener(
+                path,
+                mode=mode,
+                block_size=block_size,
+                autocommit=autocommit,
+                cache_options=cache_options,
+                **kwargs,
+            )
         hit = self.faults.record(f"open:{mode}", str(path))
         if hit and self.faults.when == "before":
             raise self.faults.crash(f"open:{mode}", str(path))
-        f = opener(path, mode=mode, block_size=block_size, autocommit=autocommit, cache_options=cache_options, **kwargs)
+        f = opener(
+            path,
+            mode=mode,
+            block_size=block_size,
+            autocommit=autocommit,
+            cache_options=cache_options,
+            **kwargs,
+        )
         if hit:  # "after": the write completes when the file is closed, then the crash
             return _CrashAfterClose(f, self.faults.crash(f"open:{mode}", str(path)))
         return f
 
     def pipe_file(self, path, value, mode="overwrite", **kwargs):
-        return self._write("pipe_file", path, lambda: super(FaultyFileSystem, self).pipe_file(path, value, mode=mode, **kwargs))
+        return self._write(
+            "pipe_file",
+            path,
+            lambda: super(FaultyFileSystem, self).pipe_file(path, value, mode=mode, **kwargs),
+        )
 
     def mv(self, path1, path2, recursive: bool = True, **kwargs):
-        return self._write("mv", f"{path1} -> {path2}", lambda: super(FaultyFileSystem, self).mv(path1, path2, recursive=recursive, **kwargs))
+        return self._write(
+            "mv",
+            f"{path1} -> {path2}",
+            lambda: super(FaultyFileSystem, self).mv(path1, path2, recursive=recursive, **kwargs),
+        )
 
     def cp_file(self, path1, path2, **kwargs):
-        return self._write("cp_file", f"{path1} -> {path2}", lambda: super(FaultyFileSystem, self).cp_file(path1, path2, **kwargs))
+        return self._write(
+            "cp_file",
+            f"{path1} -> {path2}",
+            lambda: super(FaultyFileSystem, self).cp_file(path1, path2, **kwargs),
+        )
 
     def rm_file(self, path):
         return self._write("rm_file", path, lambda: super(FaultyFileSystem, self).rm_file(path))
 
     def rm(self, path, recursive=False, maxdepth=None):
-        return self._write("rm", str(path), lambda: super(FaultyFileSystem, self).rm(path, recursive=recursive, maxdepth=maxdepth))
+        return self._write(
+            "rm",
+            str(path),
+            lambda: super(FaultyFileSystem, self).rm(path, recursive=recursive, maxdepth=maxdepth),
+        )
 
     def touch(self, path, truncate=True, **kwargs):
-        return self._write("touch", path, lambda: super(FaultyFileSystem, self).touch(path, truncate=truncate, **kwargs))
+        return self._write(
+            "touch",
+            path,
+            lambda: super(FaultyFileSystem, self).touch(path, truncate=truncate, **kwargs),
+        )
 
 
 def register() -> None:
@@ -186,4 +224,12 @@ def faulty_options(faults: FaultPlan) -> dict[str, Any]:
 
 register()
 
-__all__ = ["PROTOCOL", "FaultPlan", "FaultyFileSystem", "InjectedCrash", "faulty_options", "faulty_url", "register"]
+__all__ = [
+    "PROTOCOL",
+    "FaultPlan",
+    "FaultyFileSystem",
+    "InjectedCrash",
+    "faulty_options",
+    "faulty_url",
+    "register",
+]

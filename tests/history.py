@@ -36,7 +36,7 @@ def naive_state(commits: list[list[dict[str, Any]]], upto: int) -> NaiveState:
     state = NaiveState()
     for actions in commits[: upto + 1]:
         for action in actions:
-            (kind, body), = action.items()
+            ((kind, body),) = action.items()
             if kind in ("add", "remove"):
                 key = (body["path"], dv_id(body.get("deletionVector")))
                 state.files.pop(key, None)
@@ -60,7 +60,12 @@ def naive_state(commits: list[list[dict[str, Any]]], upto: int) -> NaiveState:
 def histories(draw, max_commits: int = 12, with_dvs: bool = True) -> list[list[dict[str, Any]]]:
     """Commits: version 0 creates the table; later ones mix appends, deletes, re-adds, DV
     updates, txns, domains and metadata / protocol changes."""
-    dv_protocol = lb.protocol(3, 7, reader_features=["deletionVectors"], writer_features=["deletionVectors", "domainMetadata"])
+    dv_protocol = lb.protocol(
+        3,
+        7,
+        reader_features=["deletionVectors"],
+        writer_features=["deletionVectors", "domainMetadata"],
+    )
     commits = [[lb.commit_info(), dv_protocol if with_dvs else lb.protocol(1, 2), lb.metadata()]]
     live: dict[str, dict | None] = {}  # path -> current dv
     removed: list[str] = []
@@ -70,18 +75,28 @@ def histories(draw, max_commits: int = 12, with_dvs: bool = True) -> list[list[d
         actions: list[dict[str, Any]] = [lb.commit_info(timestamp=1_700_000_000_000 + version)]
         touched: set[str] = set()
         for _ in range(draw(st.integers(0, 5))):
-            op = draw(st.sampled_from(["add", "add", "remove", "readd", "dv", "txn", "domain", "undomain", "meta"]))
+            op = draw(
+                st.sampled_from(
+                    ["add", "add", "remove", "readd", "dv", "txn", "domain", "undomain", "meta"]
+                )
+            )
             if op == "add":
                 counter += 1
                 path = f"part={counter % 3}/file-{counter:04d}%20x.parquet"
-                actions.append(lb.add(path, num_records=draw(st.integers(0, 50)), part=str(counter % 3)))
+                actions.append(
+                    lb.add(path, num_records=draw(st.integers(0, 50)), part=str(counter % 3))
+                )
                 live[path] = None
                 touched.add(path)
             elif op == "remove" and live:
                 path = draw(st.sampled_from(sorted(set(live) - touched) or [None]))
                 if path is None:
                     continue
-                actions.append(lb.remove(path, dv=live.pop(path), deletion_timestamp=1_700_000_000_000 + version))
+                actions.append(
+                    lb.remove(
+                        path, dv=live.pop(path), deletion_timestamp=1_700_000_000_000 + version
+                    )
+                )
                 removed.append(path)
                 touched.add(path)
             elif op == "readd" and removed:
@@ -104,19 +119,51 @@ def histories(draw, max_commits: int = 12, with_dvs: bool = True) -> list[list[d
                 live[path] = new
                 touched.add(path)
             elif op == "txn":
-                actions.append({"txn": {"appId": draw(st.sampled_from(["app-a", "app-b"])), "version": version, "lastUpdated": 1_700_000_000_000}})
+                actions.append(
+                    {
+                        "txn": {
+                            "appId": draw(st.sampled_from(["app-a", "app-b"])),
+                            "version": version,
+                            "lastUpdated": 1_700_000_000_000,
+                        }
+                    }
+                )
             elif op == "domain":
-                actions.append({"domainMetadata": {"domain": draw(st.sampled_from(["d1", "d2"])), "configuration": json.dumps({"v": version}), "removed": False}})
+                actions.append(
+                    {
+                        "domainMetadata": {
+                            "domain": draw(st.sampled_from(["d1", "d2"])),
+                            "configuration": json.dumps({"v": version}),
+                            "removed": False,
+                        }
+                    }
+                )
             elif op == "undomain":
-                actions.append({"domainMetadata": {"domain": draw(st.sampled_from(["d1", "d2"])), "configuration": "", "removed": True}})
+                actions.append(
+                    {
+                        "domainMetadata": {
+                            "domain": draw(st.sampled_from(["d1", "d2"])),
+                            "configuration": "",
+                            "removed": True,
+                        }
+                    }
+                )
             elif op == "meta":
-                actions.append(lb.metadata(configuration={"delta.checkpointInterval": str(draw(st.integers(1, 20)))}))
+                actions.append(
+                    lb.metadata(
+                        configuration={"delta.checkpointInterval": str(draw(st.integers(1, 20)))}
+                    )
+                )
         # one action per kind of singleton per commit, as the protocol requires
         seen_kinds: set[str] = set()
         deduped = []
         for a in reversed(actions):
-            (kind, body), = a.items()
-            key = kind if kind in ("metaData", "protocol", "commitInfo") else (kind, body.get("appId") or body.get("domain") or id(a))
+            ((kind, body),) = a.items()
+            key = (
+                kind
+                if kind in ("metaData", "protocol", "commitInfo")
+                else (kind, body.get("appId") or body.get("domain") or id(a))
+            )
             if key in seen_kinds:
                 continue
             seen_kinds.add(key)

@@ -32,7 +32,11 @@ def protocol(reader: int = 1, writer: int = 2, **features: list[str]) -> dict[st
     return {"protocol": p}
 
 
-def metadata(configuration: dict[str, str] | None = None, partition_columns: list[str] | None = None, table_id: str = "test-table") -> dict[str, Any]:
+def metadata(
+    configuration: dict[str, str] | None = None,
+    partition_columns: list[str] | None = None,
+    table_id: str = "test-table",
+) -> dict[str, Any]:
     return {
         "metaData": {
             "id": table_id,
@@ -45,7 +49,15 @@ def metadata(configuration: dict[str, str] | None = None, partition_columns: lis
     }
 
 
-def add(path: str, *, size: int = 100, num_records: int | None = 10, dv: dict | None = None, part: str | None = None, mtime: int = 1_700_000_000_000) -> dict[str, Any]:
+def add(
+    path: str,
+    *,
+    size: int = 100,
+    num_records: int | None = 10,
+    dv: dict | None = None,
+    part: str | None = None,
+    mtime: int = 1_700_000_000_000,
+) -> dict[str, Any]:
     a: dict[str, Any] = {
         "path": path,
         "partitionValues": {"part": part} if part is not None else {},
@@ -60,15 +72,32 @@ def add(path: str, *, size: int = 100, num_records: int | None = 10, dv: dict | 
     return {"add": a}
 
 
-def remove(path: str, *, deletion_timestamp: int = 1_700_000_000_000, dv: dict | None = None, size: int = 100) -> dict[str, Any]:
-    r: dict[str, Any] = {"path": path, "deletionTimestamp": deletion_timestamp, "dataChange": True, "size": size}
+def remove(
+    path: str,
+    *,
+    deletion_timestamp: int = 1_700_000_000_000,
+    dv: dict | None = None,
+    size: int = 100,
+) -> dict[str, Any]:
+    r: dict[str, Any] = {
+        "path": path,
+        "deletionTimestamp": deletion_timestamp,
+        "dataChange": True,
+        "size": size,
+    }
     if dv is not None:
         r["deletionVector"] = dv
     return {"remove": r}
 
 
 def commit_info(timestamp: int = 1_700_000_000_000, operation: str = "WRITE") -> dict[str, Any]:
-    return {"commitInfo": {"timestamp": timestamp, "operation": operation, "operationParameters": {"mode": "Append"}}}
+    return {
+        "commitInfo": {
+            "timestamp": timestamp,
+            "operation": operation,
+            "operationParameters": {"mode": "Append"},
+        }
+    }
 
 
 def write_commit(table: Path, version: int, actions: list[dict[str, Any]]) -> Path:
@@ -81,4 +110,9 @@ def write_commit(table: Path, version: int, actions: list[dict[str, Any]]) -> Pa
 
 def inline_dv(rows_tag: int, cardinality: int = 1) -> dict[str, Any]:
     """A syntactically distinct inline DV descriptor (keys only matter for reconciliation)."""
-    return {"storageType": "i", "pathOrInlineDv": f"wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi{rows_tag:03d}", "sizeInBytes": 36, "cardinality": cardinality}
+    return {
+        "storageType": "i",
+        "pathOrInlineDv": f"wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi{rows_tag:03d}",
+        "sizeInBytes": 36,
+        "cardinality": cardinality,
+    }

@@ -82,7 +82,12 @@ def duckdb_connection():
     import duckdb
     import duckdb_extension_delta
 
-    ext = Path(duckdb_extension_delta.__file__).parent / "extensions" / f"v{duckdb.__version__}" / "delta.duckdb_extension"
+    ext = (
+        Path(duckdb_extension_delta.__file__).parent
+        / "extensions"
+        / f"v{duckdb.__version__}"
+        / "delta.duckdb_extension"
+    )
     con = duckdb.connect()
     con.load_extension(str(ext))
     return con

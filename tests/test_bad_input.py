@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from delta_ops.errors import CorruptLog, NotADeltaTable, VersionNotFound
-from delta_ops.snapshot import load_snapshot
+from delta_ops.table.snapshot import load_snapshot
 from tests import log_builder as lb
 from tests.support import TABLES, copy_fixture
 
@@ -33,8 +33,10 @@ def test_malformed_json_line_names_file_and_line(tmp_path):
 
 def test_non_object_line_is_reported(tmp_path):
     _simple(tmp_path)
-    (tmp_path / "_delta_log" / "00000000000000000002.json").write_text('[1, 2]\n')
-    with pytest.raises(CorruptLog, match=r"00000000000000000002\.json:1: an action line must be a JSON object"):
+    (tmp_path / "_delta_log" / "00000000000000000002.json").write_text("[1, 2]\n")
+    with pytest.raises(
+        CorruptLog, match=r"00000000000000000002\.json:1: an action line must be a JSON object"
+    ):
         load_snapshot(tmp_path)
 
 
@@ -93,7 +95,9 @@ def test_zero_byte_checkpoint_is_ignored(tmp_path):
 def test_incomplete_multi_part_checkpoint_is_ignored(tmp_path):
     table = copy_fixture("delta-spark/multi-part-checkpoint", tmp_path)
     expected = sorted(load_snapshot(table).files.column("path").to_pylist())
-    (table / "_delta_log" / "00000000000000000001.checkpoint.0000000002.0000000002.parquet").unlink()
+    (
+        table / "_delta_log" / "00000000000000000001.checkpoint.0000000002.0000000002.parquet"
+    ).unlink()
     snapshot = load_snapshot(table)
     assert snapshot.segment.checkpoint is None
     assert sorted(snapshot.files.column("path").to_pylist()) == expected
@@ -147,7 +151,16 @@ def test_missing_sidecar_is_a_clear_error(tmp_path):
 
 
 def test_unknown_reader_feature_fails_naming_it(tmp_path):
-    lb.write_commit(tmp_path, 0, [lb.protocol(3, 7, reader_features=["futureFeatureX"], writer_features=["futureFeatureX"]), lb.metadata()])
+    lb.write_commit(
+        tmp_path,
+        0,
+        [
+            lb.protocol(
+                3, 7, reader_features=["futureFeatureX"], writer_features=["futureFeatureX"]
+            ),
+            lb.metadata(),
+        ],
+    )
     from delta_ops.errors import UnsupportedFeature
 
     with pytest.raises(UnsupportedFeature, match="futureFeatureX"):
@@ -162,13 +175,19 @@ def test_missing_protocol_is_corrupt(tmp_path):
 
 def test_fixture_dirs_are_untouched():
     """Tests copy fixtures before writing: the originals keep their checkpoint files."""
-    assert (TABLES / "delta-rs/simple_table_with_checkpoint/_delta_log/00000000000000000010.checkpoint.parquet").stat().st_size > 1000
+    assert (
+        TABLES
+        / "delta-rs/simple_table_with_checkpoint/_delta_log/00000000000000000010.checkpoint.parquet"
+    ).stat().st_size > 1000
     assert shutil.disk_usage(TABLES).total > 0
 
 
 def test_date_like_strings_in_maps_stay_exact_strings(tmp_path):
     """pyarrow's JSON inference would turn these into timestamps; they must stay as written."""
-    meta = lb.metadata(configuration={"custom.since": "2023-01-01", "delta.checkpointInterval": "5"}, partition_columns=["part"])
+    meta = lb.metadata(
+        configuration={"custom.since": "2023-01-01", "delta.checkpointInterval": "5"},
+        partition_columns=["part"],
+    )
     lb.write_commit(tmp_path, 0, [lb.commit_info(), lb.protocol(), meta])
     a = lb.add("part=2023-12-29/a.parquet", part="2023-12-29")
     a["add"]["tags"] = {"INSERTION_TIME": "2024-01-01T00:00:00.000000Z", "n": "1"}
@@ -176,7 +195,10 @@ def test_date_like_strings_in_maps_stay_exact_strings(tmp_path):
     snapshot = load_snapshot(tmp_path)
     rows = {r["path"]: r for r in snapshot.files.to_pylist()}
     assert dict(rows["part=2023-12-29/a.parquet"]["partitionValues"]) == {"part": "2023-12-29"}
-    assert dict(rows["part=2023-12-29/a.parquet"]["tags"]) == {"INSERTION_TIME": "2024-01-01T00:00:00.000000Z", "n": "1"}
+    assert dict(rows["part=2023-12-29/a.parquet"]["tags"]) == {
+        "INSERTION_TIME": "2024-01-01T00:00:00.000000Z",
+        "n": "1",
+    }
     assert dict(rows["part=x/b.parquet"]["partitionValues"]) == {"part": "x"}
     assert snapshot.metadata.configuration["custom.since"] == "2023-01-01"
 

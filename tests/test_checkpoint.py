@@ -23,11 +23,11 @@ import pytest
 
 from delta_ops import cli
 from delta_ops.errors import DeltaOpsError, UnsupportedFeature
-from delta_ops.last_checkpoint import parse_last_checkpoint
-from delta_ops.log_files import LogFileKind, parse_log_file_name
+from delta_ops.log.file_names import LogFileKind, parse_log_file_name
+from delta_ops.log.last_checkpoint import parse_last_checkpoint
 from delta_ops.ops.checkpoint import checkpoint, execute_checkpoint, plan_checkpoint
-from delta_ops.snapshot import Snapshot, load_snapshot
 from delta_ops.storage import Storage
+from delta_ops.table.snapshot import Snapshot, load_snapshot
 from tests import log_builder as lb
 from tests.support import (
     TABLES,
@@ -609,7 +609,7 @@ def test_file_actions_and_parsed_columns(tmp_path):
         assert a["partitionValues_parsed"] == {"part": int(dict(a["partitionValues"])["part"])}
 
     # and the same as the library's own parser of the stats JSON
-    from delta_ops.schema import parse_stats
+    from delta_ops.protocol.schema import parse_stats
 
     add_col = written.column("add").combine_chunks()
     rows = add_col.filter(add_col.is_valid())
@@ -848,7 +848,7 @@ def test_multi_part_with_more_parts_than_files(tmp_path):
 
 # ======================================================================= 8. _last_checkpoint
 def _reference_checksum(obj: dict) -> str:
-    """PROTOCOL_NOTES 2.6, written independently of delta_ops.last_checkpoint."""
+    """PROTOCOL_NOTES 2.6, written independently of delta_ops.log.last_checkpoint."""
     safe = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
 
     def q(s: str) -> str:
@@ -1074,7 +1074,7 @@ def test_crash_in_second_part_of_multi_part(tmp_path, monkeypatch):
 
 def test_crash_at_the_final_link_leaves_no_file_under_a_final_name(tmp_path, monkeypatch):
     """The temp file is complete, but publishing it fails: no partial name, no temp left."""
-    import delta_ops.storage as storage_mod
+    import delta_ops.storage.table_storage as storage_mod
 
     table = copy_fixture("delta-rs/simple_table", tmp_path)
     listing = log_listing(table)
@@ -1482,3 +1482,31 @@ def test_zero_byte_file_at_checkpoint_name(tmp_path, capsys):
     else:
         assert code == 1 and err.count("\n") == 1 and err.startswith("delta-ops: error:")
     assert load_snapshot(table).version == 4 and deltalake_files(table)[0] == 4
+
+
+def test_stats_columns_property_shapes_stats_parsed(tmp_path):
+    # delta.dataSkippingStatsColumns names the columns with stats; the checkpoint's stats_parsed
+    # carries exactly those (this property used to crash the checkpoint).
+    table = tmp_path / "t"
+    stats = {
+        "numRecords": 2,
+        "minValues": {"id": 1},
+        "maxValues": {"id": 5},
+        "nullCount": {"id": 0},
+    }
+    add = lb.add("a.parquet")
+    add["add"]["stats"] = json.dumps(stats)
+    lb.write_commit(
+        table,
+        0,
+        [
+            lb.protocol(),
+            lb.metadata({"delta.dataSkippingStatsColumns": "id"}),
+            add,
+        ],
+    )
+    snap = load_snapshot(table)
+    result = execute_checkpoint(plan_checkpoint(snap, newest_deletion_timestamp(snap)))
+    written = pq.read_table(log_dir(table) / result.written[0])
+    parsed = [a["stats_parsed"] for a in _non_null(written, "add")]
+    assert parsed == [stats]

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from delta_ops.ops.checkpoint import execute_checkpoint, plan_checkpoint
-from delta_ops.snapshot import load_snapshot
+from delta_ops.table.snapshot import load_snapshot
 from tests import log_builder as lb
 from tests.history import dv_id, histories, naive_state
 from tests.support import deltalake_files

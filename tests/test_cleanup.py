@@ -22,13 +22,13 @@ import pytest
 
 from delta_ops import cli
 from delta_ops.errors import DeltaOpsError
-from delta_ops.last_checkpoint import parse_last_checkpoint
-from delta_ops.log_files import parse_log_file_name
+from delta_ops.log.file_names import parse_log_file_name
+from delta_ops.log.last_checkpoint import parse_last_checkpoint
 from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.ops.cleanup import CleanupPlan, execute_cleanup, plan_cleanup
 from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
-from delta_ops.snapshot import load_snapshot
-from delta_ops.writer import write_arrow
+from delta_ops.table.snapshot import load_snapshot
+from delta_ops.table.writer import write_arrow
 from tests.support import (
     copy_fixture,
     deltalake_files,
@@ -111,7 +111,10 @@ def listing(table: Path) -> dict[str, tuple[int, int]]:
 def state(table: Path, version: int | None = None) -> list[tuple[str, str | None]]:
     snap = load_snapshot(table, version)
     dvs = snap.files.column("deletionVector").to_pylist()
-    return sorted((p, json.dumps(dv, sort_keys=True) if dv else None) for p, dv in zip(snap.files.column("path").to_pylist(), dvs))
+    return sorted(
+        (p, json.dumps(dv, sort_keys=True) if dv else None)
+        for p, dv in zip(snap.files.column("path").to_pylist(), dvs)
+    )
 
 
 def latest_version(table: Path) -> int:
@@ -124,7 +127,9 @@ def run_cleanup(table: Path, now_ms: int, retention_ms: int | None = None) -> Cl
     plan = plan_cleanup(load_snapshot(table), now_ms, retention_ms=retention_ms)
     boundary = plan.boundary_checkpoint_version
     latest = latest_version(table)
-    states = {v: state(table, v) for v in range(boundary, latest + 1)} if boundary is not None else {}
+    states = (
+        {v: state(table, v) for v in range(boundary, latest + 1)} if boundary is not None else {}
+    )
     result = execute_cleanup(plan)
     assert result.deleted == plan.deleted and result.num_deleted == len(plan.deleted)
     after = listing(table)
@@ -157,15 +162,23 @@ def template(tmp_path_factory):
     for v in range(14):
         write_arrow(table, pa.table({"id": pa.array([v * 10, v * 10 + 1], pa.int64())}))
         snap = load_snapshot(table)
-        crc = {"tableSizeBytes": snap.size_bytes, "numFiles": snap.num_files, "numMetadata": 1, "numProtocol": 1,
-               "metadata": snap.metadata.to_action(), "protocol": snap.protocol.to_action()}
+        crc = {
+            "tableSizeBytes": snap.size_bytes,
+            "numFiles": snap.num_files,
+            "numMetadata": 1,
+            "numProtocol": 1,
+            "metadata": snap.metadata.to_action(),
+            "protocol": snap.protocol.to_action(),
+        }
         (log_dir(table) / f"{v:020d}.crc").write_text(json.dumps(crc))
         if v in (5, 10):
             checkpoint(table, now_ms=T0)
         if v == 5:
             hint_at_5 = (log_dir(table) / "_last_checkpoint").read_bytes()
     (log_dir(table) / ".00000000000000000003.json.0f1e.tmp").write_text("partial")
-    (log_dir(table) / "_last_vacuum_info").write_text('{"latestCommitVersionOutsideOfRetentionWindow":2}')
+    (log_dir(table) / "_last_vacuum_info").write_text(
+        '{"latestCommitVersionOutsideOfRetentionWindow":2}'
+    )
     assert parse_last_checkpoint(hint_at_5).version == 5
     return table, hint_at_5
 
@@ -193,16 +206,36 @@ def test_cutoff_is_now_minus_retention_truncated_to_utc_midnight(template, tmp_p
     plan = plan_cleanup(snap, ms("2026-03-10T15:00:00Z"), retention_ms=2 * DAY)
     assert plan.cutoff_ms == ms("2026-03-08T00:00:00Z")
     assert plan.to_dict()["cutoff"] == "2026-03-08T00:00:00Z"
-    assert plan_cleanup(snap, ms("2026-03-10T00:00:00Z"), retention_ms=2 * DAY).cutoff_ms == ms("2026-03-08T00:00:00Z")
-    assert plan_cleanup(snap, ms("2026-03-09T23:59:59.999Z"), retention_ms=2 * DAY).cutoff_ms == ms("2026-03-07T00:00:00Z")
+    assert plan_cleanup(snap, ms("2026-03-10T00:00:00Z"), retention_ms=2 * DAY).cutoff_ms == ms(
+        "2026-03-08T00:00:00Z"
+    )
+    assert plan_cleanup(snap, ms("2026-03-09T23:59:59.999Z"), retention_ms=2 * DAY).cutoff_ms == ms(
+        "2026-03-07T00:00:00Z"
+    )
     # default delta.logRetentionDuration: 30 days
     assert plan_cleanup(snap, ms("2026-03-10T15:00:00Z")).cutoff_ms == ms("2026-02-08T00:00:00Z")
     with pytest.raises(DeltaOpsError, match="negative"):
         plan_cleanup(snap, ms("2026-03-10T15:00:00Z"), retention_ms=-1)
     # the same through the CLI
-    assert cli.main(["cleanup", str(table), "--retention", "2 days", "--now", "2026-03-10T15:00Z", "--dry-run", "--json"]) == 0
+    assert (
+        cli.main(
+            [
+                "cleanup",
+                str(table),
+                "--retention",
+                "2 days",
+                "--now",
+                "2026-03-10T15:00Z",
+                "--dry-run",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
-    assert out["cutoff"] == "2026-03-08T00:00:00Z" and out["cutoff_ms"] == ms("2026-03-08T00:00:00Z")
+    assert out["cutoff"] == "2026-03-08T00:00:00Z" and out["cutoff_ms"] == ms(
+        "2026-03-08T00:00:00Z"
+    )
 
 
 @pytest.mark.parametrize("late_ms", [0, 1])
@@ -248,17 +281,26 @@ def test_retention_option_overrides_the_table_property(tmp_path, capsys, prop, r
     table = _small_table(tmp_path / "t", {"delta.logRetentionDuration": prop})
     assert load_snapshot(table).properties.log_retention_ms == int(prop.split()[1]) * DAY
     before = listing(table)
-    args = ["cleanup", str(table), "--now", str(T0 + 60 * DAY), "--json"] + (["--retention", retention] if retention else [])
+    args = ["cleanup", str(table), "--now", str(T0 + 60 * DAY), "--json"] + (
+        ["--retention", retention] if retention else []
+    )
     assert cli.main(args) == 0
     out = json.loads(capsys.readouterr().out)
     after = listing(table)
     if deletes:
         assert out["boundary_checkpoint_version"] == 5 and out["dry_run"] is False
-        assert sorted(out["deleted"]) == [f"{v:020d}.json" for v in range(5)] and out["num_deleted"] == 5
+        assert (
+            sorted(out["deleted"]) == [f"{v:020d}.json" for v in range(5)]
+            and out["num_deleted"] == 5
+        )
         assert set(after) == set(before) - set(out["deleted"])
         assert state(table, 5) and load_snapshot(table).version == 7
     else:
-        assert out["deleted"] == [] and out["num_deleted"] == 0 and out["boundary_checkpoint_version"] is None
+        assert (
+            out["deleted"] == []
+            and out["num_deleted"] == 0
+            and out["boundary_checkpoint_version"] is None
+        )
         assert after == before
 
 
@@ -270,9 +312,16 @@ def test_expired_log_cleanup_disabled_deletes_nothing_and_says_so(tmp_path, caps
     assert any("enableExpiredLogCleanup" in r for r in plan.kept_reasons)
     execute_cleanup(plan)
     assert listing(table) == before
-    assert cli.main(["cleanup", str(table), "--retention", "0", "--now", str(T0 + 400 * DAY), "--json"]) == 0
+    assert (
+        cli.main(
+            ["cleanup", str(table), "--retention", "0", "--now", str(T0 + 400 * DAY), "--json"]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
-    assert out["num_deleted"] == 0 and any("enableExpiredLogCleanup" in r for r in out["kept_reasons"])
+    assert out["num_deleted"] == 0 and any(
+        "enableExpiredLogCleanup" in r for r in out["kept_reasons"]
+    )
     assert listing(table) == before
 
 
@@ -300,7 +349,9 @@ def _truncate(table: Path, version: int, keep: float) -> dict[str, int]:
 
 def _compacted(table: Path) -> dict[str, int]:
     for start, end in [(0, 3), (3, 7), (6, 9), (10, 12)]:
-        body = "".join((log_dir(table) / f"{v:020d}.json").read_text() for v in range(start, end + 1))
+        body = "".join(
+            (log_dir(table) / f"{v:020d}.json").read_text() for v in range(start, end + 1)
+        )
         (log_dir(table) / f"{start:020d}.{end:020d}.compacted.json").write_text(body)
     return {}
 
@@ -312,16 +363,42 @@ SCENARIOS = {
     "inside retention": (lambda t, tpl: {}, 4, None),
     "an older mtime is adjusted forward": (lambda t, tpl: {f"{2:020d}.json": T0 - 30 * DAY}, 7, 5),
     # 4.json from the future: checkpoint 5 needs adjusting, so it is no flush point ...
-    "a future mtime before a checkpoint": (lambda t, tpl: {f"{4:020d}.json": T0 + 20 * DAY}, 7, None),
+    "a future mtime before a checkpoint": (
+        lambda t, tpl: {f"{4:020d}.json": T0 + 20 * DAY},
+        7,
+        None,
+    ),
     # ... and the segment up to checkpoint 10 is judged by its newest file, 9.json (Spark's rule)
-    "a future mtime inside a later segment": (lambda t, tpl: {f"{4:020d}.json": T0 + 20 * DAY}, 12, 10),
+    "a future mtime inside a later segment": (
+        lambda t, tpl: {f"{4:020d}.json": T0 + 20 * DAY},
+        12,
+        10,
+    ),
     "a checkpoint whose mtime needed adjusting is no flush point": (
-        lambda t, tpl: {f"{10:020d}.checkpoint.parquet": T0}, 12, 5),
+        lambda t, tpl: {f"{10:020d}.checkpoint.parquet": T0},
+        12,
+        5,
+    ),
     "a multi-part checkpoint whose mtime needed adjusting is no flush point": (
-        lambda t, tpl: {n: T0 for n in _multi_part_10(t, 2) or listing(t) if n.startswith(f"{10:020d}.checkpoint.")}, 12, 5),
-    "equal mtimes everywhere (a copied table)": (lambda t, tpl: {n: T0 for n in listing(t)}, 100, None),
+        lambda t, tpl: {
+            n: T0
+            for n in _multi_part_10(t, 2) or listing(t)
+            if n.startswith(f"{10:020d}.checkpoint.")
+        },
+        12,
+        5,
+    ),
+    "equal mtimes everywhere (a copied table)": (
+        lambda t, tpl: {n: T0 for n in listing(t)},
+        100,
+        None,
+    ),
     "_last_checkpoint caps the boundary": (_set_hint_5, 100, 5),
-    "missing _last_checkpoint": (lambda t, tpl: (log_dir(t) / "_last_checkpoint").unlink() or {}, 100, None),
+    "missing _last_checkpoint": (
+        lambda t, tpl: (log_dir(t) / "_last_checkpoint").unlink() or {},
+        100,
+        None,
+    ),
     "incomplete multi-part checkpoint": (lambda t, tpl: _multi_part_10(t, 1), 100, 5),
     "complete multi-part checkpoint": (lambda t, tpl: _multi_part_10(t, 2), 100, 10),
     "0-byte checkpoint": (lambda t, tpl: _truncate(t, 10, 0), 100, 5),
@@ -339,7 +416,11 @@ def test_whole_segment_rule(template, tmp_path, scenario):
     overrides = mutate(table, template)
     age_log(table, overrides)
     pre = set(listing(table))
-    untouchable = {n for n in listing(table) if file_version(n) is None or file_version(n) >= (boundary if boundary is not None else 0)}
+    untouchable = {
+        n
+        for n in listing(table)
+        if file_version(n) is None or file_version(n) >= (boundary if boundary is not None else 0)
+    }
     cutoff = T0 + cutoff_day * DAY
     # now is 1 day + 15 h after the cutoff: retention 1 day, truncation removes the 15 h
     plan = run_cleanup(table, cutoff + DAY + 15 * HOUR, retention_ms=DAY)
@@ -356,14 +437,24 @@ def test_whole_segment_rule(template, tmp_path, scenario):
         return
     compacted = {n for n in plan.deleted if n.endswith(".compacted.json")}
     # exactly the commits, crcs and checkpoints (complete or not) below the boundary go
-    assert set(plan.deleted) - compacted == {n for n in pre if parse_log_file_name(n) and parse_log_file_name(n).end_version is None and file_version(n) < boundary}
+    assert set(plan.deleted) - compacted == {
+        n
+        for n in pre
+        if parse_log_file_name(n)
+        and parse_log_file_name(n).end_version is None
+        and file_version(n) < boundary
+    }
     assert plan.oldest_retained_version == boundary
     # the boundary checkpoint, its crc and json are kept
     assert f"{boundary:020d}.json" in after and f"{boundary:020d}.crc" in after
     assert any(n.startswith(f"{boundary:020d}.checkpoint") for n in after)
     if scenario.startswith("compacted"):
-        all_compacted = {"00000000000000000000.00000000000000000003.compacted.json", "00000000000000000003.00000000000000000007.compacted.json",
-                         "00000000000000000006.00000000000000000009.compacted.json", "00000000000000000010.00000000000000000012.compacted.json"}
+        all_compacted = {
+            "00000000000000000000.00000000000000000003.compacted.json",
+            "00000000000000000003.00000000000000000007.compacted.json",
+            "00000000000000000006.00000000000000000009.compacted.json",
+            "00000000000000000010.00000000000000000012.compacted.json",
+        }
         assert compacted == {n for n in all_compacted if file_version(n) < boundary}
         assert all_compacted - compacted <= after
     else:
@@ -423,7 +514,9 @@ def test_fixture_cleanup_keeps_every_retained_version_and_peer_reads(name, tmp_p
     plan = plan_cleanup(load_snapshot(table), now, retention_ms=0)
     boundary = plan.boundary_checkpoint_version
     latest = latest_version(table)
-    rs_before = {v: rs_state(table, v) for v in range(boundary, latest + 1)} if boundary is not None else {}
+    rs_before = (
+        {v: rs_state(table, v) for v in range(boundary, latest + 1)} if boundary is not None else {}
+    )
     run_cleanup(table, now, retention_ms=0)
     if boundary is None:
         assert plan.kept_reasons
@@ -440,12 +533,21 @@ def test_fixture_cleanup_keeps_every_retained_version_and_peer_reads(name, tmp_p
         age_log(table, time_of=lambda v: base + v * HOUR)
         hint = log_dir(table) / "_last_checkpoint"
         cap = parse_last_checkpoint(hint.read_bytes()).version if hint.exists() else None
-        rs_before = {v: rs_state(table, v) for v in range(cap, latest + 1)} if cap is not None else {}
-        older = cap is not None and any(file_version(n) is not None and file_version(n) < cap and "/" not in n for n in listing(table))
+        rs_before = (
+            {v: rs_state(table, v) for v in range(cap, latest + 1)} if cap is not None else {}
+        )
+        older = cap is not None and any(
+            file_version(n) is not None and file_version(n) < cap and "/" not in n
+            for n in listing(table)
+        )
         plan2 = run_cleanup(table, now, retention_ms=0)
         assert plan2.boundary_checkpoint_version == (cap if older else None)
         if cap is not None:
-            assert not [n for n in listing(table) if file_version(n) is not None and file_version(n) < cap and "/" not in n]
+            assert not [
+                n
+                for n in listing(table)
+                if file_version(n) is not None and file_version(n) < cap and "/" not in n
+            ]
             for v, files in rs_before.items():
                 assert rs_state(table, v) == files, f"delta-rs time travel to {v} changed"
 
@@ -474,16 +576,26 @@ def _hidden_deleted_are_checksums_of_deleted(deleted) -> None:
 def _referenced_sidecars(table: Path, checkpoint_name: str) -> set[str]:
     path = log_dir(table) / checkpoint_name
     if path.suffix == ".json":
-        return {json.loads(line)["sidecar"]["path"].rsplit("/", 1)[-1] for line in path.read_text().splitlines() if '"sidecar"' in line}
+        return {
+            json.loads(line)["sidecar"]["path"].rsplit("/", 1)[-1]
+            for line in path.read_text().splitlines()
+            if '"sidecar"' in line
+        }
     rows = pq.read_table(path, columns=["sidecar"]).column("sidecar").to_pylist()
     return {r["path"].rsplit("/", 1)[-1] for r in rows if r}
 
 
-@pytest.mark.parametrize("name", ["delta-spark/v2-checkpoint-json", "delta-spark/v2-checkpoint-parquet"])
+@pytest.mark.parametrize(
+    "name", ["delta-spark/v2-checkpoint-json", "delta-spark/v2-checkpoint-parquet"]
+)
 def test_v2_cleanup_writes_compat_checkpoint_and_deletes_unreferenced_sidecars(name, tmp_path):
     table = copy_fixture(name, tmp_path)
     before = peer_view(table, name)
-    old_top = [n for n in listing(table) if re.fullmatch(r"0+2\.checkpoint\.[0-9a-f-]{36}\.(json|parquet)", n)]
+    old_top = [
+        n
+        for n in listing(table)
+        if re.fullmatch(r"0+2\.checkpoint\.[0-9a-f-]{36}\.(json|parquet)", n)
+    ]
     assert len(old_top) == 1
     old_sidecars = _referenced_sidecars(table, old_top[0])
     assert old_sidecars and old_sidecars <= _sidecars(table)
@@ -498,26 +610,41 @@ def test_v2_cleanup_writes_compat_checkpoint_and_deletes_unreferenced_sidecars(n
     young = "00000000000000000003.checkpoint.0000000001.0000000001.11111111-1111-1111-1111-111111111111.parquet"
     stale = "00000000000000000001.checkpoint.0000000001.0000000001.22222222-2222-2222-2222-222222222222.parquet"
     for stray in (young, stale):
-        shutil.copy(log_dir(table) / "_sidecars" / min(old_sidecars), log_dir(table) / "_sidecars" / stray)
-    overrides = {f"_sidecars/{n}": vt(2) for n in old_sidecars} | {f"_sidecars/{n}": vt(3) for n in new_sidecars}
+        shutil.copy(
+            log_dir(table) / "_sidecars" / min(old_sidecars), log_dir(table) / "_sidecars" / stray
+        )
+    overrides = {f"_sidecars/{n}": vt(2) for n in old_sidecars} | {
+        f"_sidecars/{n}": vt(3) for n in new_sidecars
+    }
     overrides |= {f"_sidecars/{young}": T0 + 50 * DAY, f"_sidecars/{stale}": vt(1)}
     age_log(table, overrides)
-    expected_rows = sorted(before["duckdb_rows"] + [{"id": 1000}, {"id": 1001}], key=lambda r: json.dumps(r, sort_keys=True))
+    expected_rows = sorted(
+        before["duckdb_rows"] + [{"id": 1000}, {"id": 1001}],
+        key=lambda r: json.dumps(r, sort_keys=True),
+    )
 
     plan = run_cleanup(table, T0 + 20 * DAY, retention_ms=0)
     assert plan.boundary_checkpoint_version == 3
     compat = f"{3:020d}.checkpoint.parquet"
     assert plan.write_compat_checkpoint == compat
-    assert _visible(plan.deleted) == {f"{v:020d}.json" for v in range(3)} | {old_top[0]} | {f"_sidecars/{n}" for n in old_sidecars | {stale}}
+    assert _visible(plan.deleted) == {f"{v:020d}.json" for v in range(3)} | {old_top[0]} | {
+        f"_sidecars/{n}" for n in old_sidecars | {stale}
+    }
     _hidden_deleted_are_checksums_of_deleted(plan.deleted)
     assert _sidecars(table) == new_sidecars | {young}
     # the compatibility checkpoint: a classic-named copy of the V2 top-level rows
     compat_rows = pq.read_table(log_dir(table) / compat).to_pylist()
-    assert {r["sidecar"]["path"].rsplit("/", 1)[-1] for r in compat_rows if r.get("sidecar")} == new_sidecars
+    assert {
+        r["sidecar"]["path"].rsplit("/", 1)[-1] for r in compat_rows if r.get("sidecar")
+    } == new_sidecars
     [protocol] = [r["protocol"] for r in compat_rows if r.get("protocol")]
-    assert sorted(protocol["readerFeatures"]) == sorted(load_snapshot(table).protocol.to_action()["readerFeatures"])
+    assert sorted(protocol["readerFeatures"]) == sorted(
+        load_snapshot(table).protocol.to_action()["readerFeatures"]
+    )
     assert "v2Checkpoint" in protocol["readerFeatures"]
-    assert [r["checkpointMetadata"]["version"] for r in compat_rows if r.get("checkpointMetadata")] == [3]
+    assert [
+        r["checkpointMetadata"]["version"] for r in compat_rows if r.get("checkpointMetadata")
+    ] == [3]
     # everyone reads the retained version and the table
     assert rs_state(table, 3)
     assert deltalake_files(table)[1] == sorted(state_paths(table))
@@ -544,7 +671,12 @@ def test_v2_kernel_sidecars_table(tmp_path):
     name = "kernel/v2-checkpoints-json-with-sidecars"
     table = copy_fixture(name, tmp_path)
     before = peer_view(table, name)
-    tops = sorted(n for n in listing(table) if parse_log_file_name(n) is not None and parse_log_file_name(n).kind.name == "V2_CHECKPOINT")
+    tops = sorted(
+        n
+        for n in listing(table)
+        if parse_log_file_name(n) is not None
+        and parse_log_file_name(n).kind.name == "V2_CHECKPOINT"
+    )
     referenced = {n: _referenced_sidecars(table, n) for n in tops}
     latest_top = tops[-1]
     assert latest_top.startswith(f"{6:020d}.")
@@ -554,16 +686,26 @@ def test_v2_kernel_sidecars_table(tmp_path):
             overrides[f"_sidecars/{n}"] = vt(file_version(top))
     age_log(table, overrides)
     plan = run_cleanup(table, T0 + 20 * DAY, retention_ms=0)
-    assert plan.boundary_checkpoint_version == 6 and plan.write_compat_checkpoint == f"{6:020d}.checkpoint.parquet"
+    assert (
+        plan.boundary_checkpoint_version == 6
+        and plan.write_compat_checkpoint == f"{6:020d}.checkpoint.parquet"
+    )
     assert _sidecars(table) == referenced[latest_top]
-    assert _visible(n for n in plan.deleted if n.startswith("_sidecars/")) == {f"_sidecars/{n}" for top in tops[:-1] for n in referenced[top]} - {f"_sidecars/{n}" for n in referenced[latest_top]}
+    assert _visible(n for n in plan.deleted if n.startswith("_sidecars/")) == {
+        f"_sidecars/{n}" for top in tops[:-1] for n in referenced[top]
+    } - {f"_sidecars/{n}" for n in referenced[latest_top]}
     assert peer_view(table, name) == before
     assert rs_state(table, 6)
 
 
 def test_checksum_files_of_referenced_sidecars_are_kept(tmp_path):
     table = copy_fixture("kernel/v2-checkpoints-json-with-sidecars", tmp_path)
-    top = max(n for n in listing(table) if parse_log_file_name(n) is not None and parse_log_file_name(n).kind.name == "V2_CHECKPOINT")
+    top = max(
+        n
+        for n in listing(table)
+        if parse_log_file_name(n) is not None
+        and parse_log_file_name(n).kind.name == "V2_CHECKPOINT"
+    )
     kept = _referenced_sidecars(table, top)
     checksums = {f".{n}.crc" for n in kept}
     assert checksums <= {p.name for p in (log_dir(table) / "_sidecars").iterdir()}
@@ -579,13 +721,23 @@ def test_cli_dry_run_reports_and_deletes_nothing(template, tmp_path, capsys):
     age_log(table)
     before = listing(table)
     now = "2025-01-12T15:00:00Z"  # cutoff 2025-01-11 with retention 1 day: boundary 10
-    assert cli.main(["cleanup", str(table), "--dry-run", "--json", "--retention", "1 day", "--now", now]) == 0
+    assert (
+        cli.main(
+            ["cleanup", str(table), "--dry-run", "--json", "--retention", "1 day", "--now", now]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["dry_run"] is True
     assert out["cutoff"] == "2025-01-11T00:00:00Z"
     assert out["boundary_checkpoint_version"] == 10
-    assert sorted(out["deleted"]) == sorted(below(10, table)) and out["num_deleted"] == len(below(10, table)) == 21
-    assert out["kept_reasons"] and "00000000000000000010.checkpoint.parquet" in out["kept_reasons"][0]
+    assert (
+        sorted(out["deleted"]) == sorted(below(10, table))
+        and out["num_deleted"] == len(below(10, table)) == 21
+    )
+    assert (
+        out["kept_reasons"] and "00000000000000000010.checkpoint.parquet" in out["kept_reasons"][0]
+    )
     assert listing(table) == before  # sizes and mtimes too
 
     # nothing eligible: the dry run says why

@@ -19,12 +19,23 @@ def run(capsys, *args):
 
 
 def test_inspect_json_has_every_documented_field(capsys):
-    code, out, _ = run(capsys, "inspect", str(TABLES / "delta-spark/dv-partitioned-with-checkpoint"), "--json", "--files")
+    code, out, _ = run(
+        capsys,
+        "inspect",
+        str(TABLES / "delta-spark/dv-partitioned-with-checkpoint"),
+        "--json",
+        "--files",
+    )
     assert code == 0
     doc = json.loads(out)
     fact = peer_facts()["delta-spark/dv-partitioned-with-checkpoint"]
     assert doc["version"] == fact["rs_version"] == 15
-    assert set(doc["protocol"]) == {"minReaderVersion", "minWriterVersion", "readerFeatures", "writerFeatures"}
+    assert set(doc["protocol"]) == {
+        "minReaderVersion",
+        "minWriterVersion",
+        "readerFeatures",
+        "writerFeatures",
+    }
     assert doc["protocol"]["readerFeatures"] == ["deletionVectors"]
     assert set(doc["metadata"]) >= {"id", "partitionColumns", "configuration"}
     assert doc["num_files"] == len(fact["rs_files"]) == len(doc["files"])
@@ -47,7 +58,9 @@ def test_inspect_json_num_records_null_without_stats(capsys):
 
 
 def test_inspect_time_travel(capsys):
-    code, out, _ = run(capsys, "inspect", str(TABLES / "delta-rs/simple_table"), "--version", "0", "--json")
+    _, out, _ = run(
+        capsys, "inspect", str(TABLES / "delta-rs/simple_table"), "--version", "0", "--json"
+    )
     assert json.loads(out)["version"] == 0
 
 
@@ -61,7 +74,10 @@ def test_inspect_human_output(capsys):
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ("delta-spark/versions-not-contiguous", "00000000000000000002.json: log versions are not contiguous"),
+        (
+            "delta-spark/versions-not-contiguous",
+            "00000000000000000002.json: log versions are not contiguous",
+        ),
         ("delta-spark/deltalog-invalid-protocol-version", "unsupported reader protocol version 99"),
         ("kernel/crc-malformed", "not a Delta table"),
     ],
@@ -76,7 +92,9 @@ def test_inspect_failure_is_one_line_on_stderr_with_nonzero_exit(capsys, table, 
 def test_console_script_runs_as_a_process(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "delta_ops.cli", "inspect", str(tmp_path), "--json"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 1
     assert result.stderr.startswith("delta-ops: error: not a Delta table")

@@ -21,10 +21,10 @@ from delta_ops.dagster import (
     DeltaTableTarget,
     build_delta_maintenance_defs,
 )
-from delta_ops.snapshot import load_snapshot
-from delta_ops.writer import write_arrow
+from delta_ops.table.snapshot import load_snapshot
+from delta_ops.table.writer import write_arrow
 from tests import log_builder as lb
-from tests.support import fresh_copy, deltalake_files, deltalake_rows
+from tests.support import deltalake_files, deltalake_rows, fresh_copy
 
 DAY_S = 86_400
 
@@ -34,16 +34,24 @@ def resource_key(name: str) -> str:
     return f"{name}_delta_maintenance"
 
 
-def action_key(table: str, action: str, prefix: Sequence[str] | None = None, *, fleet: str | None = None) -> dg.AssetKey:
+def action_key(
+    table: str, action: str, prefix: Sequence[str] | None = None, *, fleet: str | None = None
+) -> dg.AssetKey:
     """A maintenance asset key: the factory's default is delta_maintenance/<fleet>/<table>/<action>."""
     if prefix is None:
         prefix = ("delta_maintenance", fleet) if fleet else ("delta_maintenance",)
     return dg.AssetKey([*prefix, table, action])
 
 
-def run_assets(defs: dg.Definitions, name: str, selection=None, instance=None) -> dg.ExecuteInProcessResult:
+def run_assets(
+    defs: dg.Definitions, name: str, selection=None, instance=None
+) -> dg.ExecuteInProcessResult:
     job = defs.resolve_job_def(f"{name}_maintenance_assets_job")
-    return job.execute_in_process(asset_selection=selection, instance=instance or dg.DagsterInstance.ephemeral(), raise_on_error=False)
+    return job.execute_in_process(
+        asset_selection=selection,
+        instance=instance or dg.DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
 
 
 def materializations(result: dg.ExecuteInProcessResult) -> dict[dg.AssetKey, dict]:
@@ -63,7 +71,9 @@ def run_checks(defs: dg.Definitions) -> dict[tuple[dg.AssetKey, str], dg.AssetCh
         instance=dg.DagsterInstance.ephemeral(),
     )
     assert result.success
-    assert not result.get_asset_materialization_events(), "running checks must not materialize anything"
+    assert not result.get_asset_materialization_events(), (
+        "running checks must not materialize anything"
+    )
     return {(e.asset_key, e.check_name): e for e in result.get_asset_check_evaluations()}
 
 
@@ -100,43 +110,71 @@ def last_checkpoint_version(table: Path) -> int:
 
 def small_table(path: Path, commits: int = 2, configuration: dict | None = None) -> Path:
     for i in range(commits):
-        write_arrow(path, pa.table({"id": pa.array([2 * i, 2 * i + 1], pa.int64())}), configuration=configuration)
+        write_arrow(
+            path,
+            pa.table({"id": pa.array([2 * i, 2 * i + 1], pa.int64())}),
+            configuration=configuration,
+        )
     return path
 
 
 # --------------------------------------------------------------------------- definitions
 def test_definitions_load_and_every_name_is_prefixed(tmp_path):
     defs = build_delta_maintenance_defs(
-        [DeltaTableTarget("orders", str(tmp_path / "orders")), DeltaTableTarget("events", str(tmp_path / "events"))],
+        [
+            DeltaTableTarget("orders", str(tmp_path / "orders")),
+            DeltaTableTarget("events", str(tmp_path / "events")),
+        ],
         name="lake",
         row_tracking_cron="0 4 * * 0",
     )
     dg.Definitions.validate_loadable(defs)
     repo = defs.get_repository_def()
     assert {j.name for j in repo.get_all_jobs() if not j.name.startswith("__")} == {
-        "lake_maintenance_assets_job", "lake_checkpoint_job", "lake_log_cleanup_job", "lake_vacuum_job",
-        "lake_row_tracking_job", "lake_maintenance_job",
+        "lake_maintenance_assets_job",
+        "lake_checkpoint_job",
+        "lake_log_cleanup_job",
+        "lake_vacuum_job",
+        "lake_row_tracking_job",
+        "lake_maintenance_job",
     }
-    assert {s.name for s in repo.schedule_defs} == {"lake_maintenance_schedule", "lake_row_tracking_schedule"}
+    assert {s.name for s in repo.schedule_defs} == {
+        "lake_maintenance_schedule",
+        "lake_row_tracking_schedule",
+    }
     assert {s.name for s in repo.sensor_defs} == {"lake_commit_sensor", "lake_run_failure_sensor"}
     assert set(defs.resources) == {"lake_delta_maintenance"}
     ops = {a.node_def.name for a in defs.assets if isinstance(a, dg.AssetsDefinition)}
     assert ops == {"lake__orders__maintenance", "lake__events__maintenance"}
-    assert {c.node_def.name for c in defs.asset_checks} == {"lake__orders__health", "lake__events__health"}
+    assert {c.node_def.name for c in defs.asset_checks} == {
+        "lake__orders__health",
+        "lake__events__health",
+    }
     graph = defs.resolve_asset_graph()
     for table in ("orders", "events"):
         for action in ACTIONS:
             node = graph.get(action_key(table, action, fleet="lake"))
             assert node.parent_keys == {dg.AssetKey(["lake", table])}
     # the daily schedule is on, the row-tracking one is opt-in
-    assert repo.get_schedule_def("lake_maintenance_schedule").default_status == dg.DefaultScheduleStatus.RUNNING
-    assert repo.get_schedule_def("lake_row_tracking_schedule").default_status == dg.DefaultScheduleStatus.STOPPED
+    assert (
+        repo.get_schedule_def("lake_maintenance_schedule").default_status
+        == dg.DefaultScheduleStatus.RUNNING
+    )
+    assert (
+        repo.get_schedule_def("lake_row_tracking_schedule").default_status
+        == dg.DefaultScheduleStatus.STOPPED
+    )
 
 
 def test_two_fleets_merge_into_one_code_location(tmp_path):
-    a = build_delta_maintenance_defs([DeltaTableTarget("orders", str(tmp_path / "orders"))], name="a")
+    a = build_delta_maintenance_defs(
+        [DeltaTableTarget("orders", str(tmp_path / "orders"))], name="a"
+    )
     b = build_delta_maintenance_defs(
-        [DeltaTableTarget("events", str(tmp_path / "events")), DeltaTableTarget("users", str(tmp_path / "users"))],
+        [
+            DeltaTableTarget("events", str(tmp_path / "events")),
+            DeltaTableTarget("users", str(tmp_path / "users")),
+        ],
         name="b",
         translator=DeltaMaintenanceTranslator(key_prefix=("b_maintenance",)),
     )
@@ -145,14 +183,27 @@ def test_two_fleets_merge_into_one_code_location(tmp_path):
     repo = merged.get_repository_def()
     names = {j.name for j in repo.get_all_jobs() if not j.name.startswith("__")}
     assert len(names) == 12 and all(n.startswith(("a_", "b_")) for n in names)
-    assert {s.name for s in repo.sensor_defs} == {"a_commit_sensor", "a_run_failure_sensor", "b_commit_sensor", "b_run_failure_sensor"}
-    assert {s.name for s in repo.schedule_defs} == {"a_maintenance_schedule", "b_maintenance_schedule"}
+    assert {s.name for s in repo.sensor_defs} == {
+        "a_commit_sensor",
+        "a_run_failure_sensor",
+        "b_commit_sensor",
+        "b_run_failure_sensor",
+    }
+    assert {s.name for s in repo.schedule_defs} == {
+        "a_maintenance_schedule",
+        "b_maintenance_schedule",
+    }
     assert set(merged.resources) == {"a_delta_maintenance", "b_delta_maintenance"}
     keys = set(merged.resolve_asset_graph().get_all_asset_keys())
-    assert action_key("orders", "vacuum", fleet="a") in keys and action_key("events", "vacuum", ("b_maintenance",)) in keys
+    assert (
+        action_key("orders", "vacuum", fleet="a") in keys
+        and action_key("events", "vacuum", ("b_maintenance",)) in keys
+    )
     # each fleet's asset job selects only its own tables
     a_job = merged.resolve_job_def("a_maintenance_assets_job")
-    assert {k for k in a_job.asset_layer.selected_asset_keys} == {action_key("orders", x, fleet="a") for x in ACTIONS}
+    assert {k for k in a_job.asset_layer.selected_asset_keys} == {
+        action_key("orders", x, fleet="a") for x in ACTIONS
+    }
 
 
 def test_a_warehouse_root_is_discovered(tmp_path):
@@ -164,31 +215,56 @@ def test_a_warehouse_root_is_discovered(tmp_path):
     defs = build_delta_maintenance_defs(str(warehouse), name="w")
     dg.Definitions.validate_loadable(defs)
     keys = set(defs.resolve_asset_graph().get_all_asset_keys())
-    assert {k for k in keys if len(k.path) == 2} == {dg.AssetKey(["w", "events"]), dg.AssetKey(["w", "sales__orders"])}
+    assert {k for k in keys if len(k.path) == 2} == {
+        dg.AssetKey(["w", "events"]),
+        dg.AssetKey(["w", "sales__orders"]),
+    }
     result = run_assets(defs, "w", selection=[action_key("sales__orders", "checkpoint", fleet="w")])
-    assert result.success and materializations(result)[action_key("sales__orders", "checkpoint", fleet="w")]["version"] == 0
-    assert (warehouse / "sales" / "orders" / "_delta_log" / f"{0:020d}.checkpoint.parquet").is_file()
+    assert (
+        result.success
+        and materializations(result)[action_key("sales__orders", "checkpoint", fleet="w")][
+            "version"
+        ]
+        == 0
+    )
+    assert (
+        warehouse / "sales" / "orders" / "_delta_log" / f"{0:020d}.checkpoint.parquet"
+    ).is_file()
 
 
 def test_same_table_name_in_two_fleets(tmp_path):
-    a = build_delta_maintenance_defs([DeltaTableTarget("events", str(tmp_path / "wh1" / "events"))], name="a")
-    b = build_delta_maintenance_defs([DeltaTableTarget("events", str(tmp_path / "wh2" / "events"))], name="b")
+    a = build_delta_maintenance_defs(
+        [DeltaTableTarget("events", str(tmp_path / "wh1" / "events"))], name="a"
+    )
+    b = build_delta_maintenance_defs(
+        [DeltaTableTarget("events", str(tmp_path / "wh2" / "events"))], name="b"
+    )
     dg.Definitions.validate_loadable(dg.Definitions.merge(a, b))
 
 
 def test_names_equal_after_sanitising_are_refused_clearly(tmp_path):
     with pytest.raises(ValueError, match="my.table"):
         build_delta_maintenance_defs(
-            [DeltaTableTarget("my-table", str(tmp_path / "1")), DeltaTableTarget("my_table", str(tmp_path / "2"))], name="x"
+            [
+                DeltaTableTarget("my-table", str(tmp_path / "1")),
+                DeltaTableTarget("my_table", str(tmp_path / "2")),
+            ],
+            name="x",
         )
 
 
 def test_pools_and_retry_policy_per_table(tmp_path):
     names = ["orders", "events", "web-clicks"]
-    defs = build_delta_maintenance_defs([DeltaTableTarget(n, str(tmp_path / n)) for n in names], name="p")
+    defs = build_delta_maintenance_defs(
+        [DeltaTableTarget(n, str(tmp_path / n)) for n in names], name="p"
+    )
     by_op = {a.node_def.name: a for a in defs.assets if isinstance(a, dg.AssetsDefinition)}
     pools = {name: a.op.pool for name, a in by_op.items()}
-    assert pools == {"p__orders__maintenance": "p/orders", "p__events__maintenance": "p/events", "p__web_clicks__maintenance": "p/web_clicks"}
+    assert pools == {
+        "p__orders__maintenance": "p/orders",
+        "p__events__maintenance": "p/events",
+        "p__web_clicks__maintenance": "p/web_clicks",
+    }
     for a in by_op.values():
         assert a.can_subset
         assert a.op.retry_policy is not None and a.op.retry_policy.max_retries >= 1
@@ -215,7 +291,9 @@ def user_events() -> None:
 def test_translator_maps_maintenance_onto_the_users_asset_graph(tmp_path):
     table = small_table(tmp_path / "events")
     maintenance = build_delta_maintenance_defs(
-        [DeltaTableTarget("events", str(table), asset_key=EVENTS_KEY)], name="t", translator=LakeTranslator()
+        [DeltaTableTarget("events", str(table), asset_key=EVENTS_KEY)],
+        name="t",
+        translator=LakeTranslator(),
     )
     defs = dg.Definitions.merge(dg.Definitions(assets=[user_events]), maintenance)
     dg.Definitions.validate_loadable(defs)
@@ -224,7 +302,9 @@ def test_translator_maps_maintenance_onto_the_users_asset_graph(tmp_path):
     # no external stand-in asset and no default keys: the user's key is the table
     assert dg.AssetKey(["events"]) not in keys
     assert not any(k.path[0] == "delta_maintenance" for k in keys)
-    assert graph.get(EVENTS_KEY).is_materializable and graph.get(EVENTS_KEY).group_name == "pipeline"
+    assert (
+        graph.get(EVENTS_KEY).is_materializable and graph.get(EVENTS_KEY).group_name == "pipeline"
+    )
     for action in ACTIONS:
         node = graph.get(action_key("events", action, ("lake", "maintenance")))
         assert node.parent_keys == {EVENTS_KEY}
@@ -232,8 +312,12 @@ def test_translator_maps_maintenance_onto_the_users_asset_graph(tmp_path):
         assert set(node.owners) == {"team:data-platform", "ops@example.com"}
     check_keys = {k for k in graph.asset_check_keys if k.asset_key == EVENTS_KEY}
     assert {k.name for k in check_keys} == {
-        "checkpoint_lag", "log_reconstructible", "writer_features_supported", "tombstone_backlog",
-        "retention_properties_valid", "row_tracking_state",
+        "checkpoint_lag",
+        "log_reconstructible",
+        "writer_features_supported",
+        "tombstone_backlog",
+        "retention_properties_valid",
+        "row_tracking_state",
     }
     # a run lands on the translated key
     key = action_key("events", "checkpoint", ("lake", "maintenance"))
@@ -253,7 +337,11 @@ def _v2_with_new_commit(tmp_path: Path) -> Path:
 
 CHECKPOINT_CASES = {
     "simple_table": (lambda tmp: fresh_copy("delta-rs/simple_table", tmp), 4, "classic"),
-    "dv_partitioned": (lambda tmp: fresh_copy("delta-spark/dv-partitioned-with-checkpoint", tmp), 15, "classic"),
+    "dv_partitioned": (
+        lambda tmp: fresh_copy("delta-spark/dv-partitioned-with-checkpoint", tmp),
+        15,
+        "classic",
+    ),
     "v2_json": (_v2_with_new_commit, 3, "v2"),
     "write_arrow": (lambda tmp: small_table(tmp / "arrow", commits=3), 2, "classic"),
 }
@@ -282,7 +370,9 @@ def test_checkpoint_asset_writes_a_checkpoint_once(tmp_path, case):
     if kind == "classic":
         assert written == [f"{version:020d}.checkpoint.parquet"]
     else:
-        assert any(n.startswith(f"{version:020d}.checkpoint.") and n.endswith(".json") for n in written)
+        assert any(
+            n.startswith(f"{version:020d}.checkpoint.") and n.endswith(".json") for n in written
+        )
         assert any(n.startswith("_sidecars/") for n in written)
     assert meta["size_in_bytes"] == sum((table / "_delta_log" / n).stat().st_size for n in written)
     assert last_checkpoint_version(table) == version
@@ -295,7 +385,9 @@ def test_checkpoint_asset_writes_a_checkpoint_once(tmp_path, case):
     assert second.success and materializations(second) == {}
     assert log_files(table) == logs_before
     messages = [e.user_message for e in instance.all_logs(second.run_id)]
-    assert any(f"checkpoint skipped: version {version} already has a checkpoint" in m for m in messages), messages
+    assert any(
+        f"checkpoint skipped: version {version} already has a checkpoint" in m for m in messages
+    ), messages
 
 
 def test_vacuum_asset_metadata_matches_what_left_the_disk(tmp_path):
@@ -335,7 +427,14 @@ def test_log_cleanup_asset_deletes_expired_log_files(tmp_path):
     before = log_files(table)
     rows = deltalake_rows(table)
     defs = build_delta_maintenance_defs([DeltaTableTarget("dv", str(table))], name="c")
-    result = run_assets(defs, "c", selection=[action_key("dv", "checkpoint", fleet="c"), action_key("dv", "log_cleanup", fleet="c")])
+    result = run_assets(
+        defs,
+        "c",
+        selection=[
+            action_key("dv", "checkpoint", fleet="c"),
+            action_key("dv", "log_cleanup", fleet="c"),
+        ],
+    )
     assert result.success
     mats = materializations(result)
     assert mats[action_key("dv", "checkpoint", fleet="c")]["version"] == 15
@@ -343,7 +442,9 @@ def test_log_cleanup_asset_deletes_expired_log_files(tmp_path):
     gone = before - log_files(table)
     assert meta["num_deleted"] == len(gone) > 0
     assert set(meta["deleted"]) == gone
-    assert f"{15:020d}.checkpoint.parquet" in log_files(table) and f"{15:020d}.json" in log_files(table)
+    assert f"{15:020d}.checkpoint.parquet" in log_files(table) and f"{15:020d}.json" in log_files(
+        table
+    )
     assert deltalake_files(table)[0] == 15 and deltalake_rows(table) == rows
 
 
@@ -355,9 +456,16 @@ def test_row_tracking_asset_acts_only_on_opted_in_tables(tmp_path):
         assert not snap.protocol.supports("rowTracking") and not snap.properties.enable_row_tracking
     off_protocol = load_snapshot(off).protocol
     defs = build_delta_maintenance_defs(
-        [DeltaTableTarget("on", str(on), enable_row_tracking=True), DeltaTableTarget("off", str(off))], name="r"
+        [
+            DeltaTableTarget("on", str(on), enable_row_tracking=True),
+            DeltaTableTarget("off", str(off)),
+        ],
+        name="r",
     )
-    selection = [action_key("on", "row_tracking", fleet="r"), action_key("off", "row_tracking", fleet="r")]
+    selection = [
+        action_key("on", "row_tracking", fleet="r"),
+        action_key("off", "row_tracking", fleet="r"),
+    ]
     result = run_assets(defs, "r", selection=selection)
     assert result.success
     mats = materializations(result)
@@ -368,7 +476,10 @@ def test_row_tracking_asset_acts_only_on_opted_in_tables(tmp_path):
     assert snap.protocol.supports("rowTracking") and snap.properties.enable_row_tracking
     assert snap.files.column("baseRowId").null_count == 0
     assert meta["property_commit_version"] == snap.version
-    assert load_snapshot(off).protocol == off_protocol and not load_snapshot(off).properties.enable_row_tracking
+    assert (
+        load_snapshot(off).protocol == off_protocol
+        and not load_snapshot(off).properties.enable_row_tracking
+    )
     assert load_snapshot(off).version == 1
     again = run_assets(defs, "r", selection=selection)
     assert again.success and materializations(again) == {}
@@ -377,14 +488,26 @@ def test_row_tracking_asset_acts_only_on_opted_in_tables(tmp_path):
 # ------------------------------------------------------------------------ failures, retries
 def test_protocol_error_fails_once_without_retry(tmp_path):
     table = tmp_path / "ict"
-    lb.write_commit(table, 0, [lb.protocol(3, 7, reader_features=[], writer_features=["inCommitTimestamp"]), lb.metadata(), lb.add("a.parquet")])
+    lb.write_commit(
+        table,
+        0,
+        [
+            lb.protocol(3, 7, reader_features=[], writer_features=["inCommitTimestamp"]),
+            lb.metadata(),
+            lb.add("a.parquet"),
+        ],
+    )
     defs = build_delta_maintenance_defs([DeltaTableTarget("ict_table", str(table))], name="f")
     started = time.monotonic()
     result = run_assets(defs, "f", selection=[action_key("ict_table", "checkpoint", fleet="f")])
     assert not result.success
     assert time.monotonic() - started < 2  # the retry policy's first delay is 2 s
     types = [e.event_type_value for e in result.all_events]
-    assert types.count("STEP_FAILURE") == 1 and "STEP_UP_FOR_RETRY" not in types and "STEP_RESTARTED" not in types
+    assert (
+        types.count("STEP_FAILURE") == 1
+        and "STEP_UP_FOR_RETRY" not in types
+        and "STEP_RESTARTED" not in types
+    )
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     message = failure.step_failure_data.error.message
     assert "ict_table: checkpoint failed" in message and "inCommitTimestamp" in message
@@ -397,17 +520,19 @@ FLAKY_CALLS = []
 class FlakyResource(DeltaMaintenanceResource):
     """Fails the first checkpoint with a storage error, as a dropped connection would."""
 
-    def checkpoint(self, url, **kwargs):
-        FLAKY_CALLS.append(kwargs.get("dry_run"))
+    def execute_checkpoint(self, plan):
+        FLAKY_CALLS.append(plan.version)
         if len(FLAKY_CALLS) == 1:
             raise OSError("connection reset by peer")
-        return super().checkpoint(url, **kwargs)
+        return super().execute_checkpoint(plan)
 
 
 def test_transient_storage_error_is_retried(tmp_path):
     FLAKY_CALLS.clear()
     table = small_table(tmp_path / "t")
-    defs = build_delta_maintenance_defs([DeltaTableTarget("t", str(table))], name="r", resource=FlakyResource())
+    defs = build_delta_maintenance_defs(
+        [DeltaTableTarget("t", str(table))], name="r", resource=FlakyResource()
+    )
     result = run_assets(defs, "r", selection=[action_key("t", "checkpoint", fleet="r")])
     assert result.success
     types = [e.event_type_value for e in result.all_events]
@@ -418,7 +543,15 @@ def test_transient_storage_error_is_retried(tmp_path):
 
 # ----------------------------------------------------------------------------- asset checks
 def _lagging(path: Path, interval: int, commits: int) -> Path:
-    lb.write_commit(path, 0, [lb.protocol(), lb.metadata({"delta.checkpointInterval": str(interval)}), lb.add("f0.parquet")])
+    lb.write_commit(
+        path,
+        0,
+        [
+            lb.protocol(),
+            lb.metadata({"delta.checkpointInterval": str(interval)}),
+            lb.add("f0.parquet"),
+        ],
+    )
     for v in range(1, commits):
         lb.write_commit(path, v, [lb.add(f"f{v}.parquet")])
     return path
@@ -435,21 +568,67 @@ def _build_check_tables(tmp: Path) -> dict[str, Path]:
     tables["lag_warn"] = _lagging(tmp / "lag_warn", interval=2, commits=4)
     tables["lag_error"] = _lagging(tmp / "lag_error", interval=1, commits=11)
     ict = tmp / "ict"
-    lb.write_commit(ict, 0, [lb.protocol(3, 7, reader_features=[], writer_features=["inCommitTimestamp"]), lb.metadata(), lb.add("a.parquet")])
+    lb.write_commit(
+        ict,
+        0,
+        [
+            lb.protocol(3, 7, reader_features=[], writer_features=["inCommitTimestamp"]),
+            lb.metadata(),
+            lb.add("a.parquet"),
+        ],
+    )
     tables["ict"] = ict
     tomb = tmp / "tomb"
-    lb.write_commit(tomb, 0, [lb.protocol(), lb.metadata(), lb.add("a.parquet"), lb.add("b.parquet", size=1234), lb.add("c.parquet", size=66)])
-    lb.write_commit(tomb, 1, [lb.remove("b.parquet", size=1234), lb.remove("c.parquet", size=66, deletion_timestamp=int(time.time() * 1000))])
+    lb.write_commit(
+        tomb,
+        0,
+        [
+            lb.protocol(),
+            lb.metadata(),
+            lb.add("a.parquet"),
+            lb.add("b.parquet", size=1234),
+            lb.add("c.parquet", size=66),
+        ],
+    )
+    lb.write_commit(
+        tomb,
+        1,
+        [
+            lb.remove("b.parquet", size=1234),
+            lb.remove("c.parquet", size=66, deletion_timestamp=int(time.time() * 1000)),
+        ],
+    )
     tables["tomb"] = tomb
     ret = tmp / "ret"
-    lb.write_commit(ret, 0, [lb.protocol(), lb.metadata({"delta.logRetentionDuration": "interval 1 days", "delta.deletedFileRetentionDuration": "interval 7 days"}), lb.add("a.parquet")])
+    lb.write_commit(
+        ret,
+        0,
+        [
+            lb.protocol(),
+            lb.metadata(
+                {
+                    "delta.logRetentionDuration": "interval 1 days",
+                    "delta.deletedFileRetentionDuration": "interval 7 days",
+                }
+            ),
+            lb.add("a.parquet"),
+        ],
+    )
     tables["ret"] = ret
     bad = tmp / "bad"
     lb.write_commit(bad, 0, [lb.protocol(), lb.metadata(), lb.add("a.parquet")])
     (bad / "_delta_log" / f"{1:020d}.json").write_text('{"add": {"path": "x.parquet", \n')
     tables["bad"] = bad
     rt = tmp / "rt"
-    lb.write_commit(rt, 0, [lb.protocol(1, 7, writer_features=["rowTracking", "domainMetadata"]), lb.metadata(), lb.add("a.parquet")])
+    lb.write_commit(
+        rt,
+        0,
+        [
+            lb.protocol(1, 7, writer_features=["rowTracking", "domainMetadata"]),
+            lb.metadata(),
+            lb.add("a.parquet"),
+        ],
+    )
     tables["rt_backfill_pending"] = rt
     return tables
 
@@ -457,17 +636,30 @@ def _build_check_tables(tmp: Path) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def check_results(tmp_path_factory):
     tables = _build_check_tables(tmp_path_factory.mktemp("checks"))
-    defs = build_delta_maintenance_defs([DeltaTableTarget(n, str(p)) for n, p in tables.items()], name="h")
+    defs = build_delta_maintenance_defs(
+        [DeltaTableTarget(n, str(p)) for n, p in tables.items()], name="h"
+    )
     results = run_checks(defs)
     assert len(results) == 6 * len(tables)
     return {(key.path[-1], check): e for (key, check), e in results.items()}
 
 
-CHECK_NAMES = ("checkpoint_lag", "log_reconstructible", "writer_features_supported", "tombstone_backlog", "retention_properties_valid", "row_tracking_state")
+CHECK_NAMES = (
+    "checkpoint_lag",
+    "log_reconstructible",
+    "writer_features_supported",
+    "tombstone_backlog",
+    "retention_properties_valid",
+    "row_tracking_state",
+)
 
 
 def failed(check_results, table: str) -> dict[str, dg.AssetCheckSeverity]:
-    return {c: check_results[(table, c)].severity for c in CHECK_NAMES if not check_results[(table, c)].passed}
+    return {
+        c: check_results[(table, c)].severity
+        for c in CHECK_NAMES
+        if not check_results[(table, c)].passed
+    }
 
 
 def meta(check_results, table: str, check: str) -> dict:
@@ -476,37 +668,65 @@ def meta(check_results, table: str, check: str) -> dict:
 
 def test_checks_pass_on_a_healthy_checkpointed_table(check_results):
     assert failed(check_results, "healthy") == {}
-    assert meta(check_results, "healthy", "checkpoint_lag") == {"commits_since_checkpoint": 0, "checkpoint_interval": 10, "version": 2}
-    assert meta(check_results, "healthy", "tombstone_backlog") == {"expired_tombstones": 0, "reclaimable_bytes": 0}
+    assert meta(check_results, "healthy", "checkpoint_lag") == {
+        "commits_since_checkpoint": 0,
+        "checkpoint_interval": 10,
+        "version": 2,
+    }
+    assert meta(check_results, "healthy", "tombstone_backlog") == {
+        "expired_tombstones": 0,
+        "reclaimable_bytes": 0,
+    }
 
 
 def test_checkpoint_lag_warns_then_errors(check_results):
     assert failed(check_results, "lag_at_interval") == {}
     assert failed(check_results, "lag_warn") == {"checkpoint_lag": dg.AssetCheckSeverity.WARN}
-    assert meta(check_results, "lag_warn", "checkpoint_lag") == {"commits_since_checkpoint": 4, "checkpoint_interval": 2, "version": 3}
+    assert meta(check_results, "lag_warn", "checkpoint_lag") == {
+        "commits_since_checkpoint": 4,
+        "checkpoint_interval": 2,
+        "version": 3,
+    }
     assert failed(check_results, "lag_error") == {"checkpoint_lag": dg.AssetCheckSeverity.ERROR}
     assert meta(check_results, "lag_error", "checkpoint_lag")["commits_since_checkpoint"] == 11
 
 
 def test_unsupported_writer_feature_is_an_error(check_results):
-    assert failed(check_results, "ict") == {"writer_features_supported": dg.AssetCheckSeverity.ERROR}
-    assert meta(check_results, "ict", "writer_features_supported") == {"unsupported": "inCommitTimestamp"}
+    assert failed(check_results, "ict") == {
+        "writer_features_supported": dg.AssetCheckSeverity.ERROR
+    }
+    assert meta(check_results, "ict", "writer_features_supported") == {
+        "unsupported": "inCommitTimestamp"
+    }
 
 
 def test_expired_tombstones_warn_with_reclaimable_bytes(check_results):
     assert failed(check_results, "tomb") == {"tombstone_backlog": dg.AssetCheckSeverity.WARN}
     # the fresh tombstone of c.parquet is inside the retention and not counted
-    assert meta(check_results, "tomb", "tombstone_backlog") == {"expired_tombstones": 1, "reclaimable_bytes": 1234}
+    assert meta(check_results, "tomb", "tombstone_backlog") == {
+        "expired_tombstones": 1,
+        "reclaimable_bytes": 1234,
+    }
 
 
 def test_log_retention_shorter_than_file_retention_is_an_error(check_results):
-    assert failed(check_results, "ret") == {"retention_properties_valid": dg.AssetCheckSeverity.ERROR}
-    assert meta(check_results, "ret", "retention_properties_valid") == {"log_retention_hours": 24.0, "deleted_file_retention_hours": 168.0}
+    assert failed(check_results, "ret") == {
+        "retention_properties_valid": dg.AssetCheckSeverity.ERROR
+    }
+    assert meta(check_results, "ret", "retention_properties_valid") == {
+        "log_retention_hours": 24.0,
+        "deleted_file_retention_hours": 168.0,
+    }
 
 
 def test_row_tracking_without_row_ids_warns(check_results):
-    assert failed(check_results, "rt_backfill_pending") == {"row_tracking_state": dg.AssetCheckSeverity.WARN}
-    assert meta(check_results, "rt_backfill_pending", "row_tracking_state") == {"row_tracking": "supported", "files_without_row_ids": 1}
+    assert failed(check_results, "rt_backfill_pending") == {
+        "row_tracking_state": dg.AssetCheckSeverity.WARN
+    }
+    assert meta(check_results, "rt_backfill_pending", "row_tracking_state") == {
+        "row_tracking": "supported",
+        "files_without_row_ids": 1,
+    }
 
 
 def test_unreadable_log_fails_every_check_as_error(check_results):

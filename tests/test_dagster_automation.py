@@ -16,11 +16,11 @@ from delta_ops.dagster import (
     build_delta_maintenance_defs,
 )
 from delta_ops.ops.checkpoint import checkpoint
-from delta_ops.probe import probe_commits
-from delta_ops.snapshot import load_snapshot
+from delta_ops.ops.probe import probe_commits
 from delta_ops.storage import Storage
-from delta_ops.transaction import Transaction
-from delta_ops.writer import write_arrow
+from delta_ops.table.snapshot import load_snapshot
+from delta_ops.table.transaction import Transaction
+from delta_ops.table.writer import write_arrow
 from tests import log_builder as lb
 from tests.support import fresh_copy
 
@@ -33,7 +33,9 @@ def append(table: Path, n: int = 1, configuration: dict | None = None) -> int:
     """n commits of one row each; returns the last version."""
     version = -1
     for _ in range(n):
-        version = write_arrow(table, pa.table({"id": pa.array([1], pa.int64())}), configuration=configuration).version
+        version = write_arrow(
+            table, pa.table({"id": pa.array([1], pa.int64())}), configuration=configuration
+        ).version
     return version
 
 
@@ -51,7 +53,9 @@ def ckpt_key(table: str, fleet_name: str) -> dg.AssetKey:
 
 
 def fleet(name: str, tables: dict[str, Path], **kwargs) -> tuple[dg.Definitions, dict]:
-    defs = build_delta_maintenance_defs([DeltaTableTarget(n, str(p)) for n, p in tables.items()], name=name, **kwargs)
+    defs = build_delta_maintenance_defs(
+        [DeltaTableTarget(n, str(p)) for n, p in tables.items()], name=name, **kwargs
+    )
     return defs, {f"{name}_delta_maintenance": DeltaMaintenanceResource()}
 
 
@@ -64,20 +68,32 @@ class Sensor:
         self.cursor: str | None = None
 
     def tick(self) -> dg.SensorResult:
-        context = dg.build_sensor_context(cursor=self.cursor, resources=self.resources, definitions=self.defs)
+        context = dg.build_sensor_context(
+            cursor=self.cursor, resources=self.resources, definitions=self.defs
+        )
         data = self.sensor.evaluate_tick(context)
         self.cursor = data.cursor
         return data
 
 
-def tick_schedule(defs: dg.Definitions, resources: dict, name: str, schedule: str = "maintenance_schedule"):
+def tick_schedule(
+    defs: dg.Definitions, resources: dict, name: str, schedule: str = "maintenance_schedule"
+):
     sched = defs.resolve_schedule_def(f"{name}_{schedule}")
-    return sched.evaluate_tick(dg.build_schedule_context(scheduled_execution_time=WHEN, resources=resources))
+    return sched.evaluate_tick(
+        dg.build_schedule_context(scheduled_execution_time=WHEN, resources=resources)
+    )
 
 
-def run_request(defs: dg.Definitions, name: str, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
+def run_request(
+    defs: dg.Definitions, name: str, request: dg.RunRequest
+) -> dg.ExecuteInProcessResult:
     job = defs.resolve_job_def(f"{name}_maintenance_assets_job")
-    result = job.execute_in_process(asset_selection=request.asset_selection, tags=request.tags, instance=dg.DagsterInstance.ephemeral())
+    result = job.execute_in_process(
+        asset_selection=request.asset_selection,
+        tags=request.tags,
+        instance=dg.DagsterInstance.ephemeral(),
+    )
     assert result.success
     return result
 
@@ -90,7 +106,10 @@ def test_commit_sensor_requests_a_checkpoint_when_commits_reach_the_interval(tmp
     sensor = Sensor(defs, resources, "s")
 
     first = sensor.tick()
-    assert first.run_requests == [] and "events: 1 commit(s) since checkpoint None, interval 3" in first.skip_message
+    assert (
+        first.run_requests == []
+        and "events: 1 commit(s) since checkpoint None, interval 3" in first.skip_message
+    )
     assert json.loads(sensor.cursor)["events"]["version"] == 0
     append(table)
     assert sensor.tick().run_requests == []
@@ -109,7 +128,9 @@ def test_commit_sensor_requests_a_checkpoint_when_commits_reach_the_interval(tmp
 
     # run what was requested: the checkpoint resets the count
     result = run_request(defs, "s", request)
-    assert [e.asset_key for e in result.get_asset_materialization_events()] == [ckpt_key("events", "s")]
+    assert [e.asset_key for e in result.get_asset_materialization_events()] == [
+        ckpt_key("events", "s")
+    ]
     append(table, 2)
     after = sensor.tick()
     assert after.run_requests == [] and "2 commit(s) since checkpoint 2" in after.skip_message
@@ -130,7 +151,9 @@ def test_commit_sensor_one_request_per_due_table(tmp_path):
     requests = {r.tags["delta_ops/table"]: r for r in data.run_requests}
     assert set(requests) == {"a", "b"}
     assert requests["a"].run_key == "a:2" and requests["b"].run_key == "b:3"
-    assert requests["a"].asset_selection == [ckpt_key("a", "m")] and requests["b"].asset_selection == [ckpt_key("b", "m")]
+    assert requests["a"].asset_selection == [ckpt_key("a", "m")] and requests[
+        "b"
+    ].asset_selection == [ckpt_key("b", "m")]
     cursor = json.loads(sensor.cursor)
     assert {k: v["version"] for k, v in cursor.items()} == {"a": 2, "b": 3, "c": 0}
     assert {k: v["interval"] for k, v in cursor.items()} == {"a": 3, "b": 2, "c": 3}
@@ -178,11 +201,21 @@ def test_probe_reads_only_new_commits(tmp_path, monkeypatch):
     storage = Storage.open(str(table))
     exists, reads = [], []
     real_exists, real_read = storage.exists, storage.read_bytes
-    monkeypatch.setattr(storage, "exists", lambda p: exists.append(os.path.basename(p)) or real_exists(p))
-    monkeypatch.setattr(storage, "read_bytes", lambda p, *a, **k: reads.append(os.path.basename(p)) or real_read(p, *a, **k))
+    monkeypatch.setattr(
+        storage, "exists", lambda p: exists.append(os.path.basename(p)) or real_exists(p)
+    )
+    monkeypatch.setattr(
+        storage,
+        "read_bytes",
+        lambda p, *a, **k: reads.append(os.path.basename(p)) or real_read(p, *a, **k),
+    )
 
     probe = probe_commits(storage, known_version=14, known_interval=10)
-    assert (probe.latest_version, probe.last_checkpoint_version, probe.checkpoint_interval) == (16, 11, 10)
+    assert (probe.latest_version, probe.last_checkpoint_version, probe.checkpoint_interval) == (
+        16,
+        11,
+        10,
+    )
     assert probe.commits_since_checkpoint == 5
     assert probe.files_checked == 2 + 1  # versions 15, 16, and the missing 17
     assert exists == [f"{v:020d}.json" for v in (15, 16, 17)]
@@ -207,7 +240,9 @@ def vacuum_only_table(path: Path) -> Path:
     """Checkpointed, young log, one tombstone past the 7-day retention (kept by a checkpoint
     written when it had not expired yet)."""
     deleted = 1_700_000_000_000
-    lb.write_commit(path, 0, [lb.protocol(), lb.metadata(), lb.add("a.parquet"), lb.add("b.parquet", size=7)])
+    lb.write_commit(
+        path, 0, [lb.protocol(), lb.metadata(), lb.add("a.parquet"), lb.add("b.parquet", size=7)]
+    )
     lb.write_commit(path, 1, [lb.remove("b.parquet", size=7, deletion_timestamp=deleted)])
     checkpoint(str(path), now_ms=deleted + DAY_MS)
     for name in ("a.parquet", "b.parquet"):
@@ -247,7 +282,9 @@ def test_schedule_requests_only_the_actions_with_work(tmp_path):
     key = lambda t, a: dg.AssetKey(["delta_maintenance", "d", t, a])
     assert requests["new"].asset_selection == [key("new", "checkpoint")]
     assert requests["tombstones"].asset_selection == [key("tombstones", "vacuum")]
-    assert requests["dv"].asset_selection == [key("dv", a) for a in ("checkpoint", "log_cleanup", "vacuum")]
+    assert requests["dv"].asset_selection == [
+        key("dv", a) for a in ("checkpoint", "log_cleanup", "vacuum")
+    ]
     for name, request in requests.items():
         assert request.run_key == f"{name}:2026-01-02"
 
@@ -270,7 +307,9 @@ def test_vacuum_only_request_deletes_the_expired_file(tmp_path):
 def test_schedule_vacuums_files_whose_tombstone_a_checkpoint_dropped(tmp_path):
     table = tmp_path / "t"
     deleted = 1_700_000_000_000
-    lb.write_commit(table, 0, [lb.protocol(), lb.metadata(), lb.add("a.parquet"), lb.add("b.parquet", size=7)])
+    lb.write_commit(
+        table, 0, [lb.protocol(), lb.metadata(), lb.add("a.parquet"), lb.add("b.parquet", size=7)]
+    )
     lb.write_commit(table, 1, [lb.remove("b.parquet", size=7, deletion_timestamp=deleted)])
     for name in ("a.parquet", "b.parquet"):
         (table / name).write_bytes(b"x" * 7)
@@ -280,18 +319,29 @@ def test_schedule_vacuums_files_whose_tombstone_a_checkpoint_dropped(tmp_path):
     checkpoint(str(table))  # drops the expired tombstone
     defs, resources = fleet("o", {"t": table})
     resource = resources["o_delta_maintenance"]
-    assert [c.path for c in resource.vacuum(str(table), dry_run=True).candidates] == ["b.parquet"]
+    assert [c.path for c in resource.plan_vacuum(str(table)).candidates] == ["b.parquet"]
     data = tick_schedule(defs, resources, "o")
     assert len(data.run_requests) == 1, data.skip_message
-    assert dg.AssetKey(["delta_maintenance", "o", "t", "vacuum"]) in data.run_requests[0].asset_selection
+    assert (
+        dg.AssetKey(["delta_maintenance", "o", "t", "vacuum"])
+        in data.run_requests[0].asset_selection
+    )
 
 
 def test_row_tracking_schedule_requests_opted_in_tables(tmp_path):
     table = quiet_table(tmp_path / "t")
-    defs = build_delta_maintenance_defs([DeltaTableTarget("t", str(table), enable_row_tracking=True)], name="r", row_tracking_cron="0 4 * * 0")
-    data = tick_schedule(defs, {"r_delta_maintenance": DeltaMaintenanceResource()}, "r", "row_tracking_schedule")
+    defs = build_delta_maintenance_defs(
+        [DeltaTableTarget("t", str(table), enable_row_tracking=True)],
+        name="r",
+        row_tracking_cron="0 4 * * 0",
+    )
+    data = tick_schedule(
+        defs, {"r_delta_maintenance": DeltaMaintenanceResource()}, "r", "row_tracking_schedule"
+    )
     assert len(data.run_requests) == 1, data.skip_message
-    assert data.run_requests[0].asset_selection == [dg.AssetKey(["delta_maintenance", "r", "t", "row_tracking"])]
+    assert data.run_requests[0].asset_selection == [
+        dg.AssetKey(["delta_maintenance", "r", "t", "row_tracking"])
+    ]
 
 
 # ----------------------------------------------------------------------- run-failure sensor
@@ -302,7 +352,12 @@ def test_run_failure_sensor_reports_failed_maintenance_runs(tmp_path, caplog):
     assert isinstance(sensor, dg.RunStatusSensorDefinition)
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
     assert {j.name for j in sensor._monitored_jobs} == {
-        "f_maintenance_assets_job", "f_checkpoint_job", "f_log_cleanup_job", "f_vacuum_job", "f_row_tracking_job", "f_maintenance_job",
+        "f_maintenance_assets_job",
+        "f_checkpoint_job",
+        "f_log_cleanup_job",
+        "f_vacuum_job",
+        "f_row_tracking_job",
+        "f_maintenance_job",
     }
 
     instance = dg.DagsterInstance.ephemeral()
@@ -325,4 +380,6 @@ def test_run_failure_sensor_reports_failed_maintenance_runs(tmp_path, caplog):
     context.log.addHandler(caplog.handler)  # the sensor's own logger, as the daemon would capture
     sensor(context)
     messages = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
-    assert any(f"delta maintenance run {result.run_id} for simple failed" in m for m in messages), messages
+    assert any(f"delta maintenance run {result.run_id} for simple failed" in m for m in messages), (
+        messages
+    )

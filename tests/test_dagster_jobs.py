@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 
 from delta_ops.dagster import DeltaTableTarget, build_delta_maintenance_defs
-from delta_ops.snapshot import load_snapshot
-from delta_ops.writer import write_arrow
-from tests.support import fresh_copy, deltalake_files, deltalake_rows
+from delta_ops.table.snapshot import load_snapshot
+from delta_ops.table.writer import write_arrow
+from tests.support import deltalake_files, deltalake_rows, fresh_copy
 
 DAY_S = 86_400
 NAME = "ops"
@@ -60,14 +60,25 @@ def observations(result: dg.ExecuteInProcessResult) -> dict[str, dict]:
     return out
 
 
-def run(defs: dg.Definitions, action: str, config: dict | None = None, **kwargs) -> dg.ExecuteInProcessResult:
+def run(
+    defs: dg.Definitions, action: str, config: dict | None = None, **kwargs
+) -> dg.ExecuteInProcessResult:
     job = defs.resolve_job_def(f"{NAME}_{action}_job")
     run_config = {"ops": {f"{NAME}_{action}": {"config": config or {}}}}
-    return job.execute_in_process(run_config=run_config, instance=kwargs.pop("instance", None) or dg.DagsterInstance.ephemeral(), raise_on_error=False, **kwargs)
+    return job.execute_in_process(
+        run_config=run_config,
+        instance=kwargs.pop("instance", None) or dg.DagsterInstance.ephemeral(),
+        raise_on_error=False,
+        **kwargs,
+    )
 
 
 def failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:
-    return [e.step_failure_data.error.message for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    return [
+        e.step_failure_data.error.message
+        for e in result.all_events
+        if e.event_type_value == "STEP_FAILURE"
+    ]
 
 
 @pytest.fixture
@@ -82,7 +93,9 @@ def fleet(tmp_path):
     for i in range(2):
         write_arrow(arrow, pa.table({"id": pa.array([i], pa.int64())}))
     tables = {"simple": simple, "dv": dv, "arrow": arrow}
-    defs = build_delta_maintenance_defs([DeltaTableTarget(n, str(p)) for n, p in tables.items()], name=NAME)
+    defs = build_delta_maintenance_defs(
+        [DeltaTableTarget(n, str(p)) for n, p in tables.items()], name=NAME
+    )
     return defs, tables
 
 
@@ -100,12 +113,18 @@ def test_dry_run_changes_nothing_and_observes_the_plan(fleet, tmp_path, action):
         assert meta["action"] == action and meta["dry_run"] is True
     dv = obs["dv"]
     if action == "checkpoint":
-        assert dv["version"] == 15 and dv["files"] == [f"{15:020d}.checkpoint.parquet"] and dv["existing"] == "None"
+        assert (
+            dv["version"] == 15
+            and dv["files"] == [f"{15:020d}.checkpoint.parquet"]
+            and dv["existing"] == "None"
+        )
         assert obs["simple"]["version"] == 4 and obs["arrow"]["version"] == 1
     elif action == "log_cleanup":
         # the boundary is the checkpoint at 10: commits 0..9 would go
         assert dv["boundary_checkpoint_version"] == 10
-        assert dv["num_deleted"] == 10 and set(dv["deleted"]) == {f"{v:020d}.json" for v in range(10)}
+        assert dv["num_deleted"] == 10 and set(dv["deleted"]) == {
+            f"{v:020d}.json" for v in range(10)
+        }
         assert all((tables["dv"] / "_delta_log" / n).exists() for n in dv["deleted"])
         assert "no readable _last_checkpoint" in obs["simple"]["skipped"]
     elif action == "vacuum":
@@ -129,7 +148,10 @@ def test_checkpoint_job_on_selected_tables(fleet):
         assert obs[name]["version"] == version and obs[name]["dry_run"] is False
         assert obs[name]["written"] == [f"{version:020d}.checkpoint.parquet"]
         assert (tables[name] / "_delta_log" / f"{version:020d}.checkpoint.parquet").is_file()
-        assert json.loads((tables[name] / "_delta_log" / "_last_checkpoint").read_text())["version"] == version
+        assert (
+            json.loads((tables[name] / "_delta_log" / "_last_checkpoint").read_text())["version"]
+            == version
+        )
         assert deltalake_files(tables[name])[0] == version
     assert log_files(tables["arrow"]) == arrow_log
     again = run(defs, "checkpoint", {"tables": ["dv"]})
@@ -210,7 +232,9 @@ def test_row_tracking_job_enables_it(fleet):
     progress = [e.user_message for e in instance.all_logs(result.run_id)]
     assert any("protocol upgraded for row tracking" in m for m in progress), progress
     meta = observations(result)["arrow"]
-    assert meta["files_backfilled"] == 2 and len(meta["backfill_commits"]) == 2  # one commit per file
+    assert (
+        meta["files_backfilled"] == 2 and len(meta["backfill_commits"]) == 2
+    )  # one commit per file
     snap = load_snapshot(arrow)
     assert snap.protocol.supports("rowTracking") and snap.properties.enable_row_tracking
     assert snap.files.column("baseRowId").null_count == 0
@@ -262,15 +286,27 @@ def test_maintenance_job_runs_checkpoint_then_cleanup_then_vacuum(fleet):
     rows = deltalake_rows(dv)
     job = defs.resolve_job_def(f"{NAME}_maintenance_job")
     result = job.execute_in_process(
-        run_config={"ops": {f"{NAME}_{a}": {"config": {"tables": ["dv"]}} for a in ("checkpoint", "log_cleanup", "vacuum")}},
+        run_config={
+            "ops": {
+                f"{NAME}_{a}": {"config": {"tables": ["dv"]}}
+                for a in ("checkpoint", "log_cleanup", "vacuum")
+            }
+        },
         instance=dg.DagsterInstance.ephemeral(),
     )
     assert result.success
-    steps = [(e.event_type_value, e.step_key) for e in result.all_events if e.event_type_value in ("STEP_START", "STEP_SUCCESS")]
+    steps = [
+        (e.event_type_value, e.step_key)
+        for e in result.all_events
+        if e.event_type_value in ("STEP_START", "STEP_SUCCESS")
+    ]
     assert steps == [
-        ("STEP_START", "ops_checkpoint"), ("STEP_SUCCESS", "ops_checkpoint"),
-        ("STEP_START", "ops_log_cleanup"), ("STEP_SUCCESS", "ops_log_cleanup"),
-        ("STEP_START", "ops_vacuum"), ("STEP_SUCCESS", "ops_vacuum"),
+        ("STEP_START", "ops_checkpoint"),
+        ("STEP_SUCCESS", "ops_checkpoint"),
+        ("STEP_START", "ops_log_cleanup"),
+        ("STEP_SUCCESS", "ops_log_cleanup"),
+        ("STEP_START", "ops_vacuum"),
+        ("STEP_SUCCESS", "ops_vacuum"),
     ]
     by_action = {}
     for event in result.get_asset_observation_events():

@@ -22,9 +22,24 @@ import pytest
 from tests.support import REPO
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 MAINTENANCE_ACTIONS = ("checkpoint", "log_cleanup", "vacuum", "row_tracking")
-CHECKS = ("checkpoint_lag", "log_reconstructible", "writer_features_supported", "tombstone_backlog", "retention_properties_valid", "row_tracking_state")
+CHECKS = (
+    "checkpoint_lag",
+    "log_reconstructible",
+    "writer_features_supported",
+    "tombstone_backlog",
+    "retention_properties_valid",
+    "row_tracking_state",
+)
 
 
 def _free_port() -> int:
@@ -34,7 +49,11 @@ def _free_port() -> int:
 
 
 def _graphql(base: str, query: str) -> dict:
-    request = urllib.request.Request(f"{base}/graphql", data=json.dumps({"query": query}).encode(), headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{base}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
 
@@ -46,10 +65,14 @@ def dagster_ui(tmp_path_factory):
     port = _free_port()
     env = {**os.environ, "DAGSTER_HOME": str(home), "DELTA_OPS_WAREHOUSE": str(warehouse)}
     dagster = Path(sys.executable).with_name("dagster")
-    log = open(home / "dagster_dev.log", "w")
+    log = open(home / "dagster_dev.log", "w")  # noqa: SIM115 - held by the server process until teardown
     proc = subprocess.Popen(
         [str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -57,7 +80,10 @@ def dagster_ui(tmp_path_factory):
         status = None
         while time.monotonic() < deadline:
             try:
-                data = _graphql(base, "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus locationOrLoadError { __typename ... on PythonError { message } } } } } }")
+                data = _graphql(
+                    base,
+                    "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus locationOrLoadError { __typename ... on PythonError { message } } } } } }",
+                )
                 entries = data["data"]["workspaceOrError"]["locationEntries"]
                 status = entries[0]
                 if status["loadStatus"] == "LOADED":
@@ -65,7 +91,9 @@ def dagster_ui(tmp_path_factory):
             except (OSError, KeyError, IndexError, ValueError):
                 pass
             time.sleep(1)
-        assert status is not None and status["loadStatus"] == "LOADED", (home / "dagster_dev.log").read_text()[-3000:]
+        assert status is not None and status["loadStatus"] == "LOADED", (
+            home / "dagster_dev.log"
+        ).read_text()[-3000:]
         assert status["locationOrLoadError"]["__typename"] == "RepositoryLocation", status
         yield base, status["name"]
     finally:
@@ -107,7 +135,9 @@ def test_asset_graph_shows_pipeline_and_maintenance_assets(dagster_ui, page, tmp
     page.get_by_text("delta_maintenance").first.wait_for(timeout=60_000)
     page.screenshot(path=str(_shots_dir(tmp_path) / "global_lineage.png"), full_page=True)
     assert "pipeline" in page.content()  # the Spark pipeline's group feeds the maintenance group
-    page.goto(f"{base}/locations/{location}/asset-groups/delta_maintenance", wait_until="networkidle")
+    page.goto(
+        f"{base}/locations/{location}/asset-groups/delta_maintenance", wait_until="networkidle"
+    )
     _dismiss_welcome(page)
     page.get_by_text("log_cleanup").first.wait_for(timeout=60_000)
     shot = _shots_dir(tmp_path) / "asset_graph.png"
@@ -132,7 +162,10 @@ def test_table_asset_lists_the_maintenance_checks(dagster_ui, page, tmp_path):
 
 def test_vacuum_job_launchpad_offers_typed_config(dagster_ui, page, tmp_path):
     base, location = dagster_ui
-    page.goto(f"{base}/locations/{location}/jobs/warehouse_vacuum_job/playground", wait_until="networkidle")
+    page.goto(
+        f"{base}/locations/{location}/jobs/warehouse_vacuum_job/playground",
+        wait_until="networkidle",
+    )
     _dismiss_welcome(page)
     page.get_by_text("Launch Run").first.wait_for(timeout=60_000)
     page.get_by_text("dry_run").first.wait_for(timeout=30_000)

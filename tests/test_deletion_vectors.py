@@ -1,4 +1,4 @@
-"""Tests for delta_ops.deletion_vectors: the spec's examples, every DV in the real fixtures, and
+"""Tests for delta_ops.protocol.deletion_vectors: the spec's examples, every DV in the real fixtures, and
 DVs we write read back by independent readers (deltalake / delta-rs and DuckDB's delta
 extension / delta-kernel-rs)."""
 
@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap64
 
-from delta_ops.deletion_vectors import (
+from delta_ops.errors import InvalidDeletionVector
+from delta_ops.protocol.deletion_vectors import (
     NATIVE_MAGIC,
     DeletionVectorDescriptor,
     decode_bitmap,
@@ -33,7 +34,6 @@ from delta_ops.deletion_vectors import (
     z85_decode,
     z85_encode,
 )
-from delta_ops.errors import InvalidDeletionVector
 from tests.support import DATA, TABLES, duckdb_connection
 
 DV_TABLES = [

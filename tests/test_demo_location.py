@@ -13,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from delta_ops.snapshot import load_snapshot
+from delta_ops.table.snapshot import load_snapshot
 from tests.support import REPO, deltalake_rows, duckdb_rows
 
 
@@ -21,8 +21,15 @@ def test_dagster_definitions_validate_passes(tmp_path):
     dagster = Path(sys.executable).with_name("dagster")
     result = subprocess.run(
         [str(dagster), "definitions", "validate", "-w", "workspace.yaml"],
-        cwd=REPO, capture_output=True, text=True, check=False,
-        env={**__import__("os").environ, "DAGSTER_HOME": str(tmp_path), "DELTA_OPS_WAREHOUSE": str(tmp_path / "wh")},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={
+            **__import__("os").environ,
+            "DAGSTER_HOME": str(tmp_path),
+            "DELTA_OPS_WAREHOUSE": str(tmp_path / "wh"),
+        },
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "All code locations passed validation" in result.stdout + result.stderr
@@ -43,7 +50,9 @@ def demo(tmp_path, monkeypatch, spark):
 def test_pipeline_then_maintenance_on_the_demo_table(demo):
     pipeline = demo.defs.resolve_job_def("events_pipeline_job")
     for _ in range(2):
-        result = pipeline.execute_in_process(run_config={"ops": {"events": {"config": {"rows": 40, "days": 2}}}})
+        result = pipeline.execute_in_process(
+            run_config={"ops": {"events": {"config": {"rows": 40, "days": 2}}}}
+        )
         assert result.success
     table = demo.EVENTS_TABLE
     snapshot = load_snapshot(table)
@@ -76,14 +85,20 @@ def test_a_spark_commit_triggers_the_commit_sensor(demo, spark):
     write_delta(df, table, configuration={"delta.checkpointInterval": "2"})
     sensor = demo.defs.resolve_sensor_def("warehouse_commit_sensor")
     resources = {"warehouse_delta_maintenance": demo.defs.resources["warehouse_delta_maintenance"]}
-    with dg.build_sensor_context(resources=resources, instance=dg.DagsterInstance.ephemeral()) as context:
+    with dg.build_sensor_context(
+        resources=resources, instance=dg.DagsterInstance.ephemeral()
+    ) as context:
         first = sensor.evaluate_tick(context)
     assert first.run_requests == [] and first.skip_message
     cursor = first.cursor
     write_delta(df, table)  # version 1: two commits since no checkpoint -> due
-    with dg.build_sensor_context(cursor=cursor, resources=resources, instance=dg.DagsterInstance.ephemeral()) as context:
+    with dg.build_sensor_context(
+        cursor=cursor, resources=resources, instance=dg.DagsterInstance.ephemeral()
+    ) as context:
         second = sensor.evaluate_tick(context)
     [request] = second.run_requests
     assert request.run_key == "events:1"
-    assert request.asset_selection == [dg.AssetKey(["delta_maintenance", "warehouse", "events", "checkpoint"])]
+    assert request.asset_selection == [
+        dg.AssetKey(["delta_maintenance", "warehouse", "events", "checkpoint"])
+    ]
     assert json.loads(second.cursor)["events"]["version"] == 1

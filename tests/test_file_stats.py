@@ -1,4 +1,4 @@
-"""Tests for delta_ops.file_stats: footer-only stats against what real writers logged, against
+"""Tests for delta_ops.protocol.stats: footer-only stats against what real writers logged, against
 stats computed from the data with pyarrow.compute, and the missing-statistics rules."""
 
 from __future__ import annotations
@@ -20,15 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from delta_ops.file_stats import (
-    num_records_from_parquet_file,
-    stats_from_parquet_metadata,
-    stats_json_from_parquet_file,
-    stats_to_json,
-    truncate_max_string,
-    truncate_min_string,
-)
-from delta_ops.schema import (
+from delta_ops.protocol.properties import TableProperties
+from delta_ops.protocol.schema import (
     StructField,
     StructType,
     from_arrow_schema,
@@ -36,7 +29,14 @@ from delta_ops.schema import (
     parse_stats,
     stats_schema,
 )
-from delta_ops.table_properties import TableProperties
+from delta_ops.protocol.stats import (
+    num_records_from_parquet_file,
+    stats_from_parquet_metadata,
+    stats_json_from_parquet_file,
+    stats_to_json,
+    truncate_max_string,
+    truncate_min_string,
+)
 from tests.support import TABLES
 
 MISSING = object()
@@ -587,6 +587,7 @@ def test_truncated_bounds_still_bound_every_value(value, other):
 
 def test_agrees_with_delta_rs_up_to_its_formats(tmp_path):
     import deltalake
+
     table = _every_type_table().drop_columns(["ts_ms", "ts_ns", "sparse", "list", "map"])
     deltalake.write_deltalake(str(tmp_path / "t"), table)
     (commit,) = (tmp_path / "t" / "_delta_log").glob("*.json")

@@ -6,7 +6,11 @@ import json
 
 import pytest
 
-from delta_ops.last_checkpoint import last_checkpoint_checksum, parse_last_checkpoint, serialize_last_checkpoint
+from delta_ops.log.last_checkpoint import (
+    last_checkpoint_checksum,
+    parse_last_checkpoint,
+    serialize_last_checkpoint,
+)
 from tests.support import TABLES
 
 
@@ -38,13 +42,17 @@ def test_duplicate_keys_and_mismatch_are_rejected():
     with pytest.raises(ValueError, match="duplicate key"):
         parse_last_checkpoint(b'{"version": 1, "version": 2}')
     with pytest.raises(ValueError, match="checksum mismatch"):
-        parse_last_checkpoint(b'{"version": 1, "size": 2, "checksum": "00000000000000000000000000000000"}')
+        parse_last_checkpoint(
+            b'{"version": 1, "size": 2, "checksum": "00000000000000000000000000000000"}'
+        )
     with pytest.raises(ValueError, match="version"):
         parse_last_checkpoint(b'{"size": 2}')
 
 
 def test_serialize_round_trips_with_checksum():
-    data = serialize_last_checkpoint({"version": 12, "size": 40, "sizeInBytes": 1234, "numOfAddFiles": 30, "parts": None})
+    data = serialize_last_checkpoint(
+        {"version": 12, "size": 40, "sizeInBytes": 1234, "numOfAddFiles": 30, "parts": None}
+    )
     info = parse_last_checkpoint(data)
     assert (info.version, info.size, info.num_of_add_files) == (12, 40, 30)
     assert "parts" not in info.raw and "checksum" in info.raw

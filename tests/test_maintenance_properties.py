@@ -25,11 +25,11 @@ from urllib.parse import unquote
 from hypothesis import event, given, note
 from hypothesis import strategies as st
 
-from delta_ops.log_files import parse_log_file_name
+from delta_ops.log.file_names import parse_log_file_name
 from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.vacuum import DEFAULT_IN_FLIGHT_GRACE_MS, execute_vacuum, plan_vacuum
-from delta_ops.snapshot import load_snapshot
+from delta_ops.table.snapshot import load_snapshot
 from tests import log_builder as lb
 from tests.history import dv_id, histories, naive_state
 
@@ -57,10 +57,18 @@ def files_under(root: Path) -> dict[str, int]:
 
 def keys_of(snapshot) -> set[tuple[str, str | None]]:
     rows = snapshot.files.select(["path", "deletionVector"]).to_pylist()
-    return {(r["path"], dv_id({k: v for k, v in (r["deletionVector"] or {}).items() if v is not None} or None)) for r in rows}
+    return {
+        (
+            r["path"],
+            dv_id({k: v for k, v in (r["deletionVector"] or {}).items() if v is not None} or None),
+        )
+        for r in rows
+    }
 
 
-def spark_expired_log_files(listing: dict[str, tuple[int, int]], cutoff: int, max_version: int) -> set[str]:
+def spark_expired_log_files(
+    listing: dict[str, tuple[int, int]], cutoff: int, max_version: int
+) -> set[str]:
     """Spark's BufferingLogDeletionIterator (Delta 4.1 / Kernel port), written independently:
     files in name order, mtimes made monotonic, whole segments flushed at complete checkpoints."""
     files = []
@@ -106,11 +114,25 @@ def scenarios(draw):
     commits = draw(histories(max_commits=8))
     n = len(commits) - 1
     added = sorted({a["add"]["path"] for c in commits for a in c if "add" in a})
-    orphans = draw(st.lists(st.sampled_from(["orphan-a.bin", "part=1/orphan-b.bin", "new-dir/deep/orphan-c.bin"]), unique=True))
-    delete_before = H0 + draw(st.just(n + 2) | st.integers(-1, n + 2))  # often: every remove expired
+    orphans = draw(
+        st.lists(
+            st.sampled_from(["orphan-a.bin", "part=1/orphan-b.bin", "new-dir/deep/orphan-c.bin"]),
+            unique=True,
+        )
+    )
+    delete_before = H0 + draw(
+        st.just(n + 2) | st.integers(-1, n + 2)
+    )  # often: every remove expired
     ages = st.sampled_from([-30 * DAY, -HOUR, -1, 0, 1, HOUR])
     file_times = {p: delete_before + draw(ages) for p in [unquote(a) for a in added] + orphans}
-    checkpoints = draw(st.lists(st.tuples(st.integers(0, n), st.sampled_from([None, None, 2])), min_size=min(1, draw(st.integers(0, 4))), max_size=3, unique_by=lambda t: t[0]))
+    checkpoints = draw(
+        st.lists(
+            st.tuples(st.integers(0, n), st.sampled_from([None, None, 2])),
+            min_size=min(1, draw(st.integers(0, 4))),
+            max_size=3,
+            unique_by=lambda t: t[0],
+        )
+    )
     skew = draw(st.none() | st.tuples(st.integers(0, n), st.integers(-3, n + 3)))
     return {
         "commits": commits,
@@ -149,13 +171,20 @@ def test_vacuum_and_cleanup_never_lose_what_a_retained_version_needs(tmp_path, s
     os.symlink(outside, table / "link-out")
     multi_part = False
     for version, parts in scenario["checkpoints"]:
-        result = checkpoint(table, version=version, parts=parts, now_ms=H0 + 1000)  # expires nothing
+        result = checkpoint(
+            table, version=version, parts=parts, now_ms=H0 + 1000
+        )  # expires nothing
         multi_part |= len(result.written) > 1
     for name in os.listdir(table / "_delta_log"):
         parsed = parse_log_file_name(name)
         version = parsed.version if parsed else n
         when = LOG0 + version * DAY + HOUR
-        if scenario["skew"] and parsed and parsed.version == scenario["skew"][0] and name.endswith(".json"):
+        if (
+            scenario["skew"]
+            and parsed
+            and parsed.version == scenario["skew"][0]
+            and name.endswith(".json")
+        ):
             when = LOG0 + scenario["skew"][1] * DAY
         set_mtime(table / "_delta_log" / name, when)
 
@@ -172,8 +201,17 @@ def test_vacuum_and_cleanup_never_lose_what_a_retained_version_needs(tmp_path, s
     log_before = {k for k in before if k.startswith("_delta_log/")}
     now = delete_before + retention
     grace = {} if scenario["grace"] is None else {"in_flight_grace_ms": scenario["grace"]}
-    in_flight_cutoff = now - (DEFAULT_IN_FLIGHT_GRACE_MS if scenario["grace"] is None else scenario["grace"])
-    plan = plan_vacuum(load_snapshot(table), now, retention_ms=retention, mode=scenario["mode"], force=True, **grace)
+    in_flight_cutoff = now - (
+        DEFAULT_IN_FLIGHT_GRACE_MS if scenario["grace"] is None else scenario["grace"]
+    )
+    plan = plan_vacuum(
+        load_snapshot(table),
+        now,
+        retention_ms=retention,
+        mode=scenario["mode"],
+        force=True,
+        **grace,
+    )
     assert plan.delete_before_ms == delete_before
     result = execute_vacuum(plan)
     after = files_under(table)
@@ -185,14 +223,24 @@ def test_vacuum_and_cleanup_never_lose_what_a_retained_version_needs(tmp_path, s
     assert log_before <= set(after), "vacuum deleted log files"
     assert not deleted & protected, f"deleted protected files: {sorted(deleted & protected)}"
     if scenario["mode"] == "full":
-        assert not {p for p in deleted if before[p] >= delete_before}, "deleted a file younger than the retention"
-        old_unprotected = {p for p, t in before.items() if t < delete_before and p not in protected and p not in log_before}
+        assert not {p for p in deleted if before[p] >= delete_before}, (
+            "deleted a file younger than the retention"
+        )
+        old_unprotected = {
+            p
+            for p, t in before.items()
+            if t < delete_before and p not in protected and p not in log_before
+        }
         # files no commit removed (untracked orphans) younger than the in-flight grace stay
-        in_flight = {p for p in old_unprotected if p not in tomb_times and before[p] > in_flight_cutoff}
+        in_flight = {
+            p for p in old_unprotected if p not in tomb_times and before[p] > in_flight_cutoff
+        }
         assert deleted == old_unprotected - in_flight
         assert set(plan.kept_in_flight) == in_flight
     else:
-        expired = {p for p, t in tomb_times.items() if t < delete_before and p not in live and p in before}
+        expired = {
+            p for p, t in tomb_times.items() if t < delete_before and p not in live and p in before
+        }
         assert deleted == expired
         assert all(o in after for o in scenario["orphans"]), "LITE found an untracked orphan"
 
@@ -203,7 +251,11 @@ def test_vacuum_and_cleanup_never_lose_what_a_retained_version_needs(tmp_path, s
     for v in range(n + 1, latest.version + 1):  # VACUUM START / END change no files
         expected_state[v] = expected_state[n]
     log = table / "_delta_log"
-    listing = {p.name: (p.stat().st_size, p.stat().st_mtime_ns // 1_000_000) for p in log.iterdir() if p.is_file()}
+    listing = {
+        p.name: (p.stat().st_size, p.stat().st_mtime_ns // 1_000_000)
+        for p in log.iterdir()
+        if p.is_file()
+    }
     cutoff = LOG0 + scenario["cutoff_day"] * DAY
     now = cutoff + scenario["log_retention"] + scenario["now_jitter"]
     cplan = plan_cleanup(load_snapshot(table), now, retention_ms=scenario["log_retention"])

@@ -8,13 +8,13 @@ from urllib.parse import unquote
 
 from hypothesis import given
 
-from delta_ops.snapshot import load_snapshot
+from delta_ops.table.snapshot import load_snapshot
 from tests import log_builder as lb
 from tests.history import histories, naive_state
 
 
 def _key_list(table) -> list[tuple[str, str | None]]:
-    from delta_ops.deletion_vectors import dv_unique_ids
+    from delta_ops.protocol.deletion_vectors import dv_unique_ids
 
     paths = table.column("path").to_pylist()
     ids = dv_unique_ids(table.column("deletionVector")).to_pylist() if table.num_rows else []
@@ -34,7 +34,9 @@ def assert_matches_naive(table_dir: Path, commits, version: int) -> None:
     assert {k: t.version for k, t in snapshot.txns.items()} == expected.txns
     assert {k: d.configuration for k, d in snapshot.domains.items()} == expected.domains
     assert snapshot.metadata.configuration == expected.metadata["configuration"]
-    assert snapshot.protocol.to_action()["minReaderVersion"] == expected.protocol["minReaderVersion"]
+    assert (
+        snapshot.protocol.to_action()["minReaderVersion"] == expected.protocol["minReaderVersion"]
+    )
     # every live add keeps its own fields (stats, partition values) from the winning action
     stats = dict(zip(_key_list(snapshot.files), snapshot.files.column("stats").to_pylist()))
     for key, body in expected.files.items():

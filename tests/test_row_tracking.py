@@ -38,9 +38,9 @@ from delta_ops.ops.row_tracking import (
     row_ids,
 )
 from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
-from delta_ops.snapshot import load_snapshot
-from delta_ops.transaction import Transaction
-from delta_ops.writer import write_arrow
+from delta_ops.table.snapshot import load_snapshot
+from delta_ops.table.transaction import Transaction
+from delta_ops.table.writer import write_arrow
 from tests import log_builder as lb
 from tests.faults import FaultPlan, InjectedCrash, faulty_options, faulty_url
 from tests.support import REPO, _row_key, copy_fixture, duckdb_connection, readable_fixture_names
@@ -80,7 +80,10 @@ def rs_rows_if_supported(path: Path | str) -> list[dict] | None:
     try:
         return rs_rows(path)
     except (DeltaError, DeltaProtocolError) as exc:
-        if "unsupported table features" in str(exc).lower() or "not yet supported" in str(exc).lower():
+        if (
+            "unsupported table features" in str(exc).lower()
+            or "not yet supported" in str(exc).lower()
+        ):
             return None
         raise
 
@@ -135,7 +138,9 @@ def normalized(add: dict) -> dict:
         "size": add.get("size"),
         "modificationTime": add.get("modificationTime"),
         "tags": pairs(add.get("tags")),
-        "deletionVector": {k: v for k, v in dv.items() if v is not None and k != "maxRowIndex"} if dv else None,
+        "deletionVector": {k: v for k, v in dv.items() if v is not None and k != "maxRowIndex"}
+        if dv
+        else None,
     }
 
 
@@ -217,20 +222,29 @@ def ranges_of(snapshot) -> list[tuple[str, int, int]]:
 def check_id_invariants(snapshot) -> list[tuple[str, int, int]]:
     """Every live add has ids; ranges are disjoint; the high-water mark covers them."""
     files = snapshot.files.to_pylist()
-    missing = [f["path"] for f in files if f["baseRowId"] is None or f["defaultRowCommitVersion"] is None]
+    missing = [
+        f["path"] for f in files if f["baseRowId"] is None or f["defaultRowCommitVersion"] is None
+    ]
     assert not missing, f"live files without row ids: {missing[:5]}"
     ranges = ranges_of(snapshot)
     nonempty = sorted((b, n, p) for p, b, n in ranges if n > 0)
     for (b0, n0, p0), (b1, n1, p1) in pairwise(nonempty):
-        assert b0 + n0 <= b1, f"row id ranges overlap: {p0} [{b0}, {b0 + n0}) and {p1} [{b1}, {b1 + n1})"
+        assert b0 + n0 <= b1, (
+            f"row id ranges overlap: {p0} [{b0}, {b0 + n0}) and {p1} [{b1}, {b1 + n1})"
+        )
     assert all(b >= 0 for _, b, _ in ranges)
     if nonempty:
         largest = max(b + n - 1 for b, n, _ in nonempty)
-        assert snapshot.row_id_high_water_mark is not None and snapshot.row_id_high_water_mark >= largest
+        assert (
+            snapshot.row_id_high_water_mark is not None
+            and snapshot.row_id_high_water_mark >= largest
+        )
     return ranges
 
 
-def check_enabled(before: Before, con, *, batch_files: int | None = None, same_files: bool = True) -> Any:
+def check_enabled(
+    before: Before, con, *, batch_files: int | None = None, same_files: bool = True
+) -> Any:
     """Everything test 1 promises about a table after enabling row tracking."""
     path = before.path
     after = load_snapshot(path)
@@ -244,7 +258,11 @@ def check_enabled(before: Before, con, *, batch_files: int | None = None, same_f
     old_config = before.metadata.get("configuration") or {}
     for key, name, pattern in (
         ("delta.rowTracking.materializedRowIdColumnName", row_id_col, ROW_ID_NAME),
-        ("delta.rowTracking.materializedRowCommitVersionColumnName", version_col, COMMIT_VERSION_NAME),
+        (
+            "delta.rowTracking.materializedRowCommitVersionColumnName",
+            version_col,
+            COMMIT_VERSION_NAME,
+        ),
     ):
         assert name, f"{key} not set"
         if key in old_config:
@@ -266,7 +284,9 @@ def check_enabled(before: Before, con, *, batch_files: int | None = None, same_f
     # protocol: writer 7 with rowTracking + domainMetadata + everything the old one implied
     old, new = before.protocol, after.protocol.to_action()
     assert new["minWriterVersion"] == 7
-    old_features = set(old.get("writerFeatures") or ()) | implied_writer_features(old["minReaderVersion"], old["minWriterVersion"])
+    old_features = set(old.get("writerFeatures") or ()) | implied_writer_features(
+        old["minReaderVersion"], old["minWriterVersion"]
+    )
     assert set(new["writerFeatures"]) == old_features | {"rowTracking", "domainMetadata"}, new
     assert new["minReaderVersion"] == old["minReaderVersion"]
     assert new.get("readerFeatures") == old.get("readerFeatures")
@@ -301,8 +321,12 @@ def check_enabled(before: Before, con, *, batch_files: int | None = None, same_f
             assert a["dataChange"] is False
             assert a["defaultRowCommitVersion"] == version
             assert a["baseRowId"] is not None
-            assert a["path"] not in backfilled, f"{a['path']} backfilled twice (v{backfilled[a['path']][0]} and v{version})"
-            assert a["path"] not in assigned_elsewhere, f"{a['path']} already got ids at v{assigned_elsewhere[a['path']]}"
+            assert a["path"] not in backfilled, (
+                f"{a['path']} backfilled twice (v{backfilled[a['path']][0]} and v{version})"
+            )
+            assert a["path"] not in assigned_elsewhere, (
+                f"{a['path']} already got ids at v{assigned_elsewhere[a['path']]}"
+            )
             backfilled[a["path"]] = (version, a)
             assert normalized(a) == reference[a["path"]], a["path"]
             old_stats = stats_of(ref_stats[a["path"]])
@@ -317,18 +341,28 @@ def check_enabled(before: Before, con, *, batch_files: int | None = None, same_f
             [domain] = domains
             assert domain["domain"] == "delta.rowTracking" and domain["removed"] is False
             mark = json.loads(domain["configuration"])["rowIdHighWaterMark"]
-            assert mark == max(a["baseRowId"] + stats_of(a["stats"])["numRecords"] - 1 for a in nonempty)
+            assert mark == max(
+                a["baseRowId"] + stats_of(a["stats"])["numRecords"] - 1 for a in nonempty
+            )
 
     # files that had no ids got them from exactly one backfill commit, and kept them
     live = {f["path"]: f for f in after.files.to_pylist()}
     for p, f in before.files.items():
         if f["baseRowId"] is None and p in live:
-            assert p in backfilled or p in assigned_elsewhere, f"{p} got its row ids outside the commits since"
+            assert p in backfilled or p in assigned_elsewhere, (
+                f"{p} got its row ids outside the commits since"
+            )
         if f["baseRowId"] is not None and p in live:
-            assert (live[p]["baseRowId"], live[p]["defaultRowCommitVersion"]) == (f["baseRowId"], f["defaultRowCommitVersion"])
+            assert (live[p]["baseRowId"], live[p]["defaultRowCommitVersion"]) == (
+                f["baseRowId"],
+                f["defaultRowCommitVersion"],
+            )
     for p, (version, a) in backfilled.items():
         if p in live:
-            assert (live[p]["baseRowId"], live[p]["defaultRowCommitVersion"]) == (a["baseRowId"], version)
+            assert (live[p]["baseRowId"], live[p]["defaultRowCommitVersion"]) == (
+                a["baseRowId"],
+                version,
+            )
 
     # peers: same files, same add metadata (numRecords may have been filled in), same rows
     _, adds = rs_adds(path)
@@ -347,7 +381,10 @@ def check_enabled(before: Before, con, *, batch_files: int | None = None, same_f
 
 
 def batch_table(start: int, n: int, **extra: Any) -> pa.Table:
-    cols = {"id": pa.array(range(start, start + n), pa.int64()), "name": pa.array([f"r{i}" for i in range(start, start + n)])}
+    cols = {
+        "id": pa.array(range(start, start + n), pa.int64()),
+        "name": pa.array([f"r{i}" for i in range(start, start + n)]),
+    }
     cols.update({k: pa.array([v] * n) for k, v in extra.items()})
     return pa.table(cols)
 
@@ -362,7 +399,9 @@ def make_table(path: Path, sizes: list[int], **kwargs: Any) -> Path:
 
 
 def sorted_ids(snapshot) -> list[tuple[str, int, int]]:
-    return sorted(zip(*(row_ids(snapshot).column(c).to_pylist() for c in ("path", "row_index", "row_id"))))
+    return sorted(
+        zip(*(row_ids(snapshot).column(c).to_pylist() for c in ("path", "row_index", "row_id")))
+    )
 
 
 # ------------------------------------------------------------------ 1. every readable fixture
@@ -372,8 +411,10 @@ def test_enable_on_fixture(name, tmp_path, duck):
     before = capture(path, duck)
     snapshot = load_snapshot(path)
     uncountable = [
-        p for p, f in before.files.items()
-        if "numRecords" not in stats_of(f["stats"]) and not os.path.exists(snapshot.storage.table_path(p))
+        p
+        for p, f in before.files.items()
+        if "numRecords" not in stats_of(f["stats"])
+        and not os.path.exists(snapshot.storage.table_path(p))
     ]
     if uncountable:  # log-only fixture whose files lack numRecords: refused, nothing written
         with pytest.raises(DeltaOpsError) as err:
@@ -385,8 +426,14 @@ def test_enable_on_fixture(name, tmp_path, duck):
     lacking = [p for p, f in before.files.items() if f["baseRowId"] is None]
     without_counts = [p for p in lacking if "numRecords" not in stats_of(before.files[p]["stats"])]
     supported = snapshot.protocol.supports("rowTracking")
-    already = supported and not lacking and snapshot.properties.enable_row_tracking and all(
-        snapshot.metadata.configuration.get(k) for k in (rt.ROW_ID_COLUMN, rt.COMMIT_VERSION_COLUMN)
+    already = (
+        supported
+        and not lacking
+        and snapshot.properties.enable_row_tracking
+        and all(
+            snapshot.metadata.configuration.get(k)
+            for k in (rt.ROW_ID_COLUMN, rt.COMMIT_VERSION_COLUMN)
+        )
     )
     result = enable_row_tracking(str(path), batch_files=3)
     if already:
@@ -430,12 +477,26 @@ def test_simple_table_counts_come_from_the_footers(tmp_path, duck):
 )
 def test_protocol_upgrade_makes_implied_features_explicit(tmp_path, reader, writer):
     path = tmp_path / "t"
-    lb.write_commit(path, 0, [lb.commit_info(), lb.protocol(reader, writer), lb.metadata(), lb.add("a.parquet", num_records=3), lb.add("b.parquet", num_records=0)])
+    lb.write_commit(
+        path,
+        0,
+        [
+            lb.commit_info(),
+            lb.protocol(reader, writer),
+            lb.metadata(),
+            lb.add("a.parquet", num_records=3),
+            lb.add("b.parquet", num_records=0),
+        ],
+    )
     result = enable_row_tracking(str(path))
     assert result.protocol_upgrade_version == 1
     protocol = load_snapshot(path).protocol.to_action()
     expected = implied_writer_features(reader, writer) | {"rowTracking", "domainMetadata"}
-    assert protocol == {"minReaderVersion": reader, "minWriterVersion": 7, "writerFeatures": sorted(expected)}
+    assert protocol == {
+        "minReaderVersion": reader,
+        "minWriterVersion": 7,
+        "writerFeatures": sorted(expected),
+    }
     check_id_invariants(load_snapshot(path))
 
 
@@ -447,7 +508,17 @@ def test_footer_counting_decodes_escaped_paths(tmp_path, duck):
     pq.write_table(batch_table(100, 6), path / rel)
     snapshot = load_snapshot(path)
     txn = Transaction(snapshot, operation="WRITE")
-    txn.add_action({"add": {"path": "dir%20with%20space/we%25ird%20%23name.parquet", "partitionValues": {}, "size": os.path.getsize(path / rel), "modificationTime": 1, "dataChange": True}})
+    txn.add_action(
+        {
+            "add": {
+                "path": "dir%20with%20space/we%25ird%20%23name.parquet",
+                "partitionValues": {},
+                "size": os.path.getsize(path / rel),
+                "modificationTime": 1,
+                "dataChange": True,
+            }
+        }
+    )
     txn.commit()
     before = capture(path, duck)
     assert len(before.rs) == 10
@@ -458,12 +529,26 @@ def test_footer_counting_decodes_escaped_paths(tmp_path, duck):
 
 def test_partitioned_table_with_nulls_tags_and_stats(tmp_path, duck):
     path = tmp_path / "t"
-    data = pa.table({"id": pa.array(range(8), pa.int64()), "p": ["a", None, "b", None, "a", "c", None, "b"]})
+    data = pa.table(
+        {"id": pa.array(range(8), pa.int64()), "p": ["a", None, "b", None, "a", "c", None, "b"]}
+    )
     write_arrow(path, data, partition_by=["p"])
     # one more file with tags, committed by hand
     pq.write_table(pa.table({"id": pa.array([50, 51], pa.int64())}), path / "extra.parquet")
     txn = Transaction(load_snapshot(path), operation="WRITE")
-    txn.add_action({"add": {"path": "extra.parquet", "partitionValues": {"p": "z"}, "size": os.path.getsize(path / "extra.parquet"), "modificationTime": 7, "dataChange": True, "stats": '{"numRecords":2,"minValues":{"id":50},"maxValues":{"id":51},"nullCount":{"id":0}}', "tags": {"INSERTION_TIME": "1", "k": "v"}}})
+    txn.add_action(
+        {
+            "add": {
+                "path": "extra.parquet",
+                "partitionValues": {"p": "z"},
+                "size": os.path.getsize(path / "extra.parquet"),
+                "modificationTime": 7,
+                "dataChange": True,
+                "stats": '{"numRecords":2,"minValues":{"id":50},"maxValues":{"id":51},"nullCount":{"id":0}}',
+                "tags": {"INSERTION_TIME": "1", "k": "v"},
+            }
+        }
+    )
     txn.commit()
     before = capture(path, duck)
     enable_row_tracking(str(path), batch_files=2)
@@ -505,7 +590,11 @@ def build_history_table(path: Path) -> Path:
 
 @pytest.mark.parametrize("source", ["written", "delta-spark/dv-partitioned-with-checkpoint"])
 def test_row_ids_survive_checkpoint_cleanup_and_vacuum(tmp_path, duck, source):
-    path = build_history_table(tmp_path / "t") if source == "written" else copy_fixture(source, tmp_path)
+    path = (
+        build_history_table(tmp_path / "t")
+        if source == "written"
+        else copy_fixture(source, tmp_path)
+    )
     enable_row_tracking(str(path), batch_files=2)
     snapshot = load_snapshot(path)
     ids = sorted_ids(snapshot)
@@ -520,11 +609,22 @@ def test_row_ids_survive_checkpoint_cleanup_and_vacuum(tmp_path, duck, source):
     assert after_cp.segment.checkpoint is not None and sorted_ids(after_cp) == ids
     assert after_cp.row_id_high_water_mark == mark
     # read the checkpoint with pyarrow: it carries the row-tracking fields itself
-    cp_files = sorted(n for n, _ in log_listing(path) if f"{cp.version:020d}.checkpoint" in n and n.endswith(".parquet"))
+    cp_files = sorted(
+        n
+        for n, _ in log_listing(path)
+        if f"{cp.version:020d}.checkpoint" in n and n.endswith(".parquet")
+    )
     if cp_files:
-        adds = pa.concat_tables([pq.read_table(path / n, columns=["add"]) for n in cp_files]).column("add").to_pylist()
+        adds = (
+            pa.concat_tables([pq.read_table(path / n, columns=["add"]) for n in cp_files])
+            .column("add")
+            .to_pylist()
+        )
         in_cp = {a["path"]: (a["baseRowId"], a["defaultRowCommitVersion"]) for a in adds if a}
-        live = {f["path"]: (f["baseRowId"], f["defaultRowCommitVersion"]) for f in snapshot.files.to_pylist()}
+        live = {
+            f["path"]: (f["baseRowId"], f["defaultRowCommitVersion"])
+            for f in snapshot.files.to_pylist()
+        }
         assert in_cp == live
 
     now = int(time.time() * 1000) + 400 * DAY_MS
@@ -541,7 +641,10 @@ def test_row_ids_survive_checkpoint_cleanup_and_vacuum(tmp_path, duck, source):
     assert vplan.candidates
     execute_vacuum(vplan)
     after_vacuum = load_snapshot(path)
-    assert all(os.path.exists(after_vacuum.storage.table_path(p)) for p in after_vacuum.files.column("path").to_pylist())
+    assert all(
+        os.path.exists(after_vacuum.storage.table_path(p))
+        for p in after_vacuum.files.column("path").to_pylist()
+    )
     assert sorted_ids(after_vacuum) == ids and after_vacuum.row_id_high_water_mark == mark
     assert rs_rows(path) == rows and duck_rows(duck, path) == rows
     check_id_invariants(after_vacuum)
@@ -551,12 +654,25 @@ def test_row_ids_survive_checkpoint_cleanup_and_vacuum(tmp_path, duck, source):
 def test_second_run_has_nothing_to_do(tmp_path):
     path = make_table(tmp_path / "t", [3, 4, 5])
     first = enable_row_tracking(str(path), batch_files=1)
-    assert first.protocol_upgrade_version == 3 and first.backfill_commits == (4, 5, 6) and first.property_commit_version == 7
+    assert (
+        first.protocol_upgrade_version == 3
+        and first.backfill_commits == (4, 5, 6)
+        and first.property_commit_version == 7
+    )
     listing = log_listing(path)
     plan = plan_enable_row_tracking(load_snapshot(path), batch_files=1)
-    assert plan.nothing_to_do and plan.already_enabled and plan.files_to_backfill == 0 and not plan.upgrade_protocol
+    assert (
+        plan.nothing_to_do
+        and plan.already_enabled
+        and plan.files_to_backfill == 0
+        and not plan.upgrade_protocol
+    )
     second = execute_enable_row_tracking(plan)
-    assert second.already_enabled and second.backfill_commits == () and second.property_commit_version is None
+    assert (
+        second.already_enabled
+        and second.backfill_commits == ()
+        and second.property_commit_version is None
+    )
     assert enable_row_tracking(str(path)).already_enabled
     assert log_listing(path) == listing
 
@@ -565,9 +681,21 @@ def test_re_enabling_keeps_the_materialized_names(tmp_path, duck):
     path = make_table(tmp_path / "t", [3, 4])
     enable_row_tracking(str(path))
     snapshot = load_snapshot(path)
-    names = {k: snapshot.metadata.configuration[k] for k in (rt.ROW_ID_COLUMN, rt.COMMIT_VERSION_COLUMN)}
+    names = {
+        k: snapshot.metadata.configuration[k] for k in (rt.ROW_ID_COLUMN, rt.COMMIT_VERSION_COLUMN)
+    }
     txn = Transaction(snapshot, operation="SET TBLPROPERTIES")
-    txn.add_action({"metaData": {**snapshot.metadata.to_action(), "configuration": {**snapshot.metadata.configuration, "delta.enableRowTracking": "false"}}})
+    txn.add_action(
+        {
+            "metaData": {
+                **snapshot.metadata.to_action(),
+                "configuration": {
+                    **snapshot.metadata.configuration,
+                    "delta.enableRowTracking": "false",
+                },
+            }
+        }
+    )
     txn.commit()
     write_arrow(path, batch_table(7, 2))  # row tracking still supported: the append gets ids
     before = capture(path, duck)
@@ -578,7 +706,10 @@ def test_re_enabling_keeps_the_materialized_names(tmp_path, duck):
     assert {k: after.metadata.configuration[k] for k in names} == names
 
 
-@pytest.mark.parametrize("config,match", [({"delta.rowTrackingSuspended": "true"}, "suspended"), ({"delta.appendOnly": "true"}, None)])
+@pytest.mark.parametrize(
+    "config,match",
+    [({"delta.rowTrackingSuspended": "true"}, "suspended"), ({"delta.appendOnly": "true"}, None)],
+)
 def test_table_properties(tmp_path, duck, config, match):
     path = tmp_path / "t"
     write_arrow(path, batch_table(0, 3), configuration=config)
@@ -598,7 +729,11 @@ def test_already_enabled_fixture_writes_nothing(tmp_path, name):
     path = copy_fixture(name, tmp_path)
     listing = log_listing(path)
     result = enable_row_tracking(str(path), batch_files=3)
-    assert result.already_enabled and result.protocol_upgrade_version is None and result.property_commit_version is None
+    assert (
+        result.already_enabled
+        and result.protocol_upgrade_version is None
+        and result.property_commit_version is None
+    )
     assert log_listing(path) == listing
 
 
@@ -628,13 +763,23 @@ def test_interrupted_run_resumes(tmp_path, duck):
             raise Stop
 
     with pytest.raises(Stop):
-        execute_enable_row_tracking(plan_enable_row_tracking(load_snapshot(path), batch_files=2), progress=progress)
-    partial = {f["path"]: f["baseRowId"] for f in load_snapshot(path).files.to_pylist() if f["baseRowId"] is not None}
+        execute_enable_row_tracking(
+            plan_enable_row_tracking(load_snapshot(path), batch_files=2), progress=progress
+        )
+    partial = {
+        f["path"]: f["baseRowId"]
+        for f in load_snapshot(path).files.to_pylist()
+        if f["baseRowId"] is not None
+    }
     assert len(partial) == 4
     result = enable_row_tracking(str(path), batch_files=2)
     assert result.protocol_upgrade_version is None and result.files_backfilled == 3
     after = check_enabled(before, duck, batch_files=2)
-    assert {p: b for p, b in ((f["path"], f["baseRowId"]) for f in after.files.to_pylist()) if p in partial} == partial
+    assert {
+        p: b
+        for p, b in ((f["path"], f["baseRowId"]) for f in after.files.to_pylist())
+        if p in partial
+    } == partial
 
 
 # -------------------------------------------------------------------------- 4. crash injection
@@ -657,7 +802,9 @@ def test_crash_after_each_write_then_rerun(tmp_path, duck, table, when):
         shutil.copytree(base, path)
         faults = FaultPlan(crash_on=n, when=when)
         try:
-            enable_row_tracking(faulty_url(path), batch_files=2, storage_options=faulty_options(faults))
+            enable_row_tracking(
+                faulty_url(path), batch_files=2, storage_options=faulty_options(faults)
+            )
         except InjectedCrash:
             pass
         else:
@@ -665,7 +812,9 @@ def test_crash_after_each_write_then_rerun(tmp_path, duck, table, when):
             assert faults.count == n - 1, faults.writes
             break
         assert faults.crashed and faults.count == n
-        assert all(op == "open:xb" and "/_delta_log/" in p for op, p in faults.writes), faults.writes
+        assert all(op == "open:xb" and "/_delta_log/" in p for op, p in faults.writes), (
+            faults.writes
+        )
         before = Before(**{**reference.__dict__, "path": path})
 
         # (a) the crashed table reads the same rows and files everywhere
@@ -676,14 +825,21 @@ def test_crash_after_each_write_then_rerun(tmp_path, duck, table, when):
         assert set(rs_adds(path)[1]) == set(reference.files)
         assert rs_rows(path) == reference.rs
         assert duck_rows(duck, path) == reference.duck
-        committed = {f["path"]: (f["baseRowId"], f["defaultRowCommitVersion"]) for f in crashed.files.to_pylist() if f["baseRowId"] is not None}
+        committed = {
+            f["path"]: (f["baseRowId"], f["defaultRowCommitVersion"])
+            for f in crashed.files.to_pylist()
+            if f["baseRowId"] is not None
+        }
         if when == "after":  # the crashed write itself is durable
             assert crashed.version == reference.version + n
 
         # (b) a plain re-run completes, correctly, without a second id range for any file
         enable_row_tracking(str(path), batch_files=2)
         after = check_enabled(before, duck, batch_files=2)
-        live = {f["path"]: (f["baseRowId"], f["defaultRowCommitVersion"]) for f in after.files.to_pylist()}
+        live = {
+            f["path"]: (f["baseRowId"], f["defaultRowCommitVersion"])
+            for f in after.files.to_pylist()
+        }
         assert {p: live[p] for p in committed} == committed
     assert completed_at is not None and completed_at >= 4, "the run should need several writes"
 
@@ -694,7 +850,9 @@ def test_fault_filesystem_counts_every_kind_of_write(tmp_path):
     faults = FaultPlan()
     storage = Storage.open(faulty_url(tmp_path), faulty_options(faults))
     assert not storage.is_local
-    assert storage.put_if_absent(storage.join("a"), b"1") and not storage.put_if_absent(storage.join("a"), b"2")
+    assert storage.put_if_absent(storage.join("a"), b"1") and not storage.put_if_absent(
+        storage.join("a"), b"2"
+    )
     storage.write_atomic(storage.join("b"), b"3")
     storage.fs.mv(storage.join("b"), storage.join("c"))
     storage.delete([storage.join("c")])
@@ -717,14 +875,19 @@ APPEND_BASE = 1_000_000
 def _appender(path: str, n: int, ready, go, appended, result) -> None:
     """Child process: append `n` small files, retrying commits that lose a conflict."""
     from delta_ops.errors import ConcurrentModification as Conflict
-    from delta_ops.writer import write_arrow as write
+    from delta_ops.table.writer import write_arrow as write
 
     ready.set()
     go.wait(60)
     rng = random.Random(7)
     ids, retries = [], 0
     for i in range(n):
-        data = pa.table({"id": pa.array(range(APPEND_BASE + 10 * i, APPEND_BASE + 10 * i + 3), pa.int64()), "name": pa.array([f"a{i}"] * 3)})
+        data = pa.table(
+            {
+                "id": pa.array(range(APPEND_BASE + 10 * i, APPEND_BASE + 10 * i + 3), pa.int64()),
+                "name": pa.array([f"a{i}"] * 3),
+            }
+        )
         while True:
             try:
                 write(path, data)
@@ -754,7 +917,11 @@ def test_concurrent_appender_gets_no_duplicate_or_missing_ids(tmp_path, duck):
         def progress(message: str) -> None:
             # let at least one append land between our commits, so they interleave
             deadline = time.monotonic() + 10
-            while appended.value <= seen[0] < n_appends and time.monotonic() < deadline and child.is_alive():
+            while (
+                appended.value <= seen[0] < n_appends
+                and time.monotonic() < deadline
+                and child.is_alive()
+            ):
                 time.sleep(0.002)
             seen[0] = appended.value
 
@@ -781,7 +948,10 @@ def test_concurrent_appender_gets_no_duplicate_or_missing_ids(tmp_path, duck):
     assert sorted(r["id"] for r in duck_rows(duck, path)) == expected
 
     # the appends really interleaved with the enablement, and each got ids exactly once
-    ops = {v: operation(commit_actions(path, v)) for v in range(start_version + 1, snapshot.version + 1)}
+    ops = {
+        v: operation(commit_actions(path, v))
+        for v in range(start_version + 1, snapshot.version + 1)
+    }
     writes = [v for v, op in ops.items() if op == "WRITE"]
     upgrade = next(v for v, op in ops.items() if op == "UPGRADE PROTOCOL")
     assert any(upgrade < v < res.property_commit_version for v in writes), ops
@@ -789,7 +959,9 @@ def test_concurrent_appender_gets_no_duplicate_or_missing_ids(tmp_path, duck):
     for v in ops:
         for a in commit_actions(path, v):
             if "add" in a and a["add"].get("baseRowId") is not None:
-                assert a["add"]["path"] not in seen_paths, f"{a['add']['path']} got ids at v{seen_paths[a['add']['path']]} and v{v}"
+                assert a["add"]["path"] not in seen_paths, (
+                    f"{a['add']['path']} got ids at v{seen_paths[a['add']['path']]} and v{v}"
+                )
                 seen_paths[a["add"]["path"]] = v
                 assert a["add"]["defaultRowCommitVersion"] == v
     assert set(seen_paths) == {p for p, _, _ in ranges}
@@ -801,7 +973,15 @@ def test_file_removed_after_planning_is_not_backfilled(tmp_path, duck):
     plan = plan_enable_row_tracking(load_snapshot(path), batch_files=2)
     victim = min(load_snapshot(path).files.column("path").to_pylist())
     txn = Transaction(load_snapshot(path), operation="DELETE")
-    txn.add_action({"remove": {"path": victim, "deletionTimestamp": int(time.time() * 1000), "dataChange": True}})
+    txn.add_action(
+        {
+            "remove": {
+                "path": victim,
+                "deletionTimestamp": int(time.time() * 1000),
+                "dataChange": True,
+            }
+        }
+    )
     txn.commit()
     before = capture(path, duck)
     result = execute_enable_row_tracking(plan)
@@ -811,7 +991,9 @@ def test_file_removed_after_planning_is_not_backfilled(tmp_path, duck):
 
 @pytest.mark.parametrize("winner", ["remove", "re-add"])
 @pytest.mark.parametrize("batch_files", [1, 2])
-def test_winner_touching_a_batch_file_drops_it_from_the_batch(tmp_path, duck, monkeypatch, winner, batch_files):
+def test_winner_touching_a_batch_file_drops_it_from_the_batch(
+    tmp_path, duck, monkeypatch, winner, batch_files
+):
     """A commit lands between the batch's snapshot and its commit, touching a file of the batch."""
     path = make_table(tmp_path / "t", [3, 4, 5, 6])
     fired = []
@@ -825,9 +1007,21 @@ def test_winner_touching_a_batch_file_drops_it_from_the_batch(tmp_path, duck, mo
                 row = next(f for f in fresh.files.to_pylist() if f["path"] == victim)
                 race = Transaction(fresh, operation="DELETE" if winner == "remove" else "OPTIMIZE")
                 if winner == "remove":
-                    race.add_action({"remove": {"path": victim, "deletionTimestamp": 1, "dataChange": True}})
+                    race.add_action(
+                        {"remove": {"path": victim, "deletionTimestamp": 1, "dataChange": True}}
+                    )
                 else:
-                    race.add_action({"add": {**normalized(row), "path": victim, "dataChange": False, "stats": row["stats"], "tags": {"re": "added"}}})
+                    race.add_action(
+                        {
+                            "add": {
+                                **normalized(row),
+                                "path": victim,
+                                "dataChange": False,
+                                "stats": row["stats"],
+                                "tags": {"re": "added"},
+                            }
+                        }
+                    )
                 fired.append((victim, race.commit().version, self.read_version))
             return super().commit()
 
@@ -839,7 +1033,12 @@ def test_winner_touching_a_batch_file_drops_it_from_the_batch(tmp_path, duck, mo
     first_batch = commit_actions(path, result.backfill_commits[0])
     assert victim not in {a["add"]["path"] for a in first_batch if "add" in a}
     assert len([a for a in first_batch if "add" in a]) == batch_files - 1
-    backfilled = {a["add"]["path"] for v in result.backfill_commits for a in commit_actions(path, v) if "add" in a}
+    backfilled = {
+        a["add"]["path"]
+        for v in result.backfill_commits
+        for a in commit_actions(path, v)
+        if "add" in a
+    }
     assert victim not in backfilled
     assert result.files_backfilled == 3
     snapshot = load_snapshot(path)
@@ -850,12 +1049,18 @@ def test_winner_touching_a_batch_file_drops_it_from_the_batch(tmp_path, duck, mo
         gone = pq.read_table(path / victim).to_pylist()
         rows = sorted((r for r in before.rs if r not in gone), key=_row_key)
         assert len(rows) == len(before.rs) - len(gone)
-        check_enabled(Before(**{
-            **before.__dict__,
-            "files": {p: f for p, f in before.files.items() if p != victim},
-            "rs_files": {p: f for p, f in before.rs_files.items() if p != victim},
-            "rs": rows, "duck": rows,
-        }), duck)
+        check_enabled(
+            Before(
+                **{
+                    **before.__dict__,
+                    "files": {p: f for p, f in before.files.items() if p != victim},
+                    "rs_files": {p: f for p, f in before.rs_files.items() if p != victim},
+                    "rs": rows,
+                    "duck": rows,
+                }
+            ),
+            duck,
+        )
     else:
         assert live[victim]["defaultRowCommitVersion"] == race_version  # ids from the winner, once
         assert pairs(live[victim]["tags"]) == {"re": "added"}
@@ -894,6 +1099,7 @@ def test_append_winning_against_a_batch_pushes_the_batch_ids_above_it(tmp_path, 
 def test_losing_to_the_enablement_only_property_commit_is_resolved(tmp_path, monkeypatch, loser):
     path = make_table(tmp_path / "t", [3, 4, 5, 6])
     if loser == "append":
+
         class Stop(Exception):
             pass
 
@@ -905,10 +1111,25 @@ def test_losing_to_the_enablement_only_property_commit_is_resolved(tmp_path, mon
                 raise Stop
 
         with pytest.raises(Stop):
-            execute_enable_row_tracking(plan_enable_row_tracking(load_snapshot(path)), progress=progress)
+            execute_enable_row_tracking(
+                plan_enable_row_tracking(load_snapshot(path)), progress=progress
+            )
         pq.write_table(batch_table(500, 4), path / "late.parquet")
-        txn = Transaction(load_snapshot(path), operation="WRITE")  # reads the table before the property commit
-        txn.add_action({"add": {"path": "late.parquet", "partitionValues": {}, "size": os.path.getsize(path / "late.parquet"), "modificationTime": 1, "dataChange": True, "stats": '{"numRecords":4}'}})
+        txn = Transaction(
+            load_snapshot(path), operation="WRITE"
+        )  # reads the table before the property commit
+        txn.add_action(
+            {
+                "add": {
+                    "path": "late.parquet",
+                    "partitionValues": {},
+                    "size": os.path.getsize(path / "late.parquet"),
+                    "modificationTime": 1,
+                    "dataChange": True,
+                    "stats": '{"numRecords":4}',
+                }
+            }
+        )
         assert enable_row_tracking(str(path)).property_commit_version is not None
         version = txn.commit().version  # loses to the property commit
         assert load_snapshot(path).version == version
@@ -951,16 +1172,39 @@ def test_materialized_row_ids_win_where_present(tmp_path):
     snapshot = load_snapshot(path)
     column = snapshot.metadata.configuration[rt.ROW_ID_COLUMN]
     materialized = pa.array([900, None, 902, None, 904], pa.int64())
-    pq.write_table(pa.table({"id": pa.array([10, 11, 12, 13, 14], pa.int64()), "name": pa.array(list("abcde")), column: materialized}), path / "mat.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "id": pa.array([10, 11, 12, 13, 14], pa.int64()),
+                "name": pa.array(list("abcde")),
+                column: materialized,
+            }
+        ),
+        path / "mat.parquet",
+    )
     txn = Transaction(snapshot, operation="WRITE")
-    txn.add_action({"add": {"path": "mat.parquet", "partitionValues": {}, "size": os.path.getsize(path / "mat.parquet"), "modificationTime": 1, "dataChange": True, "stats": '{"numRecords":5}', "baseRowId": 50}})
+    txn.add_action(
+        {
+            "add": {
+                "path": "mat.parquet",
+                "partitionValues": {},
+                "size": os.path.getsize(path / "mat.parquet"),
+                "modificationTime": 1,
+                "dataChange": True,
+                "stats": '{"numRecords":5}',
+                "baseRowId": 50,
+            }
+        }
+    )
     version = txn.commit().version
     after = load_snapshot(path)
     mat = next(f for f in after.files.to_pylist() if f["path"] == "mat.parquet")
     assert (mat["baseRowId"], mat["defaultRowCommitVersion"]) == (50, version)
     ids = {(r["path"], r["row_index"]): r["row_id"] for r in row_ids(after).to_pylist()}
     assert [ids[("mat.parquet", i)] for i in range(5)] == [900, 51, 902, 53, 904]
-    [(other, base)] = [(f["path"], f["baseRowId"]) for f in after.files.to_pylist() if f["path"] != "mat.parquet"]
+    [(other, base)] = [
+        (f["path"], f["baseRowId"]) for f in after.files.to_pylist() if f["path"] != "mat.parquet"
+    ]
     assert [ids[(other, i)] for i in range(3)] == [base, base + 1, base + 2]
 
 
@@ -974,9 +1218,17 @@ def test_row_ids_refuse_a_table_without_ids(tmp_path):
 def test_cli_dry_run_then_run(tmp_path, capsys):
     path = make_table(tmp_path / "t", [1, 2, 3, 4, 5])
     listing = log_listing(path)
-    assert cli_main(["enable-row-tracking", str(path), "--batch-files", "2", "--dry-run", "--json"]) == 0
+    assert (
+        cli_main(["enable-row-tracking", str(path), "--batch-files", "2", "--dry-run", "--json"])
+        == 0
+    )
     plan = json.loads(capsys.readouterr().out)
-    assert plan["dry_run"] is True and plan["files_to_backfill"] == 5 and plan["num_batches"] == 3 and plan["upgrade_protocol"] is True
+    assert (
+        plan["dry_run"] is True
+        and plan["files_to_backfill"] == 5
+        and plan["num_batches"] == 3
+        and plan["upgrade_protocol"] is True
+    )
     assert log_listing(path) == listing
 
     assert cli_main(["enable-row-tracking", str(path), "--batch-files", "2", "--json"]) == 0
@@ -994,11 +1246,22 @@ def test_cli_dry_run_then_run(tmp_path, capsys):
 
 @pytest.mark.parametrize("case", ["uncountable", "bad-batch"])
 def test_cli_error_is_one_stderr_line_and_exit_1(tmp_path, case):
-    path = copy_fixture("delta-rs/checkpoint_with_partitions", tmp_path) if case == "uncountable" else make_table(tmp_path / "t", [1])
+    path = (
+        copy_fixture("delta-rs/checkpoint_with_partitions", tmp_path)
+        if case == "uncountable"
+        else make_table(tmp_path / "t", [1])
+    )
     listing = log_listing(path)
-    args = ["enable-row-tracking", str(path)] + (["--batch-files", "0"] if case == "bad-batch" else [])
+    args = ["enable-row-tracking", str(path)] + (
+        ["--batch-files", "0"] if case == "bad-batch" else []
+    )
     proc = subprocess.run(
-        [sys.executable, "-m", "delta_ops.cli", *args], capture_output=True, text=True, cwd=REPO, timeout=60, check=False
+        [sys.executable, "-m", "delta_ops.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 1, proc.stderr
     lines = proc.stderr.strip().splitlines()

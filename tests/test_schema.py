@@ -1,4 +1,4 @@
-"""Tests of delta_ops.schema against the real fixture tables and hand-made cases."""
+"""Tests of delta_ops.protocol.schema against the real fixture tables and hand-made cases."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from delta_ops.errors import DeltaOpsError
-from delta_ops.schema import (
+from delta_ops.protocol.schema import (
     ArrayType,
     MapType,
     StructField,
@@ -33,8 +33,8 @@ from delta_ops.schema import (
     to_arrow_schema,
     to_arrow_type,
 )
+from tests.support import TABLES
 
-from tests.support import TABLES  # noqa: E402
 COMMIT = re.compile(r"^\d{20}\.json$")
 UTC = dt.UTC
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from urllib.parse import unquote
 
+import pyarrow.parquet as pq
 import pytest
 
 from delta_ops.errors import NotADeltaTable, UnsupportedFeature, VersionGap
-import pyarrow.parquet as pq
-
-from delta_ops.snapshot import file_num_records, load_snapshot
+from delta_ops.table.snapshot import file_num_records, load_snapshot
 from tests.support import TABLES, copy_fixture, peer_facts, readable_fixture_names
 
 READABLE = readable_fixture_names()
@@ -66,7 +65,9 @@ def test_invalid_protocol_version_fails_clearly():
 
 
 def test_versions_not_contiguous_names_the_gap():
-    with pytest.raises(VersionGap, match=r"00000000000000000002\.json.*expected version 1, found 2"):
+    with pytest.raises(
+        VersionGap, match=r"00000000000000000002\.json.*expected version 1, found 2"
+    ):
         load_snapshot(TABLES / "delta-spark/versions-not-contiguous")
 
 
@@ -123,7 +124,9 @@ def test_state_from_checkpoint_equals_json_replay(name, tmp_path):
         (copy / "_delta_log" / cp_file.name).unlink()
     replayed = load_snapshot(copy)
     assert replayed.segment.checkpoint_version != segment.checkpoint_version
-    assert sorted(replayed.files.column("path").to_pylist()) == sorted(latest.files.column("path").to_pylist())
+    assert sorted(replayed.files.column("path").to_pylist()) == sorted(
+        latest.files.column("path").to_pylist()
+    )
     assert replayed.metadata == latest.metadata
     assert replayed.protocol == latest.protocol
     assert replayed.txns == latest.txns
@@ -145,4 +148,7 @@ def test_deletion_vector_fixture_keys():
     """log-replay-dv-key-cases: the same path with different DVs are different keys."""
     snapshot = load_snapshot(TABLES / "delta-spark/log-replay-dv-key-cases")
     assert snapshot.num_files == 1
-    assert snapshot.num_records - snapshot.num_deleted_records == peer_facts()["delta-spark/log-replay-dv-key-cases"]["kernel_rows"]
+    assert (
+        snapshot.num_records - snapshot.num_deleted_records
+        == peer_facts()["delta-spark/log-replay-dv-key-cases"]["kernel_rows"]
+    )

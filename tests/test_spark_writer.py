@@ -20,8 +20,7 @@ import pytest
 from delta_ops.errors import DeltaOpsError
 from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
-from delta_ops.schema import parse_partition_values
-from delta_ops.snapshot import load_snapshot
+from delta_ops.protocol.schema import parse_partition_values
 from delta_ops.spark import write_delta
 from delta_ops.spark.writer import (
     OUTPUT_TIMESTAMP_TYPE,
@@ -34,7 +33,8 @@ from delta_ops.spark.writer import (
     unescape_path_name,
 )
 from delta_ops.storage import Storage
-from delta_ops.writer import write_arrow
+from delta_ops.table.snapshot import load_snapshot
+from delta_ops.table.writer import write_arrow
 from tests.support import deltalake_rows, duckdb_rows
 
 ESCAPED = "a b/c:d"  # Spark writes region=a b%2Fc%3Ad
@@ -54,8 +54,12 @@ def events(spark, start: int, n: int, *, partitions: int = 2):
     )
 
 
-def partitioned_events(spark, start: int, n: int, regions: tuple[str | None, ...] = (ESCAPED, None, "x", ODD)):
-    cases = " ".join(f"when {i} then {'null' if r is None else repr(r)}" for i, r in enumerate(regions))
+def partitioned_events(
+    spark, start: int, n: int, regions: tuple[str | None, ...] = (ESCAPED, None, "x", ODD)
+):
+    cases = " ".join(
+        f"when {i} then {'null' if r is None else repr(r)}" for i, r in enumerate(regions)
+    )
     return events(spark, start, n).selectExpr(
         "*",
         f"case id % {len(regions)} {cases} end as region",
@@ -76,11 +80,16 @@ def snapshot_rows(table: Path | str) -> list[dict]:
     snapshot = load_snapshot(table)
     schema = snapshot.schema
     out = []
-    for path, values in zip(snapshot.files.column("path").to_pylist(), snapshot.files.column("partitionValues").to_pylist()):
+    for path, values in zip(
+        snapshot.files.column("path").to_pylist(),
+        snapshot.files.column("partitionValues").to_pylist(),
+    ):
         data = pq.read_table(snapshot.storage.table_path(path))
         values = dict(values or [])
         for column in snapshot.partition_columns:
-            typed = parse_partition_values(pa.array([values[column]] * data.num_rows, pa.string()), schema.field(column).type)
+            typed = parse_partition_values(
+                pa.array([values[column]] * data.num_rows, pa.string()), schema.field(column).type
+            )
             data = data.append_column(column, typed)
         out.extend(data.to_pylist())
     return by_id(out)
@@ -92,8 +101,13 @@ def assert_readers_see(table: Path, expected: list[dict]) -> None:
     assert snapshot_rows(table) == expected
     snapshot = load_snapshot(table)
     assert snapshot.num_records == len(expected)
-    for path, stats in zip(snapshot.files.column("path").to_pylist(), snapshot.files.column("stats").to_pylist()):
-        assert json.loads(stats)["numRecords"] == pq.ParquetFile(snapshot.storage.table_path(path)).metadata.num_rows
+    for path, stats in zip(
+        snapshot.files.column("path").to_pylist(), snapshot.files.column("stats").to_pylist()
+    ):
+        assert (
+            json.loads(stats)["numRecords"]
+            == pq.ParquetFile(snapshot.storage.table_path(path)).metadata.num_rows
+        )
     assert not (table / STAGING_DIR).exists()
 
 
@@ -114,8 +128,16 @@ def commit_info(table: Path, version: int) -> dict:
 @pytest.mark.spark
 def test_append_twice_then_overwrite(spark, tmp_path):
     table = tmp_path / "plain table"  # a space: Hadoop paths must not be percent-encoded
-    first, second, third = events(spark, 0, 40), events(spark, 40, 30), events(spark, 1000, 25, partitions=3)
-    expected_first, expected_second, expected_third = rows_of(first), rows_of(second), rows_of(third)
+    first, second, third = (
+        events(spark, 0, 40),
+        events(spark, 40, 30),
+        events(spark, 1000, 25, partitions=3),
+    )
+    expected_first, expected_second, expected_third = (
+        rows_of(first),
+        rows_of(second),
+        rows_of(third),
+    )
 
     assert write_delta(first, table).version == 0
     assert write_delta(second, str(table), mode="append").version == 1
@@ -125,14 +147,23 @@ def test_append_twice_then_overwrite(spark, tmp_path):
     result = write_delta(third, f"file://{table}", mode="overwrite")
     assert result.version == 2
     assert_readers_see(table, expected_third)
-    assert [commit_info(table, v)["operation"] for v in range(3)] == ["CREATE TABLE AS SELECT", "WRITE", "WRITE"]
+    assert [commit_info(table, v)["operation"] for v in range(3)] == [
+        "CREATE TABLE AS SELECT",
+        "WRITE",
+        "WRITE",
+    ]
     assert commit_info(table, 2)["operationParameters"]["mode"] == "Overwrite"
     snapshot = load_snapshot(table)
     assert snapshot.num_files == 3 and snapshot.tombstones.num_rows == 4
     delta_types = {f.name: f.type for f in snapshot.schema.fields}
     assert delta_types == {
-        "id": "long", "n": "integer", "x": "double", "name": "string",
-        "flag": "boolean", "day": "date", "ts": "timestamp",
+        "id": "long",
+        "n": "integer",
+        "x": "double",
+        "name": "string",
+        "flag": "boolean",
+        "day": "date",
+        "ts": "timestamp",
     }
 
 
@@ -150,9 +181,14 @@ def test_partitioned_with_nulls_and_escaping_then_checkpoint_and_vacuum(spark, t
     assert "region=__HIVE_DEFAULT_PARTITION__/bucket=1" in on_disk
     assert "region=é%3D%2525/bucket=2" in on_disk
     snapshot = load_snapshot(table)
-    values = {(d["region"], d["bucket"]) for d in map(dict, snapshot.files.column("partitionValues").to_pylist())}
+    values = {
+        (d["region"], d["bucket"])
+        for d in map(dict, snapshot.files.column("partitionValues").to_pylist())
+    }
     assert {(ESCAPED, None), (None, "1"), (ODD, "2"), ("x", "1")} <= values
-    assert any(p.startswith("region=a%20b%252Fc%253Ad/") for p in snapshot.files.column("path").to_pylist())
+    assert any(
+        p.startswith("region=a%20b%252Fc%253Ad/") for p in snapshot.files.column("path").to_pylist()
+    )
 
     with pytest.raises(DeltaOpsError, match="partitioned by"):
         write_delta(second, table, partition_by=["bucket"])  # refused before Spark runs
@@ -167,14 +203,23 @@ def test_partitioned_with_nulls_and_escaping_then_checkpoint_and_vacuum(spark, t
     assert result.version == 2
     assert (table / "_delta_log" / "_last_checkpoint").exists()
     live_before = data_files(table)
-    plan = plan_vacuum(load_snapshot(table), now_ms=int(time.time() * 1000) + 3_600_000, retention_ms=0, force=True)
-    assert {c.reason for c in plan.candidates if c.reason != "empty directory"} == {"expired tombstone"}
+    plan = plan_vacuum(
+        load_snapshot(table), now_ms=int(time.time() * 1000) + 3_600_000, retention_ms=0, force=True
+    )
+    assert {c.reason for c in plan.candidates if c.reason != "empty directory"} == {
+        "expired tombstone"
+    }
     tombstoned = {c.path for c in plan.candidates if c.reason == "expired tombstone"}
     assert len(tombstoned) == load_snapshot(table).tombstones.num_rows
     execute_vacuum(plan)
-    live = {Storage.open(table).relative_inside_root(p) for p in load_snapshot(table).files.column("path").to_pylist()}
+    live = {
+        Storage.open(table).relative_inside_root(p)
+        for p in load_snapshot(table).files.column("path").to_pylist()
+    }
     assert data_files(table) == live == live_before - tombstoned
-    assert not (table / "region=__HIVE_DEFAULT_PARTITION__").exists()  # emptied partition directories go too
+    assert not (
+        table / "region=__HIVE_DEFAULT_PARTITION__"
+    ).exists()  # emptied partition directories go too
     assert_readers_see(table, expected_third)
 
 
@@ -186,9 +231,14 @@ def test_row_tracking_table_gets_row_ids(spark, tmp_path):
     result = write_delta(second, table)
     assert result.row_id_high_water_mark == 40
     snapshot = load_snapshot(table)
-    assert snapshot.protocol.supports("rowTracking") and snapshot.protocol.supports("domainMetadata")
+    assert snapshot.protocol.supports("rowTracking") and snapshot.protocol.supports(
+        "domainMetadata"
+    )
     assert snapshot.row_id_high_water_mark == 40
-    files = sorted(snapshot.files.select(["baseRowId", "defaultRowCommitVersion", "stats"]).to_pylist(), key=lambda r: r["baseRowId"])
+    files = sorted(
+        snapshot.files.select(["baseRowId", "defaultRowCommitVersion", "stats"]).to_pylist(),
+        key=lambda r: r["baseRowId"],
+    )
     next_id = 0
     for f in files:  # contiguous, non-overlapping id ranges
         assert f["baseRowId"] == next_id
@@ -223,7 +273,9 @@ def test_failing_commit_leaves_no_data_files(spark, tmp_path):
 @pytest.mark.spark
 def test_failing_spark_job_leaves_nothing(spark, tmp_path):
     table = tmp_path / "t"
-    bad = spark.range(4).selectExpr("id", "cast(concat('x', id) as int) as n")  # ANSI cast error in the tasks
+    bad = spark.range(4).selectExpr(
+        "id", "cast(concat('x', id) as int) as n"
+    )  # ANSI cast error in the tasks
     with pytest.raises(Exception, match="CAST_INVALID_INPUT"):
         write_delta(bad, table)
     assert not table.exists()  # not even the directory the failed write created
@@ -276,7 +328,8 @@ def test_partition_directory_names_are_unescaped_like_spark():
 def test_staged_files_skip_hidden_files_and_refuse_strays(tmp_path):
     staging = tmp_path / STAGING_DIR / "job"
     for name in (
-        "_SUCCESS", "._SUCCESS.crc",
+        "_SUCCESS",
+        "._SUCCESS.crc",
         "p=a b%2Fc/q=__HIVE_DEFAULT_PARTITION__/part-00000-u.c000.snappy.parquet",
         "p=a b%2Fc/q=__HIVE_DEFAULT_PARTITION__/.part-00000-u.c000.snappy.parquet.crc",
         "p=x/q=1/part-00001-u.c000.snappy.parquet",
@@ -287,7 +340,10 @@ def test_staged_files_skip_hidden_files_and_refuse_strays(tmp_path):
     storage = Storage.open(tmp_path)
     files = staged_files(storage, storage.join(f"{STAGING_DIR}/job"), ["p", "q"])
     assert [(f.relative_path, dict(f.partition_values)) for f in files] == [
-        ("p=a b%2Fc/q=__HIVE_DEFAULT_PARTITION__/part-00000-u.c000.snappy.parquet", {"p": "a b/c", "q": None}),
+        (
+            "p=a b%2Fc/q=__HIVE_DEFAULT_PARTITION__/part-00000-u.c000.snappy.parquet",
+            {"p": "a b/c", "q": None},
+        ),
         ("p=x/q=1/part-00001-u.c000.snappy.parquet", {"p": "x", "q": "1"}),
     ]
     (staging / "stray.parquet").write_bytes(b"")
@@ -299,7 +355,10 @@ def test_discarding_keeps_files_the_log_references(tmp_path):
     """A commit that raised after its file landed must not lose the files it references."""
     table = tmp_path / "t"
     write_arrow(table, pa.table({"id": [1, 2]}))
-    [committed] = [Storage.open(table).relative_inside_root(p) for p in load_snapshot(table).files.column("path").to_pylist()]
+    [committed] = [
+        Storage.open(table).relative_inside_root(p)
+        for p in load_snapshot(table).files.column("path").to_pylist()
+    ]
     (table / "p=1").mkdir()
     (table / "p=1" / "orphan.parquet").write_bytes(b"x")
     discard_uncommitted(Storage.open(table), [committed, "p=1/orphan.parquet"])
@@ -320,4 +379,9 @@ def test_importing_the_package_does_not_start_spark():
     import sys
 
     code = "import sys, delta_ops.spark; assert 'pyspark' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1], env={**os.environ})
+    subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+        env={**os.environ},
+    )

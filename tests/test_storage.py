@@ -8,8 +8,8 @@ import fsspec
 import pytest
 
 from delta_ops.errors import UnsafePath
-from delta_ops.snapshot import load_snapshot
 from delta_ops.storage import Storage
+from delta_ops.table.snapshot import load_snapshot
 from tests.support import TABLES
 
 
@@ -25,7 +25,9 @@ def test_file_url_and_memory_filesystem_read_like_local(tmp_path):
     in_memory = load_snapshot("memory://t")
     for snap in (via_url, in_memory):
         assert snap.version == local.version
-        assert sorted(snap.files.column("path").to_pylist()) == sorted(local.files.column("path").to_pylist())
+        assert sorted(snap.files.column("path").to_pylist()) == sorted(
+            local.files.column("path").to_pylist()
+        )
     mem.rm("/t", recursive=True)
 
 
@@ -68,11 +70,11 @@ def test_paths_outside_the_root_are_refused(tmp_path):
 def test_unknown_filesystems_are_not_trusted_with_commits(tmp_path):
     """A filesystem not known to refuse "xb" on an existing file could let two writers
     overwrite each other's commits: the transaction refuses unless a single writer is declared."""
+    import pyarrow as pa
     from fsspec.implementations.dirfs import DirFileSystem
 
-    from delta_ops.transaction import CommitRefused, Transaction
-    from delta_ops.writer import write_arrow
-    import pyarrow as pa
+    from delta_ops.table.transaction import CommitRefused, Transaction
+    from delta_ops.table.writer import write_arrow
 
     write_arrow(tmp_path / "t", pa.table({"id": [1]}))
     dirfs = DirFileSystem(path=str(tmp_path), fs=fsspec.filesystem("file"))
@@ -83,4 +85,7 @@ def test_unknown_filesystems_are_not_trusted_with_commits(tmp_path):
     with pytest.raises(CommitRefused, match="single_writer"):
         txn.commit()
     assert not (tmp_path / "t" / "_delta_log" / "00000000000000000001.json").exists()
-    assert Transaction(load_snapshot(storage), operation="WRITE", single_writer=True).commit().version == 1
+    assert (
+        Transaction(load_snapshot(storage), operation="WRITE", single_writer=True).commit().version
+        == 1
+    )

@@ -1,19 +1,16 @@
-"""Tests for delta_ops.table_features: the feature registry and the protocol action."""
+"""Tests for delta_ops.protocol.features: the feature registry and the protocol action."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
-from tests.support import TABLES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from delta_ops.errors import DeltaOpsError, InvalidProtocol, UnsupportedFeature
-from delta_ops.table_features import (
+from delta_ops.protocol.features import (
     FEATURES,
     FeatureKind,
     Protocol,
@@ -23,6 +20,7 @@ from delta_ops.table_features import (
     lookup_feature,
     required_features,
 )
+from tests.support import TABLES
 
 FIXTURES = TABLES
 INVALID_FIXTURE = "delta-spark/deltalog-invalid-protocol-version"

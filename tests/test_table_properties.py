@@ -1,22 +1,20 @@
-"""Tests for delta_ops.table_properties: Spark interval parsing and typed table properties."""
+"""Tests for delta_ops.protocol.properties: Spark interval parsing and typed table properties."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-
-from tests.support import TABLES
 from hypothesis import given
 from hypothesis import strategies as st
 
 from delta_ops.errors import InvalidTableProperty
-from delta_ops.table_properties import (
+from delta_ops.protocol.properties import (
     LOG_RETENTION_DURATION,
     TableProperties,
     parse_interval_ms,
 )
+from tests.support import TABLES
 
 SECOND = 1000
 MINUTE = 60 * SECOND

@@ -20,10 +20,10 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 from delta_ops import __version__
 from delta_ops.errors import ConcurrentModification, UnsupportedFeature
-from delta_ops.snapshot import load_snapshot
 from delta_ops.storage import Storage
-from delta_ops.transaction import CommitRefused, Transaction
-from delta_ops.writer import DataFile, commit_data_files, write_arrow
+from delta_ops.table.snapshot import load_snapshot
+from delta_ops.table.transaction import CommitRefused, Transaction
+from delta_ops.table.writer import DataFile, commit_data_files, write_arrow
 from tests import log_builder as lb
 from tests.support import deltalake_files, deltalake_rows, duckdb_rows
 
@@ -36,7 +36,11 @@ def commit_path(table: Path, version: int) -> Path:
 
 
 def commit_lines(table: Path, version: int) -> list[dict]:
-    return [json.loads(line) for line in commit_path(table, version).read_text().splitlines() if line.strip()]
+    return [
+        json.loads(line)
+        for line in commit_path(table, version).read_text().splitlines()
+        if line.strip()
+    ]
 
 
 def commit_info(table: Path, version: int) -> dict:
@@ -127,7 +131,10 @@ def test_never_overwrites_an_existing_commit(tmp_path):
     table = base_table(tmp_path)
     snap = load_snapshot(table)
     # another writer already took versions 1 and 2 (written by hand, bytes we control)
-    foreign = [b'{"commitInfo":{"timestamp":1,"operation":"FOREIGN 1"}}\n', b'{"commitInfo":{"timestamp":2,"operation":"FOREIGN 2"}}\n']
+    foreign = [
+        b'{"commitInfo":{"timestamp":1,"operation":"FOREIGN 1"}}\n',
+        b'{"commitInfo":{"timestamp":2,"operation":"FOREIGN 2"}}\n',
+    ]
     for version, body in enumerate(foreign, start=1):
         commit_path(table, version).write_bytes(body)
     txn = Transaction(snap, operation="WRITE")
@@ -169,7 +176,9 @@ def test_bounded_retries_give_up_without_writing(tmp_path):
     table = base_table(tmp_path)
     snap = load_snapshot(table)
     for version in (1, 2, 3):
-        commit_path(table, version).write_text(json.dumps({"commitInfo": {"timestamp": version, "operation": "OTHER"}}) + "\n")
+        commit_path(table, version).write_text(
+            json.dumps({"commitInfo": {"timestamp": version, "operation": "OTHER"}}) + "\n"
+        )
     txn = Transaction(snap, operation="WRITE", max_attempts=2)
     txn.add_action(add_action(table, "a.parquet", 1, 7))
     with pytest.raises(ConcurrentModification, match="2 attempts"):
@@ -184,7 +193,10 @@ def test_winner_changed_metadata_conflicts(tmp_path):
     snap = load_snapshot(table)
     winner = Transaction(snap, operation="SET TBLPROPERTIES")
     meta = snap.metadata.to_action()
-    meta["configuration"] = {**meta["configuration"], "delta.logRetentionDuration": "interval 60 days"}
+    meta["configuration"] = {
+        **meta["configuration"],
+        "delta.logRetentionDuration": "interval 60 days",
+    }
     winner.add_action({"metaData": meta})
     loser = Transaction(snap, operation="WRITE")
     loser.add_action(add_action(table, "a.parquet", 1, 7))
@@ -275,11 +287,21 @@ def test_txn_app_id_clash_conflicts_other_app_ids_do_not(tmp_path):
 
 def test_same_domain_conflicts_other_domains_do_not(tmp_path):
     table = tmp_path / "t"
-    lb.write_commit(table, 0, [lb.commit_info(), lb.protocol(1, 7, writer_features=["domainMetadata"]), lb.metadata()])
+    lb.write_commit(
+        table,
+        0,
+        [lb.commit_info(), lb.protocol(1, 7, writer_features=["domainMetadata"]), lb.metadata()],
+    )
     snap = load_snapshot(table)
 
     def domain(name: str, value: int) -> dict:
-        return {"domainMetadata": {"domain": name, "configuration": json.dumps({"v": value}), "removed": False}}
+        return {
+            "domainMetadata": {
+                "domain": name,
+                "configuration": json.dumps({"v": value}),
+                "removed": False,
+            }
+        }
 
     winner, other, clash = (Transaction(snap, operation="SET DOMAIN") for _ in range(3))
     winner.add_action(domain("d1", 1))
@@ -291,7 +313,10 @@ def test_same_domain_conflicts_other_domains_do_not(tmp_path):
         clash.commit()
     assert not commit_path(table, 3).exists()
     final = load_snapshot(table)
-    assert {k: json.loads(v.configuration)["v"] for k, v in final.domains.items()} == {"d1": 1, "d2": 2}
+    assert {k: json.loads(v.configuration)["v"] for k, v in final.domains.items()} == {
+        "d1": 1,
+        "d2": 2,
+    }
 
 
 def test_empty_commits_never_conflict_with_appends(tmp_path):
@@ -324,7 +349,14 @@ def test_row_tracking_appends_from_the_same_snapshot_get_disjoint_row_ids(tmp_pa
     ranges = []
     for row in load_snapshot(table).files.to_pylist():
         n = json.loads(row["stats"])["numRecords"]
-        ranges.append((row["baseRowId"], row["baseRowId"] + n - 1, row["path"], row["defaultRowCommitVersion"]))
+        ranges.append(
+            (
+                row["baseRowId"],
+                row["baseRowId"] + n - 1,
+                row["path"],
+                row["defaultRowCommitVersion"],
+            )
+        )
     ranges.sort()
     for (_, hi, _, _), (lo, _, _, _) in itertools.pairwise(ranges):
         assert lo > hi, f"row id ranges overlap: {ranges}"
@@ -343,7 +375,16 @@ def test_row_tracking_appends_from_the_same_snapshot_get_disjoint_row_ids(tmp_pa
 def test_commit_info_fields(tmp_path):
     table = base_table(tmp_path)
     snap = load_snapshot(table)
-    txn = Transaction(snap, operation="VACUUM START", parameters={"retentionCheckEnabled": True, "defaultRetentionMillis": 604800000, "note": "text", "cols": ["a"]})
+    txn = Transaction(
+        snap,
+        operation="VACUUM START",
+        parameters={
+            "retentionCheckEnabled": True,
+            "defaultRetentionMillis": 604800000,
+            "note": "text",
+            "cols": ["a"],
+        },
+    )
     txn.metrics = {"numFilesToDelete": 3, "sizeOfDataToDelete": 1024}
     txn.commit()
     lines = commit_lines(table, 1)
@@ -352,7 +393,12 @@ def test_commit_info_fields(tmp_path):
     assert info["operation"] == "VACUUM START"
     assert info["engineInfo"] == f"delta-ops/{__version__}"
     assert re.fullmatch(r"delta-ops/\S+", info["engineInfo"])
-    assert info["operationParameters"] == {"retentionCheckEnabled": "true", "defaultRetentionMillis": "604800000", "note": "text", "cols": '["a"]'}
+    assert info["operationParameters"] == {
+        "retentionCheckEnabled": "true",
+        "defaultRetentionMillis": "604800000",
+        "note": "text",
+        "cols": '["a"]',
+    }
     assert info["operationMetrics"] == {"numFilesToDelete": "3", "sizeOfDataToDelete": "1024"}
     assert all(isinstance(v, str) for v in info["operationParameters"].values())
     assert isinstance(info["timestamp"], int) and info["timestamp"] > 1_700_000_000_000
@@ -368,12 +414,16 @@ def test_commit_info_fields(tmp_path):
 # ==================================================================== 5. refusals
 def test_in_commit_timestamp_table_refuses_and_writes_nothing(tmp_path):
     table = tmp_path / "ict"
-    lb.write_commit(table, 0, [
-        lb.commit_info(),
-        lb.protocol(1, 7, writer_features=["inCommitTimestamp", "appendOnly", "invariants"]),
-        lb.metadata(configuration={"delta.enableInCommitTimestamps": "true"}),
-        lb.add("a.parquet"),
-    ])
+    lb.write_commit(
+        table,
+        0,
+        [
+            lb.commit_info(),
+            lb.protocol(1, 7, writer_features=["inCommitTimestamp", "appendOnly", "invariants"]),
+            lb.metadata(configuration={"delta.enableInCommitTimestamps": "true"}),
+            lb.add("a.parquet"),
+        ],
+    )
     snap = load_snapshot(table)  # readable: the feature is writer-only
     before = {p.name: p.read_bytes() for p in (table / "_delta_log").iterdir()}
     txn = Transaction(snap, operation="WRITE")
@@ -387,7 +437,11 @@ def test_in_commit_timestamp_table_refuses_and_writes_nothing(tmp_path):
 
 def test_unknown_writer_feature_refuses(tmp_path):
     table = tmp_path / "unknown"
-    lb.write_commit(table, 0, [lb.commit_info(), lb.protocol(1, 7, writer_features=["someFutureFeature"]), lb.metadata()])
+    lb.write_commit(
+        table,
+        0,
+        [lb.commit_info(), lb.protocol(1, 7, writer_features=["someFutureFeature"]), lb.metadata()],
+    )
     txn = Transaction(load_snapshot(table), operation="WRITE")
     with pytest.raises(UnsupportedFeature, match="someFutureFeature"):
         txn.commit()
@@ -407,7 +461,12 @@ def test_memory_filesystem_put_if_absent(tmp_path):
     body = storage.read_bytes(storage.log_file("00000000000000000001.json"))
     assert storage.put_if_absent(storage.log_file("00000000000000000001.json"), b"{}\n") is False
     assert storage.read_bytes(storage.log_file("00000000000000000001.json")) == body
-    assert json.loads(storage.read_bytes(storage.log_file("00000000000000000002.json")))["commitInfo"]["readVersion"] == 0
+    assert (
+        json.loads(storage.read_bytes(storage.log_file("00000000000000000002.json")))["commitInfo"][
+            "readVersion"
+        ]
+        == 0
+    )
 
 
 class NoConditionalCreate(MemoryFileSystem):
@@ -425,7 +484,9 @@ def test_store_without_conditional_create_refuses_unless_single_writer(tmp_path)
     fs = NoConditionalCreate()
     root = f"/delta-ops-nocond-{os.getpid()}-{tmp_path.name}"
     storage = Storage(fs, root, f"nocond://{root}", local=False)
-    first = lb.write_commit(tmp_path / "seed", 0, [lb.commit_info(), lb.protocol(1, 2), lb.metadata()])
+    first = lb.write_commit(
+        tmp_path / "seed", 0, [lb.commit_info(), lb.protocol(1, 2), lb.metadata()]
+    )
     fs.pipe_file(storage.log_file("00000000000000000000.json"), first.read_bytes())
     snap = load_snapshot(storage)
     with pytest.raises(CommitRefused, match="single_writer"):
@@ -513,6 +574,8 @@ def test_commit_data_files_uses_the_same_conflict_rules(tmp_path):
     overwrite.add_action(add_action(table, "new.parquet", 1, 50))
     overwrite.commit()
     # an append from the latest snapshot lands normally after it
-    result = commit_data_files(table, [data_file(table, "appended.parquet", 2, 60)], schema=ids(0).schema)
+    result = commit_data_files(
+        table, [data_file(table, "appended.parquet", 2, 60)], schema=ids(0).schema
+    )
     assert result.version == 2
     assert live_ids(table) == [50, 60, 61]

@@ -25,9 +25,9 @@ from delta_ops.errors import RetentionTooShort
 from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.vacuum import VacuumLiteRefused, execute_vacuum, plan_vacuum
-from delta_ops.snapshot import load_snapshot
-from delta_ops.transaction import Transaction
-from delta_ops.writer import DataFile, commit_data_files, write_arrow
+from delta_ops.table.snapshot import load_snapshot
+from delta_ops.table.transaction import Transaction
+from delta_ops.table.writer import DataFile, commit_data_files, write_arrow
 from tests.support import (
     copy_fixture,
     deltalake_files,
@@ -80,7 +80,11 @@ def tree(root: Path) -> dict[str, tuple]:
             p = Path(dirpath) / name
             st = p.lstat()
             kind = "link" if p.is_symlink() else "dir" if p.is_dir() else "file"
-            out[p.relative_to(root).as_posix()] = (kind, st.st_size if kind != "dir" else 0, st.st_mtime_ns)
+            out[p.relative_to(root).as_posix()] = (
+                kind,
+                st.st_size if kind != "dir" else 0,
+                st.st_mtime_ns,
+            )
     return out
 
 
@@ -93,7 +97,11 @@ def log_commits(table: Path) -> list[str]:
 
 
 def commit_actions(table: Path, version: int) -> list[dict]:
-    return [json.loads(line) for line in (table / "_delta_log" / f"{version:020d}.json").read_text().splitlines() if line.strip()]
+    return [
+        json.loads(line)
+        for line in (table / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+        if line.strip()
+    ]
 
 
 def write(path: Path, content: bytes | str = b"x" * 10, when_ms: int | None = None) -> Path:
@@ -142,8 +150,10 @@ def dv_file(dv: dict | None) -> str | None:
 def spark_hidden(rel: str, partition_columns) -> bool:
     """Spark's per-name rule: a `_`/`.` name is hidden unless `_change_data`, `_delta_index` or `col=`."""
     for name in rel.split("/"):
-        if name.startswith(("_", ".")) and not name.startswith(("_change_data", "_delta_index")) and not any(
-            name.startswith(f"{c}=") for c in partition_columns
+        if (
+            name.startswith(("_", "."))
+            and not name.startswith(("_change_data", "_delta_index"))
+            and not any(name.startswith(f"{c}=") for c in partition_columns)
         ):
             return True
     return False
@@ -153,7 +163,9 @@ def referenced(table: Path) -> tuple[set[str], set[str]]:
     """(live data files, their DV files), decoded and relative, from the latest snapshot."""
     snap = load_snapshot(table)
     rows = snap.files.select(["path", "deletionVector"]).to_pylist()
-    return {unquote(r["path"]) for r in rows}, {p for p in (dv_file(r["deletionVector"]) for r in rows) if p}
+    return {unquote(r["path"]) for r in rows}, {
+        p for p in (dv_file(r["deletionVector"]) for r in rows) if p
+    }
 
 
 def peer_view(table: Path, name: str | None = None) -> dict:
@@ -179,7 +191,11 @@ def test_fixture_full_vacuum_keeps_every_referenced_file_and_peer_reads(name, tm
     # untracked orphans: a file, a file in a new directory tree, an empty directory, and a file
     # next to a live file (inside a partition directory where there is one)
     some_dir = posixpath.dirname(min(live)) if live else ""
-    orphans = {"orphan-file.parquet", "orphan_dir/nested/orphan.bin", posixpath.join(some_dir, "orphan-next-to-data.parquet")}
+    orphans = {
+        "orphan-file.parquet",
+        "orphan_dir/nested/orphan.bin",
+        posixpath.join(some_dir, "orphan-next-to-data.parquet"),
+    }
     for rel in orphans:
         write(table / rel, b"orphan bytes")
     (table / "empty_orphan_dir" / "deeper").mkdir(parents=True)
@@ -194,16 +210,30 @@ def test_fixture_full_vacuum_keeps_every_referenced_file_and_peer_reads(name, tm
     files_after = data_files(table)
     deleted = files_before - files_after
     # exactly the unreferenced, non-hidden files are gone; hidden ones and referenced ones stay
-    expected = {f for f in files_before if not spark_hidden(f, partition_columns) and f not in live | live_dvs}
+    expected = {
+        f
+        for f in files_before
+        if not spark_hidden(f, partition_columns) and f not in live | live_dvs
+    }
     assert deleted == expected
     assert set(result.deleted) == expected and result.num_deleted == len(expected)
     assert orphans <= deleted
     assert existing_live <= files_after, "a referenced file was deleted"
-    assert not [f for f in files_after if f.startswith("_change_data/") and not spark_hidden(f, partition_columns)]
-    assert not [f for f in files_after if posixpath.basename(f).startswith("deletion_vector_") and f not in live_dvs]
+    assert not [
+        f
+        for f in files_after
+        if f.startswith("_change_data/") and not spark_hidden(f, partition_columns)
+    ]
+    assert not [
+        f
+        for f in files_after
+        if posixpath.basename(f).startswith("deletion_vector_") and f not in live_dvs
+    ]
     assert not (tombstones - live) & files_after
     assert not (table / "orphan_dir").exists() and not (table / "empty_orphan_dir").exists()
-    if any(f.startswith("_change_data/") for f in files_before) and not any(f.startswith("_change_data/") for f in files_after):
+    if any(f.startswith("_change_data/") for f in files_before) and not any(
+        f.startswith("_change_data/") for f in files_after
+    ):
         assert not (table / "_change_data").exists()
     reasons = {c.path: c.reason for c in plan.candidates}
     for path in tombstones & expected:
@@ -214,7 +244,11 @@ def test_fixture_full_vacuum_keeps_every_referenced_file_and_peer_reads(name, tm
     assert {k: log_after[k] for k in log_before} == log_before
     new = {f"{v:020d}.json" for v in result.commits}
     assert len(new) == 2 and new <= set(log_after) - set(log_before) <= new | {"_last_vacuum_info"}
-    if any(p.suffix == ".json" for p in (table / "_delta_log").iterdir() if p.name[:20] not in {n[:20] for n in new}):
+    if any(
+        p.suffix == ".json"
+        for p in (table / "_delta_log").iterdir()
+        if p.name[:20] not in {n[:20] for n in new}
+    ):
         assert "_last_vacuum_info" in log_after  # some commit is older than the retention
     # the peers read exactly what they read before
     assert peer_view(table, name) == before
@@ -231,16 +265,22 @@ def test_referenced_deletion_vector_survives_where_deltalake_would_delete_it(tmp
     assert dv.startswith("deletion_vector_") and (table / dv).exists()
     before_tree = tree(table)
     # delta-rs' own FULL vacuum would delete the DV file the live file still needs
-    theirs = DeltaTable(str(table)).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=True, full=True)
+    theirs = DeltaTable(str(table)).vacuum(
+        retention_hours=0, enforce_retention_duration=False, dry_run=True, full=True
+    )
     assert dv in theirs
     assert tree(table) == before_tree  # (their dry run)
 
     plan, _ = vacuum(table, retention_ms=0, force=True)
     assert dv not in {c.path for c in plan.candidates}
-    assert (table / dv).read_bytes() == (copy_fixture("delta-rs/table-with-dv-small", tmp_path / "pristine") / dv).read_bytes()
+    assert (table / dv).read_bytes() == (
+        copy_fixture("delta-rs/table-with-dv-small", tmp_path / "pristine") / dv
+    ).read_bytes()
     assert len(deltalake_rows(table)) == 8
     assert len(duckdb_rows(table)) == 8
-    assert sorted(r["value"] for r in deltalake_rows(table)) == sorted(r["value"] for r in duckdb_rows(table))
+    assert sorted(r["value"] for r in deltalake_rows(table)) == sorted(
+        r["value"] for r in duckdb_rows(table)
+    )
 
 
 @pytest.mark.parametrize("mode", ["full", "lite"])
@@ -252,7 +292,17 @@ def test_deletion_vector_of_an_unexpired_tombstone_is_kept_until_it_expires(tmp_
     removed_at = now_ms()
     txn = Transaction(snap, operation="DELETE")
     descriptor = {k: v for k, v in row["deletionVector"].items() if v is not None}
-    txn.add_action({"remove": {"path": row["path"], "deletionTimestamp": removed_at, "dataChange": True, "size": row["size"], "deletionVector": descriptor}})
+    txn.add_action(
+        {
+            "remove": {
+                "path": row["path"],
+                "deletionTimestamp": removed_at,
+                "dataChange": True,
+                "size": row["size"],
+                "deletionVector": descriptor,
+            }
+        }
+    )
     txn.commit()
     age_files(table, removed_at - 30 * DAY)
     # inside the retention: the removed file and its DV stay
@@ -273,7 +323,16 @@ def test_unsupported_writer_feature_refuses_before_deleting(tmp_path):
     from tests import log_builder as lb
 
     table = tmp_path / "t"
-    lb.write_commit(table, 0, [lb.commit_info(), lb.protocol(1, 7, writer_features=["inCommitTimestamp"]), lb.metadata(), lb.add("a.parquet")])
+    lb.write_commit(
+        table,
+        0,
+        [
+            lb.commit_info(),
+            lb.protocol(1, 7, writer_features=["inCommitTimestamp"]),
+            lb.metadata(),
+            lb.add("a.parquet"),
+        ],
+    )
     write(table / "orphan.parquet", when_ms=now_ms() - 30 * DAY)
     before = tree(table)
     with pytest.raises(UnsupportedFeature, match="inCommitTimestamp"):
@@ -288,24 +347,54 @@ def test_vacuum_on_an_fsspec_memory_table(tmp_path):
     url = f"memory://delta-ops-vacuum-{os.getpid()}-{tmp_path.name}/t"
     write_arrow(url, pa.concat_tables([ids(1, 0, p="a"), ids(1, 1, p="b")]), partition_by=["p"])
     storage = Storage.open(url)
-    for rel in ("orphan.parquet", "p=a/orphan2.parquet", "p=a/_SUCCESS", "_tmp/x", "_change_data/c.parquet", "dir/sub/o3.bin"):
+    for rel in (
+        "orphan.parquet",
+        "p=a/orphan2.parquet",
+        "p=a/_SUCCESS",
+        "_tmp/x",
+        "_change_data/c.parquet",
+        "dir/sub/o3.bin",
+    ):
         storage.fs.pipe_file(storage.join(rel), b"o")
     live = {unquote(p) for p in load_snapshot(url).files.column("path").to_pylist()}
     time.sleep(0.01)
-    plan = plan_vacuum(load_snapshot(url), now_ms() + 1000, retention_ms=0, force=True, in_flight_grace_ms=0)
+    plan = plan_vacuum(
+        load_snapshot(url), now_ms() + 1000, retention_ms=0, force=True, in_flight_grace_ms=0
+    )
     result = execute_vacuum(plan)
-    assert set(result.deleted) == {"orphan.parquet", "p=a/orphan2.parquet", "_change_data/c.parquet", "dir/sub/o3.bin"}
+    assert set(result.deleted) == {
+        "orphan.parquet",
+        "p=a/orphan2.parquet",
+        "_change_data/c.parquet",
+        "dir/sub/o3.bin",
+    }
     for rel in live | {"p=a/_SUCCESS", "_tmp/x"}:
         assert storage.fs.exists(storage.join(rel)), rel
-    assert len(result.commits) == 2 and storage.fs.exists(storage.log_file(f"{result.commits[1]:020d}.json"))
+    assert len(result.commits) == 2 and storage.fs.exists(
+        storage.log_file(f"{result.commits[1]:020d}.json")
+    )
 
 
 # ============================================================================ 3. hidden rules
 def test_hidden_names_are_never_vacuumed_change_data_and_index_are(tmp_path):
     table = tmp_path / "t"
     write_arrow(table, pa.concat_tables([ids(2, 0, p="1"), ids(2, 10, p="2")]), partition_by=["p"])
-    hidden = ["_SUCCESS", ".part-x.crc", "_tmp/x", "p=1/_SUCCESS", "p=1/.x.crc", "_delta_log/not-a-log-file", "p=1/_tmp/y"]
-    vacuumed = ["_change_data/cdc-1.parquet", "_change_data/p=1/cdc-2.parquet", "_delta_index/idx.bin", "p=1/orphan.parquet", "p=3/orphan.parquet"]
+    hidden = [
+        "_SUCCESS",
+        ".part-x.crc",
+        "_tmp/x",
+        "p=1/_SUCCESS",
+        "p=1/.x.crc",
+        "_delta_log/not-a-log-file",
+        "p=1/_tmp/y",
+    ]
+    vacuumed = [
+        "_change_data/cdc-1.parquet",
+        "_change_data/p=1/cdc-2.parquet",
+        "_delta_index/idx.bin",
+        "p=1/orphan.parquet",
+        "p=3/orphan.parquet",
+    ]
     for rel in hidden + vacuumed:
         write(table / rel)
     age_files(table, now_ms() - 30 * DAY)
@@ -314,7 +403,11 @@ def test_hidden_names_are_never_vacuumed_change_data_and_index_are(tmp_path):
     plan, result = vacuum(table, retention_ms=0, force=True)
     assert set(result.deleted) == set(vacuumed)
     reasons = {c.path: c.reason for c in plan.candidates}
-    assert reasons["_change_data/cdc-1.parquet"] == reasons["_change_data/p=1/cdc-2.parquet"] == "change data"
+    assert (
+        reasons["_change_data/cdc-1.parquet"]
+        == reasons["_change_data/p=1/cdc-2.parquet"]
+        == "change data"
+    )
     assert reasons["p=1/orphan.parquet"] == "orphan"
     after = tree(table)
     for rel in hidden:
@@ -332,7 +425,9 @@ def test_hidden_names_are_never_vacuumed_change_data_and_index_are(tmp_path):
 
 def test_partition_directories_starting_with_underscore_are_vacuumed(tmp_path):
     table = tmp_path / "t"
-    write_arrow(table, pa.concat_tables([ids(2, 0, _p="1"), ids(2, 10, _p="2")]), partition_by=["_p"])
+    write_arrow(
+        table, pa.concat_tables([ids(2, 0, _p="1"), ids(2, 10, _p="2")]), partition_by=["_p"]
+    )
     write_arrow(table, ids(3, 100, _p="1"), mode="overwrite", partition_by=["_p"])
     removed = {unquote(p) for p in load_snapshot(table).tombstones.column("path").to_pylist()}
     assert {posixpath.dirname(p) for p in removed} == {"_p=1", "_p=2"}
@@ -387,20 +482,31 @@ def test_symlinks_leading_out_are_never_followed_or_deleted(tmp_path):
     old = now_ms() - 30 * DAY
     for root in (table, tmp_path / "outside", outside_dir):
         age_files(root, old)
-    outside_before = tree(tmp_path / "outside") | {f"d/{k}": v for k, v in tree(outside_dir).items()}
+    outside_before = tree(tmp_path / "outside") | {
+        f"d/{k}": v for k, v in tree(outside_dir).items()
+    }
     plan, _ = vacuum(table, retention_ms=0, force=True)
     assert not [c.path for c in plan.candidates if c.path.startswith(("link_", "p=1"))]
     for link in ("link_file.parquet", "link_dir", "p=1"):
         assert (table / link).is_symlink()
-    assert tree(tmp_path / "outside") | {f"d/{k}": v for k, v in tree(outside_dir).items()} == outside_before
+    assert (
+        tree(tmp_path / "outside") | {f"d/{k}": v for k, v in tree(outside_dir).items()}
+        == outside_before
+    )
 
 
 def _tombstones_outside(table: Path, tmp_path: Path, old: int) -> list[Path]:
     """Remove actions whose paths lead outside the root: an absolute URI, `..`, encoded `..`."""
-    targets = [write(tmp_path / "abs.parquet", b"a", old), write(tmp_path / "escape.parquet", b"b", old), write(tmp_path / "escape2.parquet", b"c", old)]
+    targets = [
+        write(tmp_path / "abs.parquet", b"a", old),
+        write(tmp_path / "escape.parquet", b"b", old),
+        write(tmp_path / "escape2.parquet", b"c", old),
+    ]
     txn = Transaction(load_snapshot(table), operation="DELETE")
     for path in ("file://" + str(targets[0]), "../escape.parquet", "%2E%2E/escape2.parquet"):
-        txn.add_action({"remove": {"path": path, "deletionTimestamp": old, "dataChange": True, "size": 1}})
+        txn.add_action(
+            {"remove": {"path": path, "deletionTimestamp": old, "dataChange": True, "size": 1}}
+        )
     txn.commit()
     return targets
 
@@ -426,9 +532,27 @@ def test_absolute_paths_inside_the_root_are_resolved(tmp_path):
     pq.write_table(ids(1, 7), table / "abs inside.parquet")
     pq.write_table(ids(1, 8), table / "gone.parquet")
     txn = Transaction(load_snapshot(table), operation="WRITE")
-    txn.add_action({"add": {"path": f"file://{table}/abs%20inside.parquet", "partitionValues": {}, "size": (table / "abs inside.parquet").stat().st_size,
-                            "modificationTime": 1, "dataChange": True, "stats": json.dumps({"numRecords": 1})}})
-    txn.add_action({"remove": {"path": f"file://{table}/gone.parquet", "deletionTimestamp": 1, "dataChange": True}})
+    txn.add_action(
+        {
+            "add": {
+                "path": f"file://{table}/abs%20inside.parquet",
+                "partitionValues": {},
+                "size": (table / "abs inside.parquet").stat().st_size,
+                "modificationTime": 1,
+                "dataChange": True,
+                "stats": json.dumps({"numRecords": 1}),
+            }
+        }
+    )
+    txn.add_action(
+        {
+            "remove": {
+                "path": f"file://{table}/gone.parquet",
+                "deletionTimestamp": 1,
+                "dataChange": True,
+            }
+        }
+    )
     txn.commit()
     age_files(table, now_ms() - 30 * DAY)
     plan, result = vacuum(table, retention_ms=0, force=True)
@@ -447,7 +571,16 @@ def test_lite_never_follows_a_symlinked_directory_out_of_the_table(tmp_path):
     old = now_ms() - 30 * DAY
     set_mtime(target, old)
     txn = Transaction(load_snapshot(table), operation="DELETE")
-    txn.add_action({"remove": {"path": "link_dir/inner.bin", "deletionTimestamp": old, "dataChange": True, "size": 8}})
+    txn.add_action(
+        {
+            "remove": {
+                "path": "link_dir/inner.bin",
+                "deletionTimestamp": old,
+                "dataChange": True,
+                "size": 8,
+            }
+        }
+    )
     txn.commit()
     age_files(table, old)
     vacuum(table, retention_ms=0, force=True, mode="lite")
@@ -456,7 +589,9 @@ def test_lite_never_follows_a_symlinked_directory_out_of_the_table(tmp_path):
 
 def test_retention_shorter_than_the_table_property_is_refused_without_force(tmp_path, capsys):
     table = tmp_path / "t"
-    write_arrow(table, ids(3), configuration={"delta.deletedFileRetentionDuration": "interval 2 days"})
+    write_arrow(
+        table, ids(3), configuration={"delta.deletedFileRetentionDuration": "interval 2 days"}
+    )
     write(table / "orphan.parquet", when_ms=now_ms() - 30 * DAY)
     before = tree(table)
     snap = load_snapshot(table)
@@ -466,7 +601,11 @@ def test_retention_shorter_than_the_table_property_is_refused_without_force(tmp_
     for args in (["--retention", "24"], ["--retention", "1 day", "--dry-run"]):
         assert cli.main(["vacuum", str(table), "--json", *args]) == 1
         captured = capsys.readouterr()
-        assert captured.out == "" and "delta-ops: error:" in captured.err and "retention" in captured.err
+        assert (
+            captured.out == ""
+            and "delta-ops: error:" in captured.err
+            and "retention" in captured.err
+        )
     assert tree(table) == before  # nothing written, no VACUUM commits
     # at least the property's retention needs no force; forcing allows less
     plan_vacuum(snap, now_ms(), retention_ms=3 * DAY)
@@ -490,10 +629,21 @@ def test_a_longer_user_retention_is_honoured(tmp_path):
     write_arrow(table, ids(2, 20))
     now = now_ms()
     snap = load_snapshot(table)
-    a, b, c = sorted(snap.files.to_pylist(), key=lambda r: json.loads(r["stats"])["minValues"]["id"])
+    a, b, c = sorted(
+        snap.files.to_pylist(), key=lambda r: json.loads(r["stats"])["minValues"]["id"]
+    )
     txn = Transaction(snap, operation="DELETE")
     for row, removed_at in ((a, now - 20 * DAY), (b, now - 40 * DAY)):
-        txn.add_action({"remove": {"path": row["path"], "deletionTimestamp": removed_at, "dataChange": True, "size": row["size"]}})
+        txn.add_action(
+            {
+                "remove": {
+                    "path": row["path"],
+                    "deletionTimestamp": removed_at,
+                    "dataChange": True,
+                    "size": row["size"],
+                }
+            }
+        )
     txn.commit()
     age_files(table, now - 45 * DAY)
     write(table / "orphan-20d.parquet", when_ms=now - 20 * DAY)
@@ -518,14 +668,22 @@ def test_vacuum_start_and_end_commits(tmp_path):
     assert result.commits == (1, 2)
     assert log_commits(table) == [f"{v:020d}.json" for v in range(3)]
     start, end = commit_actions(table, 1), commit_actions(table, 2)
-    assert [list(a) for a in start] == [["commitInfo"]] and [list(a) for a in end] == [["commitInfo"]]
+    assert [list(a) for a in start] == [["commitInfo"]] and [list(a) for a in end] == [
+        ["commitInfo"]
+    ]
     s, e = start[0]["commitInfo"], end[0]["commitInfo"]
     assert s["operation"] == "VACUUM START" and e["operation"] == "VACUUM END"
     assert s["operationMetrics"] == {"numFilesToDelete": "2", "sizeOfDataToDelete": "33"}
-    assert s["operationParameters"] == {"retentionCheckEnabled": "true", "defaultRetentionMillis": str(WEEK), "specifiedRetentionMillis": "0"}
+    assert s["operationParameters"] == {
+        "retentionCheckEnabled": "true",
+        "defaultRetentionMillis": str(WEEK),
+        "specifiedRetentionMillis": "0",
+    }
     assert e["operationParameters"] == {"status": "COMPLETED"}
     assert e["operationMetrics"] == {"numDeletedFiles": "2", "numVacuumedDirectories": "1"}
-    assert s["engineInfo"].startswith("delta-ops/") and s["readVersion"] == 0 and e["readVersion"] == 1
+    assert (
+        s["engineInfo"].startswith("delta-ops/") and s["readVersion"] == 0 and e["readVersion"] == 1
+    )
     assert result.bytes == 33 and result.num_deleted == 2 and result.num_vacuumed_directories == 1
     info = json.loads((table / "_delta_log" / "_last_vacuum_info").read_text())
     assert info == {"latestCommitVersionOutsideOfRetentionWindow": 0}
@@ -555,7 +713,10 @@ def test_failed_deletion_commits_vacuum_end_failed_and_reraises(tmp_path, monkey
     assert log_commits(table) == [f"{v:020d}.json" for v in range(3)]
     start = commit_actions(table, 1)[0]["commitInfo"]
     end = commit_actions(table, 2)[0]["commitInfo"]
-    assert start["operation"] == "VACUUM START" and start["operationMetrics"]["numFilesToDelete"] == "2"
+    assert (
+        start["operation"] == "VACUUM START"
+        and start["operationMetrics"]["numFilesToDelete"] == "2"
+    )
     assert end["operation"] == "VACUUM END" and end["operationParameters"] == {"status": "FAILED"}
     assert "operationMetrics" not in end
     assert (table / "stuck.parquet").exists()
@@ -584,13 +745,24 @@ def test_dry_run_writes_nothing_at_all(tmp_path, capsys):
     age_files(table, old)
     tombstone = unquote(load_snapshot(table).tombstones.column("path").to_pylist()[0])
     before = tree(table)
-    assert cli.main(["vacuum", str(table), "--retention", "0", "--force", "--dry-run", "--json"]) == 0
+    assert (
+        cli.main(["vacuum", str(table), "--retention", "0", "--force", "--dry-run", "--json"]) == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert tree(table) == before  # no file, directory, mtime or _last_vacuum_info changed
-    assert out["dry_run"] is True and out["commits"] == [] and out["mode"] == "full" and out["retention_ms"] == 0
-    assert sorted(out["deleted"]) == sorted(["orphan.parquet", tombstone]) and out["num_deleted"] == 2
+    assert (
+        out["dry_run"] is True
+        and out["commits"] == []
+        and out["mode"] == "full"
+        and out["retention_ms"] == 0
+    )
+    assert (
+        sorted(out["deleted"]) == sorted(["orphan.parquet", tombstone]) and out["num_deleted"] == 2
+    )
     by_path = {f["path"]: f for f in out["files"]}
-    assert by_path["orphan.parquet"]["size"] == 7 and by_path["orphan.parquet"]["reason"] == "orphan"
+    assert (
+        by_path["orphan.parquet"]["size"] == 7 and by_path["orphan.parquet"]["reason"] == "orphan"
+    )
     assert by_path["orphan.parquet"]["age_ms"] >= 30 * DAY - 60_000
     assert by_path[tombstone]["reason"] == "expired tombstone"
     assert out["bytes"] == sum(f["size"] for f in out["files"])
@@ -616,7 +788,10 @@ def test_cli_json_result_fields(tmp_path, capsys):
     assert out["commits"] == [1, 2] and log_commits(table)[-1] == f"{2:020d}.json"
     assert not (table / "orphan.parquet").exists()
     # a second run has nothing to do and commits nothing
-    assert cli.main(["vacuum", str(table), "--retention", "0", "--force", "--json", "--mode", "full"]) == 0
+    assert (
+        cli.main(["vacuum", str(table), "--retention", "0", "--force", "--json", "--mode", "full"])
+        == 0
+    )
     again = json.loads(capsys.readouterr().out)
     assert again["deleted"] == [] and again["num_deleted"] == 0 and again["commits"] == []
     assert len(log_commits(table)) == 3
@@ -677,7 +852,12 @@ def test_lite_vacuums_removes_since_the_last_vacuum_and_never_sees_orphans(tmp_p
     # next LITE run starts after version 2: nothing new was removed
     plan2, result2 = vacuum(table, now_ms() + 120_000, retention_ms=0, force=True, mode="lite")
     assert plan2.candidates == () and result2.commits == ()
-    assert json.loads((table / "_delta_log" / "_last_vacuum_info").read_text())["latestCommitVersionOutsideOfRetentionWindow"] == 4
+    assert (
+        json.loads((table / "_delta_log" / "_last_vacuum_info").read_text())[
+            "latestCommitVersionOutsideOfRetentionWindow"
+        ]
+        == 4
+    )
 
     # a new overwrite removes the v2 file: only that one is found
     [v2_file] = [unquote(p) for p in load_snapshot(table).files.column("path").to_pylist()]
@@ -722,7 +902,9 @@ def test_lite_refuses_when_history_was_cleaned_up(tmp_path, last_vacuum):
     table = _cleaned_up_table(tmp_path)
     info_path = table / "_delta_log" / "_last_vacuum_info"
     if last_vacuum is not None:
-        info_path.write_text(json.dumps({"latestCommitVersionOutsideOfRetentionWindow": last_vacuum}))
+        info_path.write_text(
+            json.dumps({"latestCommitVersionOutsideOfRetentionWindow": last_vacuum})
+        )
     before = tree(table)
     snap = load_snapshot(table)
     if last_vacuum is None or last_vacuum < 3:  # Spark: L == earliest - 1 refuses too
@@ -762,7 +944,9 @@ def _append_loop(path: str, n: int, barrier) -> None:
         tolerate_spurious_listing_failure(write_arrow, path, ids(2, 1000 + 2 * i))
 
 
-def _run_concurrently(tmp_path: Path, retention_ms: int, orphan_age_ms: int) -> tuple[Path, int, int]:
+def _run_concurrently(
+    tmp_path: Path, retention_ms: int, orphan_age_ms: int
+) -> tuple[Path, int, int]:
     table = tmp_path / "t"
     write_arrow(table, ids(2))
     write(table / "old-orphan.parquet", b"o", now_ms() - orphan_age_ms)
@@ -773,7 +957,9 @@ def _run_concurrently(tmp_path: Path, retention_ms: int, orphan_age_ms: int) -> 
     barrier.wait()
     runs = 0
     while proc.is_alive() or runs < 3:
-        tolerate_spurious_listing_failure(vacuum, table, now_ms(), retention_ms=retention_ms, force=True)
+        tolerate_spurious_listing_failure(
+            vacuum, table, now_ms(), retention_ms=retention_ms, force=True
+        )
         runs += 1
     proc.join(timeout=120)
     return table, proc.exitcode, runs
@@ -801,7 +987,9 @@ def test_concurrent_appends_and_vacuums_with_a_retention(tmp_path):
     table, exitcode, _ = _run_concurrently(tmp_path, HOUR, 2 * HOUR)
     _assert_nothing_lost(table, exitcode)
     assert not (table / "old-orphan.parquet").exists()
-    ops = [commit_actions(table, int(n[:20]))[0]["commitInfo"]["operation"] for n in log_commits(table)]
+    ops = [
+        commit_actions(table, int(n[:20]))[0]["commitInfo"]["operation"] for n in log_commits(table)
+    ]
     assert ops.count("WRITE") == 15 and ops.count("VACUUM START") == ops.count("VACUUM END") == 1
 
 
@@ -825,5 +1013,7 @@ def test_young_untracked_files_are_kept_as_possibly_in_flight(tmp_path):
     assert plan.kept_in_flight == ("fresh-orphan.parquet",)
     execute_vacuum(plan)
     assert (table / "fresh-orphan.parquet").exists() and not (table / "old-orphan.parquet").exists()
-    spark_like = plan_vacuum(load_snapshot(table), now_ms() + 10, retention_ms=0, force=True, in_flight_grace_ms=0)
+    spark_like = plan_vacuum(
+        load_snapshot(table), now_ms() + 10, retention_ms=0, force=True, in_flight_grace_ms=0
+    )
     assert [c.path for c in spark_like.candidates] == ["fresh-orphan.parquet"]

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 from delta_ops.errors import DeltaOpsError
-from delta_ops.snapshot import load_snapshot
-from delta_ops.writer import write_arrow
+from delta_ops.table.snapshot import load_snapshot
+from delta_ops.table.writer import write_arrow
 from tests.support import deltalake_rows, duckdb_rows
 
 
@@ -19,7 +19,13 @@ def batch(start: int, n: int, day: str) -> pa.Table:
         {
             "id": pa.array(range(start, start + n), pa.int64()),
             "name": pa.array([f"n{i}" if i % 4 else None for i in range(start, start + n)]),
-            "ts": pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(minutes=i) for i in range(n)], pa.timestamp("us", tz="UTC")),
+            "ts": pa.array(
+                [
+                    dt.datetime(2024, 1, 1, tzinfo=dt.UTC) + dt.timedelta(minutes=i)
+                    for i in range(n)
+                ],
+                pa.timestamp("us", tz="UTC"),
+            ),
             "day": pa.array([day] * n),
         }
     )
@@ -32,7 +38,11 @@ def _ids(rows):
 def test_append_partitioned_then_overwrite(tmp_path):
     table = tmp_path / "t"
     write_arrow(table, batch(0, 10, "2024-01-01"), partition_by=["day"])
-    write_arrow(table, pa.concat_tables([batch(10, 5, "2024-01-02"), batch(15, 5, "2024-01-03")]), partition_by=["day"])
+    write_arrow(
+        table,
+        pa.concat_tables([batch(10, 5, "2024-01-02"), batch(15, 5, "2024-01-03")]),
+        partition_by=["day"],
+    )
     snapshot = load_snapshot(table)
     assert snapshot.version == 1 and snapshot.num_files == 3
     assert snapshot.num_records == 20
@@ -61,10 +71,18 @@ def test_row_tracking_table_gets_row_ids(tmp_path):
     write_arrow(table, batch(0, 5, "d"), configuration={"delta.enableRowTracking": "true"})
     write_arrow(table, batch(5, 7, "d"))
     snapshot = load_snapshot(table)
-    rows = sorted(snapshot.files.select(["baseRowId", "defaultRowCommitVersion"]).to_pylist(), key=lambda r: r["baseRowId"])
-    assert rows == [{"baseRowId": 0, "defaultRowCommitVersion": 0}, {"baseRowId": 5, "defaultRowCommitVersion": 1}]
+    rows = sorted(
+        snapshot.files.select(["baseRowId", "defaultRowCommitVersion"]).to_pylist(),
+        key=lambda r: r["baseRowId"],
+    )
+    assert rows == [
+        {"baseRowId": 0, "defaultRowCommitVersion": 0},
+        {"baseRowId": 5, "defaultRowCommitVersion": 1},
+    ]
     assert snapshot.row_id_high_water_mark == 11
-    assert snapshot.protocol.supports("rowTracking") and snapshot.protocol.supports("domainMetadata")
+    assert snapshot.protocol.supports("rowTracking") and snapshot.protocol.supports(
+        "domainMetadata"
+    )
     assert _ids(deltalake_rows(table)) == list(range(12))
 
 
@@ -78,7 +96,9 @@ def test_schema_mismatch_is_refused(tmp_path):
 
 def test_timestamp_ntz_column_gets_its_table_feature(tmp_path):
     table = tmp_path / "t"
-    data = pa.table({"id": [1, 2], "at": pa.array([dt.datetime(2024, 1, 1), None], pa.timestamp("us"))})
+    data = pa.table(
+        {"id": [1, 2], "at": pa.array([dt.datetime(2024, 1, 1), None], pa.timestamp("us"))}
+    )
     write_arrow(table, data)
     snapshot = load_snapshot(table)
     assert snapshot.protocol.supports("timestampNtz")

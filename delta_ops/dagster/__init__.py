@@ -8,6 +8,13 @@ Example::
     defs = build_delta_maintenance_defs("/data/warehouse", name="lake")
 """
 
+from importlib.util import find_spec
+
+from delta_ops.errors import MissingExtra
+
+if find_spec("dagster") is None:
+    raise MissingExtra("dagster", "delta_ops.dagster")
+
 from delta_ops.dagster.factory import build_delta_maintenance_defs
 from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget, discover_tables

@@ -26,47 +26,64 @@ def pool_name(prefix: str, table: DeltaTableTarget) -> str:
     return f"{prefix}/{table.safe_name}"
 
 
-def run_action(resource: DeltaMaintenanceResource, table: DeltaTableTarget, action: str, log: Any, **options: Any) -> tuple[Any | None, str | None]:
+def run_action(
+    resource: DeltaMaintenanceResource,
+    table: DeltaTableTarget,
+    action: str,
+    log: Any,
+    **options: Any,
+) -> tuple[Any | None, str | None]:
     """Run one action; (result, None) when it did work, (None, reason) when there was none.
 
     delta-ops errors become a non-retryable Failure naming the table; anything else (network,
     storage) propagates and is retried by the policy.
     """
     so = dict(table.storage_options) or None
+    dry_run = bool(options.get("dry_run"))
     try:
         if action == "checkpoint":
-            plan = resource.checkpoint(table.url, dry_run=True, parts=options.get("parts"), storage_options=so)
-            if plan.nothing_to_do:
-                return None, f"version {plan.version} already has a checkpoint ({plan.existing})"
-            if options.get("dry_run"):
-                return plan, None
-            return resource.checkpoint(table.url, parts=options.get("parts"), storage_options=so), None
+            checkpoint = resource.plan_checkpoint(
+                table.url, parts=options.get("parts"), storage_options=so
+            )
+            if checkpoint.nothing_to_do:
+                reason = (
+                    f"version {checkpoint.version} already has a checkpoint ({checkpoint.existing})"
+                )
+                return None, reason
+            return (checkpoint if dry_run else resource.execute_checkpoint(checkpoint)), None
         if action == "log_cleanup":
-            plan = resource.cleanup(table.url, retention=options.get("retention"), dry_run=True, storage_options=so)
-            if plan.nothing_to_do:
-                return None, "; ".join(plan.kept_reasons)
-            if options.get("dry_run"):
-                return plan, None
-            return resource.cleanup(table.url, retention=options.get("retention"), storage_options=so), None
+            cleanup = resource.plan_cleanup(
+                table.url, retention=options.get("retention"), storage_options=so
+            )
+            if cleanup.nothing_to_do:
+                return None, "; ".join(cleanup.kept_reasons)
+            return (cleanup if dry_run else resource.execute_cleanup(cleanup)), None
         if action == "vacuum":
-            from delta_ops.ops.vacuum import execute_vacuum
-
-            plan = resource.vacuum(table.url, retention=options.get("retention"), mode=options.get("mode", "full"), force=options.get("force", False), dry_run=True, storage_options=so)
-            if options.get("dry_run"):
-                return (None, "nothing to vacuum") if plan.nothing_to_do else (plan, None)
-            if plan.nothing_to_do:
-                execute_vacuum(plan)  # no commits; records how far the log was examined
-                return None, f"nothing to vacuum ({plan.mode}, retention {plan.retention_ms} ms)"
-            return execute_vacuum(plan), None
+            vacuum = resource.plan_vacuum(
+                table.url,
+                retention=options.get("retention"),
+                mode=options.get("mode", "full"),
+                force=options.get("force", False),
+                storage_options=so,
+            )
+            if dry_run:
+                return (None, "nothing to vacuum") if vacuum.nothing_to_do else (vacuum, None)
+            if vacuum.nothing_to_do:
+                resource.execute_vacuum(vacuum)  # no commits; records how far the log was examined
+                return (
+                    None,
+                    f"nothing to vacuum ({vacuum.mode}, retention {vacuum.retention_ms} ms)",
+                )
+            return resource.execute_vacuum(vacuum), None
         if action == "row_tracking":
-            plan = resource.enable_row_tracking(table.url, batch_files=options.get("batch_files", 22_000), dry_run=True, storage_options=so)
-            if plan.nothing_to_do:
+            backfill = resource.plan_row_tracking(
+                table.url, batch_files=options.get("batch_files", 22_000), storage_options=so
+            )
+            if backfill.nothing_to_do:
                 return None, "row tracking is already enabled"
-            if options.get("dry_run"):
-                return plan, None
-            from delta_ops.ops.row_tracking import execute_enable_row_tracking
-
-            return execute_enable_row_tracking(plan, progress=log.info), None
+            if dry_run:
+                return backfill, None
+            return resource.execute_row_tracking(backfill, progress=log.info), None
     except DeltaOpsError as exc:
         raise dg.Failure(f"{table.name}: {action} failed: {exc}", allow_retries=False) from exc
     raise ValueError(f"unknown maintenance action {action!r}")
@@ -92,14 +109,16 @@ def build_table_maintenance_asset(
         required_resource_keys={resource_key},
         op_tags={"delta_ops/table": table.safe_name},
     )
-    def _maintenance(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
+    def _maintenance(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult[Any]]:
         resource: DeltaMaintenanceResource = getattr(context.resources, resource_key)
         for action in ACTIONS:
             key = specs[action].key
             if key not in context.selected_asset_keys:
                 continue
             if action == "row_tracking" and not table.enable_row_tracking:
-                context.log.info(f"{table.name}: row_tracking skipped: not enabled for this table (DeltaTableTarget(enable_row_tracking=True))")
+                context.log.info(
+                    f"{table.name}: row_tracking skipped: not enabled for this table (DeltaTableTarget(enable_row_tracking=True))"
+                )
                 continue
             context.log.info(f"{table.name}: {action} starting")
             result, reason = run_action(resource, table, action, context.log)
@@ -113,6 +132,9 @@ def build_table_maintenance_asset(
     return _maintenance
 
 
-def maintenance_asset_keys(table: DeltaTableTarget, translator: DeltaMaintenanceTranslator, actions: tuple[str, ...] = ("checkpoint", "log_cleanup", "vacuum")) -> list[dg.AssetKey]:
+def maintenance_asset_keys(
+    table: DeltaTableTarget,
+    translator: DeltaMaintenanceTranslator,
+    actions: tuple[str, ...] = ("checkpoint", "log_cleanup", "vacuum"),
+) -> list[dg.AssetKey]:
     return [translator.get_action_spec(table, a).key for a in actions]
-

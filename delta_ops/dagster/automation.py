@@ -11,13 +11,20 @@
 import datetime as dt
 import json
 from collections.abc import Sequence
+from typing import TypeAlias
 
 import dagster as dg
+from dagster._core.definitions.unresolved_asset_job_definition import (
+    UnresolvedAssetJobDefinition,
+)
 
 from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
 from delta_ops.errors import DeltaOpsError
+
+# what schedules and sensors accept as their job: an op job or an asset job (define_asset_job)
+JobLike: TypeAlias = dg.JobDefinition | UnresolvedAssetJobDefinition
 
 TABLE_TAG = "delta_ops/table"
 
@@ -26,7 +33,7 @@ def build_maintenance_schedule(
     targets: Sequence[DeltaTableTarget],
     *,
     prefix: str,
-    job: object,  # an asset job (define_asset_job)
+    job: JobLike,
     translator: DeltaMaintenanceTranslator,
     resource_key: str,
     cron: str,
@@ -36,20 +43,35 @@ def build_maintenance_schedule(
 ) -> dg.ScheduleDefinition:
     """A schedule running `actions` on every table whose log says there is work."""
 
-    @dg.schedule(name=name or f"{prefix}_maintenance_schedule", cron_schedule=cron, job=job, default_status=default_status, required_resource_keys={resource_key})
-    def _schedule(context: dg.ScheduleEvaluationContext):
+    @dg.schedule(
+        name=name or f"{prefix}_maintenance_schedule",
+        cron_schedule=cron,
+        job=job,
+        default_status=default_status,
+        required_resource_keys={resource_key},
+    )
+    def _schedule(
+        context: dg.ScheduleEvaluationContext,
+    ) -> dg.SkipReason | list[dg.RunRequest]:
         resource: DeltaMaintenanceResource = getattr(context.resources, resource_key)
-        day = (context.scheduled_execution_time or dt.datetime.now(dt.timezone.utc)).strftime("%Y-%m-%d")
-        requests, skipped = [], []
+        day = (context.scheduled_execution_time or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d")
+        requests: list[dg.RunRequest] = []
+        skipped: list[str] = []
         for table in targets:
             try:
                 work = resource.work(table.url, storage_options=dict(table.storage_options) or None)
             except DeltaOpsError as exc:
                 skipped.append(f"{table.name}: cannot read the log: {exc}")
                 continue
-            wanted = [a for a in actions if a != "row_tracking" and getattr(work, "cleanup" if a == "log_cleanup" else a)]
+            wanted = [
+                a
+                for a in actions
+                if a != "row_tracking" and getattr(work, "cleanup" if a == "log_cleanup" else a)
+            ]
             if "row_tracking" in actions and table.enable_row_tracking:
-                plan = resource.enable_row_tracking(table.url, dry_run=True, storage_options=dict(table.storage_options) or None)
+                plan = resource.plan_row_tracking(
+                    table.url, storage_options=dict(table.storage_options) or None
+                )
                 if not plan.nothing_to_do:
                     wanted.append("row_tracking")
             if not wanted:
@@ -75,7 +97,7 @@ def build_commit_sensor(
     targets: Sequence[DeltaTableTarget],
     *,
     prefix: str,
-    job: object,  # an asset job (define_asset_job)
+    job: JobLike,
     translator: DeltaMaintenanceTranslator,
     resource_key: str,
     minimum_interval_seconds: int = 30,
@@ -83,11 +105,18 @@ def build_commit_sensor(
 ) -> dg.SensorDefinition:
     """Checkpoint a table once `delta.checkpointInterval` commits piled up since its checkpoint."""
 
-    @dg.sensor(name=f"{prefix}_commit_sensor", job=job, minimum_interval_seconds=minimum_interval_seconds, default_status=default_status, required_resource_keys={resource_key})
-    def _sensor(context: dg.SensorEvaluationContext):
+    @dg.sensor(
+        name=f"{prefix}_commit_sensor",
+        job=job,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+        required_resource_keys={resource_key},
+    )
+    def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         resource: DeltaMaintenanceResource = getattr(context.resources, resource_key)
         cursor = json.loads(context.cursor) if context.cursor else {}
-        requests, reasons = [], []
+        requests: list[dg.RunRequest] = []
+        reasons: list[str] = []
         for table in targets:
             seen = cursor.get(table.name, {})
             try:
@@ -100,13 +129,20 @@ def build_commit_sensor(
             except DeltaOpsError as exc:
                 reasons.append(f"{table.name}: {exc}")
                 continue
-            state = {"version": probe.latest_version, "interval": probe.checkpoint_interval, "requested": seen.get("requested")}
+            state = {
+                "version": probe.latest_version,
+                "interval": probe.checkpoint_interval,
+                "requested": seen.get("requested"),
+            }
             due = probe.commits_since_checkpoint >= probe.checkpoint_interval
             if due and seen.get("requested") != probe.latest_version:
                 requests.append(
                     dg.RunRequest(
                         run_key=f"{table.name}:{probe.latest_version}",
-                        tags={TABLE_TAG: table.name, "delta_ops/version": str(probe.latest_version)},
+                        tags={
+                            TABLE_TAG: table.name,
+                            "delta_ops/version": str(probe.latest_version),
+                        },
                         asset_selection=[translator.get_action_spec(table, "checkpoint").key],
                     )
                 )
@@ -121,17 +157,25 @@ def build_commit_sensor(
         new_cursor = json.dumps(cursor, sort_keys=True)
         if requests:
             return dg.SensorResult(run_requests=requests, cursor=new_cursor)
-        return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(reasons) or "no tables"), cursor=new_cursor)
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason("; ".join(reasons) or "no tables"), cursor=new_cursor
+        )
 
     return _sensor
 
 
-def build_failure_sensor(prefix: str, jobs: Sequence[object]) -> dg.SensorDefinition:
+def build_failure_sensor(prefix: str, jobs: Sequence[JobLike]) -> dg.SensorDefinition:
     """Log every failed maintenance run with the table it was for (hook alerts here)."""
 
-    @dg.run_failure_sensor(name=f"{prefix}_run_failure_sensor", monitored_jobs=list(jobs), default_status=dg.DefaultSensorStatus.RUNNING)
+    @dg.run_failure_sensor(
+        name=f"{prefix}_run_failure_sensor",
+        monitored_jobs=list(jobs),
+        default_status=dg.DefaultSensorStatus.RUNNING,
+    )
     def _on_failure(context: dg.RunFailureSensorContext) -> None:
         table = context.dagster_run.tags.get(TABLE_TAG, "several tables")
-        context.log.error(f"delta maintenance run {context.dagster_run.run_id} for {table} failed: {context.failure_event.message}")
+        context.log.error(
+            f"delta maintenance run {context.dagster_run.run_id} for {table} failed: {context.failure_event.message}"
+        )
 
     return _on_failure

@@ -2,6 +2,7 @@
 retention settings and row-tracking state, as one multi_asset_check on the table asset."""
 
 from collections.abc import Iterator
+from typing import Any
 
 import dagster as dg
 
@@ -10,21 +11,50 @@ from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
 from delta_ops.errors import DeltaOpsError
 
-CHECKS = ("checkpoint_lag", "log_reconstructible", "writer_features_supported", "tombstone_backlog", "retention_properties_valid", "row_tracking_state")
+CHECKS = (
+    "checkpoint_lag",
+    "log_reconstructible",
+    "writer_features_supported",
+    "tombstone_backlog",
+    "retention_properties_valid",
+    "row_tracking_state",
+)
 HOUR_MS = 3_600_000
 
 
-def build_table_checks(table: DeltaTableTarget, *, prefix: str, translator: DeltaMaintenanceTranslator, resource_key: str) -> dg.AssetChecksDefinition:
+def build_table_checks(
+    table: DeltaTableTarget,
+    *,
+    prefix: str,
+    translator: DeltaMaintenanceTranslator,
+    resource_key: str,
+) -> dg.AssetChecksDefinition:
     asset_key = translator.get_asset_spec(table).key
     specs = [dg.AssetCheckSpec(name=name, asset=asset_key) for name in CHECKS]
 
-    @dg.multi_asset_check(name=f"{prefix}__{table.safe_name}__health", specs=specs, can_subset=True, required_resource_keys={resource_key})
+    @dg.multi_asset_check(
+        name=f"{prefix}__{table.safe_name}__health",
+        specs=specs,
+        can_subset=True,
+        required_resource_keys={resource_key},
+    )
     def _health(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
         resource: DeltaMaintenanceResource = getattr(context.resources, resource_key)
         selected = {k.name for k in context.selected_asset_check_keys}
 
-        def result(name: str, passed: bool, severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.WARN, **metadata) -> dg.AssetCheckResult:
-            return dg.AssetCheckResult(check_name=name, asset_key=asset_key, passed=passed, severity=severity, metadata=metadata)
+        def result(
+            name: str,
+            passed: bool,
+            severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.WARN,
+            **metadata: Any,
+        ) -> dg.AssetCheckResult:
+            return dg.AssetCheckResult(
+                check_name=name,
+                asset_key=asset_key,
+                passed=passed,
+                severity=severity,
+                metadata=metadata,
+            )
 
         try:
             health = resource.health(table.url, storage_options=dict(table.storage_options) or None)
@@ -37,12 +67,16 @@ def build_table_checks(table: DeltaTableTarget, *, prefix: str, translator: Delt
             "checkpoint_lag": lambda: result(
                 "checkpoint_lag",
                 health.commits_since_checkpoint <= health.checkpoint_interval,
-                dg.AssetCheckSeverity.ERROR if health.commits_since_checkpoint > 10 * health.checkpoint_interval else dg.AssetCheckSeverity.WARN,
+                dg.AssetCheckSeverity.ERROR
+                if health.commits_since_checkpoint > 10 * health.checkpoint_interval
+                else dg.AssetCheckSeverity.WARN,
                 commits_since_checkpoint=health.commits_since_checkpoint,
                 checkpoint_interval=health.checkpoint_interval,
                 version=health.version,
             ),
-            "log_reconstructible": lambda: result("log_reconstructible", True, version=health.version),
+            "log_reconstructible": lambda: result(
+                "log_reconstructible", True, version=health.version
+            ),
             "writer_features_supported": lambda: result(
                 "writer_features_supported",
                 not health.unsupported_writer_features,

@@ -5,7 +5,11 @@ from collections.abc import Iterable
 import dagster as dg
 
 from delta_ops.dagster.assets import build_table_maintenance_asset, maintenance_asset_keys
-from delta_ops.dagster.automation import build_commit_sensor, build_failure_sensor, build_maintenance_schedule
+from delta_ops.dagster.automation import (
+    build_commit_sensor,
+    build_failure_sensor,
+    build_maintenance_schedule,
+)
 from delta_ops.dagster.checks import build_table_checks
 from delta_ops.dagster.jobs import build_jobs
 from delta_ops.dagster.resource import DeltaMaintenanceResource
@@ -44,27 +48,63 @@ def build_delta_maintenance_defs(
         defs = dg.Definitions.merge(pipeline_defs, build_delta_maintenance_defs("/data/warehouse"))
     """
     targets = as_targets(tables)
-    translator = translator or DeltaMaintenanceTranslator(key_prefix=("delta_maintenance", name), table_key_prefix=(name,))
+    translator = translator or DeltaMaintenanceTranslator(
+        key_prefix=("delta_maintenance", name), table_key_prefix=(name,)
+    )
     resource_key = f"{name}_delta_maintenance"
-    assets = [build_table_maintenance_asset(t, prefix=name, translator=translator, resource_key=resource_key) for t in targets]
+    assets = [
+        build_table_maintenance_asset(
+            t, prefix=name, translator=translator, resource_key=resource_key
+        )
+        for t in targets
+    ]
     external = [translator.get_asset_spec(t) for t in targets if t.asset_key is None]
-    checks = [build_table_checks(t, prefix=name, translator=translator, resource_key=resource_key) for t in targets]
+    checks = [
+        build_table_checks(t, prefix=name, translator=translator, resource_key=resource_key)
+        for t in targets
+    ]
     op_jobs = build_jobs(targets, prefix=name, translator=translator, resource_key=resource_key)
     all_keys = [translator.get_action_spec(t, a).key for t in targets for a in ACTIONS]
-    asset_job = dg.define_asset_job(f"{name}_maintenance_assets_job", selection=dg.AssetSelection.assets(*all_keys) if all_keys else dg.AssetSelection.assets())
+    asset_job = dg.define_asset_job(
+        f"{name}_maintenance_assets_job",
+        selection=dg.AssetSelection.assets(*all_keys) if all_keys else dg.AssetSelection.assets(),
+    )
     schedules = [
-        build_maintenance_schedule(targets, prefix=name, job=asset_job, translator=translator, resource_key=resource_key, cron=maintenance_cron)
+        build_maintenance_schedule(
+            targets,
+            prefix=name,
+            job=asset_job,
+            translator=translator,
+            resource_key=resource_key,
+            cron=maintenance_cron,
+        )
     ]
     if row_tracking_cron:
         schedules.append(
             build_maintenance_schedule(
-                targets, prefix=name, job=asset_job, translator=translator, resource_key=resource_key, cron=row_tracking_cron,
-                actions=("row_tracking",), name=f"{name}_row_tracking_schedule", default_status=dg.DefaultScheduleStatus.STOPPED,
+                targets,
+                prefix=name,
+                job=asset_job,
+                translator=translator,
+                resource_key=resource_key,
+                cron=row_tracking_cron,
+                actions=("row_tracking",),
+                name=f"{name}_row_tracking_schedule",
+                default_status=dg.DefaultScheduleStatus.STOPPED,
             )
         )
     sensors = [build_failure_sensor(name, [asset_job, *op_jobs.values()])]
     if commit_sensor:
-        sensors.append(build_commit_sensor(targets, prefix=name, job=asset_job, translator=translator, resource_key=resource_key, minimum_interval_seconds=sensor_interval_seconds))
+        sensors.append(
+            build_commit_sensor(
+                targets,
+                prefix=name,
+                job=asset_job,
+                translator=translator,
+                resource_key=resource_key,
+                minimum_interval_seconds=sensor_interval_seconds,
+            )
+        )
     return dg.Definitions(
         assets=[*assets, *external],
         asset_checks=checks,

@@ -6,7 +6,7 @@ table asset with the result, so a manual run shows up in the table's history.
 """
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal, cast
 
 import dagster as dg
 from pydantic import Field
@@ -18,29 +18,46 @@ from delta_ops.dagster.translator import DeltaMaintenanceTranslator
 
 
 class TableSelection(dg.Config):
-    tables: list[str] = Field(default_factory=list, description="table names to act on; empty = every table of the fleet")
+    tables: list[str] = Field(
+        default_factory=list, description="table names to act on; empty = every table of the fleet"
+    )
     dry_run: bool = Field(default=False, description="plan and report only, change nothing")
 
 
 class CheckpointConfig(TableSelection):
-    parts: int | None = Field(default=None, description="write a multi-part checkpoint with this many parts")
+    parts: int | None = Field(
+        default=None, description="write a multi-part checkpoint with this many parts"
+    )
 
 
 class CleanupConfig(TableSelection):
-    retention: str | None = Field(default=None, description="log retention, e.g. '30 days' (default: delta.logRetentionDuration)")
+    retention: str | None = Field(
+        default=None,
+        description="log retention, e.g. '30 days' (default: delta.logRetentionDuration)",
+    )
 
 
 class VacuumConfig(TableSelection):
-    retention: str | None = Field(default=None, description="retention, e.g. '7 days' (default: delta.deletedFileRetentionDuration)")
+    retention: str | None = Field(
+        default=None,
+        description="retention, e.g. '7 days' (default: delta.deletedFileRetentionDuration)",
+    )
     mode: Literal["full", "lite"] = "full"
-    force: bool = Field(default=False, description="allow a retention shorter than the table's property")
+    force: bool = Field(
+        default=False, description="allow a retention shorter than the table's property"
+    )
 
 
 class RowTrackingConfig(TableSelection):
     batch_files: int = Field(default=22_000, description="files per backfill commit")
 
 
-CONFIGS = {"checkpoint": CheckpointConfig, "log_cleanup": CleanupConfig, "vacuum": VacuumConfig, "row_tracking": RowTrackingConfig}
+CONFIGS = {
+    "checkpoint": CheckpointConfig,
+    "log_cleanup": CleanupConfig,
+    "vacuum": VacuumConfig,
+    "row_tracking": RowTrackingConfig,
+}
 
 
 def _chosen(targets: Sequence[DeltaTableTarget], names: list[str]) -> list[DeltaTableTarget]:
@@ -49,46 +66,90 @@ def _chosen(targets: Sequence[DeltaTableTarget], names: list[str]) -> list[Delta
     known = {t.name: t for t in targets} | {t.safe_name: t for t in targets}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise dg.Failure(f"unknown tables {unknown}; this fleet has {sorted(t.name for t in targets)}", allow_retries=False)
+        raise dg.Failure(
+            f"unknown tables {unknown}; this fleet has {sorted(t.name for t in targets)}",
+            allow_retries=False,
+        )
     return [known[n] for n in names]
 
 
-def build_action_op(action: str, targets: Sequence[DeltaTableTarget], *, prefix: str, translator: DeltaMaintenanceTranslator, resource_key: str) -> dg.OpDefinition:
+def build_action_op(
+    action: str,
+    targets: Sequence[DeltaTableTarget],
+    *,
+    prefix: str,
+    translator: DeltaMaintenanceTranslator,
+    resource_key: str,
+) -> dg.OpDefinition:
     config_class = CONFIGS[action]
 
-    @dg.op(name=f"{prefix}_{action}", required_resource_keys={resource_key}, ins={"after": dg.In(dg.Nothing)}, out=dg.Out(dg.Nothing), tags={"kind": "delta"})
+    @dg.op(
+        name=f"{prefix}_{action}",
+        required_resource_keys={resource_key},
+        ins={"after": dg.In(dg.Nothing)},
+        out=dg.Out(dg.Nothing),
+        tags={"kind": "delta"},
+    )
     def _op(context: dg.OpExecutionContext, config: config_class) -> None:  # type: ignore[valid-type]
         resource: DeltaMaintenanceResource = getattr(context.resources, resource_key)
-        options = config.model_dump()
+        selection = cast(TableSelection, config)
+        options = selection.model_dump()
         names = options.pop("tables")
         for table in _chosen(targets, names):
             result, reason = run_action(resource, table, action, context.log, **options)
-            metadata = {"action": action, "dry_run": config.dry_run}
+            metadata: dict[str, Any] = {"action": action, "dry_run": selection.dry_run}
             if result is None:
                 metadata["skipped"] = reason
                 context.log.info(f"{table.name}: {action} skipped: {reason}")
             else:
                 metadata.update(result_metadata(result))
-                context.log.info(f"{table.name}: {action} {'planned' if config.dry_run else 'done'}")
-            context.log_event(dg.AssetObservation(asset_key=translator.get_asset_spec(table).key, metadata=metadata))
+                context.log.info(
+                    f"{table.name}: {action} {'planned' if selection.dry_run else 'done'}"
+                )
+            context.log_event(
+                dg.AssetObservation(
+                    asset_key=translator.get_asset_spec(table).key, metadata=metadata
+                )
+            )
 
     return _op
 
 
 def _single_op_job(op: dg.OpDefinition, name: str, action: str, prefix: str) -> dg.JobDefinition:
-    @dg.job(name=name, description=f"Run {action} on the {prefix} tables (typed config; dry_run to plan only).", tags={"delta_ops/action": action})
+    @dg.job(
+        name=name,
+        description=f"Run {action} on the {prefix} tables (typed config; dry_run to plan only).",
+        tags={"delta_ops/action": action},
+    )
     def _single() -> None:
         op()
 
     return _single
 
 
-def build_jobs(targets: Sequence[DeltaTableTarget], *, prefix: str, translator: DeltaMaintenanceTranslator, resource_key: str) -> dict[str, dg.JobDefinition]:
+def build_jobs(
+    targets: Sequence[DeltaTableTarget],
+    *,
+    prefix: str,
+    translator: DeltaMaintenanceTranslator,
+    resource_key: str,
+) -> dict[str, dg.JobDefinition]:
     """One job per action plus `<prefix>_maintenance_job` (checkpoint -> cleanup -> vacuum)."""
-    ops = {a: build_action_op(a, targets, prefix=prefix, translator=translator, resource_key=resource_key) for a in CONFIGS}
-    jobs = {action: _single_op_job(op, f"{prefix}_{action}_job", action, prefix) for action, op in ops.items()}
+    ops = {
+        a: build_action_op(
+            a, targets, prefix=prefix, translator=translator, resource_key=resource_key
+        )
+        for a in CONFIGS
+    }
+    jobs = {
+        action: _single_op_job(op, f"{prefix}_{action}_job", action, prefix)
+        for action, op in ops.items()
+    }
 
-    @dg.job(name=f"{prefix}_maintenance_job", description=f"Checkpoint, then log cleanup, then vacuum every {prefix} table.")
+    @dg.job(
+        name=f"{prefix}_maintenance_job",
+        description=f"Checkpoint, then log cleanup, then vacuum every {prefix} table.",
+    )
     def _maintenance() -> None:
         ops["vacuum"](after=ops["log_cleanup"](after=ops["checkpoint"]()))
 

@@ -36,7 +36,7 @@ class DeltaTableTarget:
 
 def discover_tables(warehouse: str, *, max_depth: int = 2) -> list[DeltaTableTarget]:
     """Local directories under `warehouse` (up to `max_depth` levels) that hold a `_delta_log`."""
-    found = []
+    found: list[DeltaTableTarget] = []
     root = os.path.abspath(warehouse)
     if not os.path.isdir(root):
         return found
@@ -71,7 +71,9 @@ def as_targets(tables: Iterable[DeltaTableTarget | str] | str) -> list[DeltaTabl
         by_safe.setdefault(t.safe_name, []).append(t.name)
     clashes = [sorted(group) for group in by_safe.values() if len(group) > 1]
     if clashes:
-        raise ValueError(f"table names must stay unique as Dagster identifiers (letters, digits, _): {clashes}")
+        raise ValueError(
+            f"table names must stay unique as Dagster identifiers (letters, digits, _): {clashes}"
+        )
     return targets
 
 

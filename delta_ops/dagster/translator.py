@@ -37,7 +37,12 @@ class DeltaMaintenanceTranslator:
     def get_asset_spec(self, table: DeltaTableTarget) -> dg.AssetSpec:
         """The spec of the table itself (the asset your pipeline writes)."""
         key = table.asset_key or dg.AssetKey([*self.table_key_prefix, table.safe_name])
-        return dg.AssetSpec(key=key, description=f"Delta table at {table.url}", kinds={"delta"}, group_name=self.group_name)
+        return dg.AssetSpec(
+            key=key,
+            description=f"Delta table at {table.url}",
+            kinds={"delta"},
+            group_name=self.group_name,
+        )
 
     def get_action_spec(self, table: DeltaTableTarget, action: str) -> dg.AssetSpec:
         """The spec of one maintenance action's output for `table`."""

@@ -33,7 +33,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from delta_ops.checkpoint import (
+from delta_ops.errors import CorruptLog, DeltaOpsError
+from delta_ops.log.checkpoint_content import (
     CheckpointState,
     ParsedColumns,
     build_checkpoint_parts,
@@ -44,9 +45,7 @@ from delta_ops.checkpoint import (
     spark_schema_json,
     v2_top_level_rows,
 )
-from delta_ops.errors import CorruptLog, DeltaOpsError
-from delta_ops.last_checkpoint import read_last_checkpoint, serialize_last_checkpoint
-from delta_ops.log_files import (
+from delta_ops.log.file_names import (
     LAST_CHECKPOINT,
     SIDECARS_DIR,
     LogFileKind,
@@ -55,9 +54,10 @@ from delta_ops.log_files import (
     parse_log_file_name,
     v2_checkpoint_name,
 )
-from delta_ops.log_segment import complete_checkpoints
-from delta_ops.snapshot import Snapshot, load_snapshot
+from delta_ops.log.last_checkpoint import read_last_checkpoint, serialize_last_checkpoint
+from delta_ops.log.segment import CheckpointRef, complete_checkpoints
 from delta_ops.storage import Storage
+from delta_ops.table.snapshot import Snapshot, load_snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,11 @@ class CheckpointPlan:
         return self.existing is not None
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("snapshot", "state")}
+        out = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in ("snapshot", "state")
+        }
         out["files"] = list(self.files)
         return out
 
@@ -120,7 +124,11 @@ class CheckpointResult:
 
 def _existing_checkpoint(snapshot: Snapshot, version: int) -> str | None:
     listing = snapshot.storage.list_log()
-    files = [f for f in (parse_log_file_name(e.name, e.size, e.modification_time) for e in listing) if f is not None]
+    files = [
+        f
+        for f in (parse_log_file_name(e.name, e.size, e.modification_time) for e in listing)
+        if f is not None
+    ]
     for ref in complete_checkpoints(files):
         if ref.version == version:
             return ref.name
@@ -141,11 +149,16 @@ def plan_checkpoint(snapshot: Snapshot, now_ms: int, *, parts: int | None = None
     if parts is not None and parts < 1:
         raise DeltaOpsError(f"--parts must be at least 1, got {parts}")
     if use_v2 and parts and parts > 1:
-        raise DeltaOpsError("multi-part checkpoints are not allowed on a table with the v2 checkpoint policy")
+        raise DeltaOpsError(
+            "multi-part checkpoints are not allowed on a table with the v2 checkpoint policy"
+        )
     state = checkpoint_state(snapshot, now_ms)
     version = snapshot.version
     if use_v2:
-        kind, num_parts = "v2", max(1, -(-(state.adds.num_rows + state.tombstones.num_rows) // V2_ACTIONS_PER_SIDECAR))
+        kind, num_parts = (
+            "v2",
+            max(1, -(-(state.adds.num_rows + state.tombstones.num_rows) // V2_ACTIONS_PER_SIDECAR)),
+        )
         token = uuid.uuid4()
         files = tuple(
             f"{SIDECARS_DIR}/{version:020d}.checkpoint.{i:010d}.{num_parts:010d}.{uuid.uuid4()}.parquet"
@@ -185,7 +198,8 @@ def _write_parquet(storage: Storage, name: str, row_groups: list[pa.Table]) -> t
     Returns (created, size). When another writer created the file first, theirs is kept
     (first wins); a 0-byte file under the name, which every reader ignores, is replaced.
     """
-    def write(sink) -> None:
+
+    def write(sink: Any) -> None:
         with pq.ParquetWriter(sink, row_groups[0].schema, compression="snappy") as writer:
             for group in row_groups:
                 writer.write_table(group)
@@ -210,9 +224,25 @@ def execute_checkpoint(plan: CheckpointPlan) -> CheckpointResult:
     started = time.monotonic()
     storage = plan.snapshot.storage
     if plan.nothing_to_do:
-        logger.info("%s: a checkpoint already exists at version %d (%s)", plan.table, plan.version, plan.existing)
+        logger.info(
+            "%s: a checkpoint already exists at version %d (%s)",
+            plan.table,
+            plan.version,
+            plan.existing,
+        )
         updated = _repair_hint_for_existing(plan, storage)
-        return CheckpointResult(plan.table, plan.version, plan.kind, (), plan.existing, 0, plan.num_add_files, 0, updated, 0)
+        return CheckpointResult(
+            plan.table,
+            plan.version,
+            plan.kind,
+            (),
+            plan.existing,
+            0,
+            plan.num_add_files,
+            0,
+            updated,
+            0,
+        )
     schema = checkpoint_schema(plan.snapshot)
     parsed = parsed_columns(plan.snapshot)
     if plan.kind == "v2":
@@ -253,7 +283,9 @@ def execute_checkpoint(plan: CheckpointPlan) -> CheckpointResult:
     )
 
 
-def _write_v2(plan: CheckpointPlan, storage: Storage, schema: pa.Schema, parsed: ParsedColumns) -> tuple[dict[str, Any], list[str], list[int]]:
+def _write_v2(
+    plan: CheckpointPlan, storage: Storage, schema: pa.Schema, parsed: ParsedColumns
+) -> tuple[dict[str, Any], list[str], list[int]]:
     sidecar_names = [n.split("/", 1)[1] for n in plan.files[:-1]]
     top_name = plan.files[-1]
     parts = sidecar_parts(plan.state, schema, parsed, V2_ACTIONS_PER_SIDECAR)
@@ -261,7 +293,9 @@ def _write_v2(plan: CheckpointPlan, storage: Storage, schema: pa.Schema, parsed:
     sidecars, written, sizes = [], [], []
     sidecar_rows = 0
     for name, row_groups in zip(sidecar_names, parts):
-        _, size = _write_parquet(storage, f"{SIDECARS_DIR}/{name}", row_groups)  # UUID names: always ours
+        _, size = _write_parquet(
+            storage, f"{SIDECARS_DIR}/{name}", row_groups
+        )  # UUID names: always ours
         sidecars.append({"path": name, "sizeInBytes": size, "modificationTime": now})
         written.append(f"{SIDECARS_DIR}/{name}")
         sizes.append(size)
@@ -342,18 +376,28 @@ def _verify(plan: CheckpointPlan, storage: Storage) -> None:
 def _lost_race(plan: CheckpointPlan, storage: Storage, name: str) -> CheckpointResult:
     """Another writer created `name` first: its checkpoint stands (it may differ from ours, e.g.
     another clock expired other tombstones); check it is readable and report it as existing."""
-    from delta_ops.log_reader import read_checkpoint
+    from delta_ops.log.reader import read_checkpoint
 
     ref = _existing_ref(storage, plan.version)
     if ref is None:
-        raise CorruptLog(name, "a concurrent writer's checkpoint under this name is incomplete; try again later")
+        raise CorruptLog(
+            name, "a concurrent writer's checkpoint under this name is incomplete; try again later"
+        )
     read_checkpoint(storage, list(ref.files), plan.version, seq_start=0)
     updated = _repair_hint_for_existing(plan, storage)
-    return CheckpointResult(plan.table, plan.version, plan.kind, (), ref.name, 0, plan.num_add_files, 0, updated, 0)
+    return CheckpointResult(
+        plan.table, plan.version, plan.kind, (), ref.name, 0, plan.num_add_files, 0, updated, 0
+    )
 
 
-def _existing_ref(storage: Storage, version: int):
-    files = [f for f in (parse_log_file_name(e.name, e.size, e.modification_time) for e in storage.list_log()) if f is not None]
+def _existing_ref(storage: Storage, version: int) -> CheckpointRef | None:
+    files = [
+        f
+        for f in (
+            parse_log_file_name(e.name, e.size, e.modification_time) for e in storage.list_log()
+        )
+        if f is not None
+    ]
     refs = [r for r in complete_checkpoints(files) if r.version == version]
     return refs[-1] if refs else None
 
@@ -367,7 +411,12 @@ def _repair_hint_for_existing(plan: CheckpointPlan, storage: Storage) -> bool:
     ref = _existing_ref(storage, plan.version)
     if ref is None:
         return False
-    rows = sum(_count_actions(storage, f.name).get("rows", 0) if f.format == "parquet" else sum(_count_actions(storage, f.name).values()) for f in ref.files)
+    rows = sum(
+        _count_actions(storage, f.name).get("rows", 0)
+        if f.format == "parquet"
+        else sum(_count_actions(storage, f.name).values())
+        for f in ref.files
+    )
     hint: dict[str, Any] = {
         "version": plan.version,
         "size": rows,
@@ -377,7 +426,11 @@ def _repair_hint_for_existing(plan: CheckpointPlan, storage: Storage) -> bool:
     }
     if ref.kind is LogFileKind.V2_CHECKPOINT:
         f = ref.files[0]
-        hint["v2Checkpoint"] = {"path": f.name, "sizeInBytes": f.size, "modificationTime": f.modification_time}
+        hint["v2Checkpoint"] = {
+            "path": f.name,
+            "sizeInBytes": f.size,
+            "modificationTime": f.modification_time,
+        }
     return _update_last_checkpoint(storage, plan.version, hint)
 
 
@@ -385,17 +438,35 @@ def _update_last_checkpoint(storage: Storage, version: int, hint: dict[str, Any]
     """Write `_last_checkpoint` unless it already names a newer checkpoint."""
     current = read_last_checkpoint(storage).info
     if current is not None and current.version > version:
-        logger.info("_last_checkpoint names version %d, newer than %d: left as is", current.version, version)
+        logger.info(
+            "_last_checkpoint names version %d, newer than %d: left as is", current.version, version
+        )
         return False
     storage.write_atomic(storage.log_file(LAST_CHECKPOINT), serialize_last_checkpoint(hint))
     return True
 
 
-def checkpoint(table: str | Storage, *, version: int | None = None, parts: int | None = None, now_ms: int | None = None, storage_options: dict[str, Any] | None = None) -> CheckpointResult:
+def checkpoint(
+    table: str | Storage,
+    *,
+    version: int | None = None,
+    parts: int | None = None,
+    now_ms: int | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> CheckpointResult:
     """Load, plan and execute a checkpoint in one call (the API behind `delta-ops checkpoint`)."""
     snapshot = load_snapshot(table, version, storage_options=storage_options)
-    plan = plan_checkpoint(snapshot, now_ms if now_ms is not None else int(time.time() * 1000), parts=parts)
+    plan = plan_checkpoint(
+        snapshot, now_ms if now_ms is not None else int(time.time() * 1000), parts=parts
+    )
     return execute_checkpoint(plan)
 
 
-__all__ = ["CheckpointPlan", "CheckpointResult", "checkpoint", "execute_checkpoint", "plan_checkpoint", "LogFileKind"]
+__all__ = [
+    "CheckpointPlan",
+    "CheckpointResult",
+    "LogFileKind",
+    "checkpoint",
+    "execute_checkpoint",
+    "plan_checkpoint",
+]

@@ -36,20 +36,23 @@ import logging
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from delta_ops.errors import CorruptLog, DeltaOpsError
-from delta_ops.last_checkpoint import read_last_checkpoint
-from delta_ops.log_files import (
+from delta_ops.log.file_names import (
     SIDECARS_DIR,
     LogFile,
     LogFileKind,
     classic_checkpoint_name,
     parse_listing,
 )
-from delta_ops.log_segment import build_log_segment
-from delta_ops.snapshot import Snapshot
+from delta_ops.log.last_checkpoint import read_last_checkpoint
+from delta_ops.log.segment import build_log_segment
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 from delta_ops.storage import Storage
+from delta_ops.table.snapshot import Snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +71,7 @@ def truncate_to_utc_day(ms: int) -> int:
 
 
 def iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -166,8 +169,12 @@ def _segments(files: list[LogFile], cutoff_ms: int, max_version: int) -> list[_S
             buffer.append((f, adjusted))
             continue
         newest = buffer[-1] if buffer else None
-        deletable = newest is not None and newest[1] <= cutoff_ms and newest[0].version <= max_version
-        segments.append(_Segment(f.version, [p for p, _ in flush_files], [b for b, _ in buffer], deletable))
+        deletable = (
+            newest is not None and newest[1] <= cutoff_ms and newest[0].version <= max_version
+        )
+        segments.append(
+            _Segment(f.version, [p for p, _ in flush_files], [b for b, _ in buffer], deletable)
+        )
         buffer = list(flush_files)
     return segments
 
@@ -192,11 +199,17 @@ def _readable(storage: Storage, checkpoint: list[LogFile]) -> bool:
                 pf.read(columns=wanted)
         return True
     except (CorruptLog, OSError, ValueError, pa.ArrowException) as exc:
-        logger.warning("checkpoint %s is not readable (%s); not using it as a cleanup boundary", checkpoint[0].name, exc)
+        logger.warning(
+            "checkpoint %s is not readable (%s); not using it as a cleanup boundary",
+            checkpoint[0].name,
+            exc,
+        )
         return False
 
 
-def plan_cleanup(snapshot: Snapshot, now_ms: int, *, retention_ms: int | None = None) -> CleanupPlan:
+def plan_cleanup(
+    snapshot: Snapshot, now_ms: int, *, retention_ms: int | None = None
+) -> CleanupPlan:
     """Plan log cleanup of `snapshot`'s table as of `now_ms`."""
     storage = snapshot.storage
     props = snapshot.properties
@@ -206,38 +219,60 @@ def plan_cleanup(snapshot: Snapshot, now_ms: int, *, retention_ms: int | None = 
     cutoff = truncate_to_utc_day(now_ms - retention)
 
     def nothing(reason: str, boundary: int | None = None) -> CleanupPlan:
-        return CleanupPlan(storage.url, cutoff, retention, boundary, (), (reason,), None, None, snapshot)
+        return CleanupPlan(
+            storage.url, cutoff, retention, boundary, (), (reason,), None, None, snapshot
+        )
 
     if not props.enable_expired_log_cleanup:
-        return nothing("delta.enableExpiredLogCleanup is false: log cleanup is disabled for this table")
+        return nothing(
+            "delta.enableExpiredLogCleanup is false: log cleanup is disabled for this table"
+        )
     hint = read_last_checkpoint(storage)
     if hint.info is None:
-        return nothing(f"no readable _last_checkpoint ({hint.problem}): nothing is deleted without it")
+        return nothing(
+            f"no readable _last_checkpoint ({hint.problem}): nothing is deleted without it"
+        )
     files = parse_listing(storage.list_log())
     segments = _segments(files, cutoff, hint.info.version - 1)
     deletable = [s for s in segments if s.deletable]
     while deletable and not _readable(storage, deletable[-1].checkpoint_files):
         deletable.pop()  # fall back to the previous boundary
     if not deletable:
-        reasons = ["no complete, readable checkpoint has all older log files past the cutoff "
-                   f"{iso(cutoff)} (everything newer is inside the log retention of {retention} ms)"]
+        reasons = [
+            (
+                "no complete, readable checkpoint has all older log files past the cutoff "
+                f"{iso(cutoff)} (everything newer is inside the log retention of {retention} ms)"
+            )
+        ]
         return nothing(reasons[0])
     boundary = deletable[-1]
     c = boundary.checkpoint_version
-    doomed = {f.name for s in segments if s.deletable and s.checkpoint_version <= c for f in s.files}
-    doomed |= {f.name for f in files if f.kind is LogFileKind.COMPACTED and (f.end_version or 0) < c}
-    assert all(not (f.version >= c and f.name in doomed) for f in files), "never delete at or after the boundary"
+    doomed = {
+        f.name for s in segments if s.deletable and s.checkpoint_version <= c for f in s.files
+    }
+    doomed |= {
+        f.name for f in files if f.kind is LogFileKind.COMPACTED and (f.end_version or 0) < c
+    }
+    assert all(not (f.version >= c and f.name in doomed) for f in files), (
+        "never delete at or after the boundary"
+    )
 
     compat = None
     supports_v2 = snapshot.protocol.supports("v2Checkpoint")
     if supports_v2 and boundary.checkpoint_files[0].kind is LogFileKind.V2_CHECKPOINT:
-        has_classic = any(f.version == c and f.kind in (LogFileKind.CLASSIC_CHECKPOINT, LogFileKind.MULTI_PART_CHECKPOINT) for f in files)
+        has_classic = any(
+            f.version == c
+            and f.kind in (LogFileKind.CLASSIC_CHECKPOINT, LogFileKind.MULTI_PART_CHECKPOINT)
+            for f in files
+        )
         if not has_classic:
             compat = classic_checkpoint_name(c)
     checkpoint_names = {f.name for f in files if f.is_checkpoint}
     if supports_v2 and not doomed.isdisjoint(checkpoint_names):
         doomed |= {f"{SIDECARS_DIR}/{n}" for n in _orphan_sidecars(storage, files, doomed, cutoff)}
-    kept = [f"boundary checkpoint {boundary.checkpoint_files[0].name}: it and everything newer are kept"]
+    kept = [
+        f"boundary checkpoint {boundary.checkpoint_files[0].name}: it and everything newer are kept"
+    ]
     return CleanupPlan(
         table=storage.url,
         cutoff_ms=cutoff,
@@ -251,7 +286,9 @@ def plan_cleanup(snapshot: Snapshot, now_ms: int, *, retention_ms: int | None = 
     )
 
 
-def _orphan_sidecars(storage: Storage, files: list[LogFile], doomed: set[str], cutoff_ms: int) -> list[str]:
+def _orphan_sidecars(
+    storage: Storage, files: list[LogFile], doomed: set[str], cutoff_ms: int
+) -> list[str]:
     """Sidecars referenced by no remaining checkpoint and older than the cutoff."""
     referenced: set[str] = set()
     for f in files:
@@ -261,7 +298,9 @@ def _orphan_sidecars(storage: Storage, files: list[LogFile], doomed: set[str], c
     return [
         e.name
         for e in storage.list_log(SIDECARS_DIR)
-        if not e.name.startswith(".") and e.name not in referenced and e.modification_time < cutoff_ms
+        if not e.name.startswith(".")
+        and e.name not in referenced
+        and e.modification_time < cutoff_ms
     ]
 
 
@@ -292,9 +331,15 @@ def _write_compat_checkpoint(plan: CleanupPlan) -> str | None:
     name = plan.write_compat_checkpoint
     assert name is not None and plan.boundary_checkpoint_version is not None
     files = parse_listing(storage.list_log())
-    tops = [f for f in files if f.version == plan.boundary_checkpoint_version and f.kind is LogFileKind.V2_CHECKPOINT]
+    tops = [
+        f
+        for f in files
+        if f.version == plan.boundary_checkpoint_version and f.kind is LogFileKind.V2_CHECKPOINT
+    ]
     if not tops:
-        raise DeltaOpsError(f"V2 boundary checkpoint at version {plan.boundary_checkpoint_version} disappeared")
+        raise DeltaOpsError(
+            f"V2 boundary checkpoint at version {plan.boundary_checkpoint_version} disappeared"
+        )
     top = tops[0]
     data = storage.read_bytes(storage.log_file(top.name))
     if top.format == "parquet":
@@ -303,15 +348,17 @@ def _write_compat_checkpoint(plan: CleanupPlan) -> str | None:
         table = compat_table_from_json(data)
         import pyarrow.parquet as pq
 
-        created, _ = storage.create_new(storage.log_file(name), lambda sink: pq.write_table(table, sink, compression="snappy"))
+        created, _ = storage.create_new(
+            storage.log_file(name), lambda sink: pq.write_table(table, sink, compression="snappy")
+        )
     return name if created else None
 
 
-def compat_table_from_json(data: bytes):
+def compat_table_from_json(data: bytes) -> pa.Table:
     """The rows of a JSON V2 top-level checkpoint as a typed checkpoint table."""
     import pyarrow as pa
 
-    from delta_ops.checkpoint import (
+    from delta_ops.log.checkpoint_content import (
         ADD_BASE_FIELDS,
         CHECKPOINT_METADATA_TYPE,
         DOMAIN_TYPE,

@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -39,18 +38,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.actions import ADD_FIELDS, file_rows_as_actions
 from delta_ops.errors import ConcurrentModification, DeltaOpsError
-from delta_ops.snapshot import Snapshot, file_num_records, load_snapshot
+from delta_ops.log.actions import ADD_FIELDS, file_rows_as_actions
+from delta_ops.protocol.row_tracking import (
+    COMMIT_VERSION_COLUMN,
+    ENABLE,
+    ROW_ID_COLUMN,
+    materialized_column_names,
+)
 from delta_ops.storage import Storage
-from delta_ops.transaction import Transaction, WinningCommit
+from delta_ops.table.snapshot import Snapshot, file_num_records, load_snapshot
+from delta_ops.table.transaction import Transaction, WinningCommit
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_BATCH_FILES = 22_000
-ENABLE = "delta.enableRowTracking"
-ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
-COMMIT_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
 
 
 class RowTrackingIncomplete(DeltaOpsError):
@@ -101,14 +103,18 @@ def _missing_row_ids(snapshot: Snapshot) -> pa.Table:
     return files.filter(pc.is_null(files.column("baseRowId"))) if files.num_rows else files
 
 
-def plan_enable_row_tracking(snapshot: Snapshot, *, batch_files: int = DEFAULT_BATCH_FILES) -> RowTrackingPlan:
+def plan_enable_row_tracking(
+    snapshot: Snapshot, *, batch_files: int = DEFAULT_BATCH_FILES
+) -> RowTrackingPlan:
     """What enabling row tracking on `snapshot`'s table takes."""
     if batch_files < 1:
         raise DeltaOpsError(f"--batch-files must be at least 1, got {batch_files}")
     snapshot.protocol.check_writable()
     props = snapshot.properties
     if props.row_tracking_suspended:
-        raise DeltaOpsError(f"{snapshot.storage.url}: row tracking is suspended (delta.rowTrackingSuspended=true)")
+        raise DeltaOpsError(
+            f"{snapshot.storage.url}: row tracking is suspended (delta.rowTrackingSuspended=true)"
+        )
     supported = snapshot.protocol.supports("rowTracking")
     new_protocol = None if supported else snapshot.protocol.with_features("rowTracking").to_action()
     missing = _missing_row_ids(snapshot)
@@ -122,7 +128,9 @@ def plan_enable_row_tracking(snapshot: Snapshot, *, batch_files: int = DEFAULT_B
                     f"{snapshot.storage.url}: {path} has no numRecords in its stats and the data file is "
                     "missing, so its rows cannot be counted for row ids; nothing was changed"
                 )
-    enabled = supported and props.enable_row_tracking and missing.num_rows == 0 and _names_set(snapshot)
+    enabled = (
+        supported and props.enable_row_tracking and missing.num_rows == 0 and _names_set(snapshot)
+    )
     return RowTrackingPlan(
         table=snapshot.storage.url,
         already_enabled=enabled,
@@ -150,7 +158,9 @@ def execute_enable_row_tracking(
     storage = plan.snapshot.storage
     say = progress or (lambda message: logger.info(message))
     if plan.nothing_to_do:
-        return RowTrackingResult(plan.table, True, None, (), 0, 0, None, plan.snapshot.row_id_high_water_mark, 0)
+        return RowTrackingResult(
+            plan.table, True, None, (), 0, 0, None, plan.snapshot.row_id_high_water_mark, 0
+        )
     upgrade_version = None
     if plan.upgrade_protocol:
         upgrade_version = _upgrade_protocol(storage)
@@ -175,7 +185,11 @@ def _upgrade_protocol(storage: Storage) -> int | None:
     snapshot = load_snapshot(storage)
     if snapshot.protocol.supports("rowTracking"):
         return None  # a concurrent run did it
-    txn = Transaction(snapshot, operation="UPGRADE PROTOCOL", parameters={"newProtocol": snapshot.protocol.with_features("rowTracking").to_action()})
+    txn = Transaction(
+        snapshot,
+        operation="UPGRADE PROTOCOL",
+        parameters={"newProtocol": snapshot.protocol.with_features("rowTracking").to_action()},
+    )
     txn.add_action({"protocol": snapshot.protocol.with_features("rowTracking").to_action()})
     return txn.commit().version
 
@@ -185,9 +199,11 @@ def _with_num_records(storage: Storage, body: dict[str, Any]) -> tuple[dict[str,
     stats = json.loads(body["stats"]) if body.get("stats") else {}
     if isinstance(stats.get("numRecords"), int):
         return body, False
-    from delta_ops.file_stats import num_records_from_parquet_file
+    from delta_ops.protocol.stats import num_records_from_parquet_file
 
-    stats["numRecords"] = num_records_from_parquet_file(storage.fs, storage.table_path(body["path"]))
+    stats["numRecords"] = num_records_from_parquet_file(
+        storage.fs, storage.table_path(body["path"])
+    )
     return {**body, "stats": json.dumps(stats, separators=(",", ":"))}, True
 
 
@@ -199,11 +215,15 @@ def _drop_conflicting(txn: Transaction, winner: WinningCommit) -> set[str]:
     if lost:
         txn.actions = [a for a in txn.actions if not ("add" in a and a["add"]["path"] in lost)]
         txn.files_read -= lost
-        logger.info("backfill batch: %d file(s) changed concurrently, dropped from this batch", len(lost))
+        logger.info(
+            "backfill batch: %d file(s) changed concurrently, dropped from this batch", len(lost)
+        )
     return lost
 
 
-def _backfill(storage: Storage, batch_files: int, say: Callable[[str], None]) -> tuple[list[int], int, int]:
+def _backfill(
+    storage: Storage, batch_files: int, say: Callable[[str], None]
+) -> tuple[list[int], int, int]:
     commits: list[int] = []
     backfilled = counted = 0
     batch_id = 0
@@ -218,7 +238,12 @@ def _backfill(storage: Storage, batch_files: int, say: Callable[[str], None]) ->
             body, from_footer = _with_num_records(storage, body)
             counted += from_footer
             bodies.append({**body, "dataChange": False})
-        txn = Transaction(snapshot, operation="ROW TRACKING BACKFILL", parameters={"batchId": str(batch_id)}, on_conflict=_drop_conflicting)
+        txn = Transaction(
+            snapshot,
+            operation="ROW TRACKING BACKFILL",
+            parameters={"batchId": str(batch_id)},
+            on_conflict=_drop_conflicting,
+        )
         txn.read_files(b["path"] for b in bodies)
         txn.add_actions({"add": b} for b in bodies)
         result = txn.commit()
@@ -226,37 +251,19 @@ def _backfill(storage: Storage, batch_files: int, say: Callable[[str], None]) ->
         commits.append(result.version)
         backfilled += done
         batch_id += 1
-        say(f"backfill batch {batch_id}: {done} files at version {result.version} ({missing.num_rows - done} left)")
+        say(
+            f"backfill batch {batch_id}: {done} files at version {result.version} ({missing.num_rows - done} left)"
+        )
 
 
 def _column_names(snapshot: Snapshot) -> set[str]:
-    from delta_ops.schema import physical_name
+    from delta_ops.protocol.schema import physical_name
 
     names = set()
     for f in snapshot.schema.fields:
         names.add(f.name.lower())
         names.add(physical_name(f).lower())
     return names
-
-
-def _fresh_name(prefix: str, taken: set[str]) -> str:
-    while True:
-        name = f"{prefix}{uuid.uuid4()}"
-        if name.lower() not in taken:
-            return name
-
-
-def materialized_column_names(config: dict[str, str], taken: set[str]) -> dict[str, str]:
-    """The two materialized column properties: existing values kept, new ones generated
-    (`_row-id-col-<uuid>`, `_row-commit-version-col-<uuid>`) never equal to a column name."""
-    out = {
-        ROW_ID_COLUMN: config.get(ROW_ID_COLUMN) or _fresh_name("_row-id-col-", taken),
-        COMMIT_VERSION_COLUMN: config.get(COMMIT_VERSION_COLUMN) or _fresh_name("_row-commit-version-col-", taken),
-    }
-    for key, value in out.items():
-        if value.lower() in taken:
-            raise DeltaOpsError(f"{key}={value!r} collides with a column name")
-    return out
 
 
 def _enable_property(storage: Storage, attempts: int = 5) -> int | None:
@@ -277,7 +284,9 @@ def _enable_property(storage: Storage, attempts: int = 5) -> int | None:
         except DeltaOpsError as exc:
             raise DeltaOpsError(f"{storage.url}: {exc}") from exc
         metadata = {**snapshot.metadata.to_action(), "configuration": config}
-        txn = Transaction(snapshot, operation="SET TBLPROPERTIES", parameters={"properties": {ENABLE: "true"}})
+        txn = Transaction(
+            snapshot, operation="SET TBLPROPERTIES", parameters={"properties": {ENABLE: "true"}}
+        )
         txn.tags = {"rowTrackingEnablementOnly": "true"}
         txn.add_action({"metaData": metadata})
         try:
@@ -294,16 +303,20 @@ def row_ids(snapshot: Snapshot) -> pa.Table:
     The materialized row-id column wins where a data file has it (non-null); otherwise the id
     is `baseRowId + row index`. Raises when a live file has no `baseRowId`.
     """
-    from delta_ops.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
-    from delta_ops.file_stats import num_records_from_parquet_file
+    from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
+    from delta_ops.protocol.stats import num_records_from_parquet_file
 
     storage = snapshot.storage
     materialized = snapshot.metadata.configuration.get(ROW_ID_COLUMN)
     counts = file_num_records(snapshot.files).to_pylist()
     parts = []
-    for row, count in zip(snapshot.files.select(["path", "baseRowId", "deletionVector"]).to_pylist(), counts):
+    for row, count in zip(
+        snapshot.files.select(["path", "baseRowId", "deletionVector"]).to_pylist(), counts
+    ):
         if row["baseRowId"] is None:
-            raise DeltaOpsError(f"{storage.url}: {row['path']} has no baseRowId: row tracking is not backfilled")
+            raise DeltaOpsError(
+                f"{storage.url}: {row['path']} has no baseRowId: row tracking is not backfilled"
+            )
         full = storage.table_path(row["path"])
         n = count if count is not None else num_records_from_parquet_file(storage.fs, full)
         index = np.arange(n, dtype=np.int64)
@@ -312,12 +325,30 @@ def row_ids(snapshot: Snapshot) -> pa.Table:
             ids = _with_materialized(storage, full, materialized, ids)
         keep = np.ones(n, dtype=bool)
         if row["deletionVector"] is not None:
-            dv = DeletionVectorDescriptor.from_dict({k: v for k, v in row["deletionVector"].items() if v is not None})
-            deleted = np.fromiter(load_deletion_vector(dv, storage.root, storage.fs), dtype=np.int64)
+            dv = DeletionVectorDescriptor.from_dict(
+                {k: v for k, v in row["deletionVector"].items() if v is not None}
+            )
+            deleted = np.fromiter(
+                load_deletion_vector(dv, storage.root, storage.fs), dtype=np.int64
+            )
             keep[deleted[deleted < n]] = False
-        parts.append(pa.table({"path": pa.array([row["path"]] * int(keep.sum()), pa.string()), "row_index": index[keep], "row_id": ids[keep]}))
+        parts.append(
+            pa.table(
+                {
+                    "path": pa.array([row["path"]] * int(keep.sum()), pa.string()),
+                    "row_index": index[keep],
+                    "row_id": ids[keep],
+                }
+            )
+        )
     if not parts:
-        return pa.table({"path": pa.array([], pa.string()), "row_index": pa.array([], pa.int64()), "row_id": pa.array([], pa.int64())})
+        return pa.table(
+            {
+                "path": pa.array([], pa.string()),
+                "row_index": pa.array([], pa.int64()),
+                "row_id": pa.array([], pa.int64()),
+            }
+        )
     return pa.concat_tables(parts)
 
 
@@ -335,7 +366,12 @@ def _with_materialized(storage: Storage, full: str, column: str, ids: np.ndarray
     return out
 
 
-def enable_row_tracking(table: str | Storage, *, batch_files: int = DEFAULT_BATCH_FILES, storage_options: dict[str, Any] | None = None) -> RowTrackingResult:
+def enable_row_tracking(
+    table: str | Storage,
+    *,
+    batch_files: int = DEFAULT_BATCH_FILES,
+    storage_options: dict[str, Any] | None = None,
+) -> RowTrackingResult:
     """Load, plan and execute (the API behind `delta-ops enable-row-tracking`)."""
     snapshot = load_snapshot(table, storage_options=storage_options)
     return execute_enable_row_tracking(plan_enable_row_tracking(snapshot, batch_files=batch_files))

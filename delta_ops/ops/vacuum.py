@@ -51,10 +51,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import DeltaOpsError, RetentionTooShort, UnsafePath
-from delta_ops.log_files import LogFileKind
-from delta_ops.snapshot import Snapshot
+from delta_ops.log.file_names import LogFileKind
 from delta_ops.storage import Storage
-from delta_ops.transaction import Transaction
+from delta_ops.table.snapshot import Snapshot
+from delta_ops.table.transaction import Transaction
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,12 @@ class Candidate:
     reason: str  # "orphan" | "expired tombstone" | "unreferenced deletion vector" | "change data" | "empty directory"
 
     def to_dict(self, now_ms: int) -> dict[str, Any]:
-        return {"path": self.path, "size": self.size, "age_ms": now_ms - self.modification_time, "reason": self.reason}
+        return {
+            "path": self.path,
+            "size": self.size,
+            "age_ms": now_ms - self.modification_time,
+            "reason": self.reason,
+        }
 
 
 @dataclass(frozen=True)
@@ -184,7 +189,9 @@ def relative_paths(storage: Storage, paths: pa.Array) -> pa.Array:
     special = pc.fill_null(special, False)
     if not pc.any(special).as_py():
         return paths
-    fixed = pa.array([_relative(storage, p) for p in paths.filter(special).to_pylist()], pa.string())
+    fixed = pa.array(
+        [_relative(storage, p) for p in paths.filter(special).to_pylist()], pa.string()
+    )
     return pc.replace_with_mask(paths, special, fixed)
 
 
@@ -203,7 +210,7 @@ def parent_directories(paths: pa.Array) -> set[str]:
 
 
 def _dv_relative_paths(table: pa.Table) -> pa.Array:
-    from delta_ops.deletion_vectors import dv_relative_paths
+    from delta_ops.protocol.deletion_vectors import dv_relative_paths
 
     if table.num_rows == 0 or table.column("deletionVector").null_count == table.num_rows:
         return pa.array([], pa.string())
@@ -215,11 +222,17 @@ def protected_array(snapshot: Snapshot, delete_before_ms: int) -> pa.Array:
     storage = snapshot.storage
     tombstones = snapshot.tombstones
     if tombstones.num_rows:
-        kept = pc.greater_equal(pc.fill_null(tombstones.column("deletionTimestamp"), 0), delete_before_ms)
+        kept = pc.greater_equal(
+            pc.fill_null(tombstones.column("deletionTimestamp"), 0), delete_before_ms
+        )
         tombstones = tombstones.filter(kept)
     parts = [
-        relative_paths(storage, snapshot.files.column("path")) if snapshot.files.num_rows else pa.array([], pa.string()),
-        relative_paths(storage, tombstones.column("path")) if tombstones.num_rows else pa.array([], pa.string()),
+        relative_paths(storage, snapshot.files.column("path"))
+        if snapshot.files.num_rows
+        else pa.array([], pa.string()),
+        relative_paths(storage, tombstones.column("path"))
+        if tombstones.num_rows
+        else pa.array([], pa.string()),
         _dv_relative_paths(snapshot.files),
         _dv_relative_paths(tombstones),
     ]
@@ -270,17 +283,17 @@ def list_table(storage: Storage, partition_columns: tuple[str, ...]) -> Listing:
                         listing.sizes.append(st.st_size)
                         listing.mtimes.append(st.st_mtime_ns // 1_000_000)
         return listing
-    from delta_ops.storage import _mtime_ms
+    from delta_ops.storage.table_storage import _mtime_ms
 
     root = storage.root.rstrip("/")
     for path, info in storage.fs.find(root, withdirs=True, detail=True).items():
-        rel = path[len(root) :].lstrip("/") if path.startswith(root) else None
-        if not rel or any(is_hidden(part, partition_columns) for part in rel.split("/")):
+        found = path[len(root) :].lstrip("/") if path.startswith(root) else None
+        if not found or any(is_hidden(part, partition_columns) for part in found.split("/")):
             continue
         if info.get("type") == "directory":
-            listing.dirs.append(rel)
+            listing.dirs.append(found)
         elif not info.get("islink"):
-            listing.paths.append(rel)
+            listing.paths.append(found)
             listing.sizes.append(int(info.get("size") or 0))
             listing.mtimes.append(_mtime_ms(info))
     return listing
@@ -340,7 +353,11 @@ def plan_vacuum(
     delete_before = now_ms - retention
     storage = snapshot.storage
     protected = protected_array(snapshot, delete_before)
-    tombstone_paths = set(relative_paths(storage, snapshot.tombstones.column("path")).drop_null().to_pylist()) if snapshot.tombstones.num_rows else set()
+    tombstone_paths = (
+        set(relative_paths(storage, snapshot.tombstones.column("path")).drop_null().to_pylist())
+        if snapshot.tombstones.num_rows
+        else set()
+    )
     latest_outside = latest_commit_before(snapshot, delete_before)
     directories: list[str] = []
     if mode == "full":
@@ -351,19 +368,34 @@ def plan_vacuum(
         unprotected = pc.invert(pc.is_in(paths, value_set=pc.unique(protected)))
         chosen = pc.indices_nonzero(pc.and_(old, unprotected)).to_pylist()
         candidates = [
-            Candidate(listing.paths[i], listing.sizes[i], listing.mtimes[i], _reason(listing.paths[i], tombstone_paths))
+            Candidate(
+                listing.paths[i],
+                listing.sizes[i],
+                listing.mtimes[i],
+                _reason(listing.paths[i], tombstone_paths),
+            )
             for i in chosen
         ]
         protected_dirs = parent_directories(protected)
-        directories = sorted((d for d in listing.dirs if d not in protected_dirs), key=lambda d: (-d.count("/"), d))
+        directories = sorted(
+            (d for d in listing.dirs if d not in protected_dirs), key=lambda d: (-d.count("/"), d)
+        )
     else:
-        candidates = _lite_candidates(snapshot, delete_before, latest_outside, set(protected.to_pylist()), tombstone_paths)
+        candidates = _lite_candidates(
+            snapshot, delete_before, latest_outside, set(protected.to_pylist()), tombstone_paths
+        )
     in_flight_cutoff = now_ms - max(0, in_flight_grace_ms)
-    young = [c for c in candidates if c.reason != "expired tombstone" and c.modification_time > in_flight_cutoff]
+    young = [
+        c
+        for c in candidates
+        if c.reason != "expired tombstone" and c.modification_time > in_flight_cutoff
+    ]
     if young:
         young_paths = {c.path for c in young}
         candidates = [c for c in candidates if c.path not in young_paths]
-        directories = [d for d in directories if not any(p.startswith(d + "/") for p in young_paths)]
+        directories = [
+            d for d in directories if not any(p.startswith(d + "/") for p in young_paths)
+        ]
     candidates.sort(key=lambda c: c.path)
     return VacuumPlan(
         table=storage.url,
@@ -385,7 +417,11 @@ def latest_commit_before(snapshot: Snapshot, delete_before_ms: int) -> int | Non
     """The newest listed commit whose timestamp is at or before `delete_before_ms`."""
     best = None
     for f in snapshot.segment.listing:
-        if f.kind is LogFileKind.COMMIT and f.version <= snapshot.version and f.modification_time <= delete_before_ms:
+        if (
+            f.kind is LogFileKind.COMMIT
+            and f.version <= snapshot.version
+            and f.modification_time <= delete_before_ms
+        ):
             best = f.version if best is None else max(best, f.version)
     return best
 
@@ -395,13 +431,24 @@ def read_last_vacuum_info(storage: Storage) -> int | None:
         data = json.loads(storage.read_bytes(storage.log_file(LAST_VACUUM_INFO)))
     except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
         return None
-    value = data.get("latestCommitVersionOutsideOfRetentionWindow") if isinstance(data, dict) else None
+    value = (
+        data.get("latestCommitVersionOutsideOfRetentionWindow") if isinstance(data, dict) else None
+    )
     return value if isinstance(value, int) else None
 
 
-def _lite_candidates(snapshot, delete_before, end, protected_files, tombstone_paths) -> list[Candidate]:
+def _lite_candidates(
+    snapshot: Snapshot,
+    delete_before: int,
+    end: int | None,
+    protected_files: set[str],
+    tombstone_paths: set[str],
+) -> list[Candidate]:
     storage = snapshot.storage
-    commits = sorted((f for f in snapshot.segment.listing if f.kind is LogFileKind.COMMIT), key=lambda f: f.version)
+    commits = sorted(
+        (f for f in snapshot.segment.listing if f.kind is LogFileKind.COMMIT),
+        key=lambda f: f.version,
+    )
     if end is None or not commits:
         return []
     earliest = commits[0].version
@@ -410,14 +457,18 @@ def _lite_candidates(snapshot, delete_before, end, protected_files, tombstone_pa
         raise VacuumLiteRefused(
             f"{storage.url}: VACUUM LITE cannot delete all eligible files as some files are not referenced "
             f"by the Delta log (commits before version {earliest} were cleaned up"
-            + (f", last vacuum covered up to {last})" if last is not None else ", and no previous vacuum is recorded)")
+            + (
+                f", last vacuum covered up to {last})"
+                if last is not None
+                else ", and no previous vacuum is recorded)"
+            )
             + ". Run a FULL vacuum."
         )
     start = min(snapshot.version, last + 1 if last is not None else earliest)
     scan = [f for f in commits if start <= f.version <= end]
     if not scan:
         return []
-    from delta_ops.log_reader import read_commits
+    from delta_ops.log.reader import read_commits
 
     batch = read_commits(storage, scan, seq_start=0).batch
     seen: dict[str, tuple[int, str]] = {}  # relative path -> (deletion time, source)
@@ -429,13 +480,17 @@ def _lite_candidates(snapshot, delete_before, end, protected_files, tombstone_pa
             if len(rows):
                 paths = pc.struct_field(rows, "path").to_pylist()
                 ts = rows.type.get_field_index("deletionTimestamp")
-                times = pc.struct_field(rows, "deletionTimestamp").to_pylist() if ts >= 0 else [None] * len(paths)
+                times = (
+                    pc.struct_field(rows, "deletionTimestamp").to_pylist()
+                    if ts >= 0
+                    else [None] * len(paths)
+                )
                 for p, t in zip(paths, times):
                     rel = _relative(storage, p)
                     if rel is not None:
                         seen[rel] = (t or 0, "remove")
                 if rows.type.get_field_index("deletionVector") >= 0:
-                    from delta_ops.deletion_vectors import dv_relative_paths
+                    from delta_ops.protocol.deletion_vectors import dv_relative_paths
 
                     dv = pc.struct_field(rows, "deletionVector")
                     if not pa.types.is_null(dv.type):
@@ -489,10 +544,17 @@ def execute_vacuum(plan: VacuumPlan) -> VacuumResult:
     status, error = "COMPLETED", None
     try:
         deleted = _delete_files(storage, to_delete)
-        dirs_removed = _delete_empty_dirs(storage, [d for d in plan.directories if d not in referenced_dirs])
+        dirs_removed = _delete_empty_dirs(
+            storage, [d for d in plan.directories if d not in referenced_dirs]
+        )
     except Exception as exc:  # noqa: BLE001 - recorded in VACUUM END, then re-raised
         status, error = "FAILED", exc
-    end_txn = Transaction(snapshot, operation="VACUUM END", parameters={"status": status}, known_version=max(seen_version, start_version))
+    end_txn = Transaction(
+        snapshot,
+        operation="VACUUM END",
+        parameters={"status": status},
+        known_version=max(seen_version, start_version),
+    )
     if status == "COMPLETED":
         end_txn.metrics = {"numDeletedFiles": len(deleted), "numVacuumedDirectories": dirs_removed}
     end_version = end_txn.commit().version
@@ -520,12 +582,16 @@ def committed_since(storage: Storage, version: int) -> tuple[int, set[str]]:
     Only the new commits are read, so the re-check before deleting costs what landed since the
     plan. A protocol change among them that delta-ops cannot write stops the vacuum.
     """
-    from delta_ops.deletion_vectors import DeletionVectorDescriptor
-    from delta_ops.log_files import parse_listing
-    from delta_ops.table_features import Protocol
-    from delta_ops.transaction import read_commit_actions
+    from delta_ops.log.file_names import parse_listing
+    from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor
+    from delta_ops.protocol.features import Protocol
+    from delta_ops.table.transaction import read_commit_actions
 
-    newer = sorted(f.version for f in parse_listing(storage.list_log()) if f.kind is LogFileKind.COMMIT and f.version > version)
+    newer = sorted(
+        f.version
+        for f in parse_listing(storage.list_log())
+        if f.kind is LogFileKind.COMMIT and f.version > version
+    )
     referenced: set[str] = set()
     latest = version
     for v in newer:
@@ -564,7 +630,11 @@ def _delete_files(storage: Storage, candidates: list[Candidate]) -> list[Candida
             list(pool.map(lambda c: storage.delete([storage.join(c.path)]), candidates))
         return list(candidates)
     root_real = os.path.realpath(storage.root)
-    safe_dirs = {d for d in {posixpath.dirname(c.path) for c in candidates} if _really_inside(root_real, storage.join(d) if d else storage.root)}
+    safe_dirs = {
+        d
+        for d in {posixpath.dirname(c.path) for c in candidates}
+        if _really_inside(root_real, storage.join(d) if d else storage.root)
+    }
 
     def delete_chunk(chunk: list[Candidate]) -> list[Candidate]:
         done = []
@@ -612,8 +682,19 @@ def _write_last_vacuum_info(storage: Storage, plan: VacuumPlan) -> None:
     """
     if plan.latest_commit_outside_retention is None:
         return
-    data = json.dumps({"latestCommitVersionOutsideOfRetentionWindow": plan.latest_commit_outside_retention}).encode()
+    data = json.dumps(
+        {"latestCommitVersionOutsideOfRetentionWindow": plan.latest_commit_outside_retention}
+    ).encode()
     storage.write_atomic(storage.log_file(LAST_VACUUM_INFO), data)
 
 
-__all__ = ["Candidate", "VacuumLiteRefused", "VacuumPlan", "VacuumResult", "execute_vacuum", "is_hidden", "plan_vacuum", "protected_paths"]
+__all__ = [
+    "Candidate",
+    "VacuumLiteRefused",
+    "VacuumPlan",
+    "VacuumResult",
+    "execute_vacuum",
+    "is_hidden",
+    "plan_vacuum",
+    "protected_paths",
+]

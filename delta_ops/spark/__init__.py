@@ -17,6 +17,13 @@ Example::
 
 from __future__ import annotations
 
+from importlib.util import find_spec
+
+from delta_ops.errors import MissingExtra
+
+if find_spec("pyspark") is None:
+    raise MissingExtra("spark", "delta_ops.spark")
+
 from delta_ops.spark.session import get_spark
 from delta_ops.spark.writer import write_delta
 

@@ -57,7 +57,9 @@ def session_conf(master: str, conf: Mapping[str, Any] | None = None) -> dict[str
     return merged
 
 
-def get_spark(master: str = "local[2]", app_name: str = "delta-ops", conf: Mapping[str, Any] | None = None) -> SparkSession:
+def get_spark(
+    master: str = "local[2]", app_name: str = "delta-ops", conf: Mapping[str, Any] | None = None
+) -> SparkSession:
     """Build the process's SparkSession, or reuse the running one.
 
     Spark keeps one active session per process; when one is already running,

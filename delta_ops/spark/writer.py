@@ -13,7 +13,7 @@ leaving the table valid if the process dies right after it:
    partition values come from the directory names (Spark's escaping undone,
    ``__HIVE_DEFAULT_PARTITION__`` read as null). Files that are moved but not committed are
    orphans, which vacuum removes.
-3. :func:`delta_ops.writer.commit_data_files` commits them: per-file statistics from the
+3. :func:`delta_ops.table.writer.commit_data_files` commits them: per-file statistics from the
    parquet footers, the table created when absent (protocol, metadata, a Delta schema from the
    DataFrame's schema), live files removed for ``mode="overwrite"``, row ids assigned when
    the table supports row tracking.
@@ -46,10 +46,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from delta_ops.errors import DeltaOpsError, NotADeltaTable
-from delta_ops.snapshot import load_snapshot
 from delta_ops.storage import Storage
-from delta_ops.transaction import CommitResult
-from delta_ops.writer import HIVE_DEFAULT_PARTITION, DataFile, commit_data_files, log_path
+from delta_ops.table.snapshot import load_snapshot
+from delta_ops.table.transaction import CommitResult
+from delta_ops.table.writer import HIVE_DEFAULT_PARTITION, DataFile, commit_data_files, log_path
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -61,7 +61,18 @@ logger = logging.getLogger(__name__)
 STAGING_DIR = "_delta_ops_staging"
 OUTPUT_TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"
 SESSION_TIME_ZONE = "spark.sql.session.timeZone"
-_UTC_NAMES = {"UTC", "ETC/UTC", "GMT", "ETC/GMT", "UCT", "ETC/UCT", "Z", "ZULU", "UNIVERSAL", "+00:00"}
+_UTC_NAMES = {
+    "UTC",
+    "ETC/UTC",
+    "GMT",
+    "ETC/GMT",
+    "UCT",
+    "ETC/UCT",
+    "Z",
+    "ZULU",
+    "UNIVERSAL",
+    "+00:00",
+}
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 
 
@@ -102,7 +113,7 @@ def write_delta(
             ``file://``).
 
     Returns:
-        The commit's :class:`~delta_ops.transaction.CommitResult` (version, attempts, row id
+        The commit's :class:`~delta_ops.table.transaction.CommitResult` (version, attempts, row id
         high-water mark).
 
     Raises:
@@ -157,9 +168,17 @@ def write_delta(
 
 
 # ------------------------------------------------------------------------------ decisions
-def _partition_columns(storage: Storage, partition_by: Sequence[str] | str | None, columns: list[str]) -> list[str]:
+def _partition_columns(
+    storage: Storage, partition_by: Sequence[str] | str | None, columns: list[str]
+) -> list[str]:
     """The partition columns to write: the table's own, or `partition_by` for a new table."""
-    wanted = [partition_by] if isinstance(partition_by, str) else list(partition_by) if partition_by is not None else None
+    wanted = (
+        [partition_by]
+        if isinstance(partition_by, str)
+        else list(partition_by)
+        if partition_by is not None
+        else None
+    )
     try:
         existing: list[str] | None = list(load_snapshot(storage).partition_columns)
     except NotADeltaTable:
@@ -169,11 +188,15 @@ def _partition_columns(storage: Storage, partition_by: Sequence[str] | str | Non
     chosen = existing if existing is not None else (wanted or [])
     missing = [c for c in chosen if c not in columns]
     if missing:
-        raise DeltaOpsError(f"{storage.url}: partition columns {missing} are not in the DataFrame's columns {columns}")
+        raise DeltaOpsError(
+            f"{storage.url}: partition columns {missing} are not in the DataFrame's columns {columns}"
+        )
     return chosen
 
 
-def _check_timestamp_partitions(spark: SparkSession, schema: SparkStructType, partition_columns: Sequence[str], where: str) -> None:
+def _check_timestamp_partitions(
+    spark: SparkSession, schema: SparkStructType, partition_columns: Sequence[str], where: str
+) -> None:
     """Refuse timestamp partition columns unless the session renders them in UTC.
 
     Spark names a timestamp partition directory in the session time zone without an offset;
@@ -181,7 +204,11 @@ def _check_timestamp_partitions(spark: SparkSession, schema: SparkStructType, pa
     """
     from pyspark.sql.types import TimestampType
 
-    timestamps = [f.name for f in schema.fields if f.name in partition_columns and isinstance(f.dataType, TimestampType)]
+    timestamps = [
+        f.name
+        for f in schema.fields
+        if f.name in partition_columns and isinstance(f.dataType, TimestampType)
+    ]
     if not timestamps:
         return
     zone = spark.conf.get(SESSION_TIME_ZONE)
@@ -230,7 +257,9 @@ def _is_hidden(name: str) -> bool:
     return name.startswith(("_", "."))
 
 
-def staged_files(storage: Storage, staging: str, partition_columns: Sequence[str]) -> list[StagedFile]:
+def staged_files(
+    storage: Storage, staging: str, partition_columns: Sequence[str]
+) -> list[StagedFile]:
     """The data files Spark wrote under `staging`, with their final paths and partition values.
 
     Hidden names (``_SUCCESS``, ``.part-*.crc``, ``_temporary``) are skipped; any other file
@@ -256,7 +285,9 @@ def staged_files(storage: Storage, staging: str, partition_columns: Sequence[str
     return out
 
 
-def _partition_values(directories: Sequence[str], partition_columns: Sequence[str]) -> dict[str, str | None] | None:
+def _partition_values(
+    directories: Sequence[str], partition_columns: Sequence[str]
+) -> dict[str, str | None] | None:
     if len(directories) != len(partition_columns):
         return None
     values: dict[str, str | None] = {}
@@ -290,16 +321,27 @@ def discard_uncommitted(storage: Storage, relative_paths: Sequence[str]) -> None
     try:
         try:
             snapshot = load_snapshot(storage)
-            referenced = set(snapshot.files.column("path").to_pylist()) | set(snapshot.tombstones.column("path").to_pylist())
+            referenced = set(snapshot.files.column("path").to_pylist()) | set(
+                snapshot.tombstones.column("path").to_pylist()
+            )
         except NotADeltaTable:
             referenced = set()
         keep = [p for p in relative_paths if log_path(p) in referenced]
         if keep:
-            logger.warning("%s: the commit failed but the log references %d of its files; keeping them", storage.url, len(keep))
+            logger.warning(
+                "%s: the commit failed but the log references %d of its files; keeping them",
+                storage.url,
+                len(keep),
+            )
         storage.delete([storage.join(p) for p in relative_paths if p not in keep])
         _remove_empty_partition_dirs(storage, relative_paths)
     except Exception:  # the original error matters more; these are only orphans now
-        logger.warning("%s: could not remove %d uncommitted files; vacuum will", storage.url, len(relative_paths), exc_info=True)
+        logger.warning(
+            "%s: could not remove %d uncommitted files; vacuum will",
+            storage.url,
+            len(relative_paths),
+            exc_info=True,
+        )
 
 
 def _remove_empty_partition_dirs(storage: Storage, relative_paths: Sequence[str]) -> None:
@@ -354,7 +396,9 @@ def parquet_timestamps_in_micros(spark: SparkSession) -> Iterator[None]:
         if state is None:
             previous = spark.conf.get(OUTPUT_TIMESTAMP_TYPE)
             if (previous or "").upper() != "TIMESTAMP_MICROS":
-                logger.info("writing parquet timestamps as TIMESTAMP_MICROS (the session has %s)", previous)
+                logger.info(
+                    "writing parquet timestamps as TIMESTAMP_MICROS (the session has %s)", previous
+                )
                 spark.conf.set(OUTPUT_TIMESTAMP_TYPE, "TIMESTAMP_MICROS")
                 state = _overrides[key] = [0, previous]
         if state is not None:

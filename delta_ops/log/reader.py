@@ -23,30 +23,33 @@ import logging
 import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.json as pj
 
-from delta_ops.actions import (
-    valid_positions,
-    LOG_MEMORY_POOL,
+from delta_ops.errors import CorruptLog
+from delta_ops.log.actions import (
     ADD_FIELDS,
     COMMIT_INFO_JSON_SCHEMA,
     COMMIT_JSON_SCHEMA,
+    LOG_MEMORY_POOL,
     REMOVE_FIELDS,
     ActionBatch,
     concat_batches,
     normalize_actions,
+    valid_positions,
 )
-from delta_ops.errors import CorruptLog
-from delta_ops.log_files import SIDECARS_DIR, LogFile
+from delta_ops.log.file_names import SIDECARS_DIR, LogFile
 from delta_ops.storage import Storage
 
 logger = logging.getLogger(__name__)
 
 _PARSE = pj.ParseOptions(explicit_schema=COMMIT_JSON_SCHEMA, unexpected_field_behavior="infer")
-_PARSE_COMMIT_INFO = pj.ParseOptions(explicit_schema=COMMIT_INFO_JSON_SCHEMA, unexpected_field_behavior="ignore")
+_PARSE_COMMIT_INFO = pj.ParseOptions(
+    explicit_schema=COMMIT_INFO_JSON_SCHEMA, unexpected_field_behavior="ignore"
+)
 _COMMIT_INFO_PREFIX = b'{"commitInfo":'
 
 
@@ -91,7 +94,9 @@ _MAP_FIELDS = {
 
 
 def _all_strings(typ: pa.DataType) -> bool:
-    return pa.types.is_struct(typ) and all(pa.types.is_string(f.type) or pa.types.is_null(f.type) for f in typ)
+    return pa.types.is_struct(typ) and all(
+        pa.types.is_string(f.type) or pa.types.is_null(f.type) for f in typ
+    )
 
 
 def _string_map_schema(inferred: pa.Schema) -> pa.Schema | None:
@@ -119,11 +124,27 @@ def _string_map_schema(inferred: pa.Schema) -> pa.Schema | None:
             seen = inferred.field("metaData").type
             if pa.types.is_struct(seen) and seen.get_field_index("format") >= 0:
                 fmt = seen.field("format").type
-                options = fmt.field("options").type if pa.types.is_struct(fmt) and fmt.get_field_index("options") >= 0 else None
+                options = (
+                    fmt.field("options").type
+                    if pa.types.is_struct(fmt) and fmt.get_field_index("options") >= 0
+                    else None
+                )
                 if options is not None and not _all_strings(options):
                     changed = True
-                opts = [(k.name, pa.string()) for k in options] if options is not None and pa.types.is_struct(options) else []
-                typ = pa.struct(list(typ) + [pa.field("format", pa.struct([("provider", pa.string()), ("options", pa.struct(opts))]))])
+                opts = (
+                    [(k.name, pa.string()) for k in options]
+                    if options is not None and pa.types.is_struct(options)
+                    else []
+                )
+                typ = pa.struct(
+                    list(typ)
+                    + [
+                        pa.field(
+                            "format",
+                            pa.struct([("provider", pa.string()), ("options", pa.struct(opts))]),
+                        )
+                    ]
+                )
         fields.append(pa.field(action.name, typ))
     return pa.schema(fields) if changed else None
 
@@ -133,7 +154,9 @@ def _parse_json(data: bytes | bytearray, options: pj.ParseOptions) -> pa.Table:
     if options is _PARSE:
         exact = _string_map_schema(table.schema)
         if exact is not None:
-            table = _read_json(data, pj.ParseOptions(explicit_schema=exact, unexpected_field_behavior="infer"))
+            table = _read_json(
+                data, pj.ParseOptions(explicit_schema=exact, unexpected_field_behavior="infer")
+            )
     return table
 
 
@@ -206,18 +229,30 @@ def read_commits(storage: Storage, commits: Sequence[LogFile], seq_start: int) -
         info_lines.extend(infos)
         seq += batch.num_rows
     ict, ts = _commit_timestamps(info_lines)
-    batch = concat_batches(batches) if batches else normalize_actions(
-        pa.table({"_v": pa.array([], pa.int64())}), versions=np.empty(0, dtype=np.int64), seq_start=seq_start
+    batch = (
+        concat_batches(batches)
+        if batches
+        else normalize_actions(
+            pa.table({"_v": pa.array([], pa.int64())}),
+            versions=np.empty(0, dtype=np.int64),
+            seq_start=seq_start,
+        )
     )
-    return CommitsRead(batch=batch, versions=versions, in_commit_timestamps=ict, commit_info_timestamps=ts)
+    return CommitsRead(
+        batch=batch, versions=versions, in_commit_timestamps=ict, commit_info_timestamps=ts
+    )
 
 
-def _read_commit_chunk(storage: Storage, commits: Sequence[LogFile], seq_start: int) -> tuple[ActionBatch, list[bytes | None]]:
+def _read_commit_chunk(
+    storage: Storage, commits: Sequence[LogFile], seq_start: int
+) -> tuple[ActionBatch, list[bytes | None]]:
     buffer, regions = _commit_buffer(storage, commits)
     info_lines = [_blank_commit_info(buffer, start, end) for start, end in regions]
     try:
         table = _parse_json(buffer, _PARSE)
-        return normalize_actions(table, versions=_versions_from_markers(table), seq_start=seq_start), info_lines
+        return normalize_actions(
+            table, versions=_versions_from_markers(table), seq_start=seq_start
+        ), info_lines
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         pass  # the per-file path below names the culprit (or copes with cross-file type clashes)
     del buffer
@@ -225,7 +260,9 @@ def _read_commit_chunk(storage: Storage, commits: Sequence[LogFile], seq_start: 
     return _read_commits_one_by_one(commits, contents, seq_start), info_lines
 
 
-def _commit_buffer(storage: Storage, commits: Sequence[LogFile]) -> tuple[bytearray, list[tuple[int, int]]]:
+def _commit_buffer(
+    storage: Storage, commits: Sequence[LogFile]
+) -> tuple[bytearray, list[tuple[int, int]]]:
     """All commits in one buffer, each preceded by its marker line and ended by a newline.
 
     Returns the buffer and the (start, end) byte region of each commit's content.
@@ -242,7 +279,9 @@ def _commit_buffer(storage: Storage, commits: Sequence[LogFile]) -> tuple[bytear
             view[pos : pos + len(marker)] = marker
             pos += len(marker)
             start = pos
-            pos += storage.read_into(log_dir + commit.name, view[pos : pos + commit.size + 1], commit.size)
+            pos += storage.read_into(
+                log_dir + commit.name, view[pos : pos + commit.size + 1], commit.size
+            )
             if pos > start and buffer[pos - 1] != 0x0A:
                 buffer[pos] = 0x0A
                 pos += 1
@@ -272,7 +311,9 @@ def _versions_from_markers(table: pa.Table) -> np.ndarray:
     return np.repeat(values, lengths).astype(np.int64)
 
 
-def _read_commits_one_by_one(commits: Sequence[LogFile], contents: list[bytes], seq_start: int) -> ActionBatch:
+def _read_commits_one_by_one(
+    commits: Sequence[LogFile], contents: list[bytes], seq_start: int
+) -> ActionBatch:
     batches = []
     seq = seq_start
     for commit, content in zip(commits, contents):
@@ -280,8 +321,12 @@ def _read_commits_one_by_one(commits: Sequence[LogFile], contents: list[bytes], 
         _blank_commit_info(body, 0, len(body))
         if body and not body.endswith(b"\n"):
             body += b"\n"
-        table = _parse_commit_file(commit.name, body, content) if body.strip() else pa.table({})
-        batch = normalize_actions(table, versions=np.full(table.num_rows, commit.version, dtype=np.int64), seq_start=seq)
+        table = (
+            _parse_commit_file(commit.name, bytes(body), content) if body.strip() else pa.table({})
+        )
+        batch = normalize_actions(
+            table, versions=np.full(table.num_rows, commit.version, dtype=np.int64), seq_start=seq
+        )
         seq += table.num_rows
         batches.append(batch)
     return concat_batches(batches)
@@ -303,10 +348,15 @@ def _commit_timestamps(info_lines: list[bytes | None]) -> tuple[list[int | None]
                 obj = json.loads(line).get("commitInfo") or {}
             except json.JSONDecodeError:
                 obj = {}
-            infos.append({k: obj.get(k) if isinstance(obj.get(k), int) else None for k in ("timestamp", "inCommitTimestamp")})
+            infos.append(
+                {
+                    k: obj.get(k) if isinstance(obj.get(k), int) else None
+                    for k in ("timestamp", "inCommitTimestamp")
+                }
+            )
     it = iter(infos)
-    for i, line in enumerate(info_lines):
-        if line is not None:
+    for i, info_line in enumerate(info_lines):
+        if info_line is not None:
             info = next(it) or {}
             ict[i] = info.get("inCommitTimestamp")
             ts[i] = info.get("timestamp")
@@ -348,9 +398,17 @@ def _read_parquet_actions(name: str, data: bytes) -> pa.Table:
             present = [f for f in wanted if typ.get_field_index(f) >= 0]
             flat = pq.read_table(io.BytesIO(data), columns=[f"{column}.{f}" for f in present])
             arrays = [flat.column(i).combine_chunks() for i in range(flat.num_columns)]
-            if column == "add" and "stats" not in present and typ.get_field_index("stats_parsed") >= 0:
+            if (
+                column == "add"
+                and "stats" not in present
+                and typ.get_field_index("stats_parsed") >= 0
+            ):
                 # writeStatsAsJson=false: the stats exist only as a struct; keep them as JSON
-                parsed = pq.read_table(io.BytesIO(data), columns=["add.stats_parsed"]).column(0).combine_chunks()
+                parsed = (
+                    pq.read_table(io.BytesIO(data), columns=["add.stats_parsed"])
+                    .column(0)
+                    .combine_chunks()
+                )
                 present.append("stats")
                 arrays.append(stats_json_from_parsed(parsed))
             # the action is absent exactly where its required `path` is null
@@ -361,14 +419,14 @@ def _read_parquet_actions(name: str, data: bytes) -> pa.Table:
         raise CorruptLog(name, f"unreadable checkpoint parquet: {exc}") from exc
 
 
-def _stats_value(value):
+def _stats_value(value: Any) -> Any:
     import datetime as dt
 
     if isinstance(value, dict):
         return {k: _stats_value(v) for k, v in value.items() if v is not None}
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc)
+            value = value.astimezone(dt.UTC)
             return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
         return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}"
     if isinstance(value, dt.date):
@@ -382,9 +440,12 @@ def stats_json_from_parsed(parsed: pa.Array) -> pa.Array:
     Only checkpoints written with writeStatsAsJson=false need this, so a Python pass per file
     is acceptable here.
     """
-    from delta_ops.file_stats import stats_to_json
+    from delta_ops.protocol.stats import stats_to_json
 
-    return pa.array([None if row is None else stats_to_json(_stats_value(row)) for row in parsed.to_pylist()], pa.string())
+    return pa.array(
+        [None if row is None else stats_to_json(_stats_value(row)) for row in parsed.to_pylist()],
+        pa.string(),
+    )
 
 
 def _read_json_actions(name: str, data: bytes) -> pa.Table:
@@ -399,7 +460,9 @@ class CheckpointRead:
     files_read: list[str]
 
 
-def read_checkpoint(storage: Storage, files: Sequence[LogFile], version: int, seq_start: int) -> CheckpointRead:
+def read_checkpoint(
+    storage: Storage, files: Sequence[LogFile], version: int, seq_start: int
+) -> CheckpointRead:
     """Read a complete checkpoint (all parts, or a V2 top-level file and its sidecars).
 
     Raises CorruptLog naming the file when any part cannot be read.
@@ -417,12 +480,19 @@ def read_checkpoint(storage: Storage, files: Sequence[LogFile], version: int, se
     batches = []
     seq = seq_start
     for t in tables:
-        batches.append(normalize_actions(t, versions=np.full(t.num_rows, version, dtype=np.int64), seq_start=seq))
+        batches.append(
+            normalize_actions(
+                t, versions=np.full(t.num_rows, version, dtype=np.int64), seq_start=seq
+            )
+        )
         seq += t.num_rows
     batch = concat_batches(batches)
     read = list(names)
     if batch.sidecars is not None and batch.sidecars.num_rows:
-        sidecar_names = [posixpath.basename(p) if "/" in p else p for p in batch.sidecars.column("path").to_pylist()]
+        sidecar_names = [
+            posixpath.basename(p) if "/" in p else p
+            for p in batch.sidecars.column("path").to_pylist()
+        ]
         paths = [storage.log_file(f"{SIDECARS_DIR}/{s}") for s in sidecar_names]
         try:
             sidecar_datas = storage.read_many(paths)
@@ -431,12 +501,14 @@ def read_checkpoint(storage: Storage, files: Sequence[LogFile], version: int, se
         side_batches = []
         for sname, data in zip(sidecar_names, sidecar_datas):
             t = _read_parquet_actions(f"{SIDECARS_DIR}/{sname}", data)
-            side_batches.append(normalize_actions(t, versions=np.full(t.num_rows, version, dtype=np.int64), seq_start=seq))
+            side_batches.append(
+                normalize_actions(
+                    t, versions=np.full(t.num_rows, version, dtype=np.int64), seq_start=seq
+                )
+            )
             seq += t.num_rows
             read.append(f"{SIDECARS_DIR}/{sname}")
         batch = concat_batches([batch, *side_batches])
     if not batch.protocols or not batch.metadatas:
         raise CorruptLog(names[0], "checkpoint lacks a protocol or metaData action")
     return CheckpointRead(batch=batch, files_read=read)
-
-

@@ -644,7 +644,7 @@ def stats_schema(
     partition_columns: Iterable[str],
     *,
     num_indexed_cols: int = 32,
-    stats_columns: str | Sequence[str] | None = None,
+    stats_columns: str | Sequence[str] | Sequence[Sequence[str]] | None = None,
     physical: bool = True,
     tight_bounds: bool = True,
 ) -> pa.Schema:
@@ -701,14 +701,22 @@ def _first_leaves(struct: StructType, limit: int) -> tuple[StructType, int]:
     return StructType(tuple(kept)), count
 
 
-def _parse_column_list(columns: str | Sequence[str]) -> list[list[str]]:
-    """Split ``a, b.c, `d.e`.f`` into lower-cased name paths (backticks quote, `` is `)."""
+def _parse_column_list(
+    columns: str | Sequence[str] | Sequence[Sequence[str]],
+) -> list[list[str]]:
+    """Lower-cased name paths from ``a, b.c, `d.e`.f`` (backticks quote, `` is `), from dotted
+    names, or from name paths already split (as `TableProperties` holds them)."""
     items = _split_unquoted(columns, ",", keep_quotes=True) if isinstance(columns, str) else columns
-    return [
-        [part.lower() for part in _split_unquoted(item.strip(), ".", keep_quotes=False)]
-        for item in items
-        if item.strip()
-    ]
+    paths: list[list[str]] = []
+    for item in items:
+        if isinstance(item, str):
+            if item.strip():
+                paths.append(
+                    [p.lower() for p in _split_unquoted(item.strip(), ".", keep_quotes=False)]
+                )
+        elif item:
+            paths.append([part.lower() for part in item])
+    return paths
 
 
 def _split_unquoted(text: str, separator: str, *, keep_quotes: bool) -> list[str]:
@@ -916,7 +924,7 @@ def _repair(documents: list[str], target: pa.StructType, strict: bool) -> list[s
     return repaired
 
 
-def _unquote_non_finite(value: dict, schema: pa.Schema | pa.StructType) -> None:
+def _unquote_non_finite(value: dict[str, Any], schema: pa.Schema | pa.StructType) -> None:
     for f in schema:
         item = value.get(f.name)
         if isinstance(item, dict) and pa.types.is_struct(f.type):

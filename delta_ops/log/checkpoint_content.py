@@ -29,15 +29,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.actions import DELETION_VECTOR_TYPE, STRING_MAP
-from delta_ops.replay import DomainMetadata, Txn
-from delta_ops.snapshot import Snapshot
+from delta_ops.log.actions import DELETION_VECTOR_TYPE, STRING_MAP
+from delta_ops.log.replay import DomainMetadata, Txn
+
+if TYPE_CHECKING:
+    from delta_ops.table.snapshot import Snapshot
 
 TXN_TYPE = pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])
 METADATA_TYPE = pa.struct(
@@ -60,7 +62,9 @@ PROTOCOL_TYPE = pa.struct(
         ("writerFeatures", pa.list_(pa.string())),
     ]
 )
-DOMAIN_TYPE = pa.struct([("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())])
+DOMAIN_TYPE = pa.struct(
+    [("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())]
+)
 REMOVE_TYPE = pa.struct(
     [
         ("path", pa.string()),
@@ -89,7 +93,12 @@ ADD_BASE_FIELDS = [
 ]
 CHECKPOINT_METADATA_TYPE = pa.struct([("version", pa.int64()), ("tags", STRING_MAP)])
 SIDECAR_TYPE = pa.struct(
-    [("path", pa.string()), ("sizeInBytes", pa.int64()), ("modificationTime", pa.int64()), ("tags", STRING_MAP)]
+    [
+        ("path", pa.string()),
+        ("sizeInBytes", pa.int64()),
+        ("modificationTime", pa.int64()),
+        ("tags", STRING_MAP),
+    ]
 )
 
 
@@ -113,7 +122,7 @@ class CheckpointState:
 
     @property
     def num_actions(self) -> int:
-        return self.num_non_file_actions + self.adds.num_rows + self.tombstones.num_rows
+        return int(self.num_non_file_actions + self.adds.num_rows + self.tombstones.num_rows)
 
 
 def checkpoint_state(snapshot: Snapshot, now_ms: int) -> CheckpointState:
@@ -154,7 +163,7 @@ class ParsedColumns:
 
 def parsed_columns(snapshot: Snapshot) -> ParsedColumns:
     """The typed columns Spark adds to `add` when writeStatsAsStruct is true."""
-    from delta_ops.schema import partition_schema, physical_name, stats_schema
+    from delta_ops.protocol.schema import partition_schema, physical_name, stats_schema
 
     props = snapshot.properties
     if not props.checkpoint_write_stats_as_struct:
@@ -196,7 +205,12 @@ def checkpoint_schema(snapshot: Snapshot) -> pa.Schema:
     return pa.schema(
         [
             ("txn", TXN_TYPE),
-            ("add", add_type(parsed, write_stats_as_json=snapshot.properties.checkpoint_write_stats_as_json)),
+            (
+                "add",
+                add_type(
+                    parsed, write_stats_as_json=snapshot.properties.checkpoint_write_stats_as_json
+                ),
+            ),
             ("remove", REMOVE_TYPE),
             ("metaData", METADATA_TYPE),
             ("protocol", PROTOCOL_TYPE),
@@ -215,23 +229,31 @@ def _column(table: pa.Table, name: str, typ: pa.DataType) -> pa.Array:
 
 
 def _partition_values_parsed(adds: pa.Table, parsed: ParsedColumns) -> pa.Array:
-    from delta_ops.schema import parse_partition_values
+    from delta_ops.protocol.schema import parse_partition_values
 
     pv = _column(adds, "partitionValues", STRING_MAP)
     children = []
     for key, delta_type in zip(parsed.partition_keys, parsed.partition_delta_types):
-        raw = pc.map_lookup(pv, pa.scalar(key, pa.string()), "first") if len(pv) else pa.array([], pa.string())
+        raw = (
+            pc.map_lookup(pv, pa.scalar(key, pa.string()), "first")
+            if len(pv)
+            else pa.array([], pa.string())
+        )
         children.append(parse_partition_values(raw, delta_type))
     assert parsed.partition_schema is not None
     return pa.StructArray.from_arrays(children, fields=list(parsed.partition_schema))
 
 
 def _stats_parsed(adds: pa.Table, parsed: ParsedColumns) -> pa.Array:
-    from delta_ops.schema import parse_stats
+    from delta_ops.protocol.schema import parse_stats
 
     assert parsed.stats_schema is not None
     result = parse_stats(_column(adds, "stats", pa.string()), parsed.stats_schema)
-    return result.cast(pa.struct(list(parsed.stats_schema))) if result.type != pa.struct(list(parsed.stats_schema)) else result
+    return (
+        result.cast(pa.struct(list(parsed.stats_schema)))
+        if result.type != pa.struct(list(parsed.stats_schema))
+        else result
+    )
 
 
 def add_struct(adds: pa.Table, typ: pa.StructType, parsed: ParsedColumns) -> pa.StructArray:
@@ -279,9 +301,20 @@ def non_file_rows(state: CheckpointState) -> dict[str, pa.Array]:
     """Arrays (one row per action) for protocol, metaData, domains and txns, in Spark's order."""
     protocol = dict(state.protocol)
     rows: list[tuple[str, Any]] = [("protocol", protocol), ("metaData", state.metadata)]
-    rows += [("domainMetadata", {"domain": d.domain, "configuration": d.configuration, "removed": False}) for d in state.domains]
-    rows += [("txn", {"appId": t.app_id, "version": t.version, "lastUpdated": t.last_updated}) for t in state.txns]
-    types = {"protocol": PROTOCOL_TYPE, "metaData": METADATA_TYPE, "domainMetadata": DOMAIN_TYPE, "txn": TXN_TYPE}
+    rows += [
+        ("domainMetadata", {"domain": d.domain, "configuration": d.configuration, "removed": False})
+        for d in state.domains
+    ]
+    rows += [
+        ("txn", {"appId": t.app_id, "version": t.version, "lastUpdated": t.last_updated})
+        for t in state.txns
+    ]
+    types = {
+        "protocol": PROTOCOL_TYPE,
+        "metaData": METADATA_TYPE,
+        "domainMetadata": DOMAIN_TYPE,
+        "txn": TXN_TYPE,
+    }
     out = {}
     for name, typ in types.items():
         out[name] = pa.array([to_arrow_value(v, typ) if k == name else None for k, v in rows], typ)
@@ -296,7 +329,9 @@ def _rows(schema: pa.Schema, filled: dict[str, pa.Array]) -> pa.Table:
     )
 
 
-def checkpoint_row_groups(schema: pa.Schema, leading: dict[str, pa.Array], adds: pa.Array | None, removes: pa.Array | None) -> list[pa.Table]:
+def checkpoint_row_groups(
+    schema: pa.Schema, leading: dict[str, pa.Array], adds: pa.Array | None, removes: pa.Array | None
+) -> list[pa.Table]:
     """The rows of one checkpoint file as separate tables (written as row groups, in order):
     the non-file actions, then the adds, then the removes. Writing them one after another
     avoids concatenating (copying) the file actions into one table."""
@@ -312,7 +347,9 @@ def checkpoint_row_groups(schema: pa.Schema, leading: dict[str, pa.Array], adds:
     return groups
 
 
-def parts_of_paths(add_paths: pa.Array, remove_paths: pa.Array, num_parts: int) -> tuple[np.ndarray, np.ndarray]:
+def parts_of_paths(
+    add_paths: pa.Array, remove_paths: pa.Array, num_parts: int
+) -> tuple[np.ndarray, np.ndarray]:
     """A part (0-based) per add and per remove such that one path's actions share a part.
 
     One dictionary encoding over both path columns gives every distinct path one code; the
@@ -320,12 +357,18 @@ def parts_of_paths(add_paths: pa.Array, remove_paths: pa.Array, num_parts: int) 
     """
     if num_parts <= 1:
         return np.zeros(len(add_paths), dtype=np.int64), np.zeros(len(remove_paths), dtype=np.int64)
-    codes = pc.dictionary_encode(pa.concat_arrays([add_paths, remove_paths])).indices.to_numpy().astype(np.int64)
+    codes = (
+        pc.dictionary_encode(pa.concat_arrays([add_paths, remove_paths]))
+        .indices.to_numpy()
+        .astype(np.int64)
+    )
     parts = codes % num_parts
     return parts[: len(add_paths)], parts[len(add_paths) :]
 
 
-def build_checkpoint_parts(state: CheckpointState, schema: pa.Schema, parsed: ParsedColumns, num_parts: int = 1) -> list[list[pa.Table]]:
+def build_checkpoint_parts(
+    state: CheckpointState, schema: pa.Schema, parsed: ParsedColumns, num_parts: int = 1
+) -> list[list[pa.Table]]:
     """Row groups per checkpoint part; non-file actions go to the first part.
 
     Spark sorts file actions by path; readers must not depend on order, so we skip the sort.
@@ -335,7 +378,9 @@ def build_checkpoint_parts(state: CheckpointState, schema: pa.Schema, parsed: Pa
     leading = non_file_rows(state)
     if num_parts <= 1:
         return [checkpoint_row_groups(schema, leading, adds, removes)]
-    add_part, remove_part = parts_of_paths(pc.struct_field(adds, "path"), pc.struct_field(removes, "path"), num_parts)
+    add_part, remove_part = parts_of_paths(
+        pc.struct_field(adds, "path"), pc.struct_field(removes, "path"), num_parts
+    )
     return [
         checkpoint_row_groups(
             schema,
@@ -347,7 +392,9 @@ def build_checkpoint_parts(state: CheckpointState, schema: pa.Schema, parsed: Pa
     ]
 
 
-def sidecar_parts(state: CheckpointState, schema: pa.Schema, parsed: ParsedColumns, actions_per_sidecar: int) -> list[list[pa.Table]]:
+def sidecar_parts(
+    state: CheckpointState, schema: pa.Schema, parsed: ParsedColumns, actions_per_sidecar: int
+) -> list[list[pa.Table]]:
     """V2 sidecars: only `add` and `remove` columns, about `actions_per_sidecar` rows each."""
     sidecar_schema = pa.schema([schema.field("add"), schema.field("remove")])
     adds = add_struct(state.adds, schema.field("add").type, parsed)
@@ -358,25 +405,46 @@ def sidecar_parts(state: CheckpointState, schema: pa.Schema, parsed: ParsedColum
     parts = []
     for i in range(count):
         lo, hi = i * size, min(total, (i + 1) * size)
-        add_slice = adds.slice(lo, max(0, min(hi, len(adds)) - lo)) if lo < len(adds) else adds.slice(0, 0)
+        add_slice = (
+            adds.slice(lo, max(0, min(hi, len(adds)) - lo)) if lo < len(adds) else adds.slice(0, 0)
+        )
         r_lo, r_hi = max(0, lo - len(adds)), max(0, hi - len(adds))
-        parts.append(checkpoint_row_groups(sidecar_schema, {}, add_slice, removes.slice(r_lo, r_hi - r_lo)))
+        parts.append(
+            checkpoint_row_groups(sidecar_schema, {}, add_slice, removes.slice(r_lo, r_hi - r_lo))
+        )
     return parts
 
 
-def v2_top_level_rows(state: CheckpointState, sidecars: Sequence[dict[str, Any]], checkpoint_tags: dict[str, str]) -> list[dict[str, Any]]:
+def v2_top_level_rows(
+    state: CheckpointState, sidecars: Sequence[dict[str, Any]], checkpoint_tags: dict[str, str]
+) -> list[dict[str, Any]]:
     """The V2 top-level file as JSON actions: checkpointMetadata, sidecars, then non-file actions."""
-    rows: list[dict[str, Any]] = [{"checkpointMetadata": {"version": state.version, "tags": checkpoint_tags}}]
+    rows: list[dict[str, Any]] = [
+        {"checkpointMetadata": {"version": state.version, "tags": checkpoint_tags}}
+    ]
     rows += [{"sidecar": s} for s in sidecars]
     rows.append({"protocol": state.protocol})
     rows.append({"metaData": state.metadata})
-    rows += [{"txn": {"appId": t.app_id, "version": t.version, **({"lastUpdated": t.last_updated} if t.last_updated is not None else {})}} for t in state.txns]
-    rows += [{"domainMetadata": {"domain": d.domain, "configuration": d.configuration, "removed": False}} for d in state.domains]
+    rows += [
+        {
+            "txn": {
+                "appId": t.app_id,
+                "version": t.version,
+                **({"lastUpdated": t.last_updated} if t.last_updated is not None else {}),
+            }
+        }
+        for t in state.txns
+    ]
+    rows += [
+        {"domainMetadata": {"domain": d.domain, "configuration": d.configuration, "removed": False}}
+        for d in state.domains
+    ]
     return rows
 
 
 def spark_schema_json(schema: pa.Schema) -> dict[str, Any]:
     """The checkpoint schema as Spark's StructType JSON (for `_last_checkpoint.checkpointSchema`)."""
-    from delta_ops.schema import from_arrow_schema
+    from delta_ops.protocol.schema import from_arrow_schema
 
-    return json.loads(from_arrow_schema(schema).to_json())
+    parsed: dict[str, Any] = json.loads(from_arrow_schema(schema).to_json())
+    return parsed

@@ -102,9 +102,8 @@ _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # Java's Character.isWhitespace for the ASCII range (no NBSP), which Spark's parser uses.
 _WHITESPACE = frozenset(" \t\n\x0b\x0c\r\x1c\x1d\x1e\x1f")
-_MICROS_PER = {
-    "week": None,  # days
-    "day": None,  # days
+# week and day add to the interval's days; the rest add microseconds.
+_MICROS_PER: dict[str, int] = {
     "hour": 3_600_000_000,
     "minute": 60_000_000,
     "second": 1_000_000,

@@ -25,11 +25,23 @@ from datetime import datetime
 from typing import Any, BinaryIO
 from urllib.parse import unquote
 
-from delta_ops.errors import NotADeltaTable, UnsafePath
+from delta_ops.errors import InvalidLocation, MissingExtra, NotADeltaTable, UnsafePath
 
 logger = logging.getLogger(__name__)
 
 LOG_DIR = "_delta_log"
+
+# URL schemes of the object stores, and the extra that installs each one's fsspec implementation
+STORE_EXTRAS = {
+    "s3": "s3",
+    "s3a": "s3",
+    "az": "azure",
+    "abfs": "azure",
+    "abfss": "azure",
+    "adl": "azure",
+    "gs": "gcs",
+    "gcs": "gcs",
+}
 
 # fsspec protocols verified (by delta-ops' tests) to refuse "xb" when the file exists
 CONDITIONAL_CREATE_PROTOCOLS = frozenset({"file", "local", "memory"})
@@ -66,7 +78,7 @@ def _mtime_ms(info: Mapping[str, Any]) -> int:
             # local filesystems report seconds, a few stores report ms already
             return int(value * 1000) if value < 1e11 else int(value)
         if isinstance(value, str):
-            return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+            return int(datetime.fromisoformat(value).timestamp() * 1000)
     return 0
 
 
@@ -84,14 +96,32 @@ class Storage:
         self._local = local if local is not None else _is_local_fs(fs)
 
     @classmethod
-    def open(cls, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> Storage:
+    def open(
+        cls, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
+    ) -> Storage:
         """Open a table location from a local path, `file://`, `memory://` or any fsspec URL."""
         text = os.fspath(url)
         if "://" not in text and not storage_options:
             return cls(None, os.path.abspath(text), text, local=True)
         import fsspec
 
-        fs, path = fsspec.core.url_to_fs(text, **dict(storage_options or {}))
+        scheme = text.split("://", 1)[0].lower() if "://" in text else "file"
+        try:
+            fs, path = fsspec.core.url_to_fs(text, **dict(storage_options or {}))
+        except ImportError:
+            extra = STORE_EXTRAS.get(scheme)
+            if extra is None:
+                raise InvalidLocation(
+                    f"{text}: the {scheme}:// store needs a package that is not installed"
+                ) from None
+            raise MissingExtra(extra, f"{scheme}:// tables") from None
+        except ValueError as exc:
+            if "Protocol not known" not in str(exc):
+                raise
+            known = ", ".join(sorted({*STORE_EXTRAS, "file", "memory"}))
+            raise InvalidLocation(
+                f"{text}: unknown storage scheme {scheme!r}; supported: {known} (or a local path)"
+            ) from None
         if _is_local_fs(fs):
             path = os.path.abspath(path)
         return cls(fs, path, text)
@@ -127,7 +157,7 @@ class Storage:
         """
         decoded = unquote(path_in_log)
         if "://" in path_in_log or path_in_log.startswith("/"):
-            return self.fs._strip_protocol(decoded)
+            return str(self.fs._strip_protocol(decoded))
         return self.join(decoded)
 
     def relative_inside_root(self, path_in_log: str) -> str:
@@ -158,7 +188,9 @@ class Storage:
                 return []
             raise NotADeltaTable(self.url, "no _delta_log directory") from None
         entries = [
-            FileEntry(posixpath.basename(i["name"].rstrip("/")), int(i.get("size") or 0), _mtime_ms(i))
+            FileEntry(
+                posixpath.basename(i["name"].rstrip("/")), int(i.get("size") or 0), _mtime_ms(i)
+            )
             for i in infos
             if i.get("type") != "directory"
         ]
@@ -182,10 +214,14 @@ class Storage:
                     entries.append(FileEntry(item.name, st.st_size, st.st_mtime_ns // 1_000_000))
         except FileNotFoundError:
             if must_exist:
-                raise NotADeltaTable(os.path.dirname(directory), "no _delta_log directory") from None
+                raise NotADeltaTable(
+                    os.path.dirname(directory), "no _delta_log directory"
+                ) from None
             return []
         except NotADirectoryError:
-            raise NotADeltaTable(os.path.dirname(directory), "_delta_log is not a directory") from None
+            raise NotADeltaTable(
+                os.path.dirname(directory), "_delta_log is not a directory"
+            ) from None
         entries.sort(key=lambda e: e.name)
         return entries
 
@@ -195,7 +231,8 @@ class Storage:
         if self.is_local:
             with open(path, "rb") as f:
                 return f.read()
-        return self.fs.cat_file(path)
+        data: bytes = self.fs.cat_file(path)
+        return data
 
     def read_many(self, paths: Sequence[str]) -> list[bytes]:
         """Read several whole files, in order; concurrently where the filesystem supports it."""
@@ -228,7 +265,7 @@ class Storage:
             return total
 
     def exists(self, path: str) -> bool:
-        return self.fs.exists(path)
+        return bool(self.fs.exists(path))
 
     # ----------------------------------------------------------------------------- writing
     def put_if_absent(self, path: str, data: bytes) -> bool:
@@ -279,10 +316,14 @@ class Storage:
 
         if isinstance(self.fs, LocalFileSystem):  # wrappers of the local filesystem: O_EXCL
             return True
-        protocols = self.fs.protocol if isinstance(self.fs.protocol, (tuple, list)) else (self.fs.protocol,)
+        protocols = (
+            self.fs.protocol if isinstance(self.fs.protocol, (tuple, list)) else (self.fs.protocol,)
+        )
         return bool(set(protocols) & CONDITIONAL_CREATE_PROTOCOLS)
 
-    def create_new(self, path: str, write: Callable[[BinaryIO], None], *, replace_empty: bool = False) -> tuple[bool, int]:
+    def create_new(
+        self, path: str, write: Callable[[BinaryIO], None], *, replace_empty: bool = False
+    ) -> tuple[bool, int]:
         """Create `path` from a streaming writer, only if absent; return (created, size).
 
         Local: the writer fills a hidden temp file, which is linked into place, so readers

@@ -168,11 +168,15 @@ COMMIT_JSON_SCHEMA = pa.schema(
         ),
         (
             "txn",
-            pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())]),
+            pa.struct(
+                [("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())]
+            ),
         ),
         (
             "domainMetadata",
-            pa.struct([("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())]),
+            pa.struct(
+                [("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())]
+            ),
         ),
         (
             "rowIdHighWaterMark",
@@ -180,11 +184,20 @@ COMMIT_JSON_SCHEMA = pa.schema(
         ),
         (
             "sidecar",
-            pa.struct([("path", pa.string()), ("sizeInBytes", pa.int64()), ("modificationTime", pa.int64())]),
+            pa.struct(
+                [
+                    ("path", pa.string()),
+                    ("sizeInBytes", pa.int64()),
+                    ("modificationTime", pa.int64()),
+                ]
+            ),
         ),
         ("checkpointMetadata", pa.struct([("version", pa.int64())])),
         ("_v", pa.int64()),  # version marker injected by the bulk commit reader
-        ("cdc", pa.struct([("path", pa.string()), ("size", pa.int64()), ("dataChange", pa.bool_())])),
+        (
+            "cdc",
+            pa.struct([("path", pa.string()), ("size", pa.int64()), ("dataChange", pa.bool_())]),
+        ),
     ]
 )
 
@@ -202,7 +215,7 @@ class ActionSource:
 
     @property
     def num_rows(self) -> int:
-        return self.table.num_rows
+        return int(self.table.num_rows)
 
 
 @dataclass
@@ -228,12 +241,14 @@ class ActionBatch:
 # ------------------------------------------------------------------------------- conversions
 def valid_positions(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Row positions where `arr` is not null, as int64 (vectorised, no boolean conversion)."""
-    return pc.indices_nonzero(arr.is_valid()).to_numpy().astype(np.int64, copy=False)
+    positions: np.ndarray = pc.indices_nonzero(arr.is_valid()).to_numpy()
+    return positions.astype(np.int64, copy=False)
 
 
 def true_positions(mask: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Row positions where a boolean array is true."""
-    return pc.indices_nonzero(pc.fill_null(mask, False)).to_numpy().astype(np.int64, copy=False)
+    positions: np.ndarray = pc.indices_nonzero(pc.fill_null(mask, False)).to_numpy()
+    return positions.astype(np.int64, copy=False)
 
 
 def to_bool_numpy(mask: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -273,7 +288,9 @@ def struct_to_map(arr: pa.Array | pa.ChunkedArray, *, keep_null_values: bool) ->
     children = [pc.cast(arr.field(i), pa.string()) for i in range(k)]
     # interleave children row-major: item (row i, key j) = children[j][i]
     stacked = pa.concat_arrays([_combine(c) for c in children])
-    order = (np.arange(k, dtype=np.int64)[None, :] * n + np.arange(n, dtype=np.int64)[:, None]).ravel()
+    order = (
+        np.arange(k, dtype=np.int64)[None, :] * n + np.arange(n, dtype=np.int64)[:, None]
+    ).ravel()
     items = stacked.take(pa.array(order))
     keys = pa.array(np.tile(np.array(names, dtype=object), n), pa.string())
     if keep_null_values:
@@ -312,10 +329,10 @@ def _field_or_null(struct: pa.Array, name: str, typ: pa.DataType) -> pa.Array:
 def _normalize_dv(dv: pa.Array) -> pa.Array:
     if pa.types.is_null(dv.type):
         return pa.nulls(len(dv), DELETION_VECTOR_TYPE)
-    children = [
-        _field_or_null(dv, f.name, f.type) for f in DELETION_VECTOR_TYPE
-    ]
-    return pa.StructArray.from_arrays(children, fields=list(DELETION_VECTOR_TYPE), mask=dv.is_null())
+    children = [_field_or_null(dv, f.name, f.type) for f in DELETION_VECTOR_TYPE]
+    return pa.StructArray.from_arrays(
+        children, fields=list(DELETION_VECTOR_TYPE), mask=dv.is_null()
+    )
 
 
 def _struct_column(table: pa.Table, name: str) -> pa.Array | None:
@@ -330,7 +347,7 @@ def file_action_keys(source: ActionSource) -> tuple[pa.Array, pa.Array, pa.Array
 
     `path` is null on rows that are not file actions.
     """
-    from delta_ops.deletion_vectors import dv_unique_ids
+    from delta_ops.protocol.deletion_vectors import dv_unique_ids
 
     n = source.num_rows
     paths, dv_ids, valid = [], [], []
@@ -363,10 +380,16 @@ def materialize_file_actions(
     struct = _struct_column(source.table, column)
     count = int(mask.sum())
     columns: dict[str, pa.Array] = {}
-    selected = pc.filter(struct, pa.array(mask), memory_pool=LOG_MEMORY_POOL) if struct is not None and count else None
+    selected = (
+        pc.filter(struct, pa.array(mask), memory_pool=LOG_MEMORY_POOL)
+        if struct is not None and count
+        else None
+    )
     for name in fields:
         typ = FILE_ACTION_SCHEMA.field(name).type
-        columns[name] = pa.nulls(count, typ) if selected is None else _field_or_null(selected, name, typ)
+        columns[name] = (
+            pa.nulls(count, typ) if selected is None else _field_or_null(selected, name, typ)
+        )
     columns["version"] = pa.array(source.versions[mask], pa.int64())
     return pa.table(columns)
 
@@ -415,7 +438,10 @@ def _metadata_dicts(rows: pa.Array) -> list[dict[str, Any]]:
 def _protocol_dicts(rows: pa.Array) -> list[dict[str, Any]]:
     out = []
     for p in rows.to_pylist():
-        d = {"minReaderVersion": p.get("minReaderVersion"), "minWriterVersion": p.get("minWriterVersion")}
+        d = {
+            "minReaderVersion": p.get("minReaderVersion"),
+            "minWriterVersion": p.get("minWriterVersion"),
+        }
         if p.get("readerFeatures") is not None:
             d["readerFeatures"] = list(p["readerFeatures"])
         if p.get("writerFeatures") is not None:
@@ -424,7 +450,9 @@ def _protocol_dicts(rows: pa.Array) -> list[dict[str, Any]]:
     return out
 
 
-def _small_table(rows: pa.Array | None, names: tuple[str, ...], types: tuple[pa.DataType, ...], seqs: np.ndarray) -> pa.Table | None:
+def _small_table(
+    rows: pa.Array | None, names: tuple[str, ...], types: tuple[pa.DataType, ...], seqs: np.ndarray
+) -> pa.Table | None:
     if rows is None:
         return None
     cols = {n: _field_or_null(rows, n, t) for n, t in zip(names, types)}
@@ -451,7 +479,9 @@ def normalize_actions(table: pa.Table, *, versions: np.ndarray, seq_start: int) 
     sources, offset = [], 0
     for record_batch in table.to_batches():
         length = record_batch.num_rows
-        sources.append(ActionSource(pa.Table.from_batches([record_batch]), versions[offset : offset + length]))
+        sources.append(
+            ActionSource(pa.Table.from_batches([record_batch]), versions[offset : offset + length])
+        )
         offset += length
     batch = ActionBatch(sources=sources)
     idx, rows = _non_null_rows(table, "protocol")
@@ -461,10 +491,15 @@ def normalize_actions(table: pa.Table, *, versions: np.ndarray, seq_start: int) 
     if rows is not None:
         batch.metadatas = list(zip(seqs[idx].tolist(), _metadata_dicts(rows)))
     idx, rows = _non_null_rows(table, "txn")
-    batch.txns = _small_table(rows, ("appId", "version", "lastUpdated"), (pa.string(), pa.int64(), pa.int64()), seqs[idx])
+    batch.txns = _small_table(
+        rows, ("appId", "version", "lastUpdated"), (pa.string(), pa.int64(), pa.int64()), seqs[idx]
+    )
     idx, rows = _non_null_rows(table, "domainMetadata")
     batch.domains = _small_table(
-        rows, ("domain", "configuration", "removed"), (pa.string(), pa.string(), pa.bool_()), seqs[idx]
+        rows,
+        ("domain", "configuration", "removed"),
+        (pa.string(), pa.string(), pa.bool_()),
+        seqs[idx],
     )
     idx, rows = _non_null_rows(table, "rowIdHighWaterMark")
     if rows is not None:
@@ -484,6 +519,7 @@ def normalize_actions(table: pa.Table, *, versions: np.ndarray, seq_start: int) 
 
 def concat_batches(batches: list[ActionBatch]) -> ActionBatch:
     """Concatenate batches that were normalized with consecutive `seq` ranges."""
+
     def cat(tables: list[pa.Table | None]) -> pa.Table | None:
         present = [t for t in tables if t is not None and t.num_rows]
         return pa.concat_tables(present) if present else None
@@ -516,12 +552,18 @@ def file_rows_as_actions(files: pa.Table, *, columns: tuple[str, ...]) -> list[d
         for key in present:
             value = row[key]
             if key in _MAP_COLUMNS:
-                body[key] = {k: v for k, v in value} if value is not None else ({} if key == "partitionValues" else None)
+                body[key] = (
+                    {k: v for k, v in value}
+                    if value is not None
+                    else ({} if key == "partitionValues" else None)
+                )
                 if body[key] is None:
                     del body[key]
             elif key == "deletionVector":
                 if value is not None:
-                    body[key] = {k: v for k, v in value.items() if v is not None and k != "maxRowIndex"}
+                    body[key] = {
+                        k: v for k, v in value.items() if v is not None and k != "maxRowIndex"
+                    }
             elif value is not None:
                 body[key] = value
         out.append(body)
@@ -542,7 +584,9 @@ def restrict_partition_values(table: pa.Table, partition_keys: set[str]) -> pa.T
     offsets_in = column.offsets.to_numpy().astype(np.int64)
     start, end = int(offsets_in[0]), int(offsets_in[-1])
     keys, items = column.keys.slice(start, end - start), column.items.slice(start, end - start)
-    keep = pc.or_(pc.is_valid(items), pc.is_in(keys, value_set=pa.array(sorted(partition_keys), pa.string())))
+    keep = pc.or_(
+        pc.is_valid(items), pc.is_in(keys, value_set=pa.array(sorted(partition_keys), pa.string()))
+    )
     if pc.all(keep).as_py() is not False:
         return table
     keep_np = to_bool_numpy(keep)
@@ -551,6 +595,11 @@ def restrict_partition_values(table: pa.Table, partition_keys: set[str]) -> pa.T
     offsets = np.zeros(len(column) + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
     restricted = pa.MapArray.from_arrays(
-        pa.array(offsets), keys.filter(pa.array(keep_np)), items.filter(pa.array(keep_np)), mask=column.is_null()
+        pa.array(offsets),
+        keys.filter(pa.array(keep_np)),
+        items.filter(pa.array(keep_np)),
+        mask=column.is_null(),
     ).cast(STRING_MAP)
-    return table.set_column(table.column_names.index("partitionValues"), "partitionValues", restricted)
+    return table.set_column(
+        table.column_names.index("partitionValues"), "partitionValues", restricted
+    )

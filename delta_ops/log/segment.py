@@ -26,8 +26,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from delta_ops.errors import NotADeltaTable, VersionGap, VersionNotFound
-from delta_ops.last_checkpoint import LastCheckpointRead, read_last_checkpoint
-from delta_ops.log_files import LogFile, LogFileKind, parse_listing
+from delta_ops.log.file_names import LogFile, LogFileKind, parse_listing
+from delta_ops.log.last_checkpoint import LastCheckpointRead, read_last_checkpoint
 from delta_ops.storage import Storage
 
 _FORMAT_RANK = {
@@ -86,7 +86,13 @@ def complete_checkpoints(listing: Iterable[LogFile]) -> list[CheckpointRef]:
             refs.append(CheckpointRef(f.version, f.kind, (f,)))
     for (version, n), seen in parts.items():
         if n > 0 and sorted(seen) == list(range(1, n + 1)):
-            refs.append(CheckpointRef(version, LogFileKind.MULTI_PART_CHECKPOINT, tuple(seen[i] for i in range(1, n + 1))))
+            refs.append(
+                CheckpointRef(
+                    version,
+                    LogFileKind.MULTI_PART_CHECKPOINT,
+                    tuple(seen[i] for i in range(1, n + 1)),
+                )
+            )
     refs.sort(key=lambda r: r.sort_key)
     return refs
 
@@ -116,7 +122,9 @@ def build_log_segment(
     latest = max([*commits, *(c.version for c in checkpoints)])
     target = latest if version is None else version
     if target < 0 or target > latest:
-        raise VersionNotFound(f"{storage.url}: version {target} does not exist (latest is {latest})")
+        raise VersionNotFound(
+            f"{storage.url}: version {target} does not exist (latest is {latest})"
+        )
 
     usable = [c for c in checkpoints if c.version <= target]
     checkpoint = usable[-1] if usable else None
@@ -142,4 +150,3 @@ def build_log_segment(
         listing=tuple(files),
         last_checkpoint=hint,
     )
-

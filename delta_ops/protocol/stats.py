@@ -38,7 +38,7 @@ omitted a zero null count, which is read back as 0 for its files (as parquet-rs 
 Example::
 
     >>> import fsspec
-    >>> from delta_ops.schema import parse_schema
+    >>> from delta_ops.protocol.schema import parse_schema
     >>> schema = parse_schema('{"type":"struct","fields":[{"name":"id","type":"long",'
     ...                       '"nullable":true,"metadata":{}}]}')
     >>> fs = fsspec.filesystem("file")
@@ -60,7 +60,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from delta_ops.schema import (
+from delta_ops.protocol.schema import (
     MAX_VALUES,
     MIN_VALUES,
     NULL_COUNT,
@@ -251,7 +251,7 @@ class _Footer:
     def __init__(self, metadata: pq.FileMetaData) -> None:
         self.metadata = metadata
         self.row_groups = [metadata.row_group(i) for i in range(metadata.num_row_groups)]
-        self.num_records = sum(rg.num_rows for rg in self.row_groups)
+        self.num_records: int = sum(rg.num_rows for rg in self.row_groups)
         self.zero_null_count_omitted = _omits_zero_null_count(metadata.created_by or "")
         paths = _leaf_paths(metadata)
         self.leaves = {path: i for i, path in enumerate(paths)}
@@ -279,7 +279,7 @@ class _Footer:
         if stats is None:
             return None
         if stats.has_null_count:
-            return stats.null_count
+            return int(stats.null_count)
         return 0 if self.zero_null_count_omitted else None
 
 
@@ -338,7 +338,7 @@ def _arrow_leaf_paths(
 # --------------------------------------------------------------------------- nullCount
 
 
-def _null_counts(footer: _Footer, schema: pa.StructType, prefix: tuple[str, ...]) -> dict:
+def _null_counts(footer: _Footer, schema: pa.StructType, prefix: tuple[str, ...]) -> dict[str, Any]:
     counts: dict[str, Any] = {}
     for f in schema:
         path = prefix + (f.name,)
@@ -500,7 +500,7 @@ def _timestamp_decoder(descriptor: pq.ColumnSchema) -> Any:
 
 
 def _logical_json(descriptor: pq.ColumnSchema) -> str:
-    return descriptor.logical_type.to_json().replace(" ", "")
+    return str(descriptor.logical_type.to_json()).replace(" ", "")
 
 
 # Enough digits for decimal(38, s) and its rescaling, never rounding.

@@ -540,13 +540,10 @@ class Protocol:
         # Keep the log's spelling of names it already lists; add canonical names for the rest.
         spelled = _spelled([*(self.reader_features or ()), *(self.writer_features or ())])
         writer_out = {spelled.get(n.lower(), n) for n in writer_names}
+        reader_out: frozenset[str] | None = None
         if reader_version >= TABLE_FEATURES_READER_VERSION:
-            reader_out: frozenset[str] | None = frozenset(
-                spelled.get(n.lower(), n) for n in reader_names
-            )
+            reader_out = frozenset(spelled.get(n.lower(), n) for n in reader_names)
             writer_out |= reader_out
-        else:
-            reader_out = None
         return Protocol(reader_version, writer_version, reader_out, frozenset(writer_out))
 
     def __str__(self) -> str:

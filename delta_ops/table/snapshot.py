@@ -20,20 +20,23 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.actions import concat_batches, restrict_partition_values
 from delta_ops.errors import CorruptLog, DeltaOpsError
-from delta_ops.log_reader import read_checkpoint, read_commits
-from delta_ops.log_segment import LogSegment, build_log_segment, list_log_files
-from delta_ops.replay import DomainMetadata, ReconciledState, Txn, reconcile
+from delta_ops.log.actions import concat_batches, restrict_partition_values
+from delta_ops.log.reader import read_checkpoint, read_commits
+from delta_ops.log.replay import DomainMetadata, ReconciledState, Txn, reconcile
+from delta_ops.log.segment import LogSegment, build_log_segment, list_log_files
+from delta_ops.protocol.features import Protocol
+from delta_ops.protocol.properties import TableProperties
 from delta_ops.storage import Storage
-from delta_ops.table_features import Protocol
-from delta_ops.table_properties import TableProperties
+
+if TYPE_CHECKING:
+    from delta_ops.protocol.schema import StructType
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +102,9 @@ class Snapshot:
         row_id_high_water_mark: the highest assigned row id, or None.
     """
 
-    def __init__(self, storage: Storage, segment: LogSegment, state: ReconciledState, commit_times: pa.Table):
+    def __init__(
+        self, storage: Storage, segment: LogSegment, state: ReconciledState, commit_times: pa.Table
+    ):
         if state.protocol is None:
             raise CorruptLog(_first_file(segment), "no protocol action in the log segment")
         if state.metadata is None:
@@ -123,7 +128,7 @@ class Snapshot:
         columns = set(self.metadata.partition_columns)
         if not columns or not self.metadata.schema_string:
             return columns
-        from delta_ops.schema import physical_name
+        from delta_ops.protocol.schema import physical_name
 
         try:
             by_name = {f.name: f for f in self.schema.fields}
@@ -138,12 +143,12 @@ class Snapshot:
         return TableProperties.from_configuration(self.metadata.configuration)
 
     @cached_property
-    def schema(self):  # -> delta_ops.schema.StructType
+    def schema(self) -> StructType:
         """The Delta schema; a missing schemaString reads as an empty schema, as in Spark."""
-        from delta_ops.schema import StructType, parse_schema
+        from delta_ops.protocol.schema import StructType, parse_schema
 
         if not self.metadata.schema_string:
-            return StructType([])
+            return StructType(())
         try:
             return parse_schema(self.metadata.schema_string)
         except DeltaOpsError as exc:
@@ -151,7 +156,7 @@ class Snapshot:
 
     @cached_property
     def arrow_schema(self) -> pa.Schema:
-        from delta_ops.schema import to_arrow_schema
+        from delta_ops.protocol.schema import to_arrow_schema
 
         return to_arrow_schema(self.schema)
 
@@ -161,7 +166,7 @@ class Snapshot:
 
     @property
     def num_files(self) -> int:
-        return self.files.num_rows
+        return int(self.files.num_rows)
 
     @property
     def size_bytes(self) -> int:
@@ -193,7 +198,9 @@ class Snapshot:
             raise KeyError(version)
         row = int(hits[0])
         ict = self.commit_times.column("in_commit_timestamp")[row].as_py()
-        return ict if ict is not None else self.commit_times.column("modification_time")[row].as_py()
+        if ict is not None:
+            return int(ict)
+        return int(self.commit_times.column("modification_time")[row].as_py())
 
     def __repr__(self) -> str:
         return f"Snapshot({self.storage.url!r}, version={self.version}, files={self.num_files})"
@@ -245,7 +252,10 @@ def load_snapshot(
             excluded.append(segment.checkpoint.name)
             try:
                 segment = build_log_segment(
-                    storage, segment.version, listing=listing, exclude_checkpoints=excluded,
+                    storage,
+                    segment.version,
+                    listing=listing,
+                    exclude_checkpoints=excluded,
                     last_checkpoint=segment.last_checkpoint,
                 )
             except DeltaOpsError as fallback_exc:
@@ -267,7 +277,9 @@ def _load_segment(storage: Storage, segment: LogSegment) -> Snapshot:
     batches = []
     seq = 0
     if segment.checkpoint is not None:
-        cp = read_checkpoint(storage, segment.checkpoint.files, segment.checkpoint.version, seq_start=0)
+        cp = read_checkpoint(
+            storage, segment.checkpoint.files, segment.checkpoint.version, seq_start=0
+        )
         batches.append(cp.batch)
         seq = cp.batch.num_rows
     commits = read_commits(storage, segment.commits, seq_start=seq)
@@ -276,7 +288,9 @@ def _load_segment(storage: Storage, segment: LogSegment) -> Snapshot:
     commit_times = pa.table(
         {
             "version": pa.array(commits.versions, pa.int64()),
-            "modification_time": pa.array([c.modification_time for c in segment.commits], pa.int64()),
+            "modification_time": pa.array(
+                [c.modification_time for c in segment.commits], pa.int64()
+            ),
             "in_commit_timestamp": pa.array(commits.in_commit_timestamps, pa.int64()),
         }
     )

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import pyarrow.compute as pc
 
 from delta_ops.errors import NotADeltaTable
-from delta_ops.last_checkpoint import read_last_checkpoint
-from delta_ops.log_files import commit_file_name
-from delta_ops.snapshot import Snapshot, load_snapshot
+from delta_ops.log.file_names import commit_file_name
+from delta_ops.log.last_checkpoint import read_last_checkpoint
+from delta_ops.protocol.properties import TableProperties
 from delta_ops.storage import Storage
-from delta_ops.table_properties import TableProperties
+from delta_ops.table.snapshot import Snapshot, load_snapshot
 
 DEFAULT_CHECKPOINT_INTERVAL = 10
 
@@ -56,11 +56,15 @@ def _interval_from_commit(storage: Storage, version: int) -> int | None:
         if b'"metaData"' in line:
             metadata = json.loads(line).get("metaData")
             if metadata is not None:
-                return TableProperties.from_configuration(metadata.get("configuration") or {}).checkpoint_interval
+                return TableProperties.from_configuration(
+                    metadata.get("configuration") or {}
+                ).checkpoint_interval
     return None
 
 
-def probe_commits(storage: Storage, *, known_version: int | None = None, known_interval: int | None = None) -> CommitProbe:
+def probe_commits(
+    storage: Storage, *, known_version: int | None = None, known_interval: int | None = None
+) -> CommitProbe:
     """Latest version and checkpoint lag, reading only what changed since `known_version`.
 
     Args:
@@ -72,7 +76,11 @@ def probe_commits(storage: Storage, *, known_version: int | None = None, known_i
     checkpoint_version = hint.version if hint is not None else None
     # from the cursor when known: commits between it and a newer checkpoint may change the
     # interval; without a cursor, from the checkpoint (the interval is then read once below)
-    start = known_version if known_version is not None else (checkpoint_version if checkpoint_version is not None else -1)
+    start = (
+        known_version
+        if known_version is not None
+        else (checkpoint_version if checkpoint_version is not None else -1)
+    )
     if start < 0 and not storage.exists(storage.log_path):
         raise NotADeltaTable(storage.url, "no _delta_log directory")
     interval = known_interval
@@ -89,7 +97,9 @@ def probe_commits(storage: Storage, *, known_version: int | None = None, known_i
     if version < 0:
         raise NotADeltaTable(storage.url, "_delta_log has no commits")
     if interval is None:
-        interval = load_snapshot(storage, version).properties.checkpoint_interval  # first sight only
+        interval = load_snapshot(
+            storage, version
+        ).properties.checkpoint_interval  # first sight only
     return CommitProbe(version, checkpoint_version, interval, checked)
 
 
@@ -124,7 +134,10 @@ def maintenance_work(snapshot: Snapshot, now_ms: int) -> MaintenanceWork:
     cutoff = now_ms - snapshot.properties.deleted_file_retention_ms
     expired = 0
     if tombstones.num_rows:
-        expired = int(pc.sum(pc.less(pc.fill_null(tombstones.column("deletionTimestamp"), 0), cutoff)).as_py() or 0)
+        expired = int(
+            pc.sum(pc.less(pc.fill_null(tombstones.column("deletionTimestamp"), 0), cutoff)).as_py()
+            or 0
+        )
     # Checkpoints drop expired tombstones, so they alone would hide work: commits that aged past
     # the retention since the last vacuum looked (`_last_vacuum_info`) may hold removes too.
     from delta_ops.ops.vacuum import latest_commit_before, read_last_vacuum_info
@@ -134,7 +147,9 @@ def maintenance_work(snapshot: Snapshot, now_ms: int) -> MaintenanceWork:
     newly_aged = aged is not None and (last is None or aged > last)
     needs_vacuum = expired > 0 or newly_aged
     if not needs_vacuum:
-        reasons.append("vacuum: no tombstone is past delta.deletedFileRetentionDuration and no commit has aged past it since the last vacuum")
+        reasons.append(
+            "vacuum: no tombstone is past delta.deletedFileRetentionDuration and no commit has aged past it since the last vacuum"
+        )
     return MaintenanceWork(needs_checkpoint, needs_cleanup, needs_vacuum, tuple(reasons))
 
 
@@ -155,16 +170,22 @@ class TableHealth:
 
 
 def table_health(snapshot: Snapshot, now_ms: int) -> TableHealth:
-    from delta_ops.table_summary import row_tracking_state
+    from delta_ops.ops.inspect import row_tracking_state
 
     props = snapshot.properties
     checkpoint_version = snapshot.segment.checkpoint_version
-    since = snapshot.version - checkpoint_version if checkpoint_version is not None else snapshot.version + 1
+    since = (
+        snapshot.version - checkpoint_version
+        if checkpoint_version is not None
+        else snapshot.version + 1
+    )
     tombstones = snapshot.tombstones
     expired_count = reclaimable = 0
     if tombstones.num_rows:
         cutoff = now_ms - props.deleted_file_retention_ms
-        expired = tombstones.filter(pc.less(pc.fill_null(tombstones.column("deletionTimestamp"), 0), cutoff))
+        expired = tombstones.filter(
+            pc.less(pc.fill_null(tombstones.column("deletionTimestamp"), 0), cutoff)
+        )
         expired_count = expired.num_rows
         reclaimable = int(pc.sum(pc.fill_null(expired.column("size"), 0)).as_py() or 0)
     files = snapshot.files

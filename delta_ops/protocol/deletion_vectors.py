@@ -23,7 +23,7 @@ This module is the one place that knows those byte layouts:
 Example::
 
     import fsspec
-    from delta_ops.deletion_vectors import (
+    from delta_ops.protocol.deletion_vectors import (
         DeletionVectorDescriptor, load_deletion_vector, write_deletion_vector_file)
 
     fs = fsspec.filesystem("file")
@@ -45,7 +45,7 @@ import uuid as uuid_module
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -301,7 +301,7 @@ def _join(root: str, relative: str) -> str:
 # Arrow helpers
 # ---------------------------------------------------------------------------------------------
 
-DVColumn = pa.StructArray | pa.ChunkedArray
+DVColumn: TypeAlias = "pa.StructArray | pa.ChunkedArray"
 
 
 def _child(dv: DVColumn, name: str) -> pa.Array | pa.ChunkedArray | None:
@@ -579,7 +579,7 @@ def _read_dv_from_file(
             f"{path}: file is truncated: the deletion vector at offset {offset} needs"
             f" {4 + size + 4} bytes, {len(chunk)} remain"
         )
-    payload = chunk[4 : 4 + size]
+    payload = bytes(chunk[4 : 4 + size])
     (stored_crc,) = struct.unpack_from(">I", chunk, 4 + size)
     actual_crc = zlib.crc32(payload)
     if stored_crc != actual_crc:

@@ -35,13 +35,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from delta_ops import __version__
 from delta_ops.errors import ConcurrentModification, CorruptLog, DeltaOpsError
-from delta_ops.log_files import commit_file_name
-from delta_ops.replay import ROW_TRACKING_DOMAIN
-from delta_ops.snapshot import Snapshot
+from delta_ops.log.file_names import commit_file_name
+from delta_ops.log.replay import ROW_TRACKING_DOMAIN
+from delta_ops.protocol.features import Protocol
 from delta_ops.storage import Storage
-from delta_ops.table_features import Protocol
+from delta_ops.table.snapshot import Snapshot
+from delta_ops.version import __version__
 
 logger = logging.getLogger(__name__)
 
@@ -75,12 +75,17 @@ class WinningCommit:
 
     @property
     def touched_paths(self) -> set[str]:
-        return {a["path"] for a in self.of_kind("add")} | {a["path"] for a in self.of_kind("remove")}
+        return {a["path"] for a in self.of_kind("add")} | {
+            a["path"] for a in self.of_kind("remove")
+        }
 
 
 def encode_operation_values(values: Mapping[str, Any] | None) -> dict[str, str]:
     """commitInfo parameters/metrics are string maps: non-strings are JSON-encoded (as Spark)."""
-    return {k: v if isinstance(v, str) else json.dumps(v, separators=(",", ":")) for k, v in (values or {}).items()}
+    return {
+        k: v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+        for k, v in (values or {}).items()
+    }
 
 
 def read_commit_actions(storage: Storage, version: int) -> tuple[dict[str, Any], ...]:
@@ -182,7 +187,9 @@ class Transaction:
         for attempt in range(1, self.max_attempts + 1):
             body, new_hwm = self._serialize(version, txn_id, protocol, hwm)
             if self._put(storage, version, body):
-                logger.info("committed %s as version %d (attempt %d)", self.operation, version, attempt)
+                logger.info(
+                    "committed %s as version %d (attempt %d)", self.operation, version, attempt
+                )
                 return CommitResult(version, attempt, len(self.actions), new_hwm)
             winner = WinningCommit(version, read_commit_actions(storage, version))
             hwm = self._check_conflicts(winner, hwm)
@@ -229,11 +236,15 @@ class Transaction:
         our_apps = {t["appId"] for t in self._of_kind("txn")}
         app_clash = our_apps & {t["appId"] for t in winner.of_kind("txn")}
         if app_clash:
-            raise ConcurrentModification(f"{where}: a concurrent commit set transaction ids for {sorted(app_clash)}")
+            raise ConcurrentModification(
+                f"{where}: a concurrent commit set transaction ids for {sorted(app_clash)}"
+            )
         our_domains = {d["domain"] for d in self._of_kind("domainMetadata")} - {ROW_TRACKING_DOMAIN}
         domain_clash = our_domains & {d["domain"] for d in winner.of_kind("domainMetadata")}
         if domain_clash:
-            raise ConcurrentModification(f"{where}: a concurrent commit changed domain metadata {sorted(domain_clash)}")
+            raise ConcurrentModification(
+                f"{where}: a concurrent commit changed domain metadata {sorted(domain_clash)}"
+            )
         for d in winner.of_kind("domainMetadata"):
             if d.get("domain") == ROW_TRACKING_DOMAIN and not d.get("removed"):
                 try:
@@ -260,12 +271,19 @@ class Transaction:
         return True
 
     # ------------------------------------------------------------------------ serialization
-    def _serialize(self, version: int, txn_id: str, protocol: Protocol, hwm: int | None) -> tuple[bytes, int | None]:
+    def _serialize(
+        self, version: int, txn_id: str, protocol: Protocol, hwm: int | None
+    ) -> tuple[bytes, int | None]:
         # fresh copies of the action bodies: row ids are assigned anew in every attempt
-        actions = [{kind: dict(body) if isinstance(body, dict) else body for kind, body in a.items()} for a in self.actions]
+        actions = [
+            {kind: dict(body) if isinstance(body, dict) else body for kind, body in a.items()}
+            for a in self.actions
+        ]
         new_hwm = hwm
         if protocol.supports("rowTracking"):
-            actions, new_hwm = assign_row_ids(actions, version, hwm, suspended=self._row_tracking_suspended())
+            actions, new_hwm = assign_row_ids(
+                actions, version, hwm, suspended=self._row_tracking_suspended()
+            )
         commit_info: dict[str, Any] = {
             "timestamp": int(time.time() * 1000),
             "operation": self.operation,
@@ -274,7 +292,9 @@ class Transaction:
         if self.read_version >= 0:
             commit_info["readVersion"] = self.read_version
         commit_info["isolationLevel"] = "Serializable"
-        commit_info["isBlindAppend"] = not self._of_kind("remove") and not self.files_read and bool(self._of_kind("add"))
+        commit_info["isBlindAppend"] = (
+            not self._of_kind("remove") and not self.files_read and bool(self._of_kind("add"))
+        )
         if self.metrics:
             commit_info["operationMetrics"] = encode_operation_values(self.metrics)
         if self.tags:
@@ -283,14 +303,19 @@ class Transaction:
         commit_info["txnId"] = txn_id
         ordered = [{"commitInfo": commit_info}]
         order = ("protocol", "metaData", "domainMetadata", "txn", "remove", "add", "cdc")
-        ordered += sorted(actions, key=lambda a: order.index(next(iter(a))) if next(iter(a)) in order else len(order))
+        ordered += sorted(
+            actions,
+            key=lambda a: order.index(next(iter(a))) if next(iter(a)) in order else len(order),
+        )
         body = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in ordered)
         return body.encode(), new_hwm
 
     def _row_tracking_suspended(self) -> bool:
         metadata = self._of_kind("metaData")
-        config = metadata[-1].get("configuration", {}) if metadata else (
-            self.snapshot.metadata.configuration if self.snapshot is not None else {}
+        config = (
+            metadata[-1].get("configuration", {})
+            if metadata
+            else (self.snapshot.metadata.configuration if self.snapshot is not None else {})
         )
         return str(config.get("delta.rowTrackingSuspended", "false")).lower() == "true"
 
@@ -311,7 +336,11 @@ def assign_row_ids(
         return actions, hwm
     mark = -1 if hwm is None else hwm
     start = mark
-    out = [a for a in actions if not ("domainMetadata" in a and a["domainMetadata"].get("domain") == ROW_TRACKING_DOMAIN)]
+    out = [
+        a
+        for a in actions
+        if not ("domainMetadata" in a and a["domainMetadata"].get("domain") == ROW_TRACKING_DOMAIN)
+    ]
     for a in out:
         add = a.get("add")
         if add is None:
@@ -324,7 +353,15 @@ def assign_row_ids(
             add["defaultRowCommitVersion"] = version
     if mark != start:
         out.append(
-            {"domainMetadata": {"domain": ROW_TRACKING_DOMAIN, "configuration": json.dumps({"rowIdHighWaterMark": mark}, separators=(",", ":")), "removed": False}}
+            {
+                "domainMetadata": {
+                    "domain": ROW_TRACKING_DOMAIN,
+                    "configuration": json.dumps(
+                        {"rowIdHighWaterMark": mark}, separators=(",", ":")
+                    ),
+                    "removed": False,
+                }
+            }
         )
     return out, (mark if mark != start else hwm)
 

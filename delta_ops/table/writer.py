@@ -32,13 +32,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops.errors import DeltaOpsError, NotADeltaTable
-from delta_ops.file_stats import stats_json_from_parquet_file
-from delta_ops.schema import StructType, from_arrow_schema, parse_schema
-from delta_ops.snapshot import Snapshot, load_snapshot
+from delta_ops.protocol.features import Protocol
+from delta_ops.protocol.properties import TableProperties
+from delta_ops.protocol.schema import StructType, from_arrow_schema, parse_schema
+from delta_ops.protocol.stats import stats_json_from_parquet_file
 from delta_ops.storage import Storage
-from delta_ops.table_features import Protocol
-from delta_ops.table_properties import TableProperties
-from delta_ops.transaction import CommitResult, Transaction
+from delta_ops.table.snapshot import Snapshot, load_snapshot
+from delta_ops.table.transaction import CommitResult, Transaction
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
@@ -69,17 +69,23 @@ def protocol_for_configuration(configuration: Mapping[str, str], schema_json: st
     return protocol.with_features(*wanted) if wanted else protocol
 
 
-def new_table_actions(schema: pa.Schema, partition_by: Sequence[str], configuration: Mapping[str, str]) -> list[dict[str, Any]]:
+def new_table_actions(
+    schema: pa.Schema, partition_by: Sequence[str], configuration: Mapping[str, str]
+) -> list[dict[str, Any]]:
     """Protocol and metaData actions creating a table with this Arrow schema."""
     missing = [c for c in partition_by if c not in schema.names]
     if missing:
-        raise DeltaOpsError(f"partition columns {missing} are not in the data's schema {schema.names}")
+        raise DeltaOpsError(
+            f"partition columns {missing} are not in the data's schema {schema.names}"
+        )
     delta_schema = from_arrow_schema(schema)
     configuration = dict(configuration)
     if TableProperties.from_configuration(configuration).enable_row_tracking:
-        from delta_ops.ops.row_tracking import materialized_column_names
+        from delta_ops.protocol.row_tracking import materialized_column_names
 
-        configuration.update(materialized_column_names(configuration, {n.lower() for n in schema.names}))
+        configuration.update(
+            materialized_column_names(configuration, {n.lower() for n in schema.names})
+        )
     metadata = {
         "id": str(uuid.uuid4()),
         "format": {"provider": "parquet", "options": {}},
@@ -88,7 +94,7 @@ def new_table_actions(schema: pa.Schema, partition_by: Sequence[str], configurat
         "configuration": dict(configuration),
         "createdTime": int(time.time() * 1000),
     }
-    protocol = protocol_for_configuration(configuration, metadata["schemaString"])
+    protocol = protocol_for_configuration(configuration, delta_schema.to_json())
     return [{"protocol": protocol.to_action()}, {"metaData": metadata}]
 
 
@@ -127,14 +133,20 @@ def commit_data_files(
         table_schema = snapshot.schema
         partition_columns = list(snapshot.partition_columns)
         if partition_by and list(partition_by) != partition_columns:
-            raise DeltaOpsError(f"{storage.url} is partitioned by {partition_columns}, not {list(partition_by)}")
+            raise DeltaOpsError(
+                f"{storage.url} is partitioned by {partition_columns}, not {list(partition_by)}"
+            )
         _check_schema_compatible(table_schema, schema, storage.url)
         props = snapshot.properties
     txn = Transaction(
         snapshot,
         storage=storage,
         operation="CREATE TABLE AS SELECT" if snapshot is None else "WRITE",
-        parameters={"mode": mode.capitalize(), "partitionBy": list(partition_columns), **(operation_parameters or {})},
+        parameters={
+            "mode": mode.capitalize(),
+            "partitionBy": list(partition_columns),
+            **(operation_parameters or {}),
+        },
     )
     txn.add_actions(setup)
     now = int(time.time() * 1000)
@@ -145,7 +157,10 @@ def commit_data_files(
         full = storage.join(f.relative_path)
         info = storage.fs.info(full)
         stats = stats_json_from_parquet_file(
-            storage.fs, full, table_schema, partition_columns,
+            storage.fs,
+            full,
+            table_schema,
+            partition_columns,
             num_indexed_cols=props.data_skipping_num_indexed_cols,
             stats_columns=props.data_skipping_stats_columns,
         )
@@ -162,18 +177,38 @@ def commit_data_files(
                 }
             }
         )
-    txn.metrics = {"numFiles": len(files), "numOutputRows": num_records, "numOutputBytes": sum(
-        a["add"]["size"] for a in txn.actions if "add" in a
-    )}
+    txn.metrics = {
+        "numFiles": len(files),
+        "numOutputRows": num_records,
+        "numOutputBytes": sum(a["add"]["size"] for a in txn.actions if "add" in a),
+    }
     return txn.commit()
 
 
 def _removes_of_all_live_files(snapshot: Snapshot, now: int) -> list[dict[str, Any]]:
-    from delta_ops.actions import file_rows_as_actions
+    from delta_ops.log.actions import file_rows_as_actions
 
-    bodies = file_rows_as_actions(snapshot.files, columns=("path", "partitionValues", "size", "deletionVector", "baseRowId", "defaultRowCommitVersion"))
+    bodies = file_rows_as_actions(
+        snapshot.files,
+        columns=(
+            "path",
+            "partitionValues",
+            "size",
+            "deletionVector",
+            "baseRowId",
+            "defaultRowCommitVersion",
+        ),
+    )
     return [
-        {"remove": {"path": b.pop("path"), "deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True, **b}}
+        {
+            "remove": {
+                "path": b.pop("path"),
+                "deletionTimestamp": now,
+                "dataChange": True,
+                "extendedFileMetadata": True,
+                **b,
+            }
+        }
         for b in bodies
     ]
 
@@ -182,7 +217,9 @@ def _check_schema_compatible(table_schema: StructType, data_schema: pa.Schema, w
     table_names = {f.name.lower() for f in table_schema.fields}
     extra = [n for n in data_schema.names if n.lower() not in table_names]
     if extra:
-        raise DeltaOpsError(f"{where}: the data has columns the table does not: {extra} (schema evolution is not supported)")
+        raise DeltaOpsError(
+            f"{where}: the data has columns the table does not: {extra} (schema evolution is not supported)"
+        )
 
 
 def partition_value_string(value: Any) -> str | None:
@@ -193,8 +230,8 @@ def partition_value_string(value: Any) -> str | None:
         return "true" if value else "false"
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        return str(value.strftime("%Y-%m-%d %H:%M:%S.%f"))
     if isinstance(value, dt.date):
         return value.isoformat()
     if isinstance(value, bytes):
@@ -204,14 +241,16 @@ def partition_value_string(value: Any) -> str | None:
 
 def _hive_escape(text: str) -> str:
     """Escape a partition value for a directory name, as Hive/Spark do."""
-    specials = set('"#%\'*/:=?\\\x7f{[]^')
+    specials = set("\"#%'*/:=?\\\x7f{[]^")
     return "".join(f"%{ord(c):02X}" if c in specials or ord(c) < 0x20 else c for c in text)
 
 
 def partition_directory(partition_by: Sequence[str], values: Mapping[str, str | None]) -> str:
-    return "/".join(
-        f"{col}={HIVE_DEFAULT_PARTITION if values[col] is None else _hive_escape(values[col])}" for col in partition_by
-    )
+    return "/".join(f"{col}={_partition_directory_value(values[col])}" for col in partition_by)
+
+
+def _partition_directory_value(value: str | None) -> str:
+    return HIVE_DEFAULT_PARTITION if value is None else _hive_escape(value)
 
 
 def write_arrow(
@@ -233,16 +272,25 @@ def write_arrow(
         name = f"part-{len(files):05d}-{uuid.uuid4()}.c000.snappy.parquet"
         relative = f"{directory}/{name}" if directory else name
         full = storage.join(relative)
-        storage.fs.makedirs(os.path.dirname(full) if storage.is_local else full.rsplit("/", 1)[0], exist_ok=True)
+        storage.fs.makedirs(
+            os.path.dirname(full) if storage.is_local else full.rsplit("/", 1)[0], exist_ok=True
+        )
         with storage.fs.open(full, "wb") as out:
             pq.write_table(rows.select(data_columns), out, compression="snappy")
         files.append(DataFile(relative, values))
     return commit_data_files(
-        storage, files, schema=data.schema, mode=mode, partition_by=partition_by, configuration=configuration
+        storage,
+        files,
+        schema=data.schema,
+        mode=mode,
+        partition_by=partition_by,
+        configuration=configuration,
     )
 
 
-def _partition_groups(data: pa.Table, partition_by: Sequence[str]) -> list[tuple[dict[str, str | None], pa.Table]]:
+def _partition_groups(
+    data: pa.Table, partition_by: Sequence[str]
+) -> list[tuple[dict[str, str | None], pa.Table]]:
     if not partition_by:
         return [({}, data)]
     keys = data.select(list(partition_by)).group_by(list(partition_by)).aggregate([]).to_pylist()
@@ -251,8 +299,14 @@ def _partition_groups(data: pa.Table, partition_by: Sequence[str]) -> list[tuple
         mask = None
         for col in partition_by:
             value = key[col]
-            cond = pc.is_null(data.column(col)) if value is None else pc.equal(data.column(col), pa.scalar(value, data.schema.field(col).type))
+            cond = (
+                pc.is_null(data.column(col))
+                if value is None
+                else pc.equal(data.column(col), pa.scalar(value, data.schema.field(col).type))
+            )
             cond = pc.fill_null(cond, False)
             mask = cond if mask is None else pc.and_(mask, cond)
-        groups.append(({c: partition_value_string(key[c]) for c in partition_by}, data.filter(mask)))
+        groups.append(
+            ({c: partition_value_string(key[c]) for c in partition_by}, data.filter(mask))
+        )
     return groups

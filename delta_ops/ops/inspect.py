@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from delta_ops.snapshot import Snapshot
+from delta_ops.table.snapshot import Snapshot
 
 
 @dataclass(frozen=True)
@@ -53,15 +53,23 @@ def summarize(snapshot: Snapshot, *, include_files: bool = False) -> TableSummar
     """Describe a snapshot; `include_files` adds the live file paths as written in the log."""
     protocol = snapshot.protocol
     checkpoint_version = snapshot.segment.checkpoint_version
-    commits_since = snapshot.version - checkpoint_version if checkpoint_version is not None else snapshot.version + 1
+    commits_since = (
+        snapshot.version - checkpoint_version
+        if checkpoint_version is not None
+        else snapshot.version + 1
+    )
     return TableSummary(
         table=snapshot.storage.url,
         version=snapshot.version,
         protocol={
             "minReaderVersion": protocol.min_reader_version,
             "minWriterVersion": protocol.min_writer_version,
-            "readerFeatures": sorted(protocol.reader_features) if protocol.reader_features is not None else None,
-            "writerFeatures": sorted(protocol.writer_features) if protocol.writer_features is not None else None,
+            "readerFeatures": sorted(protocol.reader_features)
+            if protocol.reader_features is not None
+            else None,
+            "writerFeatures": sorted(protocol.writer_features)
+            if protocol.writer_features is not None
+            else None,
         },
         metadata={
             "id": snapshot.metadata.id,
@@ -90,7 +98,11 @@ def format_summary(summary: TableSummary) -> str:
     features = ""
     if p["readerFeatures"] is not None or p["writerFeatures"] is not None:
         features = f" (reader features: {', '.join(p['readerFeatures'] or []) or '-'}; writer features: {', '.join(p['writerFeatures'] or []) or '-'})"
-    records = "unknown (a file lacks stats)" if summary.num_records is None else f"{summary.num_records:,}"
+    records = (
+        "unknown (a file lacks stats)"
+        if summary.num_records is None
+        else f"{summary.num_records:,}"
+    )
     lines = [
         f"table:            {summary.table}",
         f"version:          {summary.version}",
@@ -100,10 +112,16 @@ def format_summary(summary: TableSummary) -> str:
         f"live files:       {summary.num_files:,} ({summary.size_bytes:,} bytes)",
         f"records:          {records}, {summary.num_deleted_records:,} deleted by deletion vectors",
         f"tombstones:       {summary.num_tombstones:,}",
-        f"last checkpoint:  {summary.last_checkpoint_version if summary.last_checkpoint_version is not None else 'none'}"
-        f" ({summary.commits_since_checkpoint} commits since)",
+        (
+            f"last checkpoint:  {summary.last_checkpoint_version if summary.last_checkpoint_version is not None else 'none'}"
+            f" ({summary.commits_since_checkpoint} commits since)"
+        ),
         f"row tracking:     {summary.row_tracking}"
-        + (f" (high-water mark {summary.row_id_high_water_mark})" if summary.row_id_high_water_mark is not None else ""),
+        + (
+            f" (high-water mark {summary.row_id_high_water_mark})"
+            if summary.row_id_high_water_mark is not None
+            else ""
+        ),
     ]
     for key, value in sorted(summary.metadata["configuration"].items()):
         lines.append(f"property:         {key} = {value}")

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from delta_ops.log_files import LAST_CHECKPOINT
+from delta_ops.log.file_names import LAST_CHECKPOINT
 from delta_ops.storage import Storage
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ _SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234567
 
 
 def _quote(text: str) -> str:
-    return '"' + "".join(chr(b) if b in _SAFE else "%%%02X" % b for b in text.encode()) + '"'
+    return '"' + "".join(chr(b) if b in _SAFE else f"%{b:02X}" for b in text.encode()) + '"'
 
 
 def _flatten(node: Any, path: list[str], out: list[str]) -> None:
@@ -119,7 +119,7 @@ def parse_last_checkpoint(data: bytes) -> LastCheckpointInfo:
         raise ValueError("empty file")
     obj = json.loads(text.splitlines()[0], object_pairs_hook=_reject_duplicates)
     if not isinstance(obj, dict):
-        raise ValueError("not a JSON object")
+        raise ValueError("not a JSON object")  # noqa: TRY004 - a format error, reported as such
     expected = obj.get("checksum")
     if expected is not None:
         actual = last_checkpoint_checksum(obj)

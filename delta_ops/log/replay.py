@@ -26,12 +26,20 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import numpy as np
-
-from delta_ops.actions import ADD_FIELDS, FILE_ACTION_SCHEMA, REMOVE_FIELDS, to_bool_numpy, ActionBatch, ActionSource, file_action_keys, materialize_file_actions
+from delta_ops.log.actions import (
+    ADD_FIELDS,
+    FILE_ACTION_SCHEMA,
+    REMOVE_FIELDS,
+    ActionBatch,
+    ActionSource,
+    file_action_keys,
+    materialize_file_actions,
+    to_bool_numpy,
+)
 
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
 
@@ -103,7 +111,9 @@ def reconcile_files(sources: list[ActionSource]) -> tuple[pa.Table, pa.Table]:
     """The winning file actions of all sources (in log order) as (live adds, tombstones)."""
     keys = [file_action_keys(src) for src in sources]
     paths = pa.concat_arrays([_as_array(k[0]) for k in keys]) if keys else pa.array([], pa.string())
-    dv_ids = pa.concat_arrays([_as_array(k[1]) for k in keys]) if keys else pa.array([], pa.string())
+    dv_ids = (
+        pa.concat_arrays([_as_array(k[1]) for k in keys]) if keys else pa.array([], pa.string())
+    )
     winners = last_occurrence_mask(paths, dv_ids)
     adds, tombstones = [], []
     offset = 0
@@ -114,7 +124,9 @@ def reconcile_files(sources: list[ActionSource]) -> tuple[pa.Table, pa.Table]:
             continue
         add_rows = to_bool_numpy(is_add)
         adds.append(materialize_file_actions(src, "add", window & add_rows, ADD_COLUMNS))
-        tombstones.append(materialize_file_actions(src, "remove", window & ~add_rows, TOMBSTONE_COLUMNS))
+        tombstones.append(
+            materialize_file_actions(src, "remove", window & ~add_rows, TOMBSTONE_COLUMNS)
+        )
     return _concat_or_empty(adds, ADD_COLUMNS), _concat_or_empty(tombstones, TOMBSTONE_COLUMNS)
 
 
@@ -142,7 +154,9 @@ def _latest_txns(txns: pa.Table | None) -> dict[str, Txn]:
     }
 
 
-def _latest_domains(domains: pa.Table | None) -> tuple[dict[str, DomainMetadata], dict[str, DomainMetadata], int]:
+def _latest_domains(
+    domains: pa.Table | None,
+) -> tuple[dict[str, DomainMetadata], dict[str, DomainMetadata], int]:
     """(live domains, removed domains, seq of the row-tracking domain or -1)."""
     if domains is None or domains.num_rows == 0:
         return {}, {}, -1

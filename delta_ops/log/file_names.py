@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from delta_ops.storage import FileEntry
 
@@ -73,7 +74,12 @@ def parse_log_file_name(name: str, size: int = 0, modification_time: int = 0) ->
     if m is None:
         return None
     version = int(m["version"])
-    common = dict(name=name, version=version, size=size, modification_time=modification_time)
+    common: dict[str, Any] = {
+        "name": name,
+        "version": version,
+        "size": size,
+        "modification_time": modification_time,
+    }
     if m["json"]:
         return LogFile(kind=LogFileKind.COMMIT, **common)
     if m["crc"]:

@@ -1,0 +1,17 @@
+"""The Delta log: the only code that turns log bytes into actions and actions into log bytes.
+
+Modules, in the order a snapshot load uses them:
+
+* :mod:`~delta_ops.log.file_names`: what each file in `_delta_log` is, from its name.
+* :mod:`~delta_ops.log.last_checkpoint`: the `_last_checkpoint` hint and its checksum.
+* :mod:`~delta_ops.log.segment`: the checkpoint and commits that make up one version.
+* :mod:`~delta_ops.log.reader`: commits (JSON) and checkpoints (parquet, V1/V2) as Arrow.
+* :mod:`~delta_ops.log.actions`: the canonical columnar form of log actions.
+* :mod:`~delta_ops.log.replay`: action reconciliation into a table state.
+* :mod:`~delta_ops.log.checkpoint_content`: a state laid out as Delta Spark's checkpoint.
+
+Example::
+
+    from delta_ops.log.segment import build_log_segment
+    segment = build_log_segment(storage, version=None)
+"""

@@ -1,0 +1,40 @@
+"""Row tracking's table properties and the rule for naming its materialized columns.
+
+Row ids and row commit versions may be materialized into hidden columns whose names the table
+records in two properties; a name must never equal a column name (case-insensitive).
+
+Example::
+
+    names = materialized_column_names(dict(metadata.configuration), taken={"id", "value"})
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from delta_ops.errors import DeltaOpsError
+
+ENABLE = "delta.enableRowTracking"
+ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
+COMMIT_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
+
+
+def _fresh_name(prefix: str, taken: set[str]) -> str:
+    while True:
+        name = f"{prefix}{uuid.uuid4()}"
+        if name.lower() not in taken:
+            return name
+
+
+def materialized_column_names(config: dict[str, str], taken: set[str]) -> dict[str, str]:
+    """The two materialized column properties: existing values kept, new ones generated
+    (`_row-id-col-<uuid>`, `_row-commit-version-col-<uuid>`) never equal to a column name."""
+    out = {
+        ROW_ID_COLUMN: config.get(ROW_ID_COLUMN) or _fresh_name("_row-id-col-", taken),
+        COMMIT_VERSION_COLUMN: config.get(COMMIT_VERSION_COLUMN)
+        or _fresh_name("_row-commit-version-col-", taken),
+    }
+    for key, value in out.items():
+        if value.lower() in taken:
+            raise DeltaOpsError(f"{key}={value!r} collides with a column name")
+    return out
