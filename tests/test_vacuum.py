@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from delta_ops import cli
+from delta_ops.clock import fixed_wall_clock
 from delta_ops.errors import RetentionTooShort
 from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
@@ -119,8 +120,13 @@ def ids(n: int, start: int = 0, **cols) -> pa.Table:
 
 
 def vacuum(table: Path, now: int | None = None, **kwargs):
-    plan = plan_vacuum(load_snapshot(table), now if now is not None else now_ms(), **kwargs)
-    return plan, execute_vacuum(plan)
+    """Plan and execute a vacuum with the wall clock reading `now` (default: the real clock)."""
+    if now is None:
+        plan = plan_vacuum(load_snapshot(table), now_ms(), **kwargs)
+        return plan, execute_vacuum(plan)
+    with fixed_wall_clock(now):
+        plan = plan_vacuum(load_snapshot(table), now, **kwargs)
+        return plan, execute_vacuum(plan)
 
 
 # ------------------------------------------------------------------ independent protocol facts

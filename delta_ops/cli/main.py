@@ -66,6 +66,12 @@ def _now_ms(text: str | None) -> int:
     return int(value.timestamp() * 1000)
 
 
+NOW_HELP = (
+    "plan as of this time (ISO-8601 or epoch ms; default: now); a later time than the real"
+    " clock is clamped to it, so it never makes the op delete or expire more"
+)
+
+
 def _print(args: argparse.Namespace, data: dict[str, Any], human: str) -> None:
     print(json.dumps(data) if args.json else human)
 
@@ -241,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument(
         "--now",
         default=None,
-        help="clock for tombstone expiry (ISO-8601 or epoch ms; default: now)",
+        help=NOW_HELP,
     )
     cp.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     cp.set_defaults(func=_cmd_checkpoint)
@@ -255,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="log retention (e.g. '30 days'; default: delta.logRetentionDuration)",
     )
-    cl.add_argument("--now", default=None, help="clock (ISO-8601 or epoch ms; default: now)")
+    cl.add_argument("--now", default=None, help=NOW_HELP)
     cl.add_argument(
         "--dry-run",
         action="store_true",
@@ -279,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     vac.add_argument(
         "--force", action="store_true", help="allow a retention shorter than the table's"
     )
-    vac.add_argument("--now", default=None, help="clock (ISO-8601 or epoch ms; default: now)")
+    vac.add_argument("--now", default=None, help=NOW_HELP)
     vac.add_argument(
         "--in-flight-grace",
         default=None,

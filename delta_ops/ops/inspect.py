@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from delta_ops.ops.leftovers import find_leftovers
 from delta_ops.table.snapshot import Snapshot
 
 
@@ -33,6 +34,10 @@ class TableSummary:
     row_id_high_water_mark: int | None
     num_txns: int
     domains: list[str]
+    # files of writes in progress or crashed ones (`delta_ops.ops.leftovers`); vacuum removes
+    # them once they are old
+    num_leftovers: int = 0
+    leftover_bytes: int = 0
     files: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -53,6 +58,7 @@ def summarize(snapshot: Snapshot, *, include_files: bool = False) -> TableSummar
     """Describe a snapshot; `include_files` adds the live file paths as written in the log."""
     protocol = snapshot.protocol
     checkpoint_version = snapshot.segment.checkpoint_version
+    leftovers = find_leftovers(snapshot.storage)
     commits_since = (
         snapshot.version - checkpoint_version
         if checkpoint_version is not None
@@ -88,6 +94,8 @@ def summarize(snapshot: Snapshot, *, include_files: bool = False) -> TableSummar
         row_id_high_water_mark=snapshot.row_id_high_water_mark,
         num_txns=len(snapshot.txns),
         domains=sorted(snapshot.domains),
+        num_leftovers=len(leftovers),
+        leftover_bytes=sum(item.size for item in leftovers),
         files=sorted(snapshot.files.column("path").to_pylist()) if include_files else None,
     )
 
@@ -112,6 +120,10 @@ def format_summary(summary: TableSummary) -> str:
         f"live files:       {summary.num_files:,} ({summary.size_bytes:,} bytes)",
         f"records:          {records}, {summary.num_deleted_records:,} deleted by deletion vectors",
         f"tombstones:       {summary.num_tombstones:,}",
+        (
+            f"leftovers:        {summary.num_leftovers:,} files of unfinished writes"
+            f" ({summary.leftover_bytes:,} bytes; vacuum removes them once old)"
+        ),
         (
             f"last checkpoint:  {summary.last_checkpoint_version if summary.last_checkpoint_version is not None else 'none'}"
             f" ({summary.commits_since_checkpoint} commits since)"

@@ -5,10 +5,21 @@ Plan (pure apart from listing):
 * Retention: ``--retention`` if given (honoured, never silently replaced), else the table's
   ``delta.deletedFileRetentionDuration`` (7 days). Shorter than the table's property is refused
   with :class:`RetentionTooShort` unless forced; negative is always refused.
+* Clock: ``now_ms`` is clamped to the wall clock (`delta_ops.clock.bounded`): a plan "as of"
+  a later moment can never delete more than the real clock allows (the retention window and
+  the in-flight grace both use the clamped time; the plan records what was asked).
 * Protected set: every live file and every tombstone with ``deletionTimestamp >= now -
   retention``, their deletion-vector files (``u`` descriptors) and every parent directory.
   Beyond Spark: a DV file referenced by *any* live or unexpired file is protected even if it
   looks old (delta-rs' full vacuum deletes such files and corrupts the table).
+* The window's own history: every file removed by a commit after the window's start (the
+  newest commit at or before ``now - retention``, which time travel to that moment reads) is
+  protected too, read from those commits' JSON while it is present, since a checkpoint may
+  have dropped their tombstones by the table property, not by this vacuum's retention. Where
+  the window starts before the oldest version the log can rebuild, the plan says so
+  (``window_reaches_past_history``).
+* Leftovers of crashed writes (hidden temporary log files, Spark staging folders; see
+  `delta_ops.ops.leftovers`) are deleted once older than the retention and one hour.
 * FULL (default, Spark's algorithm): list the table recursively, skipping hidden names at every
   level (``_`` or ``.`` prefixes, except ``_change_data``, ``_delta_index`` and partition
   directories ``col=``), symlinks and anything outside the root; candidates are unprotected
@@ -50,8 +61,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from delta_ops import clock
 from delta_ops.errors import DeltaOpsError, RetentionTooShort, UnsafePath
-from delta_ops.log.file_names import LogFileKind
+from delta_ops.log.file_names import LogFile, LogFileKind
+from delta_ops.log.segment import complete_checkpoints
+from delta_ops.ops.leftovers import MIN_LEFTOVER_AGE_MS, staging_directories, stale_leftovers
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot
 from delta_ops.table.transaction import Transaction
@@ -61,6 +75,7 @@ logger = logging.getLogger(__name__)
 LAST_VACUUM_INFO = "_last_vacuum_info"
 DELETE_WORKERS = 16
 DEFAULT_IN_FLIGHT_GRACE_MS = 60_000
+LEFTOVER = "leftover of a crashed write"
 
 
 class VacuumLiteRefused(DeltaOpsError):
@@ -74,7 +89,9 @@ class Candidate:
     path: str  # relative to the table root, decoded
     size: int
     modification_time: int
-    reason: str  # "orphan" | "expired tombstone" | "unreferenced deletion vector" | "change data" | "empty directory"
+    # "orphan" | "expired tombstone" | "unreferenced deletion vector" | "change data"
+    # | "leftover of a crashed write"
+    reason: str
 
     def to_dict(self, now_ms: int) -> dict[str, Any]:
         return {
@@ -98,7 +115,18 @@ class VacuumPlan:
     directories: tuple[str, ...]  # empty-directory candidates, deepest first
     latest_commit_outside_retention: int | None
     kept_in_flight: tuple[str, ...] = ()  # young untracked files a running write may own
+    requested_now_ms: int | None = None  # what the caller asked for, when the clock clamped it
+    oldest_reconstructable_version: int = 0
     snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def window_reaches_past_history(self) -> bool:
+        """Whether the retention window starts before the oldest version the log can rebuild:
+        versions older than that were already unreadable, so nothing can protect them."""
+        start = self.latest_commit_outside_retention
+        return (start is None and self.oldest_reconstructable_version > 0) or (
+            start is not None and start < self.oldest_reconstructable_version
+        )
 
     @property
     def bytes(self) -> int:
@@ -114,7 +142,11 @@ class VacuumPlan:
             "mode": self.mode,
             "retention_ms": self.retention_ms,
             "table_retention_ms": self.table_retention_ms,
+            "now_ms": self.now_ms,
+            "requested_now_ms": self.requested_now_ms,
             "delete_before_ms": self.delete_before_ms,
+            "oldest_reconstructable_version": self.oldest_reconstructable_version,
+            "window_reaches_past_history": self.window_reaches_past_history,
             "files": [c.to_dict(self.now_ms) for c in self.candidates],
             "directories": list(self.directories),
             "kept_in_flight": list(self.kept_in_flight),
@@ -239,13 +271,109 @@ def protected_array(snapshot: Snapshot, delete_before_ms: int) -> pa.Array:
     return pa.concat_arrays([p.cast(pa.string()) for p in parts]).drop_null()
 
 
-def protected_paths(snapshot: Snapshot, delete_before_ms: int) -> tuple[set[str], set[str]]:
-    """(protected files, protected directories), relative and decoded.
+@dataclass(frozen=True)
+class RemovedFiles:
+    """The `remove` actions of some commits, columnar: table-relative paths (null: outside the
+    root), their deletion timestamps (null when absent), the deletion-vector files the
+    removed files carried, with the same timestamps, and the change-data (`cdc`) files."""
 
-    Live files and tombstones not yet expired, their DV files, and every parent directory.
+    paths: pa.Array
+    timestamps: pa.Array
+    dv_paths: pa.Array
+    dv_timestamps: pa.Array
+    change_data: pa.Array
+
+    @property
+    def all_paths(self) -> pa.Array:
+        return pa.concat_arrays([self.paths, self.dv_paths]).drop_null()
+
+
+def removed_files(storage: Storage, commits: list[LogFile]) -> RemovedFiles:
+    """What the given commits removed (read through the log reader, columnar)."""
+    from delta_ops.log.reader import read_commits
+    from delta_ops.protocol.deletion_vectors import dv_relative_paths
+
+    empty = pa.array([], pa.string())
+    no_times = pa.array([], pa.int64())
+    paths, times, dv_paths, dv_times, cdc_paths = [empty], [no_times], [empty], [no_times], [empty]
+    if commits:
+        for src in read_commits(storage, commits, seq_start=0).batch.sources:
+            table = src.table
+            if "cdc" in table.column_names and pa.types.is_struct(table.schema.field("cdc").type):
+                cdc = table.column("cdc").combine_chunks()
+                cdc_path = pc.struct_field(cdc.filter(cdc.is_valid()), "path")
+                cdc_paths.append(relative_paths(storage, cdc_path).cast(pa.string()))
+            if "remove" not in table.column_names:
+                continue
+            if not pa.types.is_struct(table.schema.field("remove").type):
+                continue
+            column = table.column("remove").combine_chunks()
+            rows = column.filter(column.is_valid())
+            if not len(rows):
+                continue
+            row_type = rows.type
+            stamps = (
+                pc.struct_field(rows, "deletionTimestamp").cast(pa.int64())
+                if row_type.get_field_index("deletionTimestamp") >= 0
+                else pa.nulls(len(rows), pa.int64())
+            )
+            paths.append(relative_paths(storage, pc.struct_field(rows, "path")).cast(pa.string()))
+            times.append(stamps)
+            if row_type.get_field_index("deletionVector") >= 0:
+                dv = pc.struct_field(rows, "deletionVector")
+                if not pa.types.is_null(dv.type):
+                    dv_paths.append(dv_relative_paths(dv).cast(pa.string()))
+                    dv_times.append(stamps)
+    return RemovedFiles(
+        pa.concat_arrays(paths),
+        pa.concat_arrays(times),
+        pa.concat_arrays(dv_paths),
+        pa.concat_arrays(dv_times),
+        pa.concat_arrays(cdc_paths).drop_null(),
+    )
+
+
+def window_removes(snapshot: Snapshot, latest_outside: int | None) -> pa.Array:
+    """Paths removed by commits inside the retention window that the snapshot may not hold.
+
+    Versions from `latest_outside` (the newest commit at or before the window's start: time
+    travel to the window's start reads it) up to the snapshot stay readable, so every file a
+    commit after `latest_outside` removed is still needed by the version before that commit.
+    The snapshot holds the removes of commits after its checkpoint as tombstones, but the
+    checkpoint itself may have dropped older tombstones (as the protocol lets it, judged by its
+    writer's clock and the table property, not by this vacuum's retention), so the commits
+    between the window's start and the checkpoint are read again while their JSON is present.
     """
-    files = protected_array(snapshot, delete_before_ms)
-    return set(files.to_pylist()), parent_directories(files)
+    checkpoint = snapshot.segment.checkpoint_version
+    if checkpoint is None:
+        return pa.array([], pa.string())
+    start = -1 if latest_outside is None else latest_outside
+    commits = sorted(
+        (
+            f
+            for f in snapshot.segment.listing
+            if f.kind is LogFileKind.COMMIT and start < f.version <= checkpoint
+        ),
+        key=lambda f: f.version,
+    )
+    return removed_files(snapshot.storage, commits).all_paths
+
+
+def oldest_reconstructable_version(snapshot: Snapshot) -> int:
+    """The oldest version the log can still rebuild: a checkpoint (or version 0) followed by
+    every commit up to the snapshot."""
+    commits = {f.version for f in snapshot.segment.listing if f.kind is LogFileKind.COMMIT}
+    lowest = snapshot.version
+    while lowest - 1 in commits:
+        lowest -= 1
+    if lowest == 0 and 0 in commits:
+        return 0
+    checkpoints = [
+        c.version
+        for c in complete_checkpoints(snapshot.segment.listing)
+        if lowest - 1 <= c.version <= snapshot.version
+    ]
+    return min(checkpoints, default=snapshot.segment.checkpoint_version or snapshot.version)
 
 
 # ----------------------------------------------------------------------------- listing (FULL)
@@ -266,22 +394,10 @@ def list_table(storage: Storage, partition_columns: tuple[str, ...]) -> Listing:
         stack = [""]
         while stack:
             rel = stack.pop()
-            prefix = f"{rel}/" if rel else ""
-            with os.scandir(storage.join(rel) if rel else storage.root) as it:
-                for entry in it:
-                    name = entry.name
-                    if name[0] in "_." and is_hidden(name, partition_columns):
-                        continue
-                    if entry.is_symlink():
-                        continue
-                    if entry.is_dir(follow_symlinks=False):
-                        listing.dirs.append(prefix + name)
-                        stack.append(prefix + name)
-                    else:
-                        st = entry.stat(follow_symlinks=False)
-                        listing.paths.append(prefix + name)
-                        listing.sizes.append(st.st_size)
-                        listing.mtimes.append(st.st_mtime_ns // 1_000_000)
+            try:
+                _scan_local_directory(storage, rel, partition_columns, listing, stack)
+            except FileNotFoundError:
+                continue  # removed meanwhile (a concurrent vacuum): nothing left to list
         return listing
     from delta_ops.storage.table_storage import _mtime_ms
 
@@ -297,6 +413,35 @@ def list_table(storage: Storage, partition_columns: tuple[str, ...]) -> Listing:
             listing.sizes.append(int(info.get("size") or 0))
             listing.mtimes.append(_mtime_ms(info))
     return listing
+
+
+def _scan_local_directory(
+    storage: Storage,
+    rel: str,
+    partition_columns: tuple[str, ...],
+    listing: Listing,
+    stack: list[str],
+) -> None:
+    """List one local directory into `listing`, pushing its subdirectories onto `stack`."""
+    prefix = f"{rel}/" if rel else ""
+    with os.scandir(storage.join(rel) if rel else storage.root) as it:
+        for entry in it:
+            name = entry.name
+            if name[0] in "_." and is_hidden(name, partition_columns):
+                continue
+            if entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                listing.dirs.append(prefix + name)
+                stack.append(prefix + name)
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # deleted meanwhile
+            listing.paths.append(prefix + name)
+            listing.sizes.append(st.st_size)
+            listing.mtimes.append(st.st_mtime_ns // 1_000_000)
 
 
 def _reason(path: str, tombstone_paths: set[str]) -> str:
@@ -350,15 +495,20 @@ def plan_vacuum(
         raise DeltaOpsError(f"vacuum mode must be 'full' or 'lite', got {mode!r}")
     snapshot.protocol.check_writable()
     retention, table_retention = resolve_retention(snapshot, retention_ms, force)
+    requested_now = now_ms
+    now_ms = clock.bounded(now_ms)  # never more destructive than the real clock
     delete_before = now_ms - retention
     storage = snapshot.storage
-    protected = protected_array(snapshot, delete_before)
+    latest_outside = latest_commit_before(snapshot, delete_before)
+    protected = pa.concat_arrays(
+        [protected_array(snapshot, delete_before), window_removes(snapshot, latest_outside)]
+    )
     tombstone_paths = (
         set(relative_paths(storage, snapshot.tombstones.column("path")).drop_null().to_pylist())
         if snapshot.tombstones.num_rows
         else set()
     )
-    latest_outside = latest_commit_before(snapshot, delete_before)
+    oldest = oldest_reconstructable_version(snapshot)
     directories: list[str] = []
     if mode == "full":
         listing = list_table(storage, snapshot.partition_columns)
@@ -384,6 +534,11 @@ def plan_vacuum(
         candidates = _lite_candidates(
             snapshot, delete_before, latest_outside, set(protected.to_pylist()), tombstone_paths
         )
+    leftovers = stale_leftovers(storage, min(delete_before, now_ms - MIN_LEFTOVER_AGE_MS))
+    candidates.extend(
+        Candidate(item.path, item.size, item.modification_time, LEFTOVER) for item in leftovers
+    )
+    directories.extend(staging_directories(leftovers))
     in_flight_cutoff = now_ms - max(0, in_flight_grace_ms)
     young = [
         c
@@ -409,6 +564,8 @@ def plan_vacuum(
         directories=tuple(directories),
         latest_commit_outside_retention=latest_outside,
         kept_in_flight=tuple(sorted(c.path for c in young)),
+        requested_now_ms=requested_now,
+        oldest_reconstructable_version=oldest,
         snapshot=snapshot,
     )
 
@@ -466,53 +623,24 @@ def _lite_candidates(
         )
     start = min(snapshot.version, last + 1 if last is not None else earliest)
     scan = [f for f in commits if start <= f.version <= end]
-    if not scan:
-        return []
-    from delta_ops.log.reader import read_commits
-
-    batch = read_commits(storage, scan, seq_start=0).batch
-    seen: dict[str, tuple[int, str]] = {}  # relative path -> (deletion time, source)
-    for src in batch.sources:
-        table = src.table
-        if "remove" in table.column_names and pa.types.is_struct(table.schema.field("remove").type):
-            removes = table.column("remove").combine_chunks()
-            rows = removes.filter(removes.is_valid())
-            if len(rows):
-                paths = pc.struct_field(rows, "path").to_pylist()
-                ts = rows.type.get_field_index("deletionTimestamp")
-                times = (
-                    pc.struct_field(rows, "deletionTimestamp").to_pylist()
-                    if ts >= 0
-                    else [None] * len(paths)
-                )
-                for p, t in zip(paths, times):
-                    rel = _relative(storage, p)
-                    if rel is not None:
-                        seen[rel] = (t or 0, "remove")
-                if rows.type.get_field_index("deletionVector") >= 0:
-                    from delta_ops.protocol.deletion_vectors import dv_relative_paths
-
-                    dv = pc.struct_field(rows, "deletionVector")
-                    if not pa.types.is_null(dv.type):
-                        for dv_path, t in zip(dv_relative_paths(dv).to_pylist(), times):
-                            if dv_path:
-                                seen[dv_path] = (t or 0, "dv")
-        if "cdc" in table.column_names and pa.types.is_struct(table.schema.field("cdc").type):
-            cdc = table.column("cdc").combine_chunks()
-            for p in pc.struct_field(cdc.filter(cdc.is_valid()), "path").to_pylist():
-                rel = _relative(storage, p)
-                if rel is not None:
-                    seen[rel] = (0, "cdc")
+    removed = removed_files(storage, scan)
+    seen: dict[str, int] = {}  # relative path -> deletion time (0: change data, always old)
+    for path, stamp in zip(
+        pa.concat_arrays([removed.paths, removed.dv_paths]).to_pylist(),
+        pa.concat_arrays([removed.timestamps, removed.dv_timestamps]).to_pylist(),
+    ):
+        if path is not None:
+            seen[path] = stamp or 0
+    for path in removed.change_data.to_pylist():
+        seen[path] = 0
     out = []
-    for rel, (mtime, _) in seen.items():
-        if rel in protected_files or mtime >= delete_before:
+    for rel, deleted_at in seen.items():
+        if rel in protected_files or deleted_at >= delete_before:
             continue
-        full = storage.join(rel)
-        try:
-            info = storage.fs.info(full)
-        except FileNotFoundError:
+        info = storage.stat(storage.join(rel))
+        if info is None:
             continue  # already gone
-        out.append(Candidate(rel, int(info.get("size") or 0), mtime, _reason(rel, tombstone_paths)))
+        out.append(Candidate(rel, info.size, deleted_at, _reason(rel, tombstone_paths)))
     return out
 
 
@@ -696,5 +824,4 @@ __all__ = [
     "execute_vacuum",
     "is_hidden",
     "plan_vacuum",
-    "protected_paths",
 ]

@@ -17,6 +17,15 @@ from delta_ops.storage.table_storage import (
     LOG_DIR,
     FileEntry,
     Storage,
+    is_temporary_name,
+    temporary_path,
 )
 
-__all__ = ["CONDITIONAL_CREATE_PROTOCOLS", "LOG_DIR", "FileEntry", "Storage"]
+__all__ = [
+    "CONDITIONAL_CREATE_PROTOCOLS",
+    "LOG_DIR",
+    "FileEntry",
+    "Storage",
+    "is_temporary_name",
+    "temporary_path",
+]

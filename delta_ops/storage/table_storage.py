@@ -18,6 +18,7 @@ import io
 import logging
 import os
 import posixpath
+import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +55,20 @@ class FileEntry:
     name: str
     size: int
     modification_time: int
+
+
+_TEMPORARY_NAME = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")
+
+
+def temporary_path(directory: str, name: str) -> str:
+    """Where a write stages `name` before it is linked or renamed into place (a hidden name:
+    readers and vacuum's listing skip it; a crash leaves it behind, see `is_temporary_name`)."""
+    return os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+
+
+def is_temporary_name(name: str) -> bool:
+    """Whether a file name is one of `temporary_path`'s (a write in progress or a crashed one)."""
+    return bool(_TEMPORARY_NAME.match(name))
 
 
 def _is_local_fs(fs: Any) -> bool:
@@ -101,6 +116,11 @@ class Storage:
     ) -> Storage:
         """Open a table location from a local path, `file://`, `memory://` or any fsspec URL."""
         text = os.fspath(url)
+        if not text.strip() or text.rstrip("/").endswith("://"):
+            raise InvalidLocation(
+                f"table location {text!r} is empty: pass a path or a URL such as s3://bucket/table"
+                " (an unset shell variable?)"
+            )
         if "://" not in text and not storage_options:
             return cls(None, os.path.abspath(text), text, local=True)
         import fsspec
@@ -279,7 +299,7 @@ class Storage:
         if self.is_local:
             directory, name = os.path.split(path)
             os.makedirs(directory, exist_ok=True)
-            tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+            tmp = temporary_path(directory, name)
             with open(tmp, "wb") as f:
                 f.write(data)
                 f.flush()
@@ -334,7 +354,7 @@ class Storage:
         if self.is_local:
             directory, name = os.path.split(path)
             os.makedirs(directory, exist_ok=True)
-            tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+            tmp = temporary_path(directory, name)
             try:
                 with open(tmp, "wb") as f:
                     write(f)
@@ -376,7 +396,7 @@ class Storage:
         if self.is_local:
             directory, name = os.path.split(path)
             os.makedirs(directory, exist_ok=True)
-            tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+            tmp = temporary_path(directory, name)
             with open(tmp, "wb") as f:
                 f.write(data)
                 f.flush()
@@ -384,6 +404,46 @@ class Storage:
             os.replace(tmp, path)
             return
         self.fs.pipe_file(path, data)
+
+    def stat(self, path: str) -> FileEntry | None:
+        """Size and mtime of a file (name: its base name), or None when it does not exist."""
+        try:
+            if self.is_local:
+                st = os.stat(path)
+                return FileEntry(posixpath.basename(path), st.st_size, st.st_mtime_ns // 1_000_000)
+            info = self.fs.info(path)
+        except FileNotFoundError:
+            return None
+        return FileEntry(posixpath.basename(path), int(info.get("size") or 0), _mtime_ms(info))
+
+    def list_tree(self, relative: str) -> list[FileEntry]:
+        """Every file under a table-relative directory, hidden names included, symlinks not
+        followed (names relative to that directory; [] when it does not exist)."""
+        top = self.join(relative)
+        entries: list[FileEntry] = []
+        if self.is_local:
+            for dirpath, _dirs, files in os.walk(top):
+                for name in files:
+                    full = os.path.join(dirpath, name)
+                    try:
+                        st = os.lstat(full)
+                    except FileNotFoundError:
+                        continue
+                    rel = os.path.relpath(full, top).replace(os.sep, "/")
+                    entries.append(FileEntry(rel, st.st_size, st.st_mtime_ns // 1_000_000))
+            return sorted(entries, key=lambda e: e.name)
+        try:
+            found = self.fs.find(top, detail=True)
+        except FileNotFoundError:
+            return []
+        prefix = top.rstrip("/") + "/"
+        for path, info in found.items():
+            if info.get("type") == "directory" or not path.startswith(prefix):
+                continue
+            entries.append(
+                FileEntry(path[len(prefix) :], int(info.get("size") or 0), _mtime_ms(info))
+            )
+        return sorted(entries, key=lambda e: e.name)
 
     def delete(self, paths: Iterable[str]) -> None:
         """Delete files (not directories); a file that is already gone is not an error."""

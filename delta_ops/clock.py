@@ -1,0 +1,57 @@
+"""The wall clock that bounds every destructive decision.
+
+Ops take a `now_ms` so that a plan can be made "as of" a moment (``--now`` in the CLI), but no
+write may be more destructive than the real clock allows: expiring tombstones or `txn` entries
+in a checkpoint, the log-cleanup cutoff, vacuum's retention window and its in-flight grace all
+use :func:`bounded`, which never lets a requested time run ahead of the wall clock. A `now_ms`
+in the past is honoured (it only makes an op keep more).
+
+Tests and simulations move the wall clock with :func:`fixed_wall_clock`::
+
+    with fixed_wall_clock(1_700_000_000_000 + 30 * DAY_MS):
+        execute_vacuum(plan_vacuum(load_snapshot(path), now_ms=clock.now_ms()))
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+_override = threading.local()
+_process_override: list[int] = []
+
+
+def now_ms() -> int:
+    """The wall clock in epoch milliseconds (or the innermost :func:`fixed_wall_clock`)."""
+    fixed: int | None = getattr(_override, "ms", None)
+    if fixed is not None:
+        return fixed
+    if _process_override:
+        return _process_override[-1]
+    return time.time_ns() // 1_000_000
+
+
+def bounded(requested_ms: int | None) -> int:
+    """`requested_ms` (default: now) clamped so that it never runs ahead of the wall clock."""
+    wall = now_ms()
+    return wall if requested_ms is None else min(requested_ms, wall)
+
+
+@contextmanager
+def fixed_wall_clock(ms: int, *, all_threads: bool = False) -> Iterator[None]:
+    """Pretend the wall clock reads `ms` inside the block (this thread, or every thread)."""
+    if all_threads:
+        _process_override.append(ms)
+        try:
+            yield
+        finally:
+            _process_override.pop()
+        return
+    previous: int | None = getattr(_override, "ms", None)
+    _override.ms = ms
+    try:
+        yield
+    finally:
+        _override.ms = previous
