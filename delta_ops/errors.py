@@ -109,3 +109,8 @@ class InvalidLocation(DeltaOpsError):
 
 class UnsafePath(DeltaOpsError):
     """A path resolves outside the table root, so delta-ops refuses to touch it."""
+
+
+class InvalidValue(DeltaOpsError):
+    """A user-supplied option value (a duration, a time, a count) is malformed; the message
+    names the option, the value and the forms that are accepted."""

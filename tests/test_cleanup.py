@@ -281,7 +281,7 @@ def test_retention_option_overrides_the_table_property(tmp_path, capsys, prop, r
     table = _small_table(tmp_path / "t", {"delta.logRetentionDuration": prop})
     assert load_snapshot(table).properties.log_retention_ms == int(prop.split()[1]) * DAY
     before = listing(table)
-    args = ["cleanup", str(table), "--now", str(T0 + 60 * DAY), "--json"] + (
+    args = ["cleanup", str(table), "--now", f"{T0 + 60 * DAY}ms", "--json"] + (
         ["--retention", retention] if retention else []
     )
     assert cli.main(args) == 0
@@ -314,7 +314,7 @@ def test_expired_log_cleanup_disabled_deletes_nothing_and_says_so(tmp_path, caps
     assert listing(table) == before
     assert (
         cli.main(
-            ["cleanup", str(table), "--retention", "0", "--now", str(T0 + 400 * DAY), "--json"]
+            ["cleanup", str(table), "--retention", "0h", "--now", f"{T0 + 400 * DAY}ms", "--json"]
         )
         == 0
     )

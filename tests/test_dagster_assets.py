@@ -520,11 +520,11 @@ FLAKY_CALLS = []
 class FlakyResource(DeltaMaintenanceResource):
     """Fails the first checkpoint with a storage error, as a dropped connection would."""
 
-    def execute_checkpoint(self, plan):
+    def execute(self, operation, plan, *, progress=None):
         FLAKY_CALLS.append(plan.version)
         if len(FLAKY_CALLS) == 1:
             raise OSError("connection reset by peer")
-        return super().execute_checkpoint(plan)
+        return super().execute(operation, plan, progress=progress)
 
 
 def test_transient_storage_error_is_retried(tmp_path):

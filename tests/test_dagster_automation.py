@@ -237,13 +237,17 @@ def quiet_table(path: Path) -> Path:
 
 
 def vacuum_only_table(path: Path) -> Path:
-    """Checkpointed, young log, one tombstone past the 7-day retention (kept by a checkpoint
-    written when it had not expired yet)."""
+    """Checkpointed, a log inside its 30-day retention but outside vacuum's 7 days, one
+    tombstone past the 7-day retention (kept by a checkpoint written when it had not expired
+    yet)."""
     deleted = 1_700_000_000_000
     lb.write_commit(
         path, 0, [lb.protocol(), lb.metadata(), lb.add("a.parquet"), lb.add("b.parquet", size=7)]
     )
     lb.write_commit(path, 1, [lb.remove("b.parquet", size=7, deletion_timestamp=deleted)])
+    ten_days_ago = time.time() - 10 * DAY_MS / 1000
+    for commit in (path / "_delta_log").glob("*.json"):
+        os.utime(commit, (ten_days_ago, ten_days_ago))
     checkpoint(str(path), now_ms=deleted + DAY_MS)
     for name in ("a.parquet", "b.parquet"):
         (path / name).write_bytes(b"x" * 7)
@@ -319,7 +323,7 @@ def test_schedule_vacuums_files_whose_tombstone_a_checkpoint_dropped(tmp_path):
     checkpoint(str(table))  # drops the expired tombstone
     defs, resources = fleet("o", {"t": table})
     resource = resources["o_delta_maintenance"]
-    assert [c.path for c in resource.plan_vacuum(str(table)).candidates] == ["b.parquet"]
+    assert [c.path for c in resource.plan("vacuum", str(table)).candidates] == ["b.parquet"]
     data = tick_schedule(defs, resources, "o")
     assert len(data.run_requests) == 1, data.skip_message
     assert (

@@ -343,7 +343,7 @@ def test_unsupported_writer_feature_refuses_before_deleting(tmp_path):
     before = tree(table)
     with pytest.raises(UnsupportedFeature, match="inCommitTimestamp"):
         plan_vacuum(load_snapshot(table), now_ms(), retention_ms=0, force=True)
-    assert cli.main(["vacuum", str(table), "--retention", "0", "--force"]) == 1
+    assert cli.main(["vacuum", str(table), "--retention", "0h", "--force"]) == 1
     assert tree(table) == before
 
 
@@ -604,7 +604,7 @@ def test_retention_shorter_than_the_table_property_is_refused_without_force(tmp_
     with pytest.raises(RetentionTooShort) as info:
         plan_vacuum(snap, now_ms(), retention_ms=DAY)
     assert "48 hours" in str(info.value) and "force" in str(info.value).lower()
-    for args in (["--retention", "24"], ["--retention", "1 day", "--dry-run"]):
+    for args in (["--retention", "24h"], ["--retention", "1 day", "--dry-run"]):
         assert cli.main(["vacuum", str(table), "--json", *args]) == 1
         captured = capsys.readouterr()
         assert (
@@ -752,7 +752,7 @@ def test_dry_run_writes_nothing_at_all(tmp_path, capsys):
     tombstone = unquote(load_snapshot(table).tombstones.column("path").to_pylist()[0])
     before = tree(table)
     assert (
-        cli.main(["vacuum", str(table), "--retention", "0", "--force", "--dry-run", "--json"]) == 0
+        cli.main(["vacuum", str(table), "--retention", "0h", "--force", "--dry-run", "--json"]) == 0
     )
     out = json.loads(capsys.readouterr().out)
     assert tree(table) == before  # no file, directory, mtime or _last_vacuum_info changed
@@ -775,7 +775,7 @@ def test_dry_run_writes_nothing_at_all(tmp_path, capsys):
     assert out["reasons"]["orphan"] == {"files": 1, "bytes": 7}
     assert "empty" in out["directories"]
     # the human dry run, too
-    assert cli.main(["vacuum", str(table), "--retention", "0", "--force", "--dry-run"]) == 0
+    assert cli.main(["vacuum", str(table), "--retention", "0h", "--force", "--dry-run"]) == 0
     text = capsys.readouterr().out
     assert "orphan.parquet" in text and "would delete 2 files" in text
     assert tree(table) == before
@@ -787,7 +787,7 @@ def test_cli_json_result_fields(tmp_path, capsys):
     old = now_ms() - 30 * DAY
     write(table / "orphan.parquet", b"o" * 5, old)
     age_files(table / "_delta_log", old)
-    assert cli.main(["vacuum", str(table), "--retention", "0", "--force", "--json"]) == 0
+    assert cli.main(["vacuum", str(table), "--retention", "0h", "--force", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["mode"] == "full" and out["retention_ms"] == 0 and out["dry_run"] is False
     assert out["deleted"] == ["orphan.parquet"] and out["num_deleted"] == 1 and out["bytes"] == 5
@@ -795,7 +795,7 @@ def test_cli_json_result_fields(tmp_path, capsys):
     assert not (table / "orphan.parquet").exists()
     # a second run has nothing to do and commits nothing
     assert (
-        cli.main(["vacuum", str(table), "--retention", "0", "--force", "--json", "--mode", "full"])
+        cli.main(["vacuum", str(table), "--retention", "0h", "--force", "--json", "--mode", "full"])
         == 0
     )
     again = json.loads(capsys.readouterr().out)

@@ -8,12 +8,16 @@ plan is empty is skipped (no materialization) with the reason logged, so the UI'
 only real work, with its results as plottable metadata.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import dagster as dg
 
-from delta_ops.dagster.resource import DeltaMaintenanceResource, result_metadata
+from delta_ops.dagster.resource import (
+    DeltaMaintenanceResource,
+    operation_named,
+    result_metadata,
+)
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import ACTIONS, DeltaMaintenanceTranslator
 from delta_ops.errors import DeltaOpsError
@@ -31,62 +35,29 @@ def run_action(
     table: DeltaTableTarget,
     action: str,
     log: Any,
-    **options: Any,
+    *,
+    dry_run: bool = False,
+    options: Mapping[str, Any] | None = None,
 ) -> tuple[Any | None, str | None]:
-    """Run one action; (result, None) when it did work, (None, reason) when there was none.
+    """Plan one action once; (plan or result, None) when there is work, (None, reason) when not.
 
-    delta-ops errors become a non-retryable Failure naming the table; anything else (network,
-    storage) propagates and is retried by the policy.
+    A dry run returns the plan. delta-ops errors that retrying cannot fix become a
+    non-retryable Failure naming the table and the action; retryable ones (a concurrent commit,
+    a transient store error) propagate so the retry policy runs the action again.
     """
     so = dict(table.storage_options) or None
-    dry_run = bool(options.get("dry_run"))
+    operation = operation_named(action)
     try:
-        if action == "checkpoint":
-            checkpoint = resource.plan_checkpoint(
-                table.url, parts=options.get("parts"), storage_options=so
-            )
-            if checkpoint.nothing_to_do:
-                reason = (
-                    f"version {checkpoint.version} already has a checkpoint ({checkpoint.existing})"
-                )
-                return None, reason
-            return (checkpoint if dry_run else resource.execute_checkpoint(checkpoint)), None
-        if action == "log_cleanup":
-            cleanup = resource.plan_cleanup(
-                table.url, retention=options.get("retention"), storage_options=so
-            )
-            if cleanup.nothing_to_do:
-                return None, "; ".join(cleanup.kept_reasons)
-            return (cleanup if dry_run else resource.execute_cleanup(cleanup)), None
-        if action == "vacuum":
-            vacuum = resource.plan_vacuum(
-                table.url,
-                retention=options.get("retention"),
-                mode=options.get("mode", "full"),
-                force=options.get("force", False),
-                storage_options=so,
-            )
-            if dry_run:
-                return (None, "nothing to vacuum") if vacuum.nothing_to_do else (vacuum, None)
-            if vacuum.nothing_to_do:
-                resource.execute_vacuum(vacuum)  # no commits; records how far the log was examined
-                return (
-                    None,
-                    f"nothing to vacuum ({vacuum.mode}, retention {vacuum.retention_ms} ms)",
-                )
-            return resource.execute_vacuum(vacuum), None
-        if action == "row_tracking":
-            backfill = resource.plan_row_tracking(
-                table.url, batch_files=options.get("batch_files", 22_000), storage_options=so
-            )
-            if backfill.nothing_to_do:
-                return None, "row tracking is already enabled"
-            if dry_run:
-                return backfill, None
-            return resource.execute_row_tracking(backfill, progress=log.info), None
+        plan = resource.plan(action, table.url, options, storage_options=so)
+        if plan.nothing_to_do:
+            return None, operation.idle_reason(plan)
+        if dry_run:
+            return plan, None
+        return resource.execute(action, plan, progress=log.info), None
     except DeltaOpsError as exc:
+        if exc.retryable:
+            raise
         raise dg.Failure(f"{table.name}: {action} failed: {exc}", allow_retries=False) from exc
-    raise ValueError(f"unknown maintenance action {action!r}")
 
 
 def build_table_maintenance_asset(

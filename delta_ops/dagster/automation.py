@@ -69,8 +69,8 @@ def build_maintenance_schedule(
                 if a != "row_tracking" and getattr(work, "cleanup" if a == "log_cleanup" else a)
             ]
             if "row_tracking" in actions and table.enable_row_tracking:
-                plan = resource.plan_row_tracking(
-                    table.url, storage_options=dict(table.storage_options) or None
+                plan = resource.plan(
+                    "row_tracking", table.url, storage_options=dict(table.storage_options) or None
                 )
                 if not plan.nothing_to_do:
                     wanted.append("row_tracking")

@@ -9,12 +9,13 @@ from collections.abc import Sequence
 from typing import Any, Literal, cast
 
 import dagster as dg
-from pydantic import Field
+from pydantic import Field, create_model
 
 from delta_ops.dagster.assets import run_action
 from delta_ops.dagster.resource import DeltaMaintenanceResource, result_metadata
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
+from delta_ops.ops.registry import OPERATIONS, Operation, Option
 
 
 class TableSelection(dg.Config):
@@ -24,40 +25,30 @@ class TableSelection(dg.Config):
     dry_run: bool = Field(default=False, description="plan and report only, change nothing")
 
 
-class CheckpointConfig(TableSelection):
-    parts: int | None = Field(
-        default=None, description="write a multi-part checkpoint with this many parts"
+def _config_field(option: Option) -> tuple[Any, Any]:
+    """The pydantic (type, Field) of one registry option, as Dagster run config."""
+    if option.kind == "flag":
+        return bool, Field(default=bool(option.default), description=option.help)
+    if option.kind == "count":
+        return int | None, Field(default=option.default, description=option.help)
+    if option.kind == "choice":
+        return Literal[option.choices], Field(
+            default=option.default, description=f"{option.help} ({', '.join(option.choices)})"
+        )
+    return str | None, Field(
+        default=None, description=f"{option.help}; e.g. 7d, 168h, P7D or '7 days'"
     )
 
 
-class CleanupConfig(TableSelection):
-    retention: str | None = Field(
-        default=None,
-        description="log retention, e.g. '30 days' (default: delta.logRetentionDuration)",
-    )
+def config_class(operation: Operation) -> type[TableSelection]:
+    """The run config of an operation's job, generated from its registry options."""
+    fields: dict[str, Any] = {o.name: _config_field(o) for o in operation.options if not o.cli_only}
+    name = "".join(part.title() for part in operation.action.split("_")) + "Config"
+    model: type[TableSelection] = create_model(name, __base__=TableSelection, **fields)
+    return model
 
 
-class VacuumConfig(TableSelection):
-    retention: str | None = Field(
-        default=None,
-        description="retention, e.g. '7 days' (default: delta.deletedFileRetentionDuration)",
-    )
-    mode: Literal["full", "lite"] = "full"
-    force: bool = Field(
-        default=False, description="allow a retention shorter than the table's property"
-    )
-
-
-class RowTrackingConfig(TableSelection):
-    batch_files: int = Field(default=22_000, description="files per backfill commit")
-
-
-CONFIGS = {
-    "checkpoint": CheckpointConfig,
-    "log_cleanup": CleanupConfig,
-    "vacuum": VacuumConfig,
-    "row_tracking": RowTrackingConfig,
-}
+CONFIGS = {op.action: config_class(op) for op in OPERATIONS.values()}
 
 
 def _chosen(targets: Sequence[DeltaTableTarget], names: list[str]) -> list[DeltaTableTarget]:
@@ -95,8 +86,11 @@ def build_action_op(
         selection = cast(TableSelection, config)
         options = selection.model_dump()
         names = options.pop("tables")
+        dry_run = options.pop("dry_run")
         for table in _chosen(targets, names):
-            result, reason = run_action(resource, table, action, context.log, **options)
+            result, reason = run_action(
+                resource, table, action, context.log, dry_run=dry_run, options=options
+            )
             metadata: dict[str, Any] = {"action": action, "dry_run": selection.dry_run}
             if result is None:
                 metadata["skipped"] = reason

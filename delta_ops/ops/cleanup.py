@@ -112,10 +112,12 @@ class CleanupResult:
     compat_checkpoint_written: str | None
     oldest_retained_version: int | None
     duration_ms: int
+    kept_reasons: tuple[str, ...] = ()  # why older log files were kept (the plan's)
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["deleted"] = list(self.deleted)
+        out["kept_reasons"] = list(self.kept_reasons)
         return out
 
 
@@ -414,4 +416,5 @@ def execute_cleanup(plan: CleanupPlan) -> CleanupResult:
         compat_checkpoint_written=compat,
         oldest_retained_version=plan.oldest_retained_version,
         duration_ms=int((time.monotonic() - started) * 1000),
+        kept_reasons=plan.kept_reasons,
     )

@@ -151,6 +151,10 @@ class VacuumPlan:
             "directories": list(self.directories),
             "kept_in_flight": list(self.kept_in_flight),
             "num_files": len(self.candidates),
+            # the shape of the result it would produce, so a dry run reads like the real run
+            "deleted": [c.path for c in self.candidates],
+            "num_deleted": len(self.candidates),
+            "commits": [],
             "bytes": self.bytes,
             "reasons": _reason_totals(self.candidates),
         }

@@ -1,0 +1,150 @@
+"""One vocabulary for durations and times, and front ends generated from the ops registry.
+
+The same duration written any accepted way means the same milliseconds; malformed values are
+one line naming the option, the value and the accepted forms, exit 2, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from delta_ops import cli
+from delta_ops.ops.registry import OPERATIONS, to_data
+from delta_ops.protocol.units import format_bytes, format_duration, parse_duration_ms, parse_time_ms
+from delta_ops.table.snapshot import load_snapshot
+from delta_ops.version import __version__
+from tests.support import REPO, copy_fixture
+
+WEEK_MS = 7 * 86_400_000
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "7d",
+        "168h",
+        "10080m",
+        "1w",
+        "P7D",
+        "PT168H",
+        "P1W",
+        "7 days",
+        "interval 7 days",
+        "6d24h",
+        " 7 D ",
+    ],
+)
+def test_every_form_of_a_week_is_a_week(text: str) -> None:
+    assert parse_duration_ms(text) == WEEK_MS
+
+
+@pytest.mark.parametrize("text", ["168", "7", "7x", "P", "PT", "", "-1d", "soon", "1 month"])
+def test_malformed_durations_name_the_value_and_the_forms(text: str) -> None:
+    with pytest.raises(ValueError, match="7d, 168h") as info:
+        parse_duration_ms(text)
+    assert repr(text) in str(info.value)
+
+
+def test_times() -> None:
+    assert parse_time_ms("now", now_ms=42) == 42
+    assert parse_time_ms("1700000000s", now_ms=0) == 1_700_000_000_000
+    assert parse_time_ms("1700000000000ms", now_ms=0) == 1_700_000_000_000
+    assert parse_time_ms("2023-11-14T22:13:20Z", now_ms=0) == 1_700_000_000_000
+    assert parse_time_ms("2023-11-14T23:13:20+01:00", now_ms=0) == 1_700_000_000_000
+    for bad in ("1700000000", "next week", "2024-13-45", "2023-11-14T22:13:20"):
+        with pytest.raises(ValueError, match="ISO 8601"):
+            parse_time_ms(bad, now_ms=0)
+
+
+def test_human_units() -> None:
+    assert [format_bytes(n) for n in (10, 1536, 300 * 2**20, 5 * 2**30)] == [
+        "10 bytes",
+        "1.5 KB",
+        "300 MB",
+        "5.0 GB",
+    ]
+    assert [format_duration(ms) for ms in (WEEK_MS, 36 * 3_600_000, 90 * 60_000, 1500)] == [
+        "7 days",
+        "36 hours",
+        "90 minutes",
+        "1500 ms",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["vacuum", "{t}", "--retention", "168"], "--retention: '168'"),
+        (["vacuum", "{t}", "--retention", "99999999999999999999d"], "--retention"),
+        (["vacuum", "{t}", "--now", "next week"], "--now: 'next week'"),
+        (["vacuum", "{t}", "--now", "1700000000"], "--now: '1700000000' has no unit"),
+        (["vacuum", "{t}", "--in-flight-grace", "soon"], "--in-flight-grace: 'soon'"),
+        (["vacuum", "{t}", "--mode", "fast"], "--mode: 'fast' is not one of full, lite"),
+        (["checkpoint", "{t}", "--now", "2024-13-45"], "--now: '2024-13-45'"),
+        (["cleanup", "{t}", "--retention", "7x"], "--retention: '7x'"),
+        (["enable-row-tracking", "{t}", "--batch-files", "many"], "--batch-files: 'many'"),
+    ],
+)
+def test_bad_option_values_are_one_line_exit_2_and_change_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], needle: str
+) -> None:
+    table = copy_fixture("delta-rs/simple_table", tmp_path)
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in table.rglob("*"))
+    code = cli.main([a.format(t=table) for a in args])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("delta-ops: error: ") and needle in lines[0]
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in table.rglob("*")) == before
+
+
+def test_version_flag() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "delta_ops.cli", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    )
+    assert out.stdout.strip() == f"delta-ops {__version__}"
+
+
+def test_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
+    table = copy_fixture("delta-rs/simple_table", tmp_path)
+    proc = subprocess.run(
+        f"{sys.executable} -m delta_ops.cli inspect {table} --files | head -c 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert proc.stderr == ""
+
+
+def test_every_plan_and_result_is_plain_json(tmp_path: Path) -> None:
+    table = copy_fixture("delta-rs/simple_table", tmp_path)
+    for name in ("checkpoint", "cleanup", "vacuum"):
+        op = OPERATIONS[name]
+        plan = op.plan(load_snapshot(table), op.parse({}))
+        result = op.execute(plan)
+        for data in (to_data(plan), to_data(result)):
+            assert json.loads(json.dumps(data)) == data and data["table"]
+        assert op.describe_plan(plan) and op.describe_result(result)
+
+
+def test_dagster_run_config_is_generated_from_the_registry() -> None:
+    from delta_ops.dagster.jobs import CONFIGS
+
+    for op in OPERATIONS.values():
+        fields = set(CONFIGS[op.action].model_fields) - {"tables", "dry_run"}
+        assert fields == {o.name for o in op.options if not o.cli_only}
+    vacuum = CONFIGS["vacuum"](retention="7d", mode="lite", force=True)
+    assert OPERATIONS["vacuum"].parse(
+        {k: v for k, v in vacuum.model_dump().items() if k not in ("tables", "dry_run")}
+    ) == {"retention": WEEK_MS, "mode": "lite", "force": True, "now": None, "in_flight_grace": None}
