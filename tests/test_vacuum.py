@@ -696,7 +696,7 @@ def test_vacuum_start_and_end_commits(tmp_path):
 
 
 def test_failed_deletion_commits_vacuum_end_failed_and_reraises(tmp_path, monkeypatch):
-    import delta_ops.ops.vacuum as vacuum_module
+    import delta_ops.storage.tree as tree_module
 
     table = tmp_path / "t"
     write_arrow(table, ids(3))
@@ -711,7 +711,7 @@ def test_failed_deletion_commits_vacuum_end_failed_and_reraises(tmp_path, monkey
             raise PermissionError(13, "Permission denied", str(path))
         return real_unlink(path, *args, **kwargs)
 
-    monkeypatch.setattr(vacuum_module.os, "unlink", failing_unlink)
+    monkeypatch.setattr(tree_module.os, "unlink", failing_unlink)
     plan = plan_vacuum(load_snapshot(table), now_ms(), retention_ms=0, force=True)
     with pytest.raises(PermissionError):
         execute_vacuum(plan)

@@ -51,10 +51,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import posixpath
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -67,13 +65,13 @@ from delta_ops.log.file_names import LogFile, LogFileKind
 from delta_ops.log.segment import complete_checkpoints
 from delta_ops.ops.leftovers import MIN_LEFTOVER_AGE_MS, staging_directories, stale_leftovers
 from delta_ops.storage import Storage
+from delta_ops.storage.tree import TreeListing
 from delta_ops.table.snapshot import Snapshot
 from delta_ops.table.transaction import Transaction
 
 logger = logging.getLogger(__name__)
 
 LAST_VACUUM_INFO = "_last_vacuum_info"
-DELETE_WORKERS = 16
 DEFAULT_IN_FLIGHT_GRACE_MS = 60_000
 LEFTOVER = "leftover of a crashed write"
 
@@ -381,71 +379,9 @@ def oldest_reconstructable_version(snapshot: Snapshot) -> int:
 
 
 # ----------------------------------------------------------------------------- listing (FULL)
-@dataclass
-class Listing:
-    """Files (columnar: path, size, mtime) and directories under the table root."""
-
-    paths: list[str]
-    sizes: list[int]
-    mtimes: list[int]
-    dirs: list[str]
-
-
-def list_table(storage: Storage, partition_columns: tuple[str, ...]) -> Listing:
+def list_table(storage: Storage, partition_columns: tuple[str, ...]) -> TreeListing:
     """All data-area files and directories under the root, skipping hidden names and symlinks."""
-    listing = Listing([], [], [], [])
-    if storage.is_local:
-        stack = [""]
-        while stack:
-            rel = stack.pop()
-            try:
-                _scan_local_directory(storage, rel, partition_columns, listing, stack)
-            except FileNotFoundError:
-                continue  # removed meanwhile (a concurrent vacuum): nothing left to list
-        return listing
-    from delta_ops.storage.table_storage import _mtime_ms
-
-    root = storage.root.rstrip("/")
-    for path, info in storage.fs.find(root, withdirs=True, detail=True).items():
-        found = path[len(root) :].lstrip("/") if path.startswith(root) else None
-        if not found or any(is_hidden(part, partition_columns) for part in found.split("/")):
-            continue
-        if info.get("type") == "directory":
-            listing.dirs.append(found)
-        elif not info.get("islink"):
-            listing.paths.append(found)
-            listing.sizes.append(int(info.get("size") or 0))
-            listing.mtimes.append(_mtime_ms(info))
-    return listing
-
-
-def _scan_local_directory(
-    storage: Storage,
-    rel: str,
-    partition_columns: tuple[str, ...],
-    listing: Listing,
-    stack: list[str],
-) -> None:
-    """List one local directory into `listing`, pushing its subdirectories onto `stack`."""
-    prefix = f"{rel}/" if rel else ""
-    with os.scandir(storage.join(rel) if rel else storage.root) as it:
-        for entry in it:
-            name = entry.name
-            if name[0] in "_." and is_hidden(name, partition_columns):
-                continue
-            if entry.is_symlink():
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                listing.dirs.append(prefix + name)
-                stack.append(prefix + name)
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue  # deleted meanwhile
-            listing.paths.append(prefix + name)
-            listing.sizes.append(st.st_size)
-            listing.mtimes.append(st.st_mtime_ns // 1_000_000)
+    return storage.walk(lambda name: name[0] in "_." and is_hidden(name, partition_columns))
 
 
 def _reason(path: str, tombstone_paths: set[str]) -> str:
@@ -676,8 +612,8 @@ def execute_vacuum(plan: VacuumPlan) -> VacuumResult:
     status, error = "COMPLETED", None
     try:
         deleted = _delete_files(storage, to_delete)
-        dirs_removed = _delete_empty_dirs(
-            storage, [d for d in plan.directories if d not in referenced_dirs]
+        dirs_removed = storage.remove_empty_dirs(
+            [d for d in plan.directories if d not in referenced_dirs]
         )
     except Exception as exc:  # noqa: BLE001 - recorded in VACUUM END, then re-raised
         status, error = "FAILED", exc
@@ -746,64 +682,10 @@ def committed_since(storage: Storage, version: int) -> tuple[int, set[str]]:
     return latest, referenced
 
 
-def _really_inside(root_real: str, directory: str) -> bool:
-    """Whether a local directory resolves (symlinks followed) inside the table root."""
-    real = os.path.realpath(directory)
-    return real == root_real or real.startswith(root_real + os.sep)
-
-
 def _delete_files(storage: Storage, candidates: list[Candidate]) -> list[Candidate]:
-    """Delete in parallel chunks; a file already gone counts as deleted. A file whose directory
-    resolves outside the table (a symlinked directory) or that is a symlink is skipped."""
-    if not candidates:
-        return []
-    if not storage.is_local:
-        with ThreadPoolExecutor(max_workers=DELETE_WORKERS) as pool:
-            list(pool.map(lambda c: storage.delete([storage.join(c.path)]), candidates))
-        return list(candidates)
-    root_real = os.path.realpath(storage.root)
-    safe_dirs = {
-        d
-        for d in {posixpath.dirname(c.path) for c in candidates}
-        if _really_inside(root_real, storage.join(d) if d else storage.root)
-    }
-
-    def delete_chunk(chunk: list[Candidate]) -> list[Candidate]:
-        done = []
-        for c in chunk:
-            full = storage.join(c.path)
-            if posixpath.dirname(c.path) not in safe_dirs or os.path.islink(full):
-                logger.warning("not deleting %s: it resolves outside the table root", c.path)
-                continue
-            try:
-                os.unlink(full)
-            except FileNotFoundError:
-                pass
-            done.append(c)
-        return done
-
-    workers = min(DELETE_WORKERS, max(1, len(candidates) // 256))
-    chunks = [candidates[i::workers] for i in range(workers)]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return [c for part in pool.map(delete_chunk, chunks) for c in part]
-
-
-def _delete_empty_dirs(storage: Storage, directories: list[str]) -> int:
-    """Remove directories that are empty, deepest first, never recursively."""
-    removed = 0
-    for d in directories:
-        full = storage.join(d)
-        try:
-            if storage.is_local:
-                os.rmdir(full)
-            else:
-                if storage.fs.ls(full):
-                    continue
-                storage.fs.rmdir(full)
-            removed += 1
-        except OSError:
-            continue  # not empty (or already gone): non-recursive, as Spark
-    return removed
+    """Delete the candidates' files (never outside the root); the ones deleted or already gone."""
+    deleted = set(storage.delete_many([c.path for c in candidates]))
+    return [c for c in candidates if c.path in deleted]
 
 
 def _write_last_vacuum_info(storage: Storage, plan: VacuumPlan) -> None:

@@ -27,6 +27,8 @@ from typing import Any, BinaryIO
 from urllib.parse import unquote
 
 from delta_ops.errors import InvalidLocation, MissingExtra, NotADeltaTable, UnsafePath
+from delta_ops.storage import tree
+from delta_ops.storage.tree import TreeListing
 
 logger = logging.getLogger(__name__)
 
@@ -444,6 +446,18 @@ class Storage:
                 FileEntry(path[len(prefix) :], int(info.get("size") or 0), _mtime_ms(info))
             )
         return sorted(entries, key=lambda e: e.name)
+
+    def walk(self, skip_name: Callable[[str], bool]) -> TreeListing:
+        """Files and directories under the root, pruning names `skip_name` accepts."""
+        return tree.walk(self, skip_name)
+
+    def delete_many(self, relative_paths: Sequence[str]) -> list[str]:
+        """Delete table-relative files in parallel, never outside the root; the deleted ones."""
+        return tree.delete_many(self, relative_paths)
+
+    def remove_empty_dirs(self, relative_dirs: Sequence[str]) -> int:
+        """Remove those of the table-relative directories that are empty, in order."""
+        return tree.remove_empty_dirs(self, relative_dirs)
 
     def delete(self, paths: Iterable[str]) -> None:
         """Delete files (not directories); a file that is already gone is not an error."""

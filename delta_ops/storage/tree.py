@@ -1,0 +1,154 @@
+"""Walking and pruning a table's directory tree: the listing vacuum needs and safe deletes.
+
+Everything here is reached through :class:`~delta_ops.storage.Storage` methods
+(``walk``, ``delete_many``, ``remove_empty_dirs``); ops never see `os` or fsspec::
+
+    tree = storage.walk(skip_name=lambda name: name.startswith("_"))
+    deleted = storage.delete_many(["part-0.parquet", "p=1/part-1.parquet"])
+
+Local trees use ``os.scandir`` (no fsspec overhead per entry), never follow symlinks, and
+tolerate entries vanishing under them (a concurrent vacuum). Deletes refuse any path whose
+directory resolves outside the table root or that is itself a symlink.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from delta_ops.storage.table_storage import Storage
+
+logger = logging.getLogger(__name__)
+
+DELETE_WORKERS = 16
+
+
+@dataclass
+class TreeListing:
+    """Files under the root, columnar (relative path, size, mtime in ms), and directories."""
+
+    paths: list[str] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    mtimes: list[int] = field(default_factory=list)
+    dirs: list[str] = field(default_factory=list)
+
+
+def walk(storage: Storage, skip_name: Callable[[str], bool]) -> TreeListing:
+    """Every file and directory under the root whose names (at every level) `skip_name`
+    accepts; symlinks are skipped, entries deleted meanwhile are not errors."""
+    listing = TreeListing()
+    if storage.is_local:
+        stack = [""]
+        while stack:
+            rel = stack.pop()
+            try:
+                _scan_local(storage, rel, skip_name, listing, stack)
+            except FileNotFoundError:
+                continue  # removed meanwhile: nothing left to list
+        return listing
+    from delta_ops.storage.table_storage import _mtime_ms
+
+    root = storage.root.rstrip("/")
+    for path, info in storage.fs.find(root, withdirs=True, detail=True).items():
+        found = path[len(root) :].lstrip("/") if path.startswith(root) else None
+        if not found or any(skip_name(part) for part in found.split("/")):
+            continue
+        if info.get("type") == "directory":
+            listing.dirs.append(found)
+        elif not info.get("islink"):
+            listing.paths.append(found)
+            listing.sizes.append(int(info.get("size") or 0))
+            listing.mtimes.append(_mtime_ms(info))
+    return listing
+
+
+def _scan_local(
+    storage: Storage,
+    rel: str,
+    skip_name: Callable[[str], bool],
+    listing: TreeListing,
+    stack: list[str],
+) -> None:
+    prefix = f"{rel}/" if rel else ""
+    with os.scandir(storage.join(rel) if rel else storage.root) as it:
+        for entry in it:
+            name = entry.name
+            if skip_name(name) or entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                listing.dirs.append(prefix + name)
+                stack.append(prefix + name)
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            listing.paths.append(prefix + name)
+            listing.sizes.append(st.st_size)
+            listing.mtimes.append(st.st_mtime_ns // 1_000_000)
+
+
+def _really_inside(root_real: str, directory: str) -> bool:
+    real = os.path.realpath(directory)
+    return real == root_real or real.startswith(root_real + os.sep)
+
+
+def delete_many(storage: Storage, relative_paths: Sequence[str]) -> list[str]:
+    """Delete table-relative files in parallel; return those deleted (a file already gone
+    counts). Local paths whose directory resolves outside the root, or that are symlinks, are
+    skipped with a warning."""
+    if not relative_paths:
+        return []
+    if not storage.is_local:
+        with ThreadPoolExecutor(max_workers=DELETE_WORKERS) as pool:
+            list(pool.map(lambda p: storage.delete([storage.join(p)]), relative_paths))
+        return list(relative_paths)
+    root_real = os.path.realpath(storage.root)
+    safe_dirs = {
+        d
+        for d in {posixpath.dirname(p) for p in relative_paths}
+        if _really_inside(root_real, storage.join(d) if d else storage.root)
+    }
+
+    def delete_chunk(chunk: Sequence[str]) -> list[str]:
+        done = []
+        for rel in chunk:
+            full = storage.join(rel)
+            if posixpath.dirname(rel) not in safe_dirs or os.path.islink(full):
+                logger.warning("not deleting %s: it resolves outside the table root", rel)
+                continue
+            try:
+                os.unlink(full)
+            except FileNotFoundError:
+                pass
+            done.append(rel)
+        return done
+
+    workers = min(DELETE_WORKERS, max(1, len(relative_paths) // 256))
+    chunks = [relative_paths[i::workers] for i in range(workers)]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return [p for part in pool.map(delete_chunk, chunks) for p in part]
+
+
+def remove_empty_dirs(storage: Storage, relative_dirs: Sequence[str]) -> int:
+    """Remove the given directories that are empty, in order, never recursively."""
+    removed = 0
+    for d in relative_dirs:
+        full = storage.join(d)
+        try:
+            if storage.is_local:
+                os.rmdir(full)
+            else:
+                if storage.fs.ls(full):
+                    continue
+                storage.fs.rmdir(full)
+            removed += 1
+        except OSError:
+            continue  # not empty, or already gone
+    return removed
