@@ -202,7 +202,7 @@ def _with_num_records(storage: Storage, body: dict[str, Any]) -> tuple[dict[str,
     from delta_ops.protocol.stats import num_records_from_parquet_file
 
     stats["numRecords"] = num_records_from_parquet_file(
-        storage.fs, storage.table_path(body["path"])
+        storage.reader, storage.table_path(body["path"])
     )
     return {**body, "stats": json.dumps(stats, separators=(",", ":"))}, True
 
@@ -318,7 +318,7 @@ def row_ids(snapshot: Snapshot) -> pa.Table:
                 f"{storage.url}: {row['path']} has no baseRowId: row tracking is not backfilled"
             )
         full = storage.table_path(row["path"])
-        n = count if count is not None else num_records_from_parquet_file(storage.fs, full)
+        n = count if count is not None else num_records_from_parquet_file(storage.reader, full)
         index = np.arange(n, dtype=np.int64)
         ids = row["baseRowId"] + index
         if materialized:
@@ -329,7 +329,7 @@ def row_ids(snapshot: Snapshot) -> pa.Table:
                 {k: v for k, v in row["deletionVector"].items() if v is not None}
             )
             deleted = np.fromiter(
-                load_deletion_vector(dv, storage.root, storage.fs), dtype=np.int64
+                load_deletion_vector(dv, storage.root, storage.reader), dtype=np.int64
             )
             keep[deleted[deleted < n]] = False
         parts.append(
@@ -355,7 +355,7 @@ def row_ids(snapshot: Snapshot) -> pa.Table:
 def _with_materialized(storage: Storage, full: str, column: str, ids: np.ndarray) -> np.ndarray:
     import pyarrow.parquet as pq
 
-    with storage.fs.open(full, "rb") as f:
+    with storage.open_input(full) as f:
         pf = pq.ParquetFile(f)
         if column not in pf.schema_arrow.names:
             return ids

@@ -73,6 +73,36 @@ def is_temporary_name(name: str) -> bool:
     return bool(_TEMPORARY_NAME.match(name))
 
 
+class FileReader:
+    """Opens files for reading through a Storage (``open(path, "rb")``, as fsspec does)."""
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+
+    def open(self, path: str, mode: str = "rb") -> BinaryIO:
+        if mode != "rb":
+            raise ValueError(f"a FileReader only reads ('rb'), not {mode!r}")
+        return self._storage.open_input(path)
+
+    def cat_ranges(
+        self,
+        paths: Sequence[str],
+        starts: Sequence[int],
+        ends: Sequence[int],
+        on_error: str = "raise",
+    ) -> list[bytes]:
+        """Byte ranges ``[start, end)`` of files (fsspec's `cat_ranges`; errors raise)."""
+        if not self._storage.is_local:
+            ranges: list[bytes] = self._storage.fs.cat_ranges(paths, starts, ends, on_error="raise")
+            return ranges
+        out = []
+        for path, start, end in zip(paths, starts, ends):
+            with open(path, "rb") as f:
+                f.seek(start)
+                out.append(f.read(end - start))
+        return out
+
+
 def _is_local_fs(fs: Any) -> bool:
     if fs is None:
         return True
@@ -446,6 +476,19 @@ class Storage:
                 FileEntry(path[len(prefix) :], int(info.get("size") or 0), _mtime_ms(info))
             )
         return sorted(entries, key=lambda e: e.name)
+
+    def open_input(self, path: str) -> BinaryIO:
+        """A seekable binary reader of a file given its filesystem path."""
+        if self.is_local:
+            return open(path, "rb")
+        handle: BinaryIO = self.fs.open(path, "rb")
+        return handle
+
+    @property
+    def reader(self) -> FileReader:
+        """This storage as the ``open(path, "rb")`` reader the protocol's file readers take
+        (footer statistics, deletion vectors), so they never see fsspec."""
+        return FileReader(self)
 
     def walk(self, skip_name: Callable[[str], bool]) -> TreeListing:
         """Files and directories under the root, pruning names `skip_name` accepts."""
