@@ -20,7 +20,8 @@ import os
 import posixpath
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, BinaryIO
@@ -101,6 +102,25 @@ class FileReader:
                 f.seek(start)
                 out.append(f.read(end - start))
         return out
+
+
+@contextmanager
+def _staged_local(path: str, write: Callable[[BinaryIO], object]) -> Iterator[str]:
+    """A durable (fsynced) hidden temp file next to local `path`, filled by `write`; the block
+    links or renames it into place, and whatever is left of it is removed afterwards, even
+    when the write fails (only a killed process leaves one, for vacuum to collect)."""
+    directory, name = os.path.split(path)
+    os.makedirs(directory, exist_ok=True)
+    tmp = temporary_path(directory, name)
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        yield tmp
+    finally:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
 
 
 def _is_local_fs(fs: Any) -> bool:
@@ -329,20 +349,12 @@ class Storage:
         conditional writes implement.
         """
         if self.is_local:
-            directory, name = os.path.split(path)
-            os.makedirs(directory, exist_ok=True)
-            tmp = temporary_path(directory, name)
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            try:
-                os.link(tmp, path)
-                return True
-            except FileExistsError:
-                return False
-            finally:
-                os.unlink(tmp)
+            with _staged_local(path, lambda f: f.write(data)) as tmp:
+                try:
+                    os.link(tmp, path)
+                    return True
+                except FileExistsError:
+                    return False
         if not self.supports_conditional_create:
             raise NotImplementedError(
                 f"{type(self.fs).__name__} ({self.fs.protocol}) is not known to create files only-if-absent"
@@ -384,14 +396,7 @@ class Storage:
         existing 0-byte file (which every Delta reader ignores) is replaced.
         """
         if self.is_local:
-            directory, name = os.path.split(path)
-            os.makedirs(directory, exist_ok=True)
-            tmp = temporary_path(directory, name)
-            try:
-                with open(tmp, "wb") as f:
-                    write(f)
-                    f.flush()
-                    os.fsync(f.fileno())
+            with _staged_local(path, write) as tmp:
                 size = os.path.getsize(tmp)
                 try:
                     os.link(tmp, path)
@@ -401,9 +406,6 @@ class Storage:
                         os.replace(tmp, path)
                         return True, size
                     return False, size
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
         buffer = io.BytesIO()
         write(buffer)
         data = buffer.getvalue()
@@ -426,14 +428,8 @@ class Storage:
         Local: temp file + `os.replace`. Object stores: a single PUT, which is atomic.
         """
         if self.is_local:
-            directory, name = os.path.split(path)
-            os.makedirs(directory, exist_ok=True)
-            tmp = temporary_path(directory, name)
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            with _staged_local(path, lambda f: f.write(data)) as tmp:
+                os.replace(tmp, path)
             return
         self.fs.pipe_file(path, data)
 
