@@ -60,14 +60,10 @@ def _print(args: argparse.Namespace, data: dict[str, Any], human: str) -> None:
 def _run_operation(operation: Operation, args: argparse.Namespace) -> int:
     """Plan one registered operation; print the plan (dry run) or execute it and print what
     it did. Text by default, one JSON object with --json."""
-    from delta_ops.table.snapshot import load_snapshot
-
     values = operation.parse({o.name: getattr(args, o.name) for o in operation.options})
     version = args.version if operation.at_version else None
-    snapshot = load_snapshot(
-        args.table, version, storage_options=_storage_options(args.storage_option)
-    )
-    plan = operation.plan(snapshot, values)
+    table = operation.load(args.table, version, _storage_options(args.storage_option))
+    plan = operation.plan(table, values)
     if args.dry_run:
         _print(args, {**to_data(plan), "dry_run": True}, operation.describe_plan(plan))
         return 0

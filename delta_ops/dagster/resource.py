@@ -88,7 +88,7 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
         them: durations as text, e.g. ``{"retention": "7d"}``)."""
         op = operation_named(operation)
         values = op.parse(dict(options or {}))
-        return op.plan(self.snapshot(url, storage_options=storage_options), values)
+        return op.plan(op.load(self._storage(url, storage_options)), values)
 
     def execute(
         self, operation: str, plan: Any, *, progress: Callable[[str], None] | None = None

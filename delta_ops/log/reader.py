@@ -512,3 +512,45 @@ def read_checkpoint(
     if not batch.protocols or not batch.metadatas:
         raise CorruptLog(names[0], "checkpoint lacks a protocol or metaData action")
     return CheckpointRead(batch=batch, files_read=read)
+
+
+# ------------------------------------------------------------------ protocol and metadata only
+_HEAD_COLUMNS = ("protocol", "metaData")
+
+
+def read_checkpoint_head(
+    storage: Storage, files: Sequence[LogFile], version: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The `protocol` and `metaData` actions of a checkpoint, reading nothing else.
+
+    Parquet parts are opened and only those two column chunks are read (a checkpoint of a
+    million files costs a footer and two small columns); JSON V2 checkpoints are parsed whole
+    (their top-level file holds no file actions when it has sidecars). Raises CorruptLog naming
+    the file when a part cannot be read or neither action is found.
+    """
+    import pyarrow.parquet as pq
+
+    protocols: list[tuple[int, dict[str, Any]]] = []
+    metadatas: list[tuple[int, dict[str, Any]]] = []
+    for f in files:
+        path = storage.log_file(f.name)
+        try:
+            if f.format == "json":
+                table = _read_json_actions(f.name, storage.read_bytes(path))
+            else:
+                with storage.open_input(path) as handle:
+                    pf = pq.ParquetFile(handle)
+                    present = [c for c in _HEAD_COLUMNS if pf.schema_arrow.get_field_index(c) >= 0]
+                    table = pf.read(columns=present) if present else pa.table({})
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise CorruptLog(f.name, f"unreadable checkpoint: {exc}") from exc
+        if not table.num_columns:
+            continue
+        batch = normalize_actions(
+            table, versions=np.full(table.num_rows, version, dtype=np.int64), seq_start=0
+        )
+        protocols.extend(batch.protocols)
+        metadatas.extend(batch.metadatas)
+    if not protocols or not metadatas:
+        raise CorruptLog(files[0].name, "checkpoint lacks a protocol or metaData action")
+    return max(protocols, key=lambda p: p[0])[1], max(metadatas, key=lambda m: m[0])[1]

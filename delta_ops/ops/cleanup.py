@@ -52,7 +52,7 @@ from delta_ops.log.segment import build_log_segment
 if TYPE_CHECKING:
     import pyarrow as pa
 from delta_ops.storage import Storage
-from delta_ops.table.snapshot import Snapshot
+from delta_ops.table.snapshot import Snapshot, TableHead
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class CleanupPlan:
     kept_reasons: tuple[str, ...]
     write_compat_checkpoint: str | None  # V2 boundary: classic-named copy to write first
     oldest_retained_version: int | None
-    snapshot: Snapshot = field(repr=False, compare=False)
+    snapshot: Snapshot | TableHead = field(repr=False, compare=False)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -210,7 +210,7 @@ def _readable(storage: Storage, checkpoint: list[LogFile]) -> bool:
 
 
 def plan_cleanup(
-    snapshot: Snapshot, now_ms: int, *, retention_ms: int | None = None
+    snapshot: Snapshot | TableHead, now_ms: int, *, retention_ms: int | None = None
 ) -> CleanupPlan:
     """Plan log cleanup of `snapshot`'s table as of `now_ms`."""
     storage = snapshot.storage

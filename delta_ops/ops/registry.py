@@ -30,7 +30,8 @@ from delta_ops.protocol.units import (
     parse_duration_ms,
     parse_time_ms,
 )
-from delta_ops.table.snapshot import Snapshot
+from delta_ops.storage import Storage
+from delta_ops.table.snapshot import Snapshot, TableHead, load_head, load_snapshot
 
 OptionKind = Literal["duration", "time", "count", "flag", "choice"]
 Progress = Callable[[str], None] | None
@@ -110,12 +111,13 @@ class Operation:
     action: str  # the Dagster action (asset output and job name part)
     help: str
     options: tuple[Option, ...]
-    plan_with: Callable[[Snapshot, Mapping[str, Any]], Any]
+    plan_with: Callable[[Any, Mapping[str, Any]], Any]
     execute_with: Callable[[Any, Progress], Any]
     describe_plan: Callable[[Any], str]
     describe_result: Callable[[Any], str]
     idle_reason: Callable[[Any], str]  # why a plan with nothing to do has nothing to do
     at_version: bool = False  # plans a chosen version (``--version``) rather than the latest
+    needs_files: bool = True  # False: plans from a TableHead (no file state is loaded)
 
     def parse(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """Typed option values from raw ones; unknown names are a programming error."""
@@ -124,7 +126,17 @@ class Operation:
             raise InvalidValue(f"{self.name}: unknown options {sorted(unknown)}")
         return {o.name: o.parse(raw.get(o.name)) for o in self.options}
 
-    def plan(self, snapshot: Snapshot, values: Mapping[str, Any]) -> Any:
+    def load(
+        self,
+        table: str | Storage,
+        version: int | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> Snapshot | TableHead:
+        """What the op plans from: the full snapshot, or only the head when it needs no files."""
+        load = load_snapshot if self.needs_files else load_head
+        return load(table, version, storage_options=storage_options)
+
+    def plan(self, snapshot: Snapshot | TableHead, values: Mapping[str, Any]) -> Any:
         return self.plan_with(snapshot, values)
 
     def execute(self, plan: Any, progress: Progress = None) -> Any:
@@ -203,7 +215,7 @@ CHECKPOINT = Operation(
 
 
 # ------------------------------------------------------------------------------ cleanup
-def _plan_cleanup(snapshot: Snapshot, values: Mapping[str, Any]) -> Any:
+def _plan_cleanup(snapshot: Snapshot | TableHead, values: Mapping[str, Any]) -> Any:
     now = values["now"] if values["now"] is not None else clock.now_ms()
     return cleanup.plan_cleanup(snapshot, now, retention_ms=values["retention"])
 
@@ -242,6 +254,7 @@ CLEANUP = Operation(
     describe_plan=_describe_cleanup_plan,
     describe_result=_describe_cleanup_result,
     idle_reason=lambda plan: "; ".join(plan.kept_reasons) or "no expired log files",
+    needs_files=False,
 )
 
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from delta_ops.errors import CorruptLog, DeltaOpsError
 from delta_ops.log.actions import concat_batches, restrict_partition_values
-from delta_ops.log.reader import read_checkpoint, read_commits
+from delta_ops.log.reader import read_checkpoint, read_checkpoint_head, read_commits
 from delta_ops.log.replay import DomainMetadata, ReconciledState, Txn, reconcile
 from delta_ops.log.segment import LogSegment, build_log_segment, list_log_files
 from delta_ops.protocol.features import Protocol
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from delta_ops.protocol.schema import StructType
 
 logger = logging.getLogger(__name__)
+_Loaded = TypeVar("_Loaded", "Snapshot", "TableHead")
 
 
 @dataclass(frozen=True)
@@ -238,13 +239,61 @@ def load_snapshot(
         NotADeltaTable, VersionNotFound, VersionGap, CorruptLog, UnsupportedFeature.
     """
     storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
+    snapshot = _load_with_fallback(storage, version, _load_segment)
+    snapshot.protocol.check_readable()
+    return snapshot
+
+
+@dataclass(frozen=True)
+class TableHead:
+    """A table at a version without its file state: what ops that touch no data files need
+    (log cleanup, probes, commit sensors). Loading one reads the checkpoint's `protocol` and
+    `metaData` columns and the commits after it, never the file actions of a checkpoint.
+    `load_snapshot(head.storage, head.version)` gives the full state when it is needed."""
+
+    storage: Storage
+    segment: LogSegment
+    protocol: Protocol
+    metadata: Metadata
+
+    @property
+    def version(self) -> int:
+        return self.segment.version
+
+    @cached_property
+    def properties(self) -> TableProperties:
+        return TableProperties.from_configuration(self.metadata.configuration)
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]:
+        return self.metadata.partition_columns
+
+
+def load_head(
+    table: str | os.PathLike[str] | Storage,
+    version: int | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> TableHead:
+    """Load a table's version, protocol and metadata (the latest version when None), reading
+    no file state. Raises what :func:`load_snapshot` raises."""
+    storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
+    head = _load_with_fallback(storage, version, _load_head)
+    head.protocol.check_readable()
+    return head
+
+
+def _load_with_fallback(
+    storage: Storage, version: int | None, load: Callable[[Storage, LogSegment], _Loaded]
+) -> _Loaded:
+    """Load a segment; a checkpoint that cannot be read is skipped with a warning in favour of
+    the next older one (or plain JSON replay) while the history can still rebuild the state."""
     listing = list_log_files(storage)
     excluded: list[str] = []
     segment = build_log_segment(storage, version, listing=listing)
     while True:
         try:
-            snapshot = _load_segment(storage, segment)
-            break
+            return load(storage, segment)
         except CorruptLog as exc:
             if segment.checkpoint is None or not _is_checkpoint_failure(exc, segment):
                 raise
@@ -260,8 +309,27 @@ def load_snapshot(
                 )
             except DeltaOpsError as fallback_exc:
                 raise exc from fallback_exc
-    snapshot.protocol.check_readable()
-    return snapshot
+
+
+def _load_head(storage: Storage, segment: LogSegment) -> TableHead:
+    protocol: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    if segment.checkpoint is not None:
+        protocol, metadata = read_checkpoint_head(
+            storage, segment.checkpoint.files, segment.checkpoint.version
+        )
+    batch = read_commits(storage, segment.commits, seq_start=0).batch
+    if batch.protocols:
+        protocol = max(batch.protocols, key=lambda p: p[0])[1]
+    if batch.metadatas:
+        metadata = max(batch.metadatas, key=lambda m: m[0])[1]
+    if protocol is None:
+        raise CorruptLog(_first_file(segment), "no protocol action in the log segment")
+    if metadata is None:
+        raise CorruptLog(_first_file(segment), "no metaData action in the log segment")
+    return TableHead(
+        storage, segment, Protocol.from_action(protocol), Metadata.from_action(metadata)
+    )
 
 
 def _checkpoint_file_names(segment: LogSegment) -> set[str]:
