@@ -143,8 +143,19 @@ class Operation:
         return self.execute_with(plan, progress)
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def to_data(value: Any) -> Any:
-    """Plans and results (and what they hold) as JSON-ready plain data: the one serializer."""
+    """Plans and results (and what they hold) as JSON-ready plain data: the one serializer.
+
+    Plain values pass through untouched (a result listing 100k paths costs one pass)."""
+    if type(value) in _PLAIN:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [v if type(v) in _PLAIN else to_data(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): v if type(v) in _PLAIN else to_data(v) for k, v in value.items()}
     to_dict = getattr(value, "to_dict", None)
     if callable(to_dict):
         return to_data(to_dict())
@@ -152,11 +163,8 @@ def to_data(value: Any) -> Any:
         return {
             f.name: to_data(getattr(value, f.name)) for f in dataclasses.fields(value) if f.repr
         }
-    if isinstance(value, Mapping):
-        return {str(k): to_data(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = [to_data(v) for v in value]
-        return sorted(items) if isinstance(value, (set, frozenset)) else items
+    if isinstance(value, (set, frozenset)):
+        return sorted(to_data(v) for v in value)
     return value
 
 
