@@ -89,3 +89,26 @@ def test_unknown_filesystems_are_not_trusted_with_commits(tmp_path):
         Transaction(load_snapshot(storage), operation="WRITE", single_writer=True).commit().version
         == 1
     )
+
+
+def test_move_new_stamps_the_staging_time_and_never_overwrites(tmp_path):
+    import os
+    import time
+
+    from delta_ops.storage import Storage
+
+    storage = Storage.open(tmp_path)
+    staged = tmp_path / "_delta_ops_staging" / "w" / "part-0.parquet"
+    staged.parent.mkdir(parents=True)
+    staged.write_bytes(b"data")
+    hour_ago = time.time() - 3600
+    os.utime(staged, (hour_ago, hour_ago))
+    assert storage.move_new(str(staged), "p=1/part-0.parquet")
+    moved = tmp_path / "p=1" / "part-0.parquet"
+    assert not staged.exists() and moved.read_bytes() == b"data"
+    assert time.time() - moved.stat().st_mtime < 60  # the grace counts from staging
+
+    again = tmp_path / "_delta_ops_staging" / "w" / "other.parquet"
+    again.write_bytes(b"other")
+    assert not storage.move_new(str(again), "p=1/part-0.parquet")
+    assert moved.read_bytes() == b"data" and again.exists()

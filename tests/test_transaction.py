@@ -140,7 +140,7 @@ def test_never_overwrites_an_existing_commit(tmp_path):
     txn = Transaction(snap, operation="WRITE")
     txn.add_action(add_action(table, "a.parquet", 1, 7))
     result = txn.commit()
-    assert (result.version, result.attempts) == (3, 3)
+    assert (result.version, result.attempts) == (3, 2)  # one retry jumps past both winners
     for version, body in enumerate(foreign, start=1):
         assert commit_path(table, version).read_bytes() == body
     assert commit_info(table, 3)["operation"] == "WRITE"
@@ -179,12 +179,27 @@ def test_bounded_retries_give_up_without_writing(tmp_path):
         commit_path(table, version).write_text(
             json.dumps({"commitInfo": {"timestamp": version, "operation": "OTHER"}}) + "\n"
         )
-    txn = Transaction(snap, operation="WRITE", max_attempts=2)
+    txn = Transaction(snap, operation="WRITE", max_attempts=1)
     txn.add_action(add_action(table, "a.parquet", 1, 7))
-    with pytest.raises(ConcurrentModification, match="2 attempts"):
+    with pytest.raises(ConcurrentModification, match="1 attempts") as info:
         txn.commit()
+    assert info.value.retryable
     assert not commit_path(table, 4).exists()
     assert load_snapshot(table).version == 3
+
+
+def test_a_retry_jumps_past_every_winner_at_once(tmp_path):
+    table = base_table(tmp_path)
+    snap = load_snapshot(table)
+    for version in (1, 2, 3):
+        commit_path(table, version).write_text(
+            json.dumps({"commitInfo": {"timestamp": version, "operation": "OTHER"}}) + "\n"
+        )
+    txn = Transaction(snap, operation="WRITE")
+    txn.add_action(add_action(table, "a.parquet", 1, 7))
+    result = txn.commit()
+    assert (result.version, result.attempts) == (4, 2)
+    assert "a.parquet" in load_snapshot(table).files.column("path").to_pylist()
 
 
 # ======================================================================== 2. conflicts

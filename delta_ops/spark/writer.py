@@ -300,13 +300,10 @@ def _partition_values(
 
 
 def _move(storage: Storage, source: str, relative: str) -> None:
-    """Move a staged file to its final table path, never over an existing file."""
-    target = storage.join(relative)
-    fs = storage.fs
-    if fs.exists(target):
+    """Move a staged file to its final table path, never over an existing file (its mtime
+    becomes the staging time, which vacuum's in-flight grace measures)."""
+    if not storage.move_new(source, relative):
         raise DeltaOpsError(f"{storage.url}: {relative} already exists; refusing to overwrite it")
-    fs.makedirs(posixpath.dirname(target), exist_ok=True)
-    fs.mv(source, target)
 
 
 def discard_uncommitted(storage: Storage, relative_paths: Sequence[str]) -> None:

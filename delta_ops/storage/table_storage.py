@@ -486,6 +486,27 @@ class Storage:
         (footer statistics, deletion vectors), so they never see fsspec."""
         return FileReader(self)
 
+    def move_new(self, source: str, relative: str) -> bool:
+        """Move a staged file to a table-relative path that must not exist yet; False if it
+        does. The moved file's mtime becomes now (locally; on object stores the copy is new),
+        so vacuum's in-flight grace measures how long ago it was staged, not when a task
+        started writing it."""
+        target = self.join(relative)
+        if self.is_local:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            try:
+                os.link(source, target)  # atomic: fails when the name is taken
+            except FileExistsError:
+                return False
+            os.unlink(source)
+            os.utime(target)
+            return True
+        if self.fs.exists(target):
+            return False
+        self.fs.makedirs(posixpath.dirname(target), exist_ok=True)
+        self.fs.mv(source, target)
+        return True
+
     def walk(self, skip_name: Callable[[str], bool]) -> TreeListing:
         """Files and directories under the root, pruning names `skip_name` accepts."""
         return tree.walk(self, skip_name)

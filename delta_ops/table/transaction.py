@@ -1,10 +1,17 @@
 """Optimistic transactions: the only way delta-ops writes a commit.
 
 A :class:`Transaction` starts from a snapshot (its read version), collects actions, and commits
-them as `N.json` with put-if-absent. If another writer took version N first, the winning
-commits are read and checked for conflicts with what this transaction read and writes; when
-they do not conflict the transaction retries at the next version (bounded attempts), otherwise
-it fails with :class:`ConcurrentModification` naming the winning commit.
+them as `N.json` with put-if-absent. If another writer took version N first, the transaction
+jumps to the newest version in the log, checks only the winning commits in between for
+conflicts with what it read and writes, and tries again after a short jittered backoff, for as
+long as its time budget allows (blind appends never conflict, so under contention they all
+land; the actions are serialized once unless row ids must be re-assigned). A real conflict, or
+an exhausted budget, fails with a retryable :class:`ConcurrentModification` naming the commit.
+
+A winner that is a ``VACUUM START`` may have deleted files this transaction is about to add (a
+slow writer whose staged files look older than vacuum's in-flight grace): the transaction waits
+for that vacuum's ``VACUUM END`` and checks that every file and deletion vector it adds still
+exists; if one is gone it fails (retryably) instead of committing a dangling reference.
 
 Conflicts (after Delta Spark's `ConflictChecker`, reduced to what delta-ops' operations do):
 
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -46,7 +54,8 @@ from delta_ops.version import __version__
 logger = logging.getLogger(__name__)
 
 ENGINE_INFO = f"delta-ops/{__version__}"
-DEFAULT_MAX_ATTEMPTS = 15
+DEFAULT_TIME_BUDGET_S = 120.0
+VACUUM_POLL_S = 0.2
 
 
 class CommitRefused(DeltaOpsError):
@@ -74,10 +83,42 @@ class WinningCommit:
         return [a[kind] for a in self.actions if kind in a]
 
     @property
+    def operation(self) -> str | None:
+        infos = self.of_kind("commitInfo")
+        return infos[0].get("operation") if infos else None
+
+    @property
     def touched_paths(self) -> set[str]:
         return {a["path"] for a in self.of_kind("add")} | {
             a["path"] for a in self.of_kind("remove")
         }
+
+
+def _latest_commit_version(storage: Storage, at_least: int) -> int:
+    """The newest commit version in the log (at least `at_least`, which is known to exist)."""
+    from delta_ops.log.file_names import LogFileKind, parse_listing
+
+    versions = [
+        f.version for f in parse_listing(storage.list_log()) if f.kind is LogFileKind.COMMIT
+    ]
+    latest = at_least
+    present = set(versions)
+    while latest + 1 in present:
+        latest += 1
+    return latest
+
+
+def _vacuum_ended(storage: Storage, start_version: int) -> bool:
+    """Whether a commit after `start_version` is a VACUUM END (the vacuum finished deleting)."""
+    version = start_version + 1
+    while True:
+        try:
+            actions = read_commit_actions(storage, version)
+        except FileNotFoundError:
+            return False
+        if WinningCommit(version, actions).operation == "VACUUM END":
+            return True
+        version += 1
 
 
 def encode_operation_values(values: Mapping[str, Any] | None) -> dict[str, str]:
@@ -114,7 +155,8 @@ class Transaction:
         storage: the table's storage when creating a table (else the snapshot's).
         single_writer: declare that no other process writes this table, which allows commits
             on filesystems without a conditional create.
-        max_attempts: how many versions to try before giving up.
+        time_budget_s: how long to keep retrying after conflicts that are not real ones.
+        max_attempts: an optional cap on put attempts (None: only the time budget).
         known_version: commit after this version, newer than the snapshot's, when the caller
             has examined the commits in between itself (they are not checked again).
         on_conflict: optional hook called with each winning commit before the default checks;
@@ -127,13 +169,15 @@ class Transaction:
     parameters: Mapping[str, Any] | None = None
     storage: Storage | None = None
     single_writer: bool = False
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    time_budget_s: float = DEFAULT_TIME_BUDGET_S
+    max_attempts: int | None = None
     on_conflict: Callable[[Transaction, WinningCommit], set[str]] | None = None
     actions: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
     files_read: set[str] = field(default_factory=set)
     known_version: int | None = None  # a newer version already checked for conflicts
+    _serialized_actions: bytes | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.storage is None:
@@ -183,21 +227,30 @@ class Transaction:
         assert storage is not None
         txn_id = str(uuid.uuid4())
         hwm = self.snapshot.row_id_high_water_mark if self.snapshot is not None else None
+        deadline = time.monotonic() + self.time_budget_s
         version = self.read_version + 1
-        for attempt in range(1, self.max_attempts + 1):
+        attempt = 0
+        while True:
+            attempt += 1
             body, new_hwm = self._serialize(version, txn_id, protocol, hwm)
             if self._put(storage, version, body):
                 logger.info(
                     "committed %s as version %d (attempt %d)", self.operation, version, attempt
                 )
                 return CommitResult(version, attempt, len(self.actions), new_hwm)
-            winner = WinningCommit(version, read_commit_actions(storage, version))
-            hwm = self._check_conflicts(winner, hwm)
-            version += 1
-        raise ConcurrentModification(
-            f"{storage.url}: gave up committing {self.operation} after {self.max_attempts} attempts; "
-            f"the table is changing too fast (last tried version {version - 1})"
-        )
+            latest = _latest_commit_version(storage, version)
+            for winner_version in range(version, latest + 1):
+                winner = WinningCommit(winner_version, read_commit_actions(storage, winner_version))
+                hwm = self._check_conflicts(winner, hwm, deadline)
+            version = latest + 1
+            out_of_attempts = self.max_attempts is not None and attempt >= self.max_attempts
+            if out_of_attempts or time.monotonic() >= deadline:
+                raise ConcurrentModification(
+                    f"{storage.url}: gave up committing {self.operation} after {attempt} attempts"
+                    f" in {self.time_budget_s:g} s; the table is changing too fast (newest version"
+                    f" {latest}); run it again"
+                )
+            time.sleep(random.uniform(0, min(1.0, 0.005 * 2**attempt)))
 
     def _put(self, storage: Storage, version: int, body: bytes) -> bool:
         path = storage.log_file(commit_file_name(version))
@@ -215,10 +268,17 @@ class Transaction:
             storage.fs.pipe_file(path, body)  # the caller declared that no one else writes
             return True
 
-    def _check_conflicts(self, winner: WinningCommit, hwm: int | None) -> int | None:
+    def _check_conflicts(
+        self, winner: WinningCommit, hwm: int | None, deadline: float | None = None
+    ) -> int | None:
         """Raise on a conflict with `winner`; return the high-water mark after it."""
         where = f"{self.storage.url if self.storage else ''}: version {winner.version} ({commit_file_name(winner.version)})"
-        resolved = self.on_conflict(self, winner) if self.on_conflict is not None else set()
+        if winner.operation == "VACUUM START":
+            self._check_survived_vacuum(winner, deadline)
+        resolved: set[str] = set()
+        if self.on_conflict is not None:
+            resolved = self.on_conflict(self, winner)
+            self._serialized_actions = None  # the hook may have dropped actions
         if winner.version == 0 and self.snapshot is None:
             raise ConcurrentModification(f"{where}: the table was created concurrently")
         if winner.of_kind("protocol"):
@@ -253,6 +313,49 @@ class Transaction:
                     pass
         return hwm
 
+    def _check_survived_vacuum(self, start: WinningCommit, deadline: float | None) -> None:
+        """Wait for the vacuum that `start` began to end, then make sure it left every file
+        this transaction adds; raise a retryable conflict naming a file it deleted."""
+        storage = self.storage
+        assert storage is not None
+        added = self._referenced_files()
+        if not added:
+            return
+        limit = deadline if deadline is not None else time.monotonic() + self.time_budget_s
+        while not _vacuum_ended(storage, start.version):
+            if time.monotonic() >= limit:
+                raise ConcurrentModification(
+                    f"{storage.url}: a VACUUM started at version {start.version} is still"
+                    " running; this commit's files may be among its deletes; run it again"
+                )
+            time.sleep(VACUUM_POLL_S)
+        missing = [rel for rel in added if storage.stat(storage.join(rel)) is None]
+        if missing:
+            raise ConcurrentModification(
+                f"{storage.url}: the VACUUM at version {start.version} deleted"
+                f" {', '.join(sorted(missing)[:3])}, which this commit adds (a write staged"
+                " longer ago than vacuum's in-flight grace); write the data again"
+            )
+
+    def _referenced_files(self) -> list[str]:
+        """Table-relative paths of the data files and deletion vectors this commit adds."""
+        from delta_ops.errors import UnsafePath
+        from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor
+
+        storage = self.storage
+        assert storage is not None
+        out: list[str] = []
+        for add in self._of_kind("add"):
+            try:
+                out.append(storage.relative_inside_root(add["path"]))
+            except UnsafePath:
+                continue  # an absolute path elsewhere: not this table's vacuum's to delete
+            if add.get("deletionVector"):
+                dv = DeletionVectorDescriptor.from_dict(add["deletionVector"]).relative_path()
+                if dv:
+                    out.append(dv)
+        return out
+
     def _can_absorb_enablement(self, winner: WinningCommit) -> bool:
         """A winner that only turned row tracking on (`rowTrackingEnablementOnly`) does not
         invalidate a transaction that changes neither metadata nor protocol: the table already
@@ -274,16 +377,23 @@ class Transaction:
     def _serialize(
         self, version: int, txn_id: str, protocol: Protocol, hwm: int | None
     ) -> tuple[bytes, int | None]:
-        # fresh copies of the action bodies: row ids are assigned anew in every attempt
-        actions = [
-            {kind: dict(body) if isinstance(body, dict) else body for kind, body in a.items()}
-            for a in self.actions
-        ]
-        new_hwm = hwm
+        """The commit's bytes at `version`: a fresh commitInfo line, then the actions, which
+        are serialized once unless row ids must be assigned anew for this version."""
         if protocol.supports("rowTracking"):
+            # fresh copies of the action bodies: row ids are assigned anew in every attempt
+            actions = [
+                {kind: dict(body) if isinstance(body, dict) else body for kind, body in a.items()}
+                for a in self.actions
+            ]
             actions, new_hwm = assign_row_ids(
                 actions, version, hwm, suspended=self._row_tracking_suspended()
             )
+            return self._commit_info_line(txn_id) + _actions_body(actions), new_hwm
+        if self._serialized_actions is None:
+            self._serialized_actions = _actions_body(self.actions)
+        return self._commit_info_line(txn_id) + self._serialized_actions, hwm
+
+    def _commit_info_line(self, txn_id: str) -> bytes:
         commit_info: dict[str, Any] = {
             "timestamp": int(time.time() * 1000),
             "operation": self.operation,
@@ -301,14 +411,7 @@ class Transaction:
             commit_info["tags"] = dict(self.tags)
         commit_info["engineInfo"] = ENGINE_INFO
         commit_info["txnId"] = txn_id
-        ordered = [{"commitInfo": commit_info}]
-        order = ("protocol", "metaData", "domainMetadata", "txn", "remove", "add", "cdc")
-        ordered += sorted(
-            actions,
-            key=lambda a: order.index(next(iter(a))) if next(iter(a)) in order else len(order),
-        )
-        body = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in ordered)
-        return body.encode(), new_hwm
+        return (json.dumps({"commitInfo": commit_info}, separators=(",", ":")) + "\n").encode()
 
     def _row_tracking_suspended(self) -> bool:
         metadata = self._of_kind("metaData")
@@ -318,6 +421,20 @@ class Transaction:
             else (self.snapshot.metadata.configuration if self.snapshot is not None else {})
         )
         return str(config.get("delta.rowTrackingSuspended", "false")).lower() == "true"
+
+
+_ACTION_ORDER = ("protocol", "metaData", "domainMetadata", "txn", "remove", "add", "cdc")
+
+
+def _actions_body(actions: list[dict[str, Any]]) -> bytes:
+    """Actions as commit lines, in the order Delta Spark writes them."""
+
+    def rank(action: Mapping[str, Any]) -> int:
+        kind = next(iter(action))
+        return _ACTION_ORDER.index(kind) if kind in _ACTION_ORDER else len(_ACTION_ORDER)
+
+    ordered = sorted(actions, key=rank)
+    return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in ordered).encode()
 
 
 def assign_row_ids(
