@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from delta_ops import cli
+from delta_ops.clock import fixed_wall_clock
 from delta_ops.errors import DeltaOpsError, UnsupportedFeature
 from delta_ops.log.file_names import LogFileKind, parse_log_file_name
 from delta_ops.log.last_checkpoint import parse_last_checkpoint
@@ -41,6 +42,14 @@ from tests.support import (
 )
 
 FAR_FUTURE_MS = 10**15  # year ~33658: every tombstone (and txn, with a retention) expires
+
+
+@pytest.fixture(autouse=True)
+def _wall_clock_far_ahead():
+    """Plans clamp their clock to the wall clock; these tests judge expiry at fixed moments
+    (NOW, FAR_FUTURE_MS), so the wall clock reads the far future while they run."""
+    with fixed_wall_clock(FAR_FUTURE_MS, all_threads=True):
+        yield
 HOUR_MS = 3_600_000
 TOP_LEVEL_COLUMNS = ["txn", "add", "remove", "metaData", "protocol", "domainMetadata"]
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"

@@ -33,6 +33,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from delta_ops import clock
 from delta_ops.errors import CorruptLog, DeltaOpsError
 from delta_ops.log.checkpoint_content import (
     CheckpointState,
@@ -86,6 +87,8 @@ class CheckpointPlan:
     will_update_last_checkpoint: bool
     snapshot: Snapshot = field(repr=False, compare=False)
     state: CheckpointState = field(repr=False, compare=False)
+    now_ms: int = 0  # the expiry clock used (never later than the wall clock)
+    requested_now_ms: int | None = None  # what the caller asked for, when it was clamped
 
     @property
     def nothing_to_do(self) -> bool:
@@ -140,7 +143,9 @@ def plan_checkpoint(snapshot: Snapshot, now_ms: int, *, parts: int | None = None
 
     Args:
         snapshot: the version to checkpoint.
-        now_ms: the clock for expiry, epoch milliseconds.
+        now_ms: the clock for expiry, epoch milliseconds; clamped to the wall clock
+            (`delta_ops.clock.bounded`), so a later time never expires a tombstone or `txn`
+            the real clock keeps.
         parts: write a multi-part V1 checkpoint with this many parts (classic tables only).
     """
     snapshot.protocol.check_writable()
@@ -152,6 +157,8 @@ def plan_checkpoint(snapshot: Snapshot, now_ms: int, *, parts: int | None = None
         raise DeltaOpsError(
             "multi-part checkpoints are not allowed on a table with the v2 checkpoint policy"
         )
+    requested_now = now_ms
+    now_ms = clock.bounded(now_ms)
     state = checkpoint_state(snapshot, now_ms)
     version = snapshot.version
     if use_v2:
@@ -189,6 +196,8 @@ def plan_checkpoint(snapshot: Snapshot, now_ms: int, *, parts: int | None = None
         will_update_last_checkpoint=hint_version is None or hint_version <= version,
         snapshot=snapshot,
         state=state,
+        now_ms=now_ms,
+        requested_now_ms=requested_now if requested_now != now_ms else None,
     )
 
 

@@ -35,9 +35,10 @@ import json
 import logging
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
+from delta_ops import clock
 from delta_ops.errors import CorruptLog, DeltaOpsError
 from delta_ops.log.file_names import (
     SIDECARS_DIR,
@@ -87,6 +88,8 @@ class CleanupPlan:
     write_compat_checkpoint: str | None  # V2 boundary: classic-named copy to write first
     oldest_retained_version: int | None
     snapshot: Snapshot | TableHead = field(repr=False, compare=False)
+    now_ms: int = 0  # the clock the cutoff was judged by (never later than the wall clock)
+    requested_now_ms: int | None = None  # what the caller asked for, when it was clamped
 
     @property
     def nothing_to_do(self) -> bool:
@@ -212,7 +215,16 @@ def _readable(storage: Storage, checkpoint: list[LogFile]) -> bool:
 def plan_cleanup(
     snapshot: Snapshot | TableHead, now_ms: int, *, retention_ms: int | None = None
 ) -> CleanupPlan:
-    """Plan log cleanup of `snapshot`'s table as of `now_ms`."""
+    """Plan log cleanup of `snapshot`'s table as of `now_ms`, which is clamped to the wall
+    clock (`delta_ops.clock.bounded`): a later time never deletes log the real clock keeps."""
+    effective = clock.bounded(now_ms)
+    plan = _plan_cleanup(snapshot, effective, retention_ms)
+    return replace(plan, now_ms=effective, requested_now_ms=now_ms if now_ms != effective else None)
+
+
+def _plan_cleanup(
+    snapshot: Snapshot | TableHead, now_ms: int, retention_ms: int | None
+) -> CleanupPlan:
     storage = snapshot.storage
     props = snapshot.properties
     retention = props.log_retention_ms if retention_ms is None else retention_ms
