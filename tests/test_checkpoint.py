@@ -50,6 +50,8 @@ def _wall_clock_far_ahead():
     (NOW, FAR_FUTURE_MS), so the wall clock reads the far future while they run."""
     with fixed_wall_clock(FAR_FUTURE_MS, all_threads=True):
         yield
+
+
 HOUR_MS = 3_600_000
 TOP_LEVEL_COLUMNS = ["txn", "add", "remove", "metaData", "protocol", "domainMetadata"]
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"

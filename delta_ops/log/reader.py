@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from delta_ops.errors import CorruptLog
@@ -554,3 +555,63 @@ def read_checkpoint_head(
     if not protocols or not metadatas:
         raise CorruptLog(files[0].name, "checkpoint lacks a protocol or metaData action")
     return max(protocols, key=lambda p: p[0])[1], max(metadatas, key=lambda m: m[0])[1]
+
+
+# ------------------------------------------------------------------ checkpoint structure
+def sidecar_names(storage: Storage, files: Sequence[LogFile]) -> list[str]:
+    """Names (under ``_sidecars``) of the sidecar files a checkpoint references, read
+    through the same decoding as the log (JSON lines or parquet structs alike)."""
+    import pyarrow.parquet as pq
+
+    names: list[str] = []
+    for f in files:
+        path = storage.log_file(f.name)
+        try:
+            if f.format == "json":
+                table = _read_json_actions(f.name, storage.read_bytes(path))
+            else:
+                with storage.open_input(path) as handle:
+                    pf = pq.ParquetFile(handle)
+                    if pf.schema_arrow.get_field_index("sidecar") < 0:
+                        continue
+                    table = pf.read(columns=["sidecar"])
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise CorruptLog(f.name, f"unreadable checkpoint: {exc}") from exc
+        if "sidecar" not in table.column_names or not pa.types.is_struct(
+            table.schema.field("sidecar").type
+        ):
+            continue
+        column = table.column("sidecar").combine_chunks()
+        paths = pc.struct_field(column.filter(column.is_valid()), "path").drop_null()
+        names.extend(posixpath.basename(p) for p in paths.to_pylist())
+    return names
+
+
+def verify_checkpoint(storage: Storage, files: Sequence[LogFile]) -> None:
+    """Prove a checkpoint can be read without materializing it: every part's (and every
+    referenced sidecar's) parquet footer parses and its `add`/`remove` paths decode; JSON
+    parts parse. Raises CorruptLog naming the first file that fails."""
+    import pyarrow.parquet as pq
+
+    def check_parquet(name: str, path: str) -> None:
+        try:
+            with storage.open_input(path) as handle:
+                pf = pq.ParquetFile(handle)
+                wanted = [f"{c}.path" for c in ("add", "remove") if c in pf.schema_arrow.names]
+                if wanted:
+                    pf.read(columns=wanted)
+        except FileNotFoundError:
+            raise CorruptLog(name, "the file is missing") from None
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise CorruptLog(name, f"unreadable checkpoint parquet: {exc}") from exc
+
+    for f in files:
+        if f.format == "json":
+            data = storage.read_bytes(storage.log_file(f.name))
+            if not data.strip():
+                raise CorruptLog(f.name, "empty checkpoint file")
+            _read_json_actions(f.name, data)
+        else:
+            check_parquet(f.name, storage.log_file(f.name))
+    for name in sidecar_names(storage, files):
+        check_parquet(f"{SIDECARS_DIR}/{name}", storage.log_file(f"{SIDECARS_DIR}/{name}"))

@@ -48,6 +48,7 @@ from delta_ops.log.file_names import (
     parse_listing,
 )
 from delta_ops.log.last_checkpoint import read_last_checkpoint
+from delta_ops.log.reader import sidecar_names, verify_checkpoint
 from delta_ops.log.segment import build_log_segment
 
 if TYPE_CHECKING:
@@ -185,25 +186,13 @@ def _segments(files: list[LogFile], cutoff_ms: int, max_version: int) -> list[_S
 
 
 def _readable(storage: Storage, checkpoint: list[LogFile]) -> bool:
-    """Whether a checkpoint can serve as the boundary: every file's footer parses and its
-    action paths read (a truncated or damaged file fails here); a V2 top-level JSON parses."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    """Whether a checkpoint can serve as the boundary: every part's footer parses and its
+    action paths read, and so do all the sidecars it references (a truncated, damaged or
+    missing file fails here, so the older log it would replace is kept)."""
     try:
-        for f in checkpoint:
-            data = storage.read_bytes(storage.log_file(f.name))
-            if f.format == "json":
-                for line in data.splitlines():
-                    if line.strip():
-                        json.loads(line)
-                continue
-            pf = pq.ParquetFile(pa.BufferReader(data))
-            wanted = [f"{c}.path" for c in ("add", "remove") if c in pf.schema_arrow.names]
-            if wanted:
-                pf.read(columns=wanted)
+        verify_checkpoint(storage, checkpoint)
         return True
-    except (CorruptLog, OSError, ValueError, pa.ArrowException) as exc:
+    except CorruptLog as exc:
         logger.warning(
             "checkpoint %s is not readable (%s); not using it as a cleanup boundary",
             checkpoint[0].name,
@@ -304,10 +293,13 @@ def _orphan_sidecars(
     storage: Storage, files: list[LogFile], doomed: set[str], cutoff_ms: int
 ) -> list[str]:
     """Sidecars referenced by no remaining checkpoint and older than the cutoff."""
-    referenced: set[str] = set()
-    for f in files:
-        if f.is_checkpoint and f.name not in doomed:
-            referenced |= _sidecars_of(storage, f)
+    kept = [f for f in files if f.is_checkpoint and f.name not in doomed]
+    try:
+        referenced = set(sidecar_names(storage, kept))
+    except CorruptLog as exc:
+        # a kept checkpoint we cannot read may reference any sidecar: delete none
+        logger.warning("not deleting sidecars: %s", exc)
+        return []
     # hidden names (e.g. Hadoop's `.<sidecar>.crc`) are not sidecars: Spark never lists them
     return [
         e.name
@@ -316,26 +308,6 @@ def _orphan_sidecars(
         and e.name not in referenced
         and e.modification_time < cutoff_ms
     ]
-
-
-def _sidecars_of(storage: Storage, f: LogFile) -> set[str]:
-    path = storage.log_file(f.name)
-    if f.format == "json":
-        out = set()
-        for line in storage.read_bytes(path).splitlines():
-            if b'"sidecar"' in line:
-                sidecar = json.loads(line).get("sidecar")
-                if sidecar:
-                    out.add(sidecar["path"].rsplit("/", 1)[-1])
-        return out
-    import pyarrow.parquet as pq
-
-    with storage.fs.open(path, "rb") as handle:
-        pf = pq.ParquetFile(handle)
-        if "sidecar" not in pf.schema_arrow.names:
-            return set()
-        paths = pf.read(columns=["sidecar.path"]).column(0).drop_null().to_pylist()
-    return {p.rsplit("/", 1)[-1] for p in paths}
 
 
 def _write_compat_checkpoint(plan: CleanupPlan) -> str | None:
