@@ -114,3 +114,10 @@ class UnsafePath(DeltaOpsError):
 class InvalidValue(DeltaOpsError):
     """A user-supplied option value (a duration, a time, a count) is malformed; the message
     names the option, the value and the forms that are accepted."""
+
+
+class CheckpointInProgress(DeltaOpsError):
+    """Another process is writing a checkpoint of the same version right now (its parts are
+    younger than the grace); running again once it has finished or died succeeds."""
+
+    retryable = True

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from delta_ops import clock
-from delta_ops.errors import CorruptLog, DeltaOpsError
+from delta_ops.errors import CheckpointInProgress, CorruptLog, DeltaOpsError
 from delta_ops.log.checkpoint_content import (
     CheckpointState,
     ParsedColumns,
@@ -56,6 +56,7 @@ from delta_ops.log.file_names import (
     v2_checkpoint_name,
 )
 from delta_ops.log.last_checkpoint import read_last_checkpoint, serialize_last_checkpoint
+from delta_ops.log.reader import verify_checkpoint
 from delta_ops.log.segment import CheckpointRef, complete_checkpoints
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot, load_snapshot
@@ -65,6 +66,7 @@ logger = logging.getLogger(__name__)
 V2_ACTIONS_PER_SIDECAR = 50_000
 CHECKPOINT_SCHEMA_MAX_CHARS = 20_000
 LAST_CHECKPOINT_LIST_LIMIT = 30
+IN_PROGRESS_GRACE_MS = 60_000  # parts younger than this may belong to a running checkpoint
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,8 @@ class CheckpointPlan:
     kind: str  # "classic" | "multi-part" | "v2"
     num_parts: int
     files: tuple[str, ...]  # names in _delta_log (sidecars as "_sidecars/<name>")
-    existing: str | None  # a complete checkpoint already at this version: nothing to do
+    existing: str | None  # a readable checkpoint already at this version: nothing to do
+    replaces: tuple[str, ...]  # broken or abandoned checkpoint files at this version
     num_add_files: int
     num_tombstones: int
     num_txns: int
@@ -101,6 +104,7 @@ class CheckpointPlan:
             if f.name not in ("snapshot", "state")
         }
         out["files"] = list(self.files)
+        out["replaces"] = list(self.replaces)
         return out
 
 
@@ -125,17 +129,62 @@ class CheckpointResult:
         return out
 
 
-def _existing_checkpoint(snapshot: Snapshot, version: int) -> str | None:
-    listing = snapshot.storage.list_log()
+@dataclass(frozen=True)
+class ExistingCheckpoints:
+    """What `_delta_log` already holds at one version: a readable checkpoint (then there is
+    nothing to do), and the files of broken or abandoned ones, which a new checkpoint
+    replaces (they are unreadable, so removing them loses nothing)."""
+
+    readable: str | None
+    broken: tuple[str, ...]
+
+
+def _existing_checkpoints(storage: Storage, version: int, now_ms: int) -> ExistingCheckpoints:
+    """Classify the checkpoint files at `version`.
+
+    A complete checkpoint is verified (footers, paths, sidecars); the first that reads is
+    kept. Parts of an incomplete multi-part set (a run killed mid-write, a missing or 0-byte
+    part) are abandoned once the newest is older than the in-flight grace; a younger set
+    means another process is writing it now (CheckpointInProgress, retryable).
+    """
     files = [
         f
-        for f in (parse_log_file_name(e.name, e.size, e.modification_time) for e in listing)
-        if f is not None
+        for f in (
+            parse_log_file_name(e.name, e.size, e.modification_time) for e in storage.list_log()
+        )
+        if f is not None and f.version == version and f.is_checkpoint
     ]
-    for ref in complete_checkpoints(files):
-        if ref.version == version:
-            return ref.name
-    return None
+    broken: list[str] = []
+    complete = complete_checkpoints(files)
+    for ref in reversed(complete):  # the reader's preference first
+        try:
+            verify_checkpoint(storage, list(ref.files))
+        except CorruptLog as exc:
+            logger.warning(
+                "%s: checkpoint %s is unreadable (%s); it will be rewritten",
+                storage.url,
+                ref.name,
+                exc,
+            )
+            broken.extend(f.name for f in ref.files)
+            continue
+        return ExistingCheckpoints(ref.name, ())
+    in_complete = {f.name for ref in complete for f in ref.files}
+    partial = [
+        f
+        for f in files
+        if f.kind is LogFileKind.MULTI_PART_CHECKPOINT and f.name not in in_complete
+    ]
+    empty = [f for f in files if f.size == 0 and f.name not in in_complete and f not in partial]
+    if partial:
+        newest = max(f.modification_time for f in partial)
+        if now_ms - newest < IN_PROGRESS_GRACE_MS:
+            raise CheckpointInProgress(
+                f"{storage.url}: another checkpoint of version {version} is being written"
+                f" (its newest part is {(now_ms - newest) // 1000} s old); try again in a minute"
+            )
+    broken.extend(f.name for f in [*partial, *empty])
+    return ExistingCheckpoints(None, tuple(broken))
 
 
 def plan_checkpoint(snapshot: Snapshot, now_ms: int, *, parts: int | None = None) -> CheckpointPlan:
@@ -179,13 +228,15 @@ def plan_checkpoint(snapshot: Snapshot, now_ms: int, *, parts: int | None = None
         files = (classic_checkpoint_name(version),)
     hint = read_last_checkpoint(snapshot.storage).info
     hint_version = hint.version if hint is not None else None
+    existing = _existing_checkpoints(snapshot.storage, version, clock.now_ms())
     return CheckpointPlan(
         table=snapshot.storage.url,
         version=version,
         kind=kind,
         num_parts=num_parts,
         files=files,
-        existing=_existing_checkpoint(snapshot, version),
+        existing=existing.readable,
+        replaces=existing.broken,
         num_add_files=state.adds.num_rows,
         num_tombstones=state.tombstones.num_rows,
         num_txns=len(state.txns),
@@ -193,7 +244,9 @@ def plan_checkpoint(snapshot: Snapshot, now_ms: int, *, parts: int | None = None
         expired_tombstones=state.expired_tombstones,
         expired_txns=state.expired_txns,
         last_checkpoint_version=hint_version,
-        will_update_last_checkpoint=hint_version is None or hint_version <= version,
+        will_update_last_checkpoint=hint_version is None
+        or hint_version <= version
+        or _existing_ref(snapshot.storage, hint_version) is None,
         snapshot=snapshot,
         state=state,
         now_ms=now_ms,
@@ -252,6 +305,9 @@ def execute_checkpoint(plan: CheckpointPlan) -> CheckpointResult:
             updated,
             0,
         )
+    # broken files under the names we write go first (unreadable: nothing readable is lost)
+    colliding = [n for n in plan.replaces if n in plan.files]
+    storage.delete(storage.log_file(n) for n in colliding)
     schema = checkpoint_schema(plan.snapshot)
     parsed = parsed_columns(plan.snapshot)
     if plan.kind == "v2":
@@ -262,6 +318,7 @@ def execute_checkpoint(plan: CheckpointPlan) -> CheckpointResult:
         for name, row_groups in zip(plan.files, parts):
             created, size = _write_parquet(storage, name, row_groups)
             if not created:
+                storage.delete(storage.log_file(n) for n in written)  # our parts, not theirs
                 return _lost_race(plan, storage, name)
             sizes.append(size)
             written.append(name)
@@ -277,6 +334,8 @@ def execute_checkpoint(plan: CheckpointPlan) -> CheckpointResult:
         if len(json.dumps(schema_json, separators=(",", ":"))) <= CHECKPOINT_SCHEMA_MAX_CHARS:
             hint["checkpointSchema"] = schema_json
     _verify(plan, storage)
+    # the rest of the broken or abandoned files at this version, now that ours reads
+    storage.delete(storage.log_file(n) for n in plan.replaces if n not in colliding)
     updated = _update_last_checkpoint(storage, plan.version, hint)
     return CheckpointResult(
         table=plan.table,
@@ -389,8 +448,8 @@ def _lost_race(plan: CheckpointPlan, storage: Storage, name: str) -> CheckpointR
 
     ref = _existing_ref(storage, plan.version)
     if ref is None:
-        raise CorruptLog(
-            name, "a concurrent writer's checkpoint under this name is incomplete; try again later"
+        raise CheckpointInProgress(
+            f"{storage.url}: another process is writing {name}; try again in a minute"
         )
     read_checkpoint(storage, list(ref.files), plan.version, seq_start=0)
     updated = _repair_hint_for_existing(plan, storage)
@@ -415,7 +474,13 @@ def _repair_hint_for_existing(plan: CheckpointPlan, storage: Storage) -> bool:
     """Point `_last_checkpoint` at an existing checkpoint when it names an older one or none
     (a run that crashed after writing the checkpoint, or another writer's checkpoint)."""
     current = read_last_checkpoint(storage).info
-    if current is not None and current.version >= plan.version:
+    if current is not None and current.version == plan.version:
+        return False
+    if (
+        current is not None
+        and current.version > plan.version
+        and _existing_ref(storage, current.version) is not None
+    ):
         return False
     ref = _existing_ref(storage, plan.version)
     if ref is None:
@@ -447,10 +512,17 @@ def _update_last_checkpoint(storage: Storage, version: int, hint: dict[str, Any]
     """Write `_last_checkpoint` unless it already names a newer checkpoint."""
     current = read_last_checkpoint(storage).info
     if current is not None and current.version > version:
-        logger.info(
-            "_last_checkpoint names version %d, newer than %d: left as is", current.version, version
+        if _existing_ref(storage, current.version) is not None:
+            logger.info(
+                "_last_checkpoint names version %d, newer than %d: left as is",
+                current.version,
+                version,
+            )
+            return False
+        logger.warning(
+            "_last_checkpoint names version %d, which has no checkpoint: repairing it",
+            current.version,
         )
-        return False
     storage.write_atomic(storage.log_file(LAST_CHECKPOINT), serialize_last_checkpoint(hint))
     return True
 
