@@ -161,13 +161,41 @@ def _parse_json(data: bytes | bytearray, options: pj.ParseOptions) -> pa.Table:
     return table
 
 
+JSON_BLOCK_BYTES = 1 << 20  # parallel parse blocks; a block must hold the longest line
+
+
+def json_block_size(data: bytes | bytearray) -> int:
+    """A block size for pyarrow's JSON reader that holds the longest line of `data`.
+
+    The reader refuses a line longer than its block ("straddling object"); Delta engines write
+    lines of many megabytes (wide schemas, huge stats). The newline positions come from numpy
+    in one pass, so finding the longest line costs a scan, not a Python loop per line.
+    """
+    if len(data) <= JSON_BLOCK_BYTES:
+        return JSON_BLOCK_BYTES
+    view = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(view == 0x0A)
+    bounds = np.concatenate(([-1], ends, [len(data)]))
+    longest = int(np.diff(bounds).max())
+    return max(JSON_BLOCK_BYTES, 1 << (longest + 1).bit_length())
+
+
 def _read_json(data: bytes | bytearray, options: pj.ParseOptions) -> pa.Table:
-    return pj.read_json(
-        pa.BufferReader(pa.py_buffer(data)),
-        read_options=pj.ReadOptions(block_size=1 << 20),
-        parse_options=options,
-        memory_pool=LOG_MEMORY_POOL,
-    )
+    def parse(block_size: int) -> pa.Table:
+        return pj.read_json(
+            pa.BufferReader(pa.py_buffer(data)),
+            read_options=pj.ReadOptions(block_size=block_size),
+            parse_options=options,
+            memory_pool=LOG_MEMORY_POOL,
+        )
+
+    try:
+        return parse(JSON_BLOCK_BYTES)
+    except pa.ArrowInvalid as exc:
+        if "straddling" not in str(exc):
+            raise
+        # a line longer than a block: size the blocks to the longest line and parse again
+        return parse(json_block_size(data))
 
 
 def _locate_json_error(name: str, content: bytes) -> CorruptLog:
