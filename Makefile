@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo check lint typecheck contracts test venv java-check browser-deps bench
+.PHONY: demo check lint typecheck contracts test soak venv java-check browser-deps bench
 
 venv: $(STAMP)
 
@@ -42,6 +42,12 @@ contracts: venv
 
 test: venv java-check browser-deps
 	$(BIN)/python -m pytest
+
+# The reliability suite with the long hypothesis profile; SOAK_SECONDS bounds it (default 1 h).
+SOAK_SECONDS ?= 3600
+soak: venv
+	HYPOTHESIS_PROFILE=soak timeout --signal=INT $(SOAK_SECONDS) $(BIN)/python -m pytest -x \
+		tests/test_reliability_model.py tests/test_reliability_crashes.py || test $$? -eq 124
 
 bench: venv
 	$(BIN)/python benchmarks/run_all.py

@@ -18,6 +18,13 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
+# `make soak`: the reliability suite for as long as it is given (stop it with Ctrl-C or a timeout)
+settings.register_profile(
+    "soak",
+    max_examples=100_000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 from tests.spark_fixtures import spark  # noqa: F401  (one Spark session per test run)

@@ -49,6 +49,7 @@ from delta_ops.log.checkpoint_content import (
 from delta_ops.log.file_names import (
     LAST_CHECKPOINT,
     SIDECARS_DIR,
+    LogFile,
     LogFileKind,
     classic_checkpoint_name,
     multi_part_checkpoint_name,
@@ -137,6 +138,7 @@ class ExistingCheckpoints:
 
     readable: str | None
     broken: tuple[str, ...]
+    busy_part_counts: frozenset[int] = frozenset()  # part counts of young partial sets
 
 
 def _existing_checkpoints(storage: Storage, version: int, now_ms: int) -> ExistingCheckpoints:
@@ -144,8 +146,9 @@ def _existing_checkpoints(storage: Storage, version: int, now_ms: int) -> Existi
 
     A complete checkpoint is verified (footers, paths, sidecars); the first that reads is
     kept. Parts of an incomplete multi-part set (a run killed mid-write, a missing or 0-byte
-    part) are abandoned once the newest is older than the in-flight grace; a younger set
-    means another process is writing it now (CheckpointInProgress, retryable).
+    part) are abandoned once the newest is older than the in-flight grace. A younger set may
+    be another process writing right now, so it is left alone and a new multi-part checkpoint
+    avoids its part count (its names): both sets are valid checkpoints once complete.
     """
     files = [
         f
@@ -176,15 +179,17 @@ def _existing_checkpoints(storage: Storage, version: int, now_ms: int) -> Existi
         if f.kind is LogFileKind.MULTI_PART_CHECKPOINT and f.name not in in_complete
     ]
     empty = [f for f in files if f.size == 0 and f.name not in in_complete and f not in partial]
-    if partial:
-        newest = max(f.modification_time for f in partial)
-        if now_ms - newest < IN_PROGRESS_GRACE_MS:
-            raise CheckpointInProgress(
-                f"{storage.url}: another checkpoint of version {version} is being written"
-                f" (its newest part is {(now_ms - newest) // 1000} s old); try again in a minute"
-            )
-    broken.extend(f.name for f in [*partial, *empty])
-    return ExistingCheckpoints(None, tuple(broken))
+    sets: dict[int, list[LogFile]] = {}
+    for f in partial:
+        sets.setdefault(f.num_parts or 0, []).append(f)
+    busy: set[int] = set()
+    for count, parts in sets.items():
+        if now_ms - max(f.modification_time for f in parts) < IN_PROGRESS_GRACE_MS:
+            busy.add(count)  # maybe a running checkpoint: leave it alone
+        else:
+            broken.extend(f.name for f in parts)
+    broken.extend(f.name for f in empty if (f.num_parts or 0) not in busy)
+    return ExistingCheckpoints(None, tuple(broken), frozenset(busy))
 
 
 def plan_checkpoint(snapshot: Snapshot, now_ms: int, *, parts: int | None = None) -> CheckpointPlan:
@@ -210,6 +215,7 @@ def plan_checkpoint(snapshot: Snapshot, now_ms: int, *, parts: int | None = None
     now_ms = clock.bounded(now_ms)
     state = checkpoint_state(snapshot, now_ms)
     version = snapshot.version
+    existing = _existing_checkpoints(snapshot.storage, version, clock.now_ms())
     if use_v2:
         kind, num_parts = (
             "v2",
@@ -222,13 +228,16 @@ def plan_checkpoint(snapshot: Snapshot, now_ms: int, *, parts: int | None = None
         ) + (v2_checkpoint_name(version, str(token), "json"),)
     elif parts and parts > 1:
         kind, num_parts = "multi-part", parts
-        files = tuple(multi_part_checkpoint_name(version, i, parts) for i in range(1, parts + 1))
+        while num_parts in existing.busy_part_counts:
+            num_parts += 1  # another set of this size is being written: use other names
+        files = tuple(
+            multi_part_checkpoint_name(version, i, num_parts) for i in range(1, num_parts + 1)
+        )
     else:
         kind, num_parts = "classic", 1
         files = (classic_checkpoint_name(version),)
     hint = read_last_checkpoint(snapshot.storage).info
     hint_version = hint.version if hint is not None else None
-    existing = _existing_checkpoints(snapshot.storage, version, clock.now_ms())
     return CheckpointPlan(
         table=snapshot.storage.url,
         version=version,
