@@ -102,10 +102,3 @@ def build_table_maintenance_asset(
     _maintenance.__doc__ = f"Maintenance of {table.name}: " + ", ".join(key_to_action.values())
     return _maintenance
 
-
-def maintenance_asset_keys(
-    table: DeltaTableTarget,
-    translator: DeltaMaintenanceTranslator,
-    actions: tuple[str, ...] = ("checkpoint", "log_cleanup", "vacuum"),
-) -> list[dg.AssetKey]:
-    return [translator.get_action_spec(table, a).key for a in actions]

@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 import dagster as dg
 
-from delta_ops.dagster.assets import build_table_maintenance_asset, maintenance_asset_keys
+from delta_ops.dagster.assets import build_table_maintenance_asset
 from delta_ops.dagster.automation import (
     build_commit_sensor,
     build_failure_sensor,
@@ -115,4 +115,4 @@ def build_delta_maintenance_defs(
     )
 
 
-__all__ = ["build_delta_maintenance_defs", "maintenance_asset_keys"]
+__all__ = ["build_delta_maintenance_defs"]

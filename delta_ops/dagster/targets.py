@@ -2,7 +2,7 @@
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -76,6 +76,3 @@ def as_targets(tables: Iterable[DeltaTableTarget | str] | str) -> list[DeltaTabl
         )
     return targets
 
-
-def table_names(targets: Sequence[DeltaTableTarget]) -> list[str]:
-    return [t.name for t in targets]

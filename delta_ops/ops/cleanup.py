@@ -112,7 +112,6 @@ class CleanupResult:
     boundary_checkpoint_version: int | None
     deleted: tuple[str, ...]
     num_deleted: int
-    dry_run: bool
     compat_checkpoint_written: str | None
     oldest_retained_version: int | None
     duration_ms: int
@@ -396,7 +395,6 @@ def execute_cleanup(plan: CleanupPlan) -> CleanupResult:
         boundary_checkpoint_version=plan.boundary_checkpoint_version,
         deleted=plan.deleted,
         num_deleted=len(plan.deleted),
-        dry_run=False,
         compat_checkpoint_written=compat,
         oldest_retained_version=plan.oldest_retained_version,
         duration_ms=int((time.monotonic() - started) * 1000),

@@ -168,7 +168,6 @@ class VacuumResult:
     bytes: int
     num_vacuumed_directories: int
     kept_after_recheck: tuple[str, ...]
-    dry_run: bool
     commits: tuple[int, ...]
     duration_ms: int
 
@@ -593,7 +592,7 @@ def execute_vacuum(plan: VacuumPlan) -> VacuumResult:
     storage = snapshot.storage
     if plan.nothing_to_do:
         _write_last_vacuum_info(storage, plan)
-        return VacuumResult(plan.table, plan.mode, plan.retention_ms, (), 0, 0, 0, (), False, (), 0)
+        return VacuumResult(plan.table, plan.mode, plan.retention_ms, (), 0, 0, 0, (), (), 0)
     params = {
         "retentionCheckEnabled": True,
         "defaultRetentionMillis": plan.table_retention_ms,
@@ -638,7 +637,6 @@ def execute_vacuum(plan: VacuumPlan) -> VacuumResult:
         bytes=sum(c.size for c in deleted),
         num_vacuumed_directories=dirs_removed,
         kept_after_recheck=kept,
-        dry_run=False,
         commits=(start_version, end_version),
         duration_ms=int((time.monotonic() - started) * 1000),
     )
