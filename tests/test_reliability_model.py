@@ -235,7 +235,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
 
 
 ReliabilityMachine.TestCase.settings = settings(
-    max_examples=400 if SOAK else 6,
+    # RELIABILITY_HISTORIES overrides the count (e.g. for a bounded soak that reports numbers)
+    max_examples=int(os.environ.get("RELIABILITY_HISTORIES", 100_000 if SOAK else 6)),
     stateful_step_count=40 if SOAK else 14,
     deadline=None,
 )

@@ -101,4 +101,3 @@ def build_table_maintenance_asset(
 
     _maintenance.__doc__ = f"Maintenance of {table.name}: " + ", ".join(key_to_action.values())
     return _maintenance
-

@@ -75,4 +75,3 @@ def as_targets(tables: Iterable[DeltaTableTarget | str] | str) -> list[DeltaTabl
             f"table names must stay unique as Dagster identifiers (letters, digits, _): {clashes}"
         )
     return targets
-

@@ -123,4 +123,3 @@ def multi_part_checkpoint_name(version: int, part: int, num_parts: int) -> str:
 
 def v2_checkpoint_name(version: int, uuid_text: str, fmt: str = "json") -> str:
     return f"{version:020d}.checkpoint.{uuid_text}.{fmt}"
-

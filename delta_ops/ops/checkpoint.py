@@ -278,7 +278,8 @@ def _write_parquet(storage: Storage, name: str, row_groups: list[pa.Table]) -> t
     created, size = storage.create_new(storage.log_file(name), write, replace_empty=True)
     if not created:
         logger.info("%s already exists (a concurrent checkpoint won); keeping it", name)
-        size = int(storage.fs.info(storage.log_file(name))["size"])
+        entry = storage.stat(storage.log_file(name))
+        size = entry.size if entry is not None else 0
     return created, size
 
 
@@ -417,7 +418,7 @@ def _count_actions(storage: Storage, name: str) -> dict[str, int]:
                 counts[kind] = counts.get(kind, 0) + 1
         return counts
     try:
-        with storage.fs.open(path, "rb") as f:
+        with storage.open_input(path) as f:
             pf = pq.ParquetFile(f)
             names = pf.schema_arrow.names
             counts = {"rows": pf.metadata.num_rows}

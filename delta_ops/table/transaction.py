@@ -265,7 +265,7 @@ class Transaction:
                 ) from exc
             if storage.exists(path):
                 return False
-            storage.fs.pipe_file(path, body)  # the caller declared that no one else writes
+            storage.write_atomic(path, body)  # the caller declared that no one else writes
             return True
 
     def _check_conflicts(

@@ -22,9 +22,9 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -155,9 +155,11 @@ def commit_data_files(
     num_records = 0
     for f in files:
         full = storage.join(f.relative_path)
-        info = storage.fs.info(full)
+        info = storage.stat(full)
+        if info is None:
+            raise DeltaOpsError(f"{storage.url}: staged file {f.relative_path} does not exist")
         stats = stats_json_from_parquet_file(
-            storage.fs,
+            storage.reader,
             full,
             table_schema,
             partition_columns,
@@ -170,7 +172,7 @@ def commit_data_files(
                 "add": {
                     "path": log_path(f.relative_path),
                     "partitionValues": dict(f.partition_values),
-                    "size": int(info["size"]),
+                    "size": info.size,
                     "modificationTime": now,
                     "dataChange": True,
                     "stats": stats,
@@ -253,6 +255,15 @@ def _partition_directory_value(value: str | None) -> str:
     return HIVE_DEFAULT_PARTITION if value is None else _hive_escape(value)
 
 
+def _parquet_writer(data: pa.Table) -> Callable[[BinaryIO], None]:
+    """Writes `data` as one snappy parquet file into a sink (for Storage.create_new)."""
+
+    def write(sink: BinaryIO) -> None:
+        pq.write_table(data, sink, compression="snappy")
+
+    return write
+
+
 def write_arrow(
     table: str | os.PathLike[str] | Storage,
     data: pa.Table,
@@ -272,11 +283,7 @@ def write_arrow(
         name = f"part-{len(files):05d}-{uuid.uuid4()}.c000.snappy.parquet"
         relative = f"{directory}/{name}" if directory else name
         full = storage.join(relative)
-        storage.fs.makedirs(
-            os.path.dirname(full) if storage.is_local else full.rsplit("/", 1)[0], exist_ok=True
-        )
-        with storage.fs.open(full, "wb") as out:
-            pq.write_table(rows.select(data_columns), out, compression="snappy")
+        storage.create_new(full, _parquet_writer(rows.select(data_columns)))
         files.append(DataFile(relative, values))
     return commit_data_files(
         storage,
