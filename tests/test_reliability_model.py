@@ -33,7 +33,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, PostCommitHookProperties, write_deltalake
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from delta_ops.clock import fixed_wall_clock
 from delta_ops.errors import DeltaOpsError, RetentionTooShort
@@ -138,25 +138,32 @@ class ReliabilityMachine(RuleBasedStateMachine):
             )
 
     # ------------------------------------------------------------------ independent writer
-    @rule(n=st.integers(1, 4))
-    def create_or_append(self, n: int) -> None:
-        mode = "append" if self.rows else "error"
+    @initialize(n=st.integers(1, 4))
+    def create(self, n: int) -> None:
         write_deltalake(
             str(self.path),
             self._batch(n),
-            mode=mode,
             partition_by=["part"],
             post_commithook_properties=NO_HOOKS,
         )
         self._record_version()
 
-    @precondition(lambda self: bool(self.rows))
+    @rule(n=st.integers(1, 4))
+    def append(self, n: int) -> None:
+        write_deltalake(
+            str(self.path),
+            self._batch(n),
+            mode="append",
+            partition_by=["part"],
+            post_commithook_properties=NO_HOOKS,
+        )
+        self._record_version()
+
     @rule(modulo=st.integers(2, 4))
     def delete_some(self, modulo: int) -> None:
         DeltaTable(str(self.path)).delete(f"id % {modulo} = 0", post_commithook_properties=NO_HOOKS)
         self._record_version()
 
-    @precondition(lambda self: bool(self.rows))
     @rule(n=st.integers(1, 3))
     def overwrite(self, n: int) -> None:
         write_deltalake(
@@ -173,7 +180,6 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.now += hours * HOUR
 
     # ------------------------------------------------------------------ our ops
-    @precondition(lambda self: bool(self.rows))
     @rule(parts=st.sampled_from([None, 2, 3]))
     def checkpoint(self, parts: int | None) -> None:
         self._ours(
@@ -183,7 +189,6 @@ class ReliabilityMachine(RuleBasedStateMachine):
         )
         self._assert_readable(self.promised, "a checkpoint")
 
-    @precondition(lambda self: bool(self.rows))
     @rule(retention_days=st.sampled_from([None, 1, 10]))
     def cleanup(self, retention_days: int | None) -> None:
         retention = self.log_retention_ms if retention_days is None else retention_days * DAY
@@ -196,7 +201,6 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.promised &= keep | {max(self.rows)}
         self._assert_readable(self.promised, f"log cleanup with retention {retention} ms")
 
-    @precondition(lambda self: bool(self.rows))
     @rule(
         retention_days=st.sampled_from([None, 0, 2, 7, 30]),
         force=st.booleans(),
@@ -236,8 +240,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
 
 ReliabilityMachine.TestCase.settings = settings(
     # RELIABILITY_HISTORIES overrides the count (e.g. for a bounded soak that reports numbers)
-    max_examples=int(os.environ.get("RELIABILITY_HISTORIES", 100_000 if SOAK else 6)),
-    stateful_step_count=40 if SOAK else 14,
+    max_examples=int(os.environ.get("RELIABILITY_HISTORIES") or (100_000 if SOAK else 15)),
+    stateful_step_count=40 if SOAK else 20,
     deadline=None,
 )
 TestReliability = ReliabilityMachine.TestCase

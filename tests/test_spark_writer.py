@@ -338,7 +338,7 @@ def test_staged_files_skip_hidden_files_and_refuse_strays(tmp_path):
         (staging / name).parent.mkdir(parents=True, exist_ok=True)
         (staging / name).write_bytes(b"")
     storage = Storage.open(tmp_path)
-    files = staged_files(storage, storage.join(f"{STAGING_DIR}/job"), ["p", "q"])
+    files = staged_files(storage, f"{STAGING_DIR}/job", ["p", "q"])
     assert [(f.relative_path, dict(f.partition_values)) for f in files] == [
         (
             "p=a b%2Fc/q=__HIVE_DEFAULT_PARTITION__/part-00000-u.c000.snappy.parquet",
@@ -348,7 +348,7 @@ def test_staged_files_skip_hidden_files_and_refuse_strays(tmp_path):
     ]
     (staging / "stray.parquet").write_bytes(b"")
     with pytest.raises(DeltaOpsError, match="unexpected file"):
-        staged_files(storage, storage.join(f"{STAGING_DIR}/job"), ["p", "q"])
+        staged_files(storage, f"{STAGING_DIR}/job", ["p", "q"])
 
 
 def test_discarding_keeps_files_the_log_references(tmp_path):

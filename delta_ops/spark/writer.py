@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from delta_ops.errors import DeltaOpsError, NotADeltaTable
+from delta_ops.ops.leftovers import STAGING_DIR  # the name vacuum knows as a leftover
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import CommitResult
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-STAGING_DIR = "_delta_ops_staging"
 OUTPUT_TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"
 SESSION_TIME_ZONE = "spark.sql.session.timeZone"
 _UTC_NAMES = {
@@ -132,9 +132,8 @@ def write_delta(
     spark = df.sparkSession
     _check_timestamp_partitions(spark, df.schema, partition_columns, storage.url)
     staging_relative = f"{STAGING_DIR}/{uuid.uuid4()}"
-    staging = storage.join(staging_relative)
     target = f"{spark_location(storage, spark_url)}/{staging_relative}"
-    root_existed = not storage.is_local or os.path.isdir(storage.root)
+    root_existed = not storage.is_local or storage.exists(storage.root)
     moved: list[str] = []
     committed = False
     try:
@@ -144,7 +143,7 @@ def write_delta(
                 writer = writer.partitionBy(*partition_columns)
             writer.parquet(target)
         files = []
-        for staged in staged_files(storage, staging, partition_columns):
+        for staged in staged_files(storage, staging_relative, partition_columns):
             _move(storage, staged.staged_path, staged.relative_path)
             moved.append(staged.relative_path)
             files.append(DataFile(staged.relative_path, staged.partition_values))
@@ -162,9 +161,9 @@ def write_delta(
     finally:
         if not committed:
             discard_uncommitted(storage, moved)
-        remove_staging(storage, staging)
+        remove_staging(storage, staging_relative)
         if not committed and not root_existed:
-            _remove_if_empty(storage.root)  # the failed write created it
+            storage.remove_empty_dirs([""])  # the failed write created the table's folder
 
 
 # ------------------------------------------------------------------------------ decisions
@@ -260,18 +259,16 @@ def _is_hidden(name: str) -> bool:
 def staged_files(
     storage: Storage, staging: str, partition_columns: Sequence[str]
 ) -> list[StagedFile]:
-    """The data files Spark wrote under `staging`, with their final paths and partition values.
+    """The data files Spark wrote under `staging` (table-relative), with their final paths
+    and partition values.
 
     Hidden names (``_SUCCESS``, ``.part-*.crc``, ``_temporary``) are skipped; any other file
     outside the expected ``col=value/`` layout is an error, never a guess.
     """
-    prefix = staging.rstrip("/") + "/"
     out = []
-    for path in sorted(storage.fs.find(staging)):
-        path = storage.fs._strip_protocol(path)
-        if not path.startswith(prefix):
-            raise DeltaOpsError(f"Spark wrote {path} outside its staging directory {staging}")
-        *directories, name = path[len(prefix) :].split("/")
+    for entry in storage.list_tree(staging):
+        path = storage.join(f"{staging}/{entry.name}")
+        *directories, name = entry.name.split("/")
         if _is_hidden(name):
             continue
         values = _partition_values(directories, partition_columns)
@@ -342,32 +339,22 @@ def discard_uncommitted(storage: Storage, relative_paths: Sequence[str]) -> None
 
 
 def _remove_empty_partition_dirs(storage: Storage, relative_paths: Sequence[str]) -> None:
-    if not storage.is_local:
-        return  # object stores have no directories to leave behind
     directories = {posixpath.dirname(p) for p in relative_paths} - {""}
     parents = set()
     for d in directories:
         while d:
             parents.add(d)
             d = posixpath.dirname(d)
-    for d in sorted(parents, key=lambda d: -d.count("/")):
-        _remove_if_empty(storage.join(d))  # another writer's files stay
-
-
-def _remove_if_empty(directory: str) -> None:
-    try:
-        os.rmdir(directory)
-    except OSError:
-        pass
+    # deepest first, only when empty: another writer's files stay
+    storage.remove_empty_dirs(sorted(parents, key=lambda d: -d.count("/")))
 
 
 def remove_staging(storage: Storage, staging: str) -> None:
-    """Remove this write's staging directory, and the staging root when nothing else is in it."""
+    """Remove this write's (table-relative) staging directory, and the staging root when
+    nothing else is in it (kept while another write stages)."""
     try:
-        if storage.fs.exists(staging):
-            storage.fs.rm(staging, recursive=True)
-        if storage.is_local:
-            _remove_if_empty(posixpath.dirname(staging))  # kept while another write stages
+        storage.remove_tree(staging)
+        storage.remove_empty_dirs([posixpath.dirname(staging)])
     except OSError:
         pass
     except Exception:

@@ -19,6 +19,7 @@ import logging
 import os
 import posixpath
 import re
+import shutil
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -506,6 +507,15 @@ class Storage:
         self.fs.makedirs(posixpath.dirname(target), exist_ok=True)
         self.fs.mv(source, target)
         return True
+
+    def remove_tree(self, relative: str) -> None:
+        """Delete a table-relative directory and everything in it (missing: nothing to do)."""
+        top = self.join(relative)
+        if self.is_local:
+            shutil.rmtree(top, ignore_errors=True)
+            return
+        if self.fs.exists(top):
+            self.fs.rm(top, recursive=True)
 
     def walk(self, skip_name: Callable[[str], bool]) -> TreeListing:
         """Files and directories under the root, pruning names `skip_name` accepts."""
