@@ -79,8 +79,9 @@ def _date_everything(path: Path, when_ms: int) -> None:
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real history by `deltalake`: appends, a delete, an overwrite, more appends; a
-    checkpoint at version 3; an orphan; all of it 40 days old, then one fresh append."""
+    """A real history by `deltalake`: appends, a delete, an overwrite, more appends, an
+    orphan, all of it 40 days old; then our checkpoint of version 3 (which drops the expired
+    tombstones, as checkpoints do) and one fresh append."""
     path = tmp_path_factory.mktemp("pristine") / "t"
     batch = lambda start: pa.table(
         {"id": pa.array(range(start, start + 4), pa.int64()), "part": pa.array([0, 1, 0, 1])}
@@ -101,7 +102,6 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
         partition_by=["part"],
         post_commithook_properties=NO_HOOKS,
     )
-    checkpoint(path)
     write_deltalake(
         str(path),
         batch(30),
@@ -110,7 +110,11 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
         post_commithook_properties=NO_HOOKS,
     )
     (path / "part=0" / "orphan.parquet").write_bytes(b"nobody references me")
-    _date_everything(path, _now() - AGE_DAYS * DAY)
+    old = _now() - AGE_DAYS * DAY
+    _date_everything(path, old)
+    checkpoint(path, version=3)
+    for written in path.glob("_delta_log/00000000000000000003.checkpoint*"):
+        os.utime(written, (old / 1000 + 3, old / 1000 + 3))
     write_deltalake(
         str(path),
         batch(40),
