@@ -854,7 +854,7 @@ def test_fault_filesystem_counts_every_kind_of_write(tmp_path):
         storage.join("a"), b"2"
     )
     storage.write_atomic(storage.join("b"), b"3")
-    storage.fs.mv(storage.join("b"), storage.join("c"))
+    assert storage.move_new(storage.join("b"), "c")
     storage.delete([storage.join("c")])
     assert [op for op, _ in faults.writes] == ["open:xb", "open:xb", "pipe_file", "mv", "rm_file"]
     for when, exists in (("before", False), ("after", True)):

@@ -361,7 +361,7 @@ def test_vacuum_on_an_fsspec_memory_table(tmp_path):
         "_change_data/c.parquet",
         "dir/sub/o3.bin",
     ):
-        storage.fs.pipe_file(storage.join(rel), b"o")
+        storage.write_atomic(storage.join(rel), b"o")
     live = {unquote(p) for p in load_snapshot(url).files.column("path").to_pylist()}
     time.sleep(0.01)
     plan = plan_vacuum(
@@ -375,8 +375,8 @@ def test_vacuum_on_an_fsspec_memory_table(tmp_path):
         "dir/sub/o3.bin",
     }
     for rel in live | {"p=a/_SUCCESS", "_tmp/x"}:
-        assert storage.fs.exists(storage.join(rel)), rel
-    assert len(result.commits) == 2 and storage.fs.exists(
+        assert storage.exists(storage.join(rel)), rel
+    assert len(result.commits) == 2 and storage.exists(
         storage.log_file(f"{result.commits[1]:020d}.json")
     )
 

@@ -45,7 +45,7 @@ import uuid as uuid_module
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -54,8 +54,10 @@ from pyroaring import BitMap64
 
 from delta_ops.errors import InvalidDeletionVector
 
-if TYPE_CHECKING:
-    import fsspec
+#: What reading and writing DV files needs of a filesystem: fsspec's `cat_ranges` to read,
+#: `makedirs`/`exists`/`open` to write. fsspec filesystems and `Storage.reader` (reading)
+#: provide it; this module never imports a filesystem library itself.
+FileSystem: TypeAlias = Any
 
 __all__ = [
     "DV_FILE_FORMAT_VERSION",
@@ -493,7 +495,7 @@ def encode_bitmap(rows: Iterable[int] | BitMap64) -> bytes:
 
 
 def load_deletion_vector(
-    descriptor: DeletionVectorDescriptor, table_root: str, fs: fsspec.AbstractFileSystem
+    descriptor: DeletionVectorDescriptor, table_root: str, fs: FileSystem
 ) -> BitMap64:
     """Read and verify the deleted row indexes a descriptor points at.
 
@@ -541,9 +543,7 @@ def _inline_payload(descriptor: DeletionVectorDescriptor) -> bytes:
     return decoded[: descriptor.size_in_bytes]
 
 
-def _read_dv_from_file(
-    fs: fsspec.AbstractFileSystem, path: str, descriptor: DeletionVectorDescriptor
-) -> bytes:
+def _read_dv_from_file(fs: FileSystem, path: str, descriptor: DeletionVectorDescriptor) -> bytes:
     offset = 1 if descriptor.offset is None else descriptor.offset
     if offset < 1:
         raise InvalidDeletionVector(
@@ -633,7 +633,7 @@ def encode_deletion_vector_file(
 
 
 def write_deletion_vector_file(
-    fs: fsspec.AbstractFileSystem,
+    fs: FileSystem,
     table_root: str,
     bitmaps: Sequence[BitMap64 | Iterable[int]],
     *,
@@ -674,7 +674,7 @@ def write_deletion_vector_file(
     ]
 
 
-def _create_exclusive(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:
+def _create_exclusive(fs: FileSystem, path: str, data: bytes) -> None:
     try:
         with fs.open(path, "xb") as handle:
             handle.write(data)

@@ -35,7 +35,6 @@ Example::
 from __future__ import annotations
 
 import logging
-import os
 import posixpath
 import re
 import threading
@@ -47,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from delta_ops.errors import DeltaOpsError, NotADeltaTable
 from delta_ops.ops.leftovers import STAGING_DIR  # the name vacuum knows as a leftover
-from delta_ops.storage import Storage
+from delta_ops.storage import Location, Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import CommitResult
 from delta_ops.table.writer import HIVE_DEFAULT_PARTITION, DataFile, commit_data_files, log_path
@@ -87,7 +86,7 @@ class StagedFile:
 
 def write_delta(
     df: DataFrame,
-    url: str | os.PathLike[str],
+    url: Location,
     *,
     mode: str = "append",
     partition_by: Sequence[str] | str | None = None,

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeAlias
 from urllib.parse import unquote
 
 from delta_ops.errors import InvalidLocation, MissingExtra, NotADeltaTable, UnsafePath
@@ -75,6 +75,10 @@ def is_temporary_name(name: str) -> bool:
     return bool(_TEMPORARY_NAME.match(name))
 
 
+#: A table location as callers give it: a local path (str or path-like) or a URL.
+Location: TypeAlias = "str | os.PathLike[str]"
+
+
 class FileReader:
     """Opens files for reading through a Storage (``open(path, "rb")``, as fsspec does)."""
 
@@ -95,7 +99,9 @@ class FileReader:
     ) -> list[bytes]:
         """Byte ranges ``[start, end)`` of files (fsspec's `cat_ranges`; errors raise)."""
         if not self._storage.is_local:
-            ranges: list[bytes] = self._storage.fs.cat_ranges(paths, starts, ends, on_error="raise")
+            ranges: list[bytes] = self._storage._filesystem.cat_ranges(
+                paths, starts, ends, on_error="raise"
+            )
             return ranges
         out = []
         for path, start, end in zip(paths, starts, ends):
@@ -200,8 +206,9 @@ class Storage:
         return cls(fs, path, text)
 
     @property
-    def fs(self) -> Any:
-        """The fsspec filesystem (`fsspec.AbstractFileSystem`)."""
+    def _filesystem(self) -> Any:
+        """The fsspec filesystem behind a non-local table: for the storage package only, so
+        that nothing above it depends on fsspec."""
         if self._fs is None:
             from fsspec.implementations.local import LocalFileSystem
 
@@ -230,7 +237,7 @@ class Storage:
         """
         decoded = unquote(path_in_log)
         if "://" in path_in_log or path_in_log.startswith("/"):
-            return str(self.fs._strip_protocol(decoded))
+            return str(self._filesystem._strip_protocol(decoded))
         return self.join(decoded)
 
     def relative_inside_root(self, path_in_log: str) -> str:
@@ -255,7 +262,7 @@ class Storage:
         if self.is_local:
             return self._list_local(directory, must_exist=not subdir)
         try:
-            infos = self.fs.ls(directory, detail=True)
+            infos = self._filesystem.ls(directory, detail=True)
         except FileNotFoundError:
             if subdir:
                 return []
@@ -304,7 +311,7 @@ class Storage:
         if self.is_local:
             with open(path, "rb") as f:
                 return f.read()
-        data: bytes = self.fs.cat_file(path)
+        data: bytes = self._filesystem.cat_file(path)
         return data
 
     def read_many(self, paths: Sequence[str]) -> list[bytes]:
@@ -317,10 +324,10 @@ class Storage:
                 with open(p, "rb") as f:
                     out.append(f.read())
             return out
-        data = self.fs.cat(list(paths), on_error="raise")
+        data = self._filesystem.cat(list(paths), on_error="raise")
         if isinstance(data, bytes):  # a single path comes back unwrapped
             return [data]
-        return [data[p] if p in data else data[self.fs._strip_protocol(p)] for p in paths]
+        return [data[p] if p in data else data[self._filesystem._strip_protocol(p)] for p in paths]
 
     def read_into(self, path: str, target: memoryview, expected_size: int) -> int:
         """Read a local file into `target`; return the bytes read.
@@ -338,7 +345,7 @@ class Storage:
             return total
 
     def exists(self, path: str) -> bool:
-        return bool(self.fs.exists(path))
+        return bool(self._filesystem.exists(path))
 
     # ----------------------------------------------------------------------------- writing
     def put_if_absent(self, path: str, data: bytes) -> bool:
@@ -358,10 +365,10 @@ class Storage:
                     return False
         if not self.supports_conditional_create:
             raise NotImplementedError(
-                f"{type(self.fs).__name__} ({self.fs.protocol}) is not known to create files only-if-absent"
+                f"{type(self._filesystem).__name__} ({self._filesystem.protocol}) is not known to create files only-if-absent"
             )
         try:
-            with self.fs.open(path, "xb") as f:
+            with self._filesystem.open(path, "xb") as f:
                 f.write(data)
             return True
         except FileExistsError:
@@ -379,10 +386,14 @@ class Storage:
             return True
         from fsspec.implementations.local import LocalFileSystem
 
-        if isinstance(self.fs, LocalFileSystem):  # wrappers of the local filesystem: O_EXCL
+        if isinstance(
+            self._filesystem, LocalFileSystem
+        ):  # wrappers of the local filesystem: O_EXCL
             return True
         protocols = (
-            self.fs.protocol if isinstance(self.fs.protocol, (tuple, list)) else (self.fs.protocol,)
+            self._filesystem.protocol
+            if isinstance(self._filesystem.protocol, (tuple, list))
+            else (self._filesystem.protocol,)
         )
         return bool(set(protocols) & CONDITIONAL_CREATE_PROTOCOLS)
 
@@ -412,14 +423,16 @@ class Storage:
         data = buffer.getvalue()
         if not self.supports_conditional_create:
             # checkpoint-like files only: a race is last-writer-wins, as Delta Spark on S3
-            if self.fs.exists(path) and not (replace_empty and self.fs.info(path).get("size") == 0):
+            if self._filesystem.exists(path) and not (
+                replace_empty and self._filesystem.info(path).get("size") == 0
+            ):
                 return False, len(data)
-            self.fs.pipe_file(path, data)
+            self._filesystem.pipe_file(path, data)
             return True, len(data)
         if self.put_if_absent(path, data):
             return True, len(data)
-        if replace_empty and self.fs.info(path).get("size") == 0:
-            self.fs.pipe_file(path, data)
+        if replace_empty and self._filesystem.info(path).get("size") == 0:
+            self._filesystem.pipe_file(path, data)
             return True, len(data)
         return False, len(data)
 
@@ -432,7 +445,7 @@ class Storage:
             with _staged_local(path, lambda f: f.write(data)) as tmp:
                 os.replace(tmp, path)
             return
-        self.fs.pipe_file(path, data)
+        self._filesystem.pipe_file(path, data)
 
     def stat(self, path: str) -> FileEntry | None:
         """Size and mtime of a file (name: its base name), or None when it does not exist."""
@@ -440,7 +453,7 @@ class Storage:
             if self.is_local:
                 st = os.stat(path)
                 return FileEntry(posixpath.basename(path), st.st_size, st.st_mtime_ns // 1_000_000)
-            info = self.fs.info(path)
+            info = self._filesystem.info(path)
         except FileNotFoundError:
             return None
         return FileEntry(posixpath.basename(path), int(info.get("size") or 0), _mtime_ms(info))
@@ -462,7 +475,7 @@ class Storage:
                     entries.append(FileEntry(rel, st.st_size, st.st_mtime_ns // 1_000_000))
             return sorted(entries, key=lambda e: e.name)
         try:
-            found = self.fs.find(top, detail=True)
+            found = self._filesystem.find(top, detail=True)
         except FileNotFoundError:
             return []
         prefix = top.rstrip("/") + "/"
@@ -478,7 +491,7 @@ class Storage:
         """A seekable binary reader of a file given its filesystem path."""
         if self.is_local:
             return open(path, "rb")
-        handle: BinaryIO = self.fs.open(path, "rb")
+        handle: BinaryIO = self._filesystem.open(path, "rb")
         return handle
 
     @property
@@ -502,10 +515,10 @@ class Storage:
             os.unlink(source)
             os.utime(target)
             return True
-        if self.fs.exists(target):
+        if self._filesystem.exists(target):
             return False
-        self.fs.makedirs(posixpath.dirname(target), exist_ok=True)
-        self.fs.mv(source, target)
+        self._filesystem.makedirs(posixpath.dirname(target), exist_ok=True)
+        self._filesystem.mv(source, target)
         return True
 
     def remove_tree(self, relative: str) -> None:
@@ -514,8 +527,8 @@ class Storage:
         if self.is_local:
             shutil.rmtree(top, ignore_errors=True)
             return
-        if self.fs.exists(top):
-            self.fs.rm(top, recursive=True)
+        if self._filesystem.exists(top):
+            self._filesystem.rm(top, recursive=True)
 
     def walk(self, skip_name: Callable[[str], bool]) -> TreeListing:
         """Files and directories under the root, pruning names `skip_name` accepts."""
@@ -533,6 +546,6 @@ class Storage:
         """Delete files (not directories); a file that is already gone is not an error."""
         for p in paths:
             try:
-                self.fs.rm_file(p)
+                self._filesystem.rm_file(p)
             except FileNotFoundError:
                 pass

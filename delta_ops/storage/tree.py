@@ -55,7 +55,7 @@ def walk(storage: Storage, skip_name: Callable[[str], bool]) -> TreeListing:
     from delta_ops.storage.table_storage import _mtime_ms
 
     root = storage.root.rstrip("/")
-    for path, info in storage.fs.find(root, withdirs=True, detail=True).items():
+    for path, info in storage._filesystem.find(root, withdirs=True, detail=True).items():
         found = path[len(root) :].lstrip("/") if path.startswith(root) else None
         if not found or any(skip_name(part) for part in found.split("/")):
             continue
@@ -145,9 +145,9 @@ def remove_empty_dirs(storage: Storage, relative_dirs: Sequence[str]) -> int:
             if storage.is_local:
                 os.rmdir(full)
             else:
-                if storage.fs.ls(full):
+                if storage._filesystem.ls(full):
                     continue
-                storage.fs.rmdir(full)
+                storage._filesystem.rmdir(full)
             removed += 1
         except OSError:
             continue  # not empty, or already gone

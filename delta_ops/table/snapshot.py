@@ -16,7 +16,6 @@ Example::
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -33,7 +32,7 @@ from delta_ops.log.replay import DomainMetadata, ReconciledState, Txn, reconcile
 from delta_ops.log.segment import LogSegment, build_log_segment, list_log_files
 from delta_ops.protocol.features import Protocol
 from delta_ops.protocol.properties import TableProperties
-from delta_ops.storage import Storage
+from delta_ops.storage import Location, Storage
 
 if TYPE_CHECKING:
     from delta_ops.protocol.schema import StructType
@@ -223,7 +222,7 @@ def _first_file(segment: LogSegment) -> str:
 
 
 def load_snapshot(
-    table: str | os.PathLike[str] | Storage,
+    table: Location | Storage,
     version: int | None = None,
     *,
     storage_options: Mapping[str, Any] | None = None,
@@ -270,7 +269,7 @@ class TableHead:
 
 
 def load_head(
-    table: str | os.PathLike[str] | Storage,
+    table: Location | Storage,
     version: int | None = None,
     *,
     storage_options: Mapping[str, Any] | None = None,

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -36,7 +35,7 @@ from delta_ops.protocol.features import Protocol
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.protocol.schema import StructType, from_arrow_schema, parse_schema
 from delta_ops.protocol.stats import stats_json_from_parquet_file
-from delta_ops.storage import Storage
+from delta_ops.storage import Location, Storage
 from delta_ops.table.snapshot import Snapshot, load_snapshot
 from delta_ops.table.transaction import CommitResult, Transaction
 
@@ -104,7 +103,7 @@ def log_path(relative_path: str) -> str:
 
 
 def commit_data_files(
-    table: str | os.PathLike[str] | Storage,
+    table: Location | Storage,
     files: Sequence[DataFile],
     *,
     schema: pa.Schema,
@@ -265,7 +264,7 @@ def _parquet_writer(data: pa.Table) -> Callable[[BinaryIO], None]:
 
 
 def write_arrow(
-    table: str | os.PathLike[str] | Storage,
+    table: Location | Storage,
     data: pa.Table,
     *,
     mode: str = "append",
