@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from delta_ops import cli
-from delta_ops.ops.registry import OPERATIONS, to_data
+from delta_ops.ops.registry import OPERATIONS
+from delta_ops.ops.results import to_data
 from delta_ops.protocol.units import format_bytes, format_duration, parse_duration_ms, parse_time_ms
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.version import __version__

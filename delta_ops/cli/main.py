@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from delta_ops.errors import DeltaOpsError, InvalidValue
-from delta_ops.ops.registry import OPERATIONS, Operation, to_data
+from delta_ops.ops.registry import OPERATIONS, Operation
+from delta_ops.ops.results import to_data
 from delta_ops.version import __version__
 
 

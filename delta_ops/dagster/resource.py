@@ -20,6 +20,7 @@ from delta_ops.ops.probe import (
     table_health,
 )
 from delta_ops.ops.registry import BY_ACTION, OPERATIONS, Operation
+from delta_ops.ops.results import to_data
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot, load_snapshot
 
@@ -99,7 +100,7 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
 
 def result_metadata(result: Any) -> dict[str, Any]:
     """A result or plan as flat Dagster metadata (numbers stay numbers so the UI plots them)."""
-    data = result.to_dict()
+    data = to_data(result)
     out: dict[str, Any] = {}
     for key, value in data.items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):

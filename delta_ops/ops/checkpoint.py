@@ -27,7 +27,7 @@ import json
 import logging
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -59,6 +59,7 @@ from delta_ops.log.file_names import (
 from delta_ops.log.last_checkpoint import read_last_checkpoint, serialize_last_checkpoint
 from delta_ops.log.reader import verify_checkpoint
 from delta_ops.log.segment import CheckpointRef, complete_checkpoints
+from delta_ops.ops.results import fields_data
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot, load_snapshot
 
@@ -99,14 +100,7 @@ class CheckpointPlan:
         return self.existing is not None
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if f.name not in ("snapshot", "state")
-        }
-        out["files"] = list(self.files)
-        out["replaces"] = list(self.replaces)
-        return out
+        return fields_data(self)
 
 
 @dataclass(frozen=True)
@@ -125,9 +119,7 @@ class CheckpointResult:
     duration_ms: int
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["written"] = list(self.written)
-        return out
+        return fields_data(self)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ import json
 import logging
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from delta_ops import clock
@@ -53,6 +53,7 @@ from delta_ops.log.segment import build_log_segment
 
 if TYPE_CHECKING:
     import pyarrow as pa
+from delta_ops.ops.results import fields_data
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot, TableHead
 
@@ -97,12 +98,7 @@ class CleanupPlan:
         return not self.deleted
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "snapshot"}
-        out["cutoff"] = iso(self.cutoff_ms)
-        out["deleted"] = list(self.deleted)
-        out["num_deleted"] = len(self.deleted)
-        out["kept_reasons"] = list(self.kept_reasons)
-        return out
+        return fields_data(self, cutoff=iso(self.cutoff_ms), num_deleted=len(self.deleted))
 
 
 @dataclass(frozen=True)
@@ -118,10 +114,7 @@ class CleanupResult:
     kept_reasons: tuple[str, ...] = ()  # why older log files were kept (the plan's)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["deleted"] = list(self.deleted)
-        out["kept_reasons"] = list(self.kept_reasons)
-        return out
+        return fields_data(self)
 
 
 def _sort_key(f: LogFile) -> tuple[int, int, str]:

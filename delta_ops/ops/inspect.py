@@ -8,10 +8,11 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from delta_ops.ops.leftovers import find_leftovers
+from delta_ops.ops.results import fields_data
 from delta_ops.table.snapshot import Snapshot
 
 
@@ -41,7 +42,7 @@ class TableSummary:
     files: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = fields_data(self)
         if self.files is None:
             out.pop("files")
         return out

@@ -11,12 +11,11 @@ adding an operation is writing its module and one entry here::
     plan = op.plan(load_snapshot(path), values)
     print(op.describe_plan(plan))
     result = op.execute(plan, None)
-    print(to_data(result))
+    print(to_data(result))  # delta_ops.ops.results
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -141,31 +140,6 @@ class Operation:
 
     def execute(self, plan: Any, progress: Progress = None) -> Any:
         return self.execute_with(plan, progress)
-
-
-_PLAIN = frozenset({str, int, float, bool, type(None)})
-
-
-def to_data(value: Any) -> Any:
-    """Plans and results (and what they hold) as JSON-ready plain data: the one serializer.
-
-    Plain values pass through untouched (a result listing 100k paths costs one pass)."""
-    if type(value) in _PLAIN:
-        return value
-    if isinstance(value, (list, tuple)):
-        return [v if type(v) in _PLAIN else to_data(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): v if type(v) in _PLAIN else to_data(v) for k, v in value.items()}
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return to_data(to_dict())
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            f.name: to_data(getattr(value, f.name)) for f in dataclasses.fields(value) if f.repr
-        }
-    if isinstance(value, (set, frozenset)):
-        return sorted(to_data(v) for v in value)
-    return value
 
 
 # ------------------------------------------------------------------------------ checkpoint

@@ -31,7 +31,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 
 from delta_ops.errors import ConcurrentModification, DeltaOpsError
 from delta_ops.log.actions import ADD_FIELDS, file_rows_as_actions
+from delta_ops.ops.results import fields_data
 from delta_ops.protocol.row_tracking import (
     COMMIT_VERSION_COLUMN,
     ENABLE,
@@ -77,7 +78,7 @@ class RowTrackingPlan:
         return not (self.upgrade_protocol or self.files_to_backfill or self.set_property)
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "snapshot"}
+        return fields_data(self)
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,7 @@ class RowTrackingResult:
     duration_ms: int
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["backfill_commits"] = list(self.backfill_commits)
-        return out
+        return fields_data(self)
 
 
 def _missing_row_ids(snapshot: Snapshot) -> pa.Table:

@@ -53,7 +53,7 @@ import json
 import logging
 import posixpath
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -64,6 +64,7 @@ from delta_ops.errors import DeltaOpsError, RetentionTooShort, UnsafePath
 from delta_ops.log.file_names import LogFile, LogFileKind
 from delta_ops.log.segment import complete_checkpoints
 from delta_ops.ops.leftovers import MIN_LEFTOVER_AGE_MS, staging_directories, stale_leftovers
+from delta_ops.ops.results import fields_data
 from delta_ops.storage import Storage
 from delta_ops.storage.tree import TreeListing
 from delta_ops.table.snapshot import Snapshot
@@ -172,11 +173,7 @@ class VacuumResult:
     duration_ms: int
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["deleted"] = list(self.deleted)
-        out["kept_after_recheck"] = list(self.kept_after_recheck)
-        out["commits"] = list(self.commits)
-        return out
+        return fields_data(self)
 
 
 def _reason_totals(candidates: tuple[Candidate, ...]) -> dict[str, dict[str, int]]:
