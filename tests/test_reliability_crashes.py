@@ -83,45 +83,26 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     orphan, all of it 40 days old; then our checkpoint of version 3 (which drops the expired
     tombstones, as checkpoints do) and one fresh append."""
     path = tmp_path_factory.mktemp("pristine") / "t"
-    batch = lambda start: pa.table(
-        {"id": pa.array(range(start, start + 4), pa.int64()), "part": pa.array([0, 1, 0, 1])}
-    )
-    write_deltalake(str(path), batch(0), partition_by=["part"], post_commithook_properties=NO_HOOKS)
-    write_deltalake(
-        str(path),
-        batch(10),
-        mode="append",
-        partition_by=["part"],
-        post_commithook_properties=NO_HOOKS,
-    )
+
+    def write(start: int, mode: str) -> None:
+        ids = pa.array(range(start, start + 4), pa.int64())
+        data = pa.table({"id": ids, "part": pa.array([0, 1, 0, 1])})
+        write_deltalake(
+            str(path), data, mode=mode, partition_by=["part"], post_commithook_properties=NO_HOOKS
+        )
+
+    write(0, "error")
+    write(10, "append")
     DeltaTable(str(path)).delete("id < 2", post_commithook_properties=NO_HOOKS)
-    write_deltalake(
-        str(path),
-        batch(20),
-        mode="overwrite",
-        partition_by=["part"],
-        post_commithook_properties=NO_HOOKS,
-    )
-    write_deltalake(
-        str(path),
-        batch(30),
-        mode="append",
-        partition_by=["part"],
-        post_commithook_properties=NO_HOOKS,
-    )
+    write(20, "overwrite")
+    write(30, "append")
     (path / "part=0" / "orphan.parquet").write_bytes(b"nobody references me")
     old = _now() - AGE_DAYS * DAY
     _date_everything(path, old)
     checkpoint(path, version=3)
     for written in path.glob("_delta_log/00000000000000000003.checkpoint*"):
         os.utime(written, (old / 1000 + 3, old / 1000 + 3))
-    write_deltalake(
-        str(path),
-        batch(40),
-        mode="append",
-        partition_by=["part"],
-        post_commithook_properties=NO_HOOKS,
-    )
+    write(40, "append")
     return path
 
 

@@ -544,6 +544,23 @@ def read_checkpoint(
 
 
 # ------------------------------------------------------------------ protocol and metadata only
+def _checkpoint_columns(storage: Storage, f: LogFile, columns: Sequence[str]) -> pa.Table:
+    """Some top-level action columns of one checkpoint file: only those column chunks of a
+    parquet file; a JSON (V2) file parsed whole. CorruptLog names an unreadable file."""
+    import pyarrow.parquet as pq
+
+    path = storage.log_file(f.name)
+    try:
+        if f.format == "json":
+            return _read_json_actions(f.name, storage.read_bytes(path))
+        with storage.open_input(path) as handle:
+            pf = pq.ParquetFile(handle)
+            present = [c for c in columns if pf.schema_arrow.get_field_index(c) >= 0]
+            return pf.read(columns=present) if present else pa.table({})
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise CorruptLog(f.name, f"unreadable checkpoint: {exc}") from exc
+
+
 _HEAD_COLUMNS = ("protocol", "metaData")
 
 
@@ -557,22 +574,10 @@ def read_checkpoint_head(
     (their top-level file holds no file actions when it has sidecars). Raises CorruptLog naming
     the file when a part cannot be read or neither action is found.
     """
-    import pyarrow.parquet as pq
-
     protocols: list[tuple[int, dict[str, Any]]] = []
     metadatas: list[tuple[int, dict[str, Any]]] = []
     for f in files:
-        path = storage.log_file(f.name)
-        try:
-            if f.format == "json":
-                table = _read_json_actions(f.name, storage.read_bytes(path))
-            else:
-                with storage.open_input(path) as handle:
-                    pf = pq.ParquetFile(handle)
-                    present = [c for c in _HEAD_COLUMNS if pf.schema_arrow.get_field_index(c) >= 0]
-                    table = pf.read(columns=present) if present else pa.table({})
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise CorruptLog(f.name, f"unreadable checkpoint: {exc}") from exc
+        table = _checkpoint_columns(storage, f, _HEAD_COLUMNS)
         if not table.num_columns:
             continue
         batch = normalize_actions(
@@ -589,22 +594,9 @@ def read_checkpoint_head(
 def sidecar_names(storage: Storage, files: Sequence[LogFile]) -> list[str]:
     """Names (under ``_sidecars``) of the sidecar files a checkpoint references, read
     through the same decoding as the log (JSON lines or parquet structs alike)."""
-    import pyarrow.parquet as pq
-
     names: list[str] = []
     for f in files:
-        path = storage.log_file(f.name)
-        try:
-            if f.format == "json":
-                table = _read_json_actions(f.name, storage.read_bytes(path))
-            else:
-                with storage.open_input(path) as handle:
-                    pf = pq.ParquetFile(handle)
-                    if pf.schema_arrow.get_field_index("sidecar") < 0:
-                        continue
-                    table = pf.read(columns=["sidecar"])
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise CorruptLog(f.name, f"unreadable checkpoint: {exc}") from exc
+        table = _checkpoint_columns(storage, f, ("sidecar",))
         if "sidecar" not in table.column_names or not pa.types.is_struct(
             table.schema.field("sidecar").type
         ):
