@@ -64,10 +64,14 @@ def _run_operation(operation: Operation, args: argparse.Namespace) -> int:
     values = operation.parse({o.name: getattr(args, o.name) for o in operation.options})
     version = args.version if operation.at_version else None
     table = operation.load(args.table, version, _storage_options(args.storage_option))
-    plan = operation.plan(table, values)
     if args.dry_run:
-        _print(args, {**to_data(plan), "dry_run": True}, operation.describe_plan(plan))
+        plan, warnings = operation.preview(table, values)
+        for warning in warnings:
+            print(f"delta-ops: warning: {warning}", file=sys.stderr)
+        data = {**to_data(plan), "dry_run": True, "warnings": warnings}
+        _print(args, data, operation.describe_plan(plan))
         return 0
+    plan = operation.plan(table, values)
     say = (lambda m: print(f"delta-ops: {m}", file=sys.stderr)) if args.verbose else None
     result = operation.execute(plan, say)
     _print(args, {**to_data(result), "dry_run": False}, operation.describe_result(result))

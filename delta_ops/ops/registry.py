@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from delta_ops import clock
-from delta_ops.errors import InvalidValue
+from delta_ops.errors import InvalidValue, RetentionTooShort
 from delta_ops.ops import checkpoint, cleanup, row_tracking, vacuum
 from delta_ops.protocol.units import (
     format_bytes,
@@ -137,6 +137,19 @@ class Operation:
 
     def plan(self, snapshot: Snapshot | TableHead, values: Mapping[str, Any]) -> Any:
         return self.plan_with(snapshot, values)
+
+    def preview(
+        self, snapshot: Snapshot | TableHead, values: Mapping[str, Any]
+    ) -> tuple[Any, list[str]]:
+        """The plan a dry run shows, and warnings. A dry run never fails for a retention below
+        the table's minimum: it shows what `--force` would do and says that it needs it."""
+        try:
+            return self.plan(snapshot, values), []
+        except RetentionTooShort as exc:
+            if "force" not in values:
+                raise
+            warning = f"{exc} (this dry run shows what --force would do)"
+            return self.plan(snapshot, {**values, "force": True}), [warning]
 
     def execute(self, plan: Any, progress: Progress = None) -> Any:
         return self.execute_with(plan, progress)
