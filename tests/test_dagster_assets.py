@@ -388,6 +388,14 @@ def test_checkpoint_asset_writes_a_checkpoint_once(tmp_path, case):
     assert any(
         f"checkpoint skipped: version {version} already has a checkpoint" in m for m in messages
     ), messages
+    # the skip is in the asset's history as an observation with the reason
+    observations = [
+        e.asset_observation_data.asset_observation
+        for e in second.all_events
+        if e.event_type_value == "ASSET_OBSERVATION"
+    ]
+    reasons = {o.asset_key.path[-1]: o.metadata["skipped"].value for o in observations}
+    assert f"version {version} already has a checkpoint" in reasons["checkpoint"]
 
 
 def test_vacuum_asset_metadata_matches_what_left_the_disk(tmp_path):

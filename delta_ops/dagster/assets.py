@@ -95,6 +95,12 @@ def build_table_maintenance_asset(
             result, reason = run_action(resource, table, action, context.log)
             if result is None:
                 context.log.info(f"{table.name}: {action} skipped: {reason}")
+                # no materialization (nothing changed), but the asset's history says why
+                context.log_event(
+                    dg.AssetObservation(
+                        asset_key=key, metadata={"skipped": dg.MetadataValue.text(str(reason))}
+                    )
+                )
                 continue
             context.log.info(f"{table.name}: {action} done")
             yield dg.MaterializeResult(asset_key=key, metadata=result_metadata(result))
