@@ -27,7 +27,7 @@ from delta_ops.log.file_names import commit_file_name
 from delta_ops.log.last_checkpoint import read_last_checkpoint
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.storage import Storage
-from delta_ops.table.snapshot import Snapshot, load_snapshot
+from delta_ops.table.snapshot import Snapshot, load_head
 
 DEFAULT_CHECKPOINT_INTERVAL = 10
 
@@ -96,10 +96,8 @@ def probe_commits(
             interval = changed
     if version < 0:
         raise NotADeltaTable(storage.url, "_delta_log has no commits")
-    if interval is None:
-        interval = load_snapshot(
-            storage, version
-        ).properties.checkpoint_interval  # first sight only
+    if interval is None:  # first sight only: the light head, never the file state
+        interval = load_head(storage, version).properties.checkpoint_interval
     return CommitProbe(version, checkpoint_version, interval, checked)
 
 
