@@ -50,6 +50,11 @@ STORE_EXTRAS = {
 
 # fsspec protocols verified (by delta-ops' tests) to refuse "xb" when the file exists
 CONDITIONAL_CREATE_PROTOCOLS = frozenset({"file", "local", "memory"})
+# Stores whose fsspec implementation sends a conditional PUT for exclusive creates (s3fs:
+# `If-None-Match: *`). S3-compatible servers that ignore the header would let two writers
+# overwrite each other's commits, so each endpoint is probed once before it is trusted.
+PROBED_CONDITIONAL_PROTOCOLS = frozenset({"s3", "s3a"})
+_PROBED: dict[tuple[str, str], bool] = {}  # (protocol, endpoint) -> honours If-None-Match
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,18 @@ class FileEntry:
 
 
 _TEMPORARY_NAME = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")
+
+
+SINGLE_WRITER_OPTION = "single_writer"
+
+
+def _flag(value: object, name: str) -> bool:
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", ""):
+        return False
+    raise InvalidLocation(f"storage option {name}={value!r}: use true or false")
 
 
 def temporary_path(directory: str, name: str) -> str:
@@ -163,25 +180,44 @@ class Storage:
     fsspec filesystem only when something asks for `fs`, which keeps a CLI start fast.
     """
 
-    def __init__(self, fs: Any | None, root: str, url: str, *, local: bool | None = None):
+    def __init__(
+        self,
+        fs: Any | None,
+        root: str,
+        url: str,
+        *,
+        local: bool | None = None,
+        single_writer: bool = False,
+    ):
         self._fs = fs
         self.root = root.rstrip("/") or "/"
         self.url = url
         self._local = local if local is not None else _is_local_fs(fs)
+        #: the caller declared that no other process writes this table (a store without
+        #: conditional writes may then commit with a plain PUT)
+        self.single_writer = single_writer
 
     @classmethod
     def open(
         cls, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
     ) -> Storage:
-        """Open a table location from a local path, `file://`, `memory://` or any fsspec URL."""
+        """Open a table location from a local path, `file://`, `memory://` or any fsspec URL.
+
+        `storage_options` go to the store's fsspec implementation (credentials, endpoint),
+        except ``single_writer`` ("true"/"false"), which declares that no other process writes
+        the table: only then may commits on a store without conditional writes go ahead.
+        """
         text = os.fspath(url)
+        options = dict(storage_options or {})
+        single_writer = _flag(options.pop(SINGLE_WRITER_OPTION, False), SINGLE_WRITER_OPTION)
+        storage_options = options
         if not text.strip() or text.rstrip("/").endswith("://"):
             raise InvalidLocation(
                 f"table location {text!r} is empty: pass a path or a URL such as s3://bucket/table"
                 " (an unset shell variable?)"
             )
         if "://" not in text and not storage_options:
-            return cls(None, os.path.abspath(text), text, local=True)
+            return cls(None, os.path.abspath(text), text, local=True, single_writer=single_writer)
         import fsspec
 
         scheme = text.split("://", 1)[0].lower() if "://" in text else "file"
@@ -203,7 +239,7 @@ class Storage:
             ) from None
         if _is_local_fs(fs):
             path = os.path.abspath(path)
-        return cls(fs, path, text)
+        return cls(fs, path, text, single_writer=single_writer)
 
     @property
     def _filesystem(self) -> Any:
@@ -395,7 +431,30 @@ class Storage:
             if isinstance(self._filesystem.protocol, (tuple, list))
             else (self._filesystem.protocol,)
         )
-        return bool(set(protocols) & CONDITIONAL_CREATE_PROTOCOLS)
+        if set(protocols) & CONDITIONAL_CREATE_PROTOCOLS:
+            return True
+        if set(protocols) & PROBED_CONDITIONAL_PROTOCOLS:
+            return self._probe_conditional_create(protocols[0])
+        return False
+
+    def _probe_conditional_create(self, protocol: str) -> bool:
+        """Create a probe object twice, exclusively: a store that honours conditional writes
+        refuses the second. Done once per endpoint and process; the probe is removed."""
+        client = getattr(self._filesystem, "client_kwargs", None) or {}
+        key = (protocol, str(client.get("endpoint_url") or self._filesystem.storage_options))
+        if key not in _PROBED:
+            probe = self.log_file(f".delta-ops-conditional-probe-{uuid.uuid4().hex}")
+            try:
+                self._filesystem.pipe_file(probe, b"1", mode="create")
+                try:
+                    self._filesystem.pipe_file(probe, b"2", mode="create")
+                    _PROBED[key] = False  # the second create went through: not conditional
+                except FileExistsError:
+                    _PROBED[key] = True
+            finally:
+                with suppress(FileNotFoundError):
+                    self._filesystem.rm_file(probe)
+        return _PROBED[key]
 
     def create_new(
         self, path: str, write: Callable[[BinaryIO], None], *, replace_empty: bool = False

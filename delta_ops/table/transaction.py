@@ -257,11 +257,13 @@ class Transaction:
         try:
             return storage.put_if_absent(path, body)
         except (NotImplementedError, ValueError) as exc:
-            if not self.single_writer:
+            if not (self.single_writer or storage.single_writer):
                 raise CommitRefused(
-                    f"{storage.url}: this filesystem cannot create {commit_file_name(version)} only if absent "
-                    f"({exc}); concurrent writers could overwrite each other's commits. Pass "
-                    "single_writer=True if no other process writes this table."
+                    f"{storage.url}: this store cannot create {commit_file_name(version)} only if"
+                    f" absent ({exc}), so concurrent writers could overwrite each other's commits."
+                    " If no other process writes this table, say so: --storage-option"
+                    " single_writer=true (CLI), storage_options={'single_writer': 'true'}"
+                    " (Python, Dagster)"
                 ) from exc
             if storage.exists(path):
                 return False
