@@ -140,3 +140,25 @@ def test_concurrent_commits_on_s3_never_share_a_version(endpoint: str) -> None:
     result = second.commit()  # version 1 is taken: the conditional PUT is refused, it retries
     assert (result.version, result.attempts) == (2, 2)
     assert _ids(url, endpoint) == [0, 1, 2]
+
+
+def test_a_v2_checkpoint_with_sidecars_on_s3(endpoint: str) -> None:
+    url = "s3://lake/v2"
+    options = _options(endpoint)
+    write_arrow(
+        url,
+        pa.table({"id": pa.array([1, 2], pa.int64())}),
+        configuration={"delta.checkpointPolicy": "v2"},
+        storage_options=options,
+    )
+    write_arrow(url, pa.table({"id": pa.array([3], pa.int64())}), storage_options=options)
+    from delta_ops.ops.checkpoint import checkpoint
+
+    before = load_snapshot(url, storage_options=options)
+    result = checkpoint(url, storage_options=options)
+    assert result.kind == "v2" and any(n.startswith("_sidecars/") for n in result.written)
+    after = load_snapshot(url, storage_options=options)  # deltalake cannot read v2Checkpoint
+    assert after.segment.checkpoint_version == 1
+    assert sorted(after.files.column("path").to_pylist()) == sorted(
+        before.files.column("path").to_pylist()
+    )
