@@ -9,10 +9,12 @@ STAMP := $(VENV)/.installed-stamp
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml package.json
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@command -v npm >/dev/null 2>&1 || { echo "delta-ops: the object-store tests need Node.js (npm) for Azurite" >&2; exit 1; }
+	npm ci --no-audit --no-fund --silent  # Azurite, the Azure Blob emulator the tests start
 	@touch $(STAMP)
 
 java-check:

@@ -51,9 +51,9 @@ STORE_EXTRAS = {
 # fsspec protocols verified (by delta-ops' tests) to refuse "xb" when the file exists
 CONDITIONAL_CREATE_PROTOCOLS = frozenset({"file", "local", "memory"})
 # Stores whose fsspec implementation sends a conditional PUT for exclusive creates (s3fs:
-# `If-None-Match: *`). S3-compatible servers that ignore the header would let two writers
+# `If-None-Match: *`; adlfs: upload with overwrite=False, which Azure refuses for a taken name). S3-compatible servers that ignore the header would let two writers
 # overwrite each other's commits, so each endpoint is probed once before it is trusted.
-PROBED_CONDITIONAL_PROTOCOLS = frozenset({"s3", "s3a"})
+PROBED_CONDITIONAL_PROTOCOLS = frozenset({"s3", "s3a", "az", "abfs", "abfss"})
 _PROBED: dict[tuple[str, str], bool] = {}  # (protocol, endpoint) -> honours If-None-Match
 
 
@@ -297,6 +297,7 @@ class Storage:
         directory = self.log_path if not subdir else self.log_file(subdir)
         if self.is_local:
             return self._list_local(directory, must_exist=not subdir)
+        self._filesystem.invalidate_cache(directory)  # a stale listing could hide a commit
         try:
             infos = self._filesystem.ls(directory, detail=True)
         except FileNotFoundError:
@@ -445,12 +446,12 @@ class Storage:
         if key not in _PROBED:
             probe = self.log_file(f".delta-ops-conditional-probe-{uuid.uuid4().hex}")
             try:
-                self._filesystem.pipe_file(probe, b"1", mode="create")
-                try:
-                    self._filesystem.pipe_file(probe, b"2", mode="create")
-                    _PROBED[key] = False  # the second create went through: not conditional
-                except FileExistsError:
-                    _PROBED[key] = True
+                for attempt in (b"1", b"2"):  # the same exclusive create put_if_absent uses
+                    with self._filesystem.open(probe, "xb") as handle:
+                        handle.write(attempt)
+                _PROBED[key] = False  # the second create went through: not conditional
+            except FileExistsError:
+                _PROBED[key] = True
             finally:
                 with suppress(FileNotFoundError):
                     self._filesystem.rm_file(probe)

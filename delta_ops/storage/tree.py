@@ -55,6 +55,7 @@ def walk(storage: Storage, skip_name: Callable[[str], bool]) -> TreeListing:
     from delta_ops.storage.table_storage import _mtime_ms
 
     root = storage.root.rstrip("/")
+    storage._filesystem.invalidate_cache(root)
     for path, info in storage._filesystem.find(root, withdirs=True, detail=True).items():
         found = path[len(root) :].lstrip("/") if path.startswith(root) else None
         if not found or any(skip_name(part) for part in found.split("/")):
