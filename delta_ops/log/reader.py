@@ -42,7 +42,7 @@ from delta_ops.log.actions import (
     normalize_actions,
     valid_positions,
 )
-from delta_ops.log.file_names import SIDECARS_DIR, LogFile
+from delta_ops.log.file_names import SIDECARS_DIR, LogFile, commit_file_name
 from delta_ops.storage import Storage
 
 logger = logging.getLogger(__name__)
@@ -635,3 +635,28 @@ def verify_checkpoint(storage: Storage, files: Sequence[LogFile]) -> None:
             check_parquet(f.name, storage.log_file(f.name))
     for name in sidecar_names(storage, files):
         check_parquet(f"{SIDECARS_DIR}/{name}", storage.log_file(f"{SIDECARS_DIR}/{name}"))
+
+
+# ------------------------------------------------------------------ small files, one action a line
+def parse_action_lines(name: str, data: bytes) -> tuple[dict[str, Any], ...]:
+    """The actions of a small log file (a winning commit, a V2 top-level checkpoint) as dicts,
+    one per line; CorruptLog names the file and line of malformed JSON. Big logs go through
+    the columnar readers above."""
+    actions = []
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            action = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorruptLog(name, f"malformed JSON: {exc}", line=number) from exc
+        if not isinstance(action, dict):
+            raise CorruptLog(name, "an action must be a JSON object", line=number)
+        actions.append(action)
+    return tuple(actions)
+
+
+def read_commit_actions(storage: Storage, version: int) -> tuple[dict[str, Any], ...]:
+    """The actions of one commit (winners are few and small: parsed as dicts)."""
+    name = commit_file_name(version)
+    return parse_action_lines(name, storage.read_bytes(storage.log_file(name)))

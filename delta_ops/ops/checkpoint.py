@@ -57,7 +57,7 @@ from delta_ops.log.file_names import (
     v2_checkpoint_name,
 )
 from delta_ops.log.last_checkpoint import read_last_checkpoint, serialize_last_checkpoint
-from delta_ops.log.reader import verify_checkpoint
+from delta_ops.log.reader import parse_action_lines, verify_checkpoint
 from delta_ops.log.segment import CheckpointRef, complete_checkpoints
 from delta_ops.ops.results import fields_data
 from delta_ops.storage import Storage
@@ -404,10 +404,9 @@ def _count_actions(storage: Storage, name: str) -> dict[str, int]:
     path = storage.log_file(name)
     if name.endswith(".json"):
         counts: dict[str, int] = {}
-        for line in storage.read_bytes(path).splitlines():
-            if line.strip():
-                kind = next(iter(json.loads(line)))
-                counts[kind] = counts.get(kind, 0) + 1
+        for action in parse_action_lines(name, storage.read_bytes(path)):
+            kind = next(iter(action))
+            counts[kind] = counts.get(kind, 0) + 1
         return counts
     try:
         with storage.open_input(path) as f:

@@ -31,7 +31,6 @@ Example::
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import time
 from collections import defaultdict
@@ -48,7 +47,7 @@ from delta_ops.log.file_names import (
     parse_listing,
 )
 from delta_ops.log.last_checkpoint import read_last_checkpoint
-from delta_ops.log.reader import sidecar_names, verify_checkpoint
+from delta_ops.log.reader import parse_action_lines, sidecar_names, verify_checkpoint
 from delta_ops.log.segment import build_log_segment
 
 if TYPE_CHECKING:
@@ -360,7 +359,7 @@ def compat_table_from_json(data: bytes) -> pa.Table:
             ("sidecar", SIDECAR_TYPE),
         ]
     )
-    rows = [json.loads(line) for line in data.splitlines() if line.strip()]
+    rows = parse_action_lines("V2 checkpoint", data)
     columns = []
     for f in schema:
         columns.append(pa.array([to_arrow_value(r.get(f.name), f.type) for r in rows], f.type))

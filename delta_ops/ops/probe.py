@@ -17,7 +17,6 @@ Example::
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import pyarrow.compute as pc
@@ -25,6 +24,7 @@ import pyarrow.compute as pc
 from delta_ops.errors import NotADeltaTable
 from delta_ops.log.file_names import commit_file_name
 from delta_ops.log.last_checkpoint import read_last_checkpoint
+from delta_ops.log.reader import parse_action_lines
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot, load_head
@@ -49,16 +49,15 @@ class CommitProbe:
 
 def _interval_from_commit(storage: Storage, version: int) -> int | None:
     """The checkpoint interval set by a metaData action in commit `version`, if any."""
-    data = storage.read_bytes(storage.log_file(commit_file_name(version)))
+    name = commit_file_name(version)
+    data = storage.read_bytes(storage.log_file(name))
     if b'"metaData"' not in data:
-        return None
-    for line in data.splitlines():
-        if b'"metaData"' in line:
-            metadata = json.loads(line).get("metaData")
-            if metadata is not None:
-                return TableProperties.from_configuration(
-                    metadata.get("configuration") or {}
-                ).checkpoint_interval
+        return None  # the common case: no parse at all
+    for action in parse_action_lines(name, data):
+        metadata = action.get("metaData")
+        if isinstance(metadata, dict):
+            configuration = metadata.get("configuration") or {}
+            return TableProperties.from_configuration(configuration).checkpoint_interval
     return None
 
 

@@ -646,9 +646,9 @@ def committed_since(storage: Storage, version: int) -> tuple[int, set[str]]:
     plan. A protocol change among them that delta-ops cannot write stops the vacuum.
     """
     from delta_ops.log.file_names import parse_listing
+    from delta_ops.log.reader import read_commit_actions
     from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor
     from delta_ops.protocol.features import Protocol
-    from delta_ops.table.transaction import read_commit_actions
 
     newer = sorted(
         f.version

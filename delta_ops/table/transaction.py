@@ -43,8 +43,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from delta_ops.errors import ConcurrentModification, CorruptLog, DeltaOpsError
+from delta_ops.errors import ConcurrentModification, DeltaOpsError
 from delta_ops.log.file_names import commit_file_name
+from delta_ops.log.reader import read_commit_actions
 from delta_ops.log.replay import ROW_TRACKING_DOMAIN
 from delta_ops.protocol.features import Protocol
 from delta_ops.storage import Storage
@@ -127,21 +128,6 @@ def encode_operation_values(values: Mapping[str, Any] | None) -> dict[str, str]:
         k: v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
         for k, v in (values or {}).items()
     }
-
-
-def read_commit_actions(storage: Storage, version: int) -> tuple[dict[str, Any], ...]:
-    """Parse one commit file with the json module (winners are few and small)."""
-    name = commit_file_name(version)
-    data = storage.read_bytes(storage.log_file(name))
-    actions = []
-    for number, line in enumerate(data.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            actions.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise CorruptLog(name, f"malformed JSON: {exc}", line=number) from exc
-    return tuple(actions)
 
 
 @dataclass
@@ -501,5 +487,4 @@ __all__ = [
     "WinningCommit",
     "assign_row_ids",
     "encode_operation_values",
-    "read_commit_actions",
 ]
