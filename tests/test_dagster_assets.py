@@ -413,8 +413,18 @@ def test_vacuum_asset_metadata_matches_what_left_the_disk(tmp_path):
     version_before = load_snapshot(table).version
 
     defs = build_delta_maintenance_defs([DeltaTableTarget("dv", str(table))], name="v")
-    result = run_assets(defs, "v", selection=[action_key("dv", "vacuum", fleet="v")])
+    instance = dg.DagsterInstance.ephemeral()
+    result = run_assets(
+        defs, "v", selection=[action_key("dv", "vacuum", fleet="v")], instance=instance
+    )
     assert result.success
+    # the library's own log lines reach the run's event log
+    messages = [e.user_message for e in instance.all_logs(result.run_id)]
+    assert any(
+        f"delta_ops.table.transaction: committed VACUUM START as version {version_before + 1}"
+        in m
+        for m in messages
+    ), messages
     meta = materializations(result)[action_key("dv", "vacuum", fleet="v")]
     after = data_files(table)
     gone = set(before) - set(after)

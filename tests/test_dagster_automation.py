@@ -387,3 +387,6 @@ def test_run_failure_sensor_reports_failed_maintenance_runs(tmp_path, caplog):
     assert any(f"delta maintenance run {result.run_id} for simple failed" in m for m in messages), (
         messages
     )
+    # which job, which step, and the error itself (a retention below the table's minimum)
+    [alert] = [m for m in messages if result.run_id in m]
+    assert "f_vacuum_job, step f_vacuum:" in alert and "--force" in alert, alert

@@ -13,6 +13,7 @@ from typing import Any
 
 import dagster as dg
 
+from delta_ops.dagster.logs import library_logs_to
 from delta_ops.dagster.resource import (
     DeltaMaintenanceResource,
     operation_named,
@@ -48,12 +49,13 @@ def run_action(
     so = dict(table.storage_options) or None
     operation = operation_named(action)
     try:
-        plan = resource.plan(action, table.url, options, storage_options=so)
-        if plan.nothing_to_do:
-            return None, operation.idle_reason(plan)
-        if dry_run:
-            return plan, None
-        return resource.execute(action, plan, progress=log.info), None
+        with library_logs_to(log):
+            plan = resource.plan(action, table.url, options, storage_options=so)
+            if plan.nothing_to_do:
+                return None, operation.idle_reason(plan)
+            if dry_run:
+                return plan, None
+            return resource.execute(action, plan, progress=log.info), None
     except DeltaOpsError as exc:
         if exc.retryable:
             raise

@@ -164,6 +164,21 @@ def build_commit_sensor(
     return _sensor
 
 
+def _first_step_failure(instance: dg.DagsterInstance, run_id: str) -> tuple[str | None, str | None]:
+    """The step that failed first in a run and its error message (what an alert should say)."""
+    records = instance.get_records_for_run(
+        run_id, of_type=dg.DagsterEventType.STEP_FAILURE, limit=1
+    ).records
+    for record in records:
+        event = record.event_log_entry.dagster_event
+        if event is None:
+            continue
+        data = event.step_failure_data
+        message = data.error.message.strip() if data and data.error else None
+        return event.step_key, message
+    return None, None
+
+
 def build_failure_sensor(prefix: str, jobs: Sequence[JobLike]) -> dg.SensorDefinition:
     """Log every failed maintenance run with the table it was for (hook alerts here)."""
 
@@ -173,9 +188,12 @@ def build_failure_sensor(prefix: str, jobs: Sequence[JobLike]) -> dg.SensorDefin
         default_status=dg.DefaultSensorStatus.RUNNING,
     )
     def _on_failure(context: dg.RunFailureSensorContext) -> None:
-        table = context.dagster_run.tags.get(TABLE_TAG, "several tables")
+        run = context.dagster_run
+        table = run.tags.get(TABLE_TAG, "several tables")
+        step, error = _first_step_failure(context.instance, run.run_id)
         context.log.error(
-            f"delta maintenance run {context.dagster_run.run_id} for {table} failed: {context.failure_event.message}"
+            f"delta maintenance run {run.run_id} for {table} failed: {run.job_name}, step"
+            f" {step or '-'}: {error or context.failure_event.message}"
         )
 
     return _on_failure

@@ -11,14 +11,21 @@ from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
 from delta_ops.errors import DeltaOpsError
 
-CHECKS = (
-    "checkpoint_lag",
-    "log_reconstructible",
-    "writer_features_supported",
-    "tombstone_backlog",
-    "retention_properties_valid",
-    "row_tracking_state",
-)
+#: Each check and what it tells the reader of the asset's page.
+CHECKS: dict[str, str] = {
+    "checkpoint_lag": "Commits since the last checkpoint stay within delta.checkpointInterval: "
+    "readers replay few JSON commits.",
+    "log_reconstructible": "The latest version can be rebuilt from a checkpoint and contiguous "
+    "commits (no gap, no unreadable checkpoint).",
+    "writer_features_supported": "Every writer feature of the table is one delta-ops writes, so "
+    "its maintenance can commit.",
+    "tombstone_backlog": "Removed files past the retention are few: vacuum keeps storage (and "
+    "deleted data) from piling up.",
+    "retention_properties_valid": "delta.logRetentionDuration and "
+    "delta.deletedFileRetentionDuration parse and leave time travel a sane window.",
+    "row_tracking_state": "Row tracking is in the state the target asks for (enabled and "
+    "backfilled, or off).",
+}
 HOUR_MS = 3_600_000
 
 
@@ -30,7 +37,10 @@ def build_table_checks(
     resource_key: str,
 ) -> dg.AssetChecksDefinition:
     asset_key = translator.get_asset_spec(table).key
-    specs = [dg.AssetCheckSpec(name=name, asset=asset_key) for name in CHECKS]
+    specs = [
+        dg.AssetCheckSpec(name=name, asset=asset_key, description=description)
+        for name, description in CHECKS.items()
+    ]
 
     @dg.multi_asset_check(
         name=f"{prefix}__{table.safe_name}__health",
