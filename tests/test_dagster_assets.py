@@ -421,8 +421,7 @@ def test_vacuum_asset_metadata_matches_what_left_the_disk(tmp_path):
     # the library's own log lines reach the run's event log
     messages = [e.user_message for e in instance.all_logs(result.run_id)]
     assert any(
-        f"delta_ops.table.transaction: committed VACUUM START as version {version_before + 1}"
-        in m
+        f"delta_ops.table.transaction: committed VACUUM START as version {version_before + 1}" in m
         for m in messages
     ), messages
     meta = materializations(result)[action_key("dv", "vacuum", fleet="v")]
