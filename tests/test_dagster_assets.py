@@ -5,6 +5,7 @@ No `from __future__ import annotations` here: this module defines a decorated Da
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -615,7 +616,20 @@ def _build_check_tables(tmp: Path) -> dict[str, Path]:
             lb.remove("c.parquet", size=66, deletion_timestamp=int(time.time() * 1000)),
         ],
     )
+    # b's file is still there and as old as its tombstone: vacuum would delete it
+    (tomb / "b.parquet").write_bytes(b"b" * 1234)
+    os.utime(tomb / "b.parquet", (1_700_000_000, 1_700_000_000))
+    (tomb / "c.parquet").write_bytes(b"c" * 66)
     tables["tomb"] = tomb
+    # the same log, copied: its files are fresh, so vacuum deletes nothing and nothing warns
+    copied = tmp / "tomb_copied"
+    shutil.copytree(tomb, copied, copy_function=shutil.copy)  # fresh mtimes, as a copy has
+    tables["tomb_copied"] = copied
+    # and once vacuum deleted b's file, its tombstone (kept until a checkpoint) is no backlog
+    vacuumed = tmp / "tomb_vacuumed"
+    shutil.copytree(tomb, vacuumed, copy_function=shutil.copy2)
+    (vacuumed / "b.parquet").unlink()
+    tables["tomb_vacuumed"] = vacuumed
     ret = tmp / "ret"
     lb.write_commit(
         ret,
@@ -724,6 +738,15 @@ def test_expired_tombstones_warn_with_reclaimable_bytes(check_results):
         "expired_tombstones": 1,
         "reclaimable_bytes": 1234,
     }
+
+
+def test_tombstones_whose_files_vacuum_would_not_delete_do_not_warn(check_results):
+    for name in ("tomb_copied", "tomb_vacuumed"):
+        assert "tombstone_backlog" not in failed(check_results, name), name
+        assert meta(check_results, name, "tombstone_backlog") == {
+            "expired_tombstones": 0,
+            "reclaimable_bytes": 0,
+        }
 
 
 def test_log_retention_shorter_than_file_retention_is_an_error(check_results):

@@ -261,7 +261,7 @@ def test_schedule_skips_a_quiet_table_with_the_reason(tmp_path):
     assert data.run_requests == []
     assert data.skip_message.startswith("no table has maintenance work: quiet: nothing to do")
     assert "checkpoint: version 1 is already checkpointed" in data.skip_message
-    assert "vacuum: no tombstone is past" in data.skip_message
+    assert "vacuum: no file of a tombstone past" in data.skip_message
 
 
 def test_schedule_requests_only_the_actions_with_work(tmp_path):

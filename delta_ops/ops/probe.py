@@ -100,6 +100,40 @@ def probe_commits(
     return CommitProbe(version, checkpoint_version, interval, checked)
 
 
+STAT_LIMIT = 1000  # expired tombstones whose files a probe looks at (oldest first)
+
+
+def reclaimable_tombstones(snapshot: Snapshot, cutoff_ms: int) -> tuple[int, int]:
+    """(count, bytes) of expired tombstones whose files vacuum would really delete: the file
+    still exists and is older than the cutoff (vacuum judges files by age too).
+
+    A tombstone stays in the log after vacuum deleted its file (until a checkpoint drops it),
+    and a copied table has fresh files under old tombstones; counting those would make a
+    schedule launch a vacuum that deletes nothing every day, and a check warn forever. Only the
+    oldest STAT_LIMIT are looked at; the rest are counted as the log says.
+    """
+    tombstones = snapshot.tombstones
+    if not tombstones.num_rows:
+        return 0, 0
+    stamps = pc.fill_null(tombstones.column("deletionTimestamp"), 0)
+    expired = tombstones.filter(pc.less(stamps, cutoff_ms))
+    if not expired.num_rows:
+        return 0, 0
+    expired = expired.sort_by([("deletionTimestamp", "ascending")])
+    storage = snapshot.storage
+    count = size = 0
+    looked = expired.slice(0, STAT_LIMIT)
+    for path, recorded in zip(looked.column("path").to_pylist(), looked.column("size").to_pylist()):
+        entry = storage.stat(storage.table_path(path))
+        if entry is not None and entry.modification_time < cutoff_ms:
+            count += 1
+            size += entry.size if recorded is None else int(recorded)
+    rest = expired.slice(STAT_LIMIT)
+    count += rest.num_rows
+    size += int(pc.sum(pc.fill_null(rest.column("size"), 0)).as_py() or 0)
+    return count, size
+
+
 @dataclass(frozen=True)
 class MaintenanceWork:
     """Which maintenance actions have work, and why not for the others."""
@@ -127,14 +161,8 @@ def maintenance_work(snapshot: Snapshot, now_ms: int) -> MaintenanceWork:
     needs_cleanup = not cleanup_plan.nothing_to_do
     if not needs_cleanup:
         reasons.append("log cleanup: " + "; ".join(cleanup_plan.kept_reasons))
-    tombstones = snapshot.tombstones
     cutoff = now_ms - snapshot.properties.deleted_file_retention_ms
-    expired = 0
-    if tombstones.num_rows:
-        expired = int(
-            pc.sum(pc.less(pc.fill_null(tombstones.column("deletionTimestamp"), 0), cutoff)).as_py()
-            or 0
-        )
+    expired, _ = reclaimable_tombstones(snapshot, cutoff)
     # Checkpoints drop expired tombstones, so they alone would hide work: commits that aged past
     # the retention since the last vacuum looked (`_last_vacuum_info`) may hold removes too.
     from delta_ops.ops.vacuum import latest_commit_before, read_last_vacuum_info
@@ -145,7 +173,8 @@ def maintenance_work(snapshot: Snapshot, now_ms: int) -> MaintenanceWork:
     needs_vacuum = expired > 0 or newly_aged
     if not needs_vacuum:
         reasons.append(
-            "vacuum: no tombstone is past delta.deletedFileRetentionDuration and no commit has aged past it since the last vacuum"
+            "vacuum: no file of a tombstone past delta.deletedFileRetentionDuration is left to"
+            " delete, and no commit has aged past it since the last vacuum"
         )
     return MaintenanceWork(needs_checkpoint, needs_cleanup, needs_vacuum, tuple(reasons))
 
@@ -176,15 +205,9 @@ def table_health(snapshot: Snapshot, now_ms: int) -> TableHealth:
         if checkpoint_version is not None
         else snapshot.version + 1
     )
-    tombstones = snapshot.tombstones
-    expired_count = reclaimable = 0
-    if tombstones.num_rows:
-        cutoff = now_ms - props.deleted_file_retention_ms
-        expired = tombstones.filter(
-            pc.less(pc.fill_null(tombstones.column("deletionTimestamp"), 0), cutoff)
-        )
-        expired_count = expired.num_rows
-        reclaimable = int(pc.sum(pc.fill_null(expired.column("size"), 0)).as_py() or 0)
+    expired_count, reclaimable = reclaimable_tombstones(
+        snapshot, now_ms - props.deleted_file_retention_ms
+    )
     files = snapshot.files
     without_ids = int(files.column("baseRowId").null_count) if files.num_rows else 0
     return TableHealth(
