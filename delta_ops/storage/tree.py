@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DELETE_WORKERS = 16
+DELETE_BATCH = 1000  # keys per bulk delete (S3's DeleteObjects limit)
 
 
 @dataclass
@@ -107,8 +108,12 @@ def delete_many(storage: Storage, relative_paths: Sequence[str]) -> list[str]:
     if not relative_paths:
         return []
     if not storage.is_local:
-        with ThreadPoolExecutor(max_workers=DELETE_WORKERS) as pool:
-            list(pool.map(lambda p: storage.delete([storage.join(p)]), relative_paths))
+        batches = [
+            relative_paths[i : i + DELETE_BATCH]
+            for i in range(0, len(relative_paths), DELETE_BATCH)
+        ]
+        with ThreadPoolExecutor(max_workers=min(DELETE_WORKERS, len(batches))) as pool:
+            list(pool.map(lambda batch: _delete_batch(storage, batch), batches))
         return list(relative_paths)
     root_real = os.path.realpath(storage.root)
     safe_dirs = {
@@ -135,6 +140,16 @@ def delete_many(storage: Storage, relative_paths: Sequence[str]) -> list[str]:
     chunks = [relative_paths[i::workers] for i in range(workers)]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return [p for part in pool.map(delete_chunk, chunks) for p in part]
+
+
+def _delete_batch(storage: Storage, relative_paths: Sequence[str]) -> None:
+    """One bulk delete request where the store has one (S3 DeleteObjects takes 1000 keys;
+    adlfs and gcsfs batch too); a file already gone is not an error."""
+    paths = [storage.join(p) for p in relative_paths]
+    try:
+        storage._filesystem.rm(paths)
+    except FileNotFoundError:
+        storage.delete(paths)  # one by one, skipping those already gone
 
 
 def remove_empty_dirs(storage: Storage, relative_dirs: Sequence[str]) -> int:
