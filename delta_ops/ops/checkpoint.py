@@ -276,8 +276,10 @@ def _write_parquet(storage: Storage, name: str, row_groups: list[pa.Table]) -> t
 
 
 def _write_new(storage: Storage, name: str, data: bytes) -> bool:
-    """Create a small log file atomically; False when another writer created it first."""
-    created = storage.put_if_absent(storage.log_file(name), data)
+    """Create a small log file atomically; False when another writer created it first. On a
+    store without conditional writes a checkpoint file is last-writer-wins (as Delta Spark on
+    S3 without a commit coordinator), never a refusal half-way through a V2 checkpoint."""
+    created, _ = storage.create_new(storage.log_file(name), lambda sink: sink.write(data))
     if not created:
         logger.info("%s already exists (a concurrent checkpoint won); keeping it", name)
     return created

@@ -458,7 +458,7 @@ class Storage:
         return _PROBED[key]
 
     def create_new(
-        self, path: str, write: Callable[[BinaryIO], None], *, replace_empty: bool = False
+        self, path: str, write: Callable[[BinaryIO], object], *, replace_empty: bool = False
     ) -> tuple[bool, int]:
         """Create `path` from a streaming writer, only if absent; return (created, size).
 
