@@ -1125,7 +1125,7 @@ def _ict_table(table: Path) -> Path:
         table,
         [
             [
-                lb.protocol(3, 7, reader_features=[], writer_features=["inCommitTimestamp"]),
+                lb.protocol(3, 7, reader_features=[], writer_features=["redirectWriterOnly-preview"]),
                 lb.metadata(),
             ],
             [lb.add("a.parquet")],
@@ -1137,9 +1137,9 @@ def test_refuses_unsupported_writer_feature(tmp_path):
     table = _ict_table(tmp_path / "t")
     listing = log_listing(table)
     snap = load_snapshot(table)
-    with pytest.raises(UnsupportedFeature, match="inCommitTimestamp") as exc:
+    with pytest.raises(UnsupportedFeature, match="redirectWriterOnly-preview") as exc:
         plan_checkpoint(snap, 0)
-    assert "inCommitTimestamp" in exc.value.features
+    assert "redirectWriterOnly-preview" in exc.value.features
     with pytest.raises(UnsupportedFeature):
         checkpoint(table, now_ms=0)
     assert log_listing(table) == listing
@@ -1187,7 +1187,7 @@ def test_cli_dry_run_writes_nothing(tmp_path, capsys):
         (lambda tmp, t: ["checkpoint", str(tmp / "missing")], "not a Delta table"),
         (lambda tmp, t: ["checkpoint", str(t), "--parts", "0"], "--parts"),
         (lambda tmp, t: ["checkpoint", str(t), "--version", "99"], "99"),
-        (lambda tmp, t: ["checkpoint", str(_ict_table(tmp / "ict"))], "inCommitTimestamp"),
+        (lambda tmp, t: ["checkpoint", str(_ict_table(tmp / "ict"))], "redirectWriterOnly-preview"),
     ],
     ids=["missing", "parts0", "no-version", "unsupported-feature"],
 )

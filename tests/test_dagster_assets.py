@@ -510,7 +510,7 @@ def test_protocol_error_fails_once_without_retry(tmp_path):
         table,
         0,
         [
-            lb.protocol(3, 7, reader_features=[], writer_features=["inCommitTimestamp"]),
+            lb.protocol(3, 7, reader_features=[], writer_features=["redirectWriterOnly-preview"]),
             lb.metadata(),
             lb.add("a.parquet"),
         ],
@@ -528,7 +528,7 @@ def test_protocol_error_fails_once_without_retry(tmp_path):
     )
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     message = failure.step_failure_data.error.message
-    assert "ict_table: checkpoint failed" in message and "inCommitTimestamp" in message
+    assert "ict_table: checkpoint failed" in message and "redirectWriterOnly-preview" in message
     assert not list((table / "_delta_log").glob("*.checkpoint*"))
 
 
@@ -590,7 +590,7 @@ def _build_check_tables(tmp: Path) -> dict[str, Path]:
         ict,
         0,
         [
-            lb.protocol(3, 7, reader_features=[], writer_features=["inCommitTimestamp"]),
+            lb.protocol(3, 7, reader_features=[], writer_features=["redirectWriterOnly-preview"]),
             lb.metadata(),
             lb.add("a.parquet"),
         ],
@@ -727,7 +727,7 @@ def test_unsupported_writer_feature_is_an_error(check_results):
         "writer_features_supported": dg.AssetCheckSeverity.ERROR
     }
     assert meta(check_results, "ict", "writer_features_supported") == {
-        "unsupported": "inCommitTimestamp"
+        "unsupported": "redirectWriterOnly-preview"
     }
 
 

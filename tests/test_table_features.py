@@ -109,9 +109,9 @@ WRITABLE = {
     "variantType",
     "variantType-preview",
     "allowColumnDefaults",
+    "inCommitTimestamp",
 }
 NOT_WRITABLE = {
-    "inCommitTimestamp",
     "catalogManaged",
     "catalogOwned-preview",
     "icebergCompatV1",
@@ -398,7 +398,7 @@ def test_check_writable_names_writer_features_we_do_not_write():
             "minWriterVersion": 7,
             "writerFeatures": [
                 "appendOnly",
-                "inCommitTimestamp",
+                "redirectWriterOnly-preview",
                 "icebergCompatV2",
                 "columnMapping",
                 "writerOnlyFuture",
@@ -407,7 +407,7 @@ def test_check_writable_names_writer_features_we_do_not_write():
     )
     p.check_readable()  # writer-only features, known or not, never block reading
     assert p.unsupported_writer_features() == {
-        "inCommitTimestamp",
+        "redirectWriterOnly-preview",
         "icebergCompatV2",
         "writerOnlyFuture",
     }
@@ -415,7 +415,7 @@ def test_check_writable_names_writer_features_we_do_not_write():
     with pytest.raises(UnsupportedFeature) as info:
         p.check_writable()
     assert info.value.action == "write"
-    assert "inCommitTimestamp" in str(info.value)
+    assert "redirectWriterOnly-preview" in str(info.value)
 
 
 def test_unreadable_reader_features_are_also_unwritable():
@@ -608,8 +608,8 @@ def test_with_features_never_lowers_versions_and_keeps_unknown_and_spelled_names
 
 
 def test_with_features_refuses_what_we_cannot_write():
-    with pytest.raises(UnsupportedFeature, match="inCommitTimestamp"):
-        Protocol(1, 2).with_features("inCommitTimestamp")
+    with pytest.raises(UnsupportedFeature, match="redirectWriterOnly-preview"):
+        Protocol(1, 2).with_features("redirectWriterOnly-preview")
     with pytest.raises(UnsupportedFeature, match="noSuchFeature"):
         Protocol(1, 2).with_features("noSuchFeature")
     with pytest.raises(UnsupportedFeature, match="writer protocol version 8"):

@@ -427,14 +427,14 @@ def test_commit_info_fields(tmp_path):
 
 
 # ==================================================================== 5. refusals
-def test_in_commit_timestamp_table_refuses_and_writes_nothing(tmp_path):
+def test_unsupported_writer_feature_refuses_and_writes_nothing(tmp_path):
     table = tmp_path / "ict"
     lb.write_commit(
         table,
         0,
         [
             lb.commit_info(),
-            lb.protocol(1, 7, writer_features=["inCommitTimestamp", "appendOnly", "invariants"]),
+            lb.protocol(1, 7, writer_features=["redirectWriterOnly-preview", "appendOnly", "invariants"]),
             lb.metadata(configuration={"delta.enableInCommitTimestamps": "true"}),
             lb.add("a.parquet"),
         ],
@@ -445,7 +445,7 @@ def test_in_commit_timestamp_table_refuses_and_writes_nothing(tmp_path):
     txn.add_action(lb.add("b.parquet"))
     with pytest.raises(UnsupportedFeature) as info:
         txn.commit()
-    assert "inCommitTimestamp" in info.value.features
+    assert "redirectWriterOnly-preview" in info.value.features
     after = {p.name: p.read_bytes() for p in (table / "_delta_log").iterdir()}
     assert after == before
 

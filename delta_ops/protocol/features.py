@@ -206,9 +206,9 @@ _REGISTRY: tuple[TableFeature, ...] = (
     _writer("checkpointProtection", writable=True),
     # Partition values must also be written into data files; we write no data files.
     _writer("materializePartitionColumns", writable=True),
-    # Every commit must carry a monotonic `inCommitTimestamp` in its first action; we do not
-    # write it yet, so a commit of ours would break time travel by timestamp.
-    _writer("inCommitTimestamp", writable=False),
+    # Every commit must carry a monotonic `inCommitTimestamp` in its first action (commitInfo):
+    # our transactions write max(now, previous + 1) while delta.enableInCommitTimestamps is on.
+    _writer("inCommitTimestamp", writable=True),
     # Iceberg compatibility requires Iceberg metadata to be kept in step with every commit
     # (UniForm) plus schema/type restrictions we do not check.
     _writer("icebergCompatV1", writable=False, requires=("columnMapping",)),

@@ -43,11 +43,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from delta_ops import clock
 from delta_ops.errors import ConcurrentModification, DeltaOpsError
 from delta_ops.log.file_names import commit_file_name
 from delta_ops.log.reader import read_commit_actions
 from delta_ops.log.replay import ROW_TRACKING_DOMAIN
 from delta_ops.protocol.features import Protocol
+from delta_ops.protocol.properties import ENABLE_IN_COMMIT_TIMESTAMPS
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot
 from delta_ops.version import __version__
@@ -376,14 +378,19 @@ class Transaction:
             actions, new_hwm = assign_row_ids(
                 actions, version, hwm, suspended=self._row_tracking_suspended()
             )
-            return self._commit_info_line(txn_id) + _actions_body(actions), new_hwm
+            info = self._commit_info_line(txn_id, self._in_commit_timestamp(protocol, version))
+            return info + _actions_body(actions), new_hwm
         if self._serialized_actions is None:
             self._serialized_actions = _actions_body(self.actions)
-        return self._commit_info_line(txn_id) + self._serialized_actions, hwm
+        info = self._commit_info_line(txn_id, self._in_commit_timestamp(protocol, version))
+        return info + self._serialized_actions, hwm
 
-    def _commit_info_line(self, txn_id: str) -> bytes:
-        commit_info: dict[str, Any] = {
-            "timestamp": int(time.time() * 1000),
+    def _commit_info_line(self, txn_id: str, in_commit_timestamp: int | None = None) -> bytes:
+        commit_info: dict[str, Any] = {}
+        if in_commit_timestamp is not None:
+            commit_info["inCommitTimestamp"] = in_commit_timestamp
+        commit_info |= {
+            "timestamp": in_commit_timestamp or int(time.time() * 1000),
             "operation": self.operation,
             "operationParameters": encode_operation_values(self.parameters),
         }
@@ -401,14 +408,35 @@ class Transaction:
         commit_info["txnId"] = txn_id
         return (json.dumps({"commitInfo": commit_info}, separators=(",", ":")) + "\n").encode()
 
-    def _row_tracking_suspended(self) -> bool:
+    def _configuration(self) -> Mapping[str, str]:
+        """The table properties this commit leaves: its own metaData's, else the snapshot's."""
         metadata = self._of_kind("metaData")
-        config = (
-            metadata[-1].get("configuration", {})
-            if metadata
-            else (self.snapshot.metadata.configuration if self.snapshot is not None else {})
-        )
+        if metadata:
+            configuration: Mapping[str, str] = metadata[-1].get("configuration") or {}
+            return configuration
+        return self.snapshot.metadata.configuration if self.snapshot is not None else {}
+
+    def _row_tracking_suspended(self) -> bool:
+        config = self._configuration()
         return str(config.get("delta.rowTrackingSuspended", "false")).lower() == "true"
+
+    def _in_commit_timestamp(self, protocol: Protocol, version: int) -> int | None:
+        """The commit's in-commit timestamp when the table keeps them: the wall clock, but
+        always after the previous commit's (protocol: monotonic, `max(now, previous + 1)`)."""
+        if not protocol.supports("inCommitTimestamp"):
+            return None
+        enabled = str(self._configuration().get(ENABLE_IN_COMMIT_TIMESTAMPS, "false")).lower()
+        if enabled != "true":
+            return None
+        now = clock.now_ms()
+        if version == 0:
+            return now
+        storage = self.storage
+        assert storage is not None
+        previous = read_commit_actions(storage, version - 1)
+        info = previous[0].get("commitInfo") if previous else None
+        before = info.get("inCommitTimestamp") if isinstance(info, dict) else None
+        return max(now, before + 1) if isinstance(before, int) else now
 
 
 _ACTION_ORDER = ("protocol", "metaData", "domainMetadata", "txn", "remove", "add", "cdc")

@@ -65,6 +65,8 @@ def protocol_for_configuration(configuration: Mapping[str, str], schema_json: st
         wanted.append("changeDataFeed")
     if props.checkpoint_policy == "v2":
         wanted.append("v2Checkpoint")
+    if props.enable_in_commit_timestamps:
+        wanted.append("inCommitTimestamp")
     return protocol.with_features(*wanted) if wanted else protocol
 
 
