@@ -1125,7 +1125,9 @@ def _ict_table(table: Path) -> Path:
         table,
         [
             [
-                lb.protocol(3, 7, reader_features=[], writer_features=["redirectWriterOnly-preview"]),
+                lb.protocol(
+                    3, 7, reader_features=[], writer_features=["redirectWriterOnly-preview"]
+                ),
                 lb.metadata(),
             ],
             [lb.add("a.parquet")],

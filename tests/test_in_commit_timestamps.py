@@ -7,6 +7,7 @@ table must carry `max(now, previous + 1)`, or readers would see time go backward
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
@@ -51,7 +52,7 @@ def test_every_commit_carries_a_monotonic_in_commit_timestamp(tmp_path: Path) ->
     firsts = _first_actions(table)
     assert len(firsts) == 5 and all(list(a) == ["commitInfo"] for a in firsts)
     stamps = [a["commitInfo"]["inCommitTimestamp"] for a in firsts]
-    assert all(later > earlier for earlier, later in zip(stamps, stamps[1:])), stamps
+    assert all(later > earlier for earlier, later in itertools.pairwise(stamps)), stamps
     assert stamps[2] == stamps[1] + 1  # the slow clock's commit still moves time forward
     snapshot = load_snapshot(table)
     assert [snapshot.commit_timestamp(v) for v in range(5)] == stamps

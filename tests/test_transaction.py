@@ -434,7 +434,9 @@ def test_unsupported_writer_feature_refuses_and_writes_nothing(tmp_path):
         0,
         [
             lb.commit_info(),
-            lb.protocol(1, 7, writer_features=["redirectWriterOnly-preview", "appendOnly", "invariants"]),
+            lb.protocol(
+                1, 7, writer_features=["redirectWriterOnly-preview", "appendOnly", "invariants"]
+            ),
             lb.metadata(configuration={"delta.enableInCommitTimestamps": "true"}),
             lb.add("a.parquet"),
         ],

@@ -334,14 +334,14 @@ def test_unsupported_writer_feature_refuses_before_deleting(tmp_path):
         0,
         [
             lb.commit_info(),
-            lb.protocol(1, 7, writer_features=["inCommitTimestamp"]),
+            lb.protocol(1, 7, writer_features=["redirectWriterOnly-preview"]),
             lb.metadata(),
             lb.add("a.parquet"),
         ],
     )
     write(table / "orphan.parquet", when_ms=now_ms() - 30 * DAY)
     before = tree(table)
-    with pytest.raises(UnsupportedFeature, match="inCommitTimestamp"):
+    with pytest.raises(UnsupportedFeature, match="redirectWriterOnly-preview"):
         plan_vacuum(load_snapshot(table), now_ms(), retention_ms=0, force=True)
     assert cli.main(["vacuum", str(table), "--retention", "0h", "--force"]) == 1
     assert tree(table) == before
