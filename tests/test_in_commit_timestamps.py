@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from delta_ops.clock import fixed_wall_clock
+from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
@@ -65,3 +66,26 @@ def test_tables_without_the_property_get_none(tmp_path: Path) -> None:
     write_arrow(table, pa.table({"id": pa.array([1], pa.int64())}))
     write_arrow(table, pa.table({"id": pa.array([2], pa.int64())}))
     assert all("inCommitTimestamp" not in a["commitInfo"] for a in _first_actions(table))
+
+
+def test_vacuum_window_starts_by_in_commit_timestamps_not_file_times(tmp_path: Path) -> None:
+    # The files were copied today (fresh mtimes), but the commits say versions 0-2 are 40 days
+    # old: the window of a 7-day vacuum starts at version 2, which time travel to a week ago
+    # reads, as the in-commit timestamps (not the mtimes) say.
+    table = tmp_path / "t"
+    day = 86_400_000
+    now = time.time_ns() // 1_000_000
+    with fixed_wall_clock(now - 40 * day):
+        write_arrow(table, pa.table({"id": pa.array([1], pa.int64())}), configuration=ICT)
+        write_arrow(table, pa.table({"id": pa.array([2], pa.int64())}))
+        write_arrow(table, pa.table({"id": pa.array([3], pa.int64())}))
+    write_arrow(table, pa.table({"id": pa.array([4], pa.int64())}))
+    snapshot = load_snapshot(table)
+    plan = plan_vacuum(snapshot, now, retention_ms=7 * day)
+    assert plan.latest_commit_outside_retention == 2
+    assert plan_vacuum(snapshot, now, retention_ms=50 * day).latest_commit_outside_retention is None
+    # after a checkpoint the older commits' timestamps are read from their files
+    checkpoint(table)
+    assert load_snapshot(table).segment.checkpoint_version == 3
+    again = plan_vacuum(load_snapshot(table), now, retention_ms=7 * day)
+    assert again.latest_commit_outside_retention == 2
