@@ -98,15 +98,10 @@ class WinningCommit:
 
 
 def _latest_commit_version(storage: Storage, at_least: int) -> int:
-    """The newest commit version in the log (at least `at_least`, which is known to exist)."""
-    from delta_ops.log.file_names import LogFileKind, parse_listing
-
-    versions = [
-        f.version for f in parse_listing(storage.list_log()) if f.kind is LogFileKind.COMMIT
-    ]
+    """The newest commit version (at least `at_least`, which is known to exist), found by
+    checking the next names: the cost grows with the winners, not with the log's length."""
     latest = at_least
-    present = set(versions)
-    while latest + 1 in present:
+    while storage.exists(storage.log_file(commit_file_name(latest + 1))):
         latest += 1
     return latest
 
