@@ -155,9 +155,16 @@ class Operation:
         return self.execute_with(plan, progress)
 
 
+def _requested_now(values: Mapping[str, Any]) -> int:
+    """The `now` the user asked for (the wall clock by default); plans clamp it themselves,
+    so they can also report what was asked."""
+    now: int | None = values["now"]
+    return clock.now_ms() if now is None else now
+
+
 # ------------------------------------------------------------------------------ checkpoint
 def _plan_checkpoint(snapshot: Snapshot, values: Mapping[str, Any]) -> Any:
-    now = values["now"] if values["now"] is not None else clock.now_ms()
+    now = _requested_now(values)
     return checkpoint.plan_checkpoint(snapshot, now, parts=values["parts"])
 
 
@@ -211,7 +218,7 @@ CHECKPOINT = Operation(
 
 # ------------------------------------------------------------------------------ cleanup
 def _plan_cleanup(snapshot: Snapshot | TableHead, values: Mapping[str, Any]) -> Any:
-    now = values["now"] if values["now"] is not None else clock.now_ms()
+    now = _requested_now(values)
     return cleanup.plan_cleanup(snapshot, now, retention_ms=values["retention"])
 
 
@@ -255,7 +262,7 @@ CLEANUP = Operation(
 
 # ------------------------------------------------------------------------------ vacuum
 def _plan_vacuum(snapshot: Snapshot, values: Mapping[str, Any]) -> Any:
-    now = values["now"] if values["now"] is not None else clock.now_ms()
+    now = _requested_now(values)
     grace = values["in_flight_grace"]
     return vacuum.plan_vacuum(
         snapshot,
