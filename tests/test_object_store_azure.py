@@ -7,21 +7,18 @@ created with adlfs' exclusive upload, which Azure refuses for a taken name, and 
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
 
-import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from delta_ops import cli
 from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
-from delta_ops.table.writer import write_arrow
+from tests.store_support import forced_vacuum, write_history
 from tests.support import REPO
 
 ACCOUNT = "devstoreaccount1"
@@ -95,37 +92,11 @@ def test_every_op_on_azure_and_deltalake_reads_the_result(
 ) -> None:
     url = "az://lake/events"
     options = {"connection_string": _connection(blob_url)}
-    for start in (0, 10):
-        write_arrow(
-            url,
-            pa.table({"id": pa.array(range(start, start + 3), pa.int64())}),
-            storage_options=options,
-        )
-    write_arrow(
-        url, pa.table({"id": pa.array([99], pa.int64())}), mode="overwrite", storage_options=options
-    )
+    write_history(url, options, (0, 10))
     assert Storage.open(url, options).supports_conditional_create
     # written then read back at once: a stale listing cache would miss the new checkpoint
     result = checkpoint(url, storage_options=options)
     assert load_snapshot(url, storage_options=options).segment.checkpoint_version == result.version
-    flat = ["--storage-option", f"connection_string={options['connection_string']}"]
-    time.sleep(0.01)
-    assert (
-        cli.main(
-            [
-                "vacuum",
-                url,
-                "--json",
-                "--retention",
-                "0h",
-                "--force",
-                "--in-flight-grace",
-                "0s",
-                *flat,
-            ]
-        )
-        == 0
-    )
-    out = json.loads(capsys.readouterr().out)
+    out = forced_vacuum(url, options, capsys)
     assert out["num_deleted"] == 2 and len(out["commits"]) == 2
     assert _ids(url, blob_url, monkeypatch) == [99]

@@ -21,6 +21,7 @@ from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import Transaction
 from delta_ops.table.writer import write_arrow
+from tests.store_support import forced_vacuum, storage_args, write_history
 
 KEY = {"key": "testing", "secret": "testing"}
 
@@ -62,52 +63,22 @@ def test_every_op_on_s3_and_deltalake_reads_the_result(
 ) -> None:
     url = "s3://lake/events"
     options = _options(endpoint)
-    for start in (0, 10, 20):
-        write_arrow(
-            url,
-            pa.table({"id": pa.array(range(start, start + 3), pa.int64())}),
-            storage_options=options,
-        )
-    write_arrow(
-        url, pa.table({"id": pa.array([99], pa.int64())}), mode="overwrite", storage_options=options
-    )
+    write_history(url, options, (0, 10, 20))
     assert _ids(url, endpoint) == [99]
 
     storage = Storage.open(url, options)
     assert storage.supports_conditional_create  # moto honours If-None-Match: probed once
 
-    assert cli.main(["checkpoint", url, "--json", *_flat(options)]) == 0
+    assert cli.main(["checkpoint", url, "--json", *storage_args(options)]) == 0
     assert json.loads(capsys.readouterr().out)["version"] == 3
     assert load_snapshot(url, storage_options=options).segment.checkpoint_version == 3
 
-    assert cli.main(["cleanup", url, "--json", "--dry-run", *_flat(options)]) == 0
+    assert cli.main(["cleanup", url, "--json", "--dry-run", *storage_args(options)]) == 0
     assert json.loads(capsys.readouterr().out)["deleted"] == []  # the log is minutes old
 
-    time.sleep(0.01)
-    assert (
-        cli.main(
-            [
-                "vacuum",
-                url,
-                "--json",
-                "--retention",
-                "0h",
-                "--force",
-                "--in-flight-grace",
-                "0s",
-                *_flat(options),
-            ]
-        )
-        == 0
-    )
-    result = json.loads(capsys.readouterr().out)
+    result = forced_vacuum(url, options, capsys)
     assert result["num_deleted"] == 3 and len(result["commits"]) == 2  # the overwritten files
     assert _ids(url, endpoint) == [99]
-
-
-def _flat(options: dict[str, str]) -> list[str]:
-    """Storage options as the CLI takes them: repeated --storage-option KEY=VALUE."""
-    return [arg for k, v in options.items() for arg in ("--storage-option", f"{k}={v}")]
 
 
 def test_concurrent_commits_on_s3_never_share_a_version(endpoint: str) -> None:
