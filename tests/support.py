@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
@@ -113,3 +114,19 @@ def duckdb_count(path: Path | str) -> int:
 
 def _row_key(row: dict) -> str:
     return json.dumps(row, sort_keys=True, default=str)
+
+
+def add_action(table: Path, name: str, n: int, start: int) -> dict:
+    """A real parquet file of ids start..start+n-1 inside the table, and the `add` action
+    that commits it (not committed yet)."""
+    pq.write_table(pa.table({"id": pa.array(range(start, start + n), pa.int64())}), table / name)
+    return {
+        "add": {
+            "path": name,
+            "partitionValues": {},
+            "size": (table / name).stat().st_size,
+            "modificationTime": 1_700_000_000_000,
+            "dataChange": True,
+            "stats": json.dumps({"numRecords": n}),
+        }
+    }

@@ -7,7 +7,6 @@ deleted while it was being written.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -15,7 +14,6 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from delta_ops.clock import fixed_wall_clock
@@ -24,25 +22,11 @@ from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import Transaction
 from delta_ops.table.writer import write_arrow
-from tests.support import REPO, deltalake_rows
+from tests.support import REPO, add_action, deltalake_rows
 
 
 def _ids(n: int, start: int = 0) -> pa.Table:
     return pa.table({"id": pa.array(range(start, start + n), pa.int64())})
-
-
-def _add(table: Path, name: str, n: int, start: int) -> dict:
-    pq.write_table(_ids(n, start), table / name)
-    return {
-        "add": {
-            "path": name,
-            "partitionValues": {},
-            "size": (table / name).stat().st_size,
-            "modificationTime": int(time.time() * 1000),
-            "dataChange": True,
-            "stats": json.dumps({"numRecords": n}),
-        }
-    }
 
 
 def _now() -> int:
@@ -57,7 +41,7 @@ def test_a_commit_never_references_a_file_a_vacuum_deleted(tmp_path: Path) -> No
     write_arrow(table, _ids(3))
     snapshot = load_snapshot(table)
     txn = Transaction(snapshot, operation="WRITE")
-    txn.add_action(_add(table, "slow.parquet", 2, 100))
+    txn.add_action(add_action(table, "slow.parquet", 2, 100))
     two_minutes_ago = (_now() - 120_000) / 1000
     os.utime(table / "slow.parquet", (two_minutes_ago, two_minutes_ago))
 
@@ -78,7 +62,7 @@ def test_a_commit_after_a_vacuum_that_spared_its_file_lands(tmp_path: Path) -> N
     month_ago = (_now() - 30 * 86_400_000) / 1000
     os.utime(table / "orphan.parquet", (month_ago, month_ago))
     txn = Transaction(load_snapshot(table), operation="WRITE")
-    txn.add_action(_add(table, "fresh.parquet", 2, 100))  # young: inside the grace
+    txn.add_action(add_action(table, "fresh.parquet", 2, 100))  # young: inside the grace
 
     with fixed_wall_clock(_now()):
         plan = plan_vacuum(load_snapshot(table), _now(), retention_ms=0, force=True)

@@ -25,7 +25,7 @@ from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import CommitRefused, Transaction
 from delta_ops.table.writer import DataFile, commit_data_files, write_arrow
 from tests import log_builder as lb
-from tests.support import deltalake_files, deltalake_rows, duckdb_rows
+from tests.support import add_action, deltalake_files, deltalake_rows, duckdb_rows
 
 HOUR_MS = 3_600_000
 
@@ -60,21 +60,6 @@ def data_file(table: Path, name: str, n: int, start: int) -> DataFile:
     """A real parquet file inside the table, not committed yet."""
     pq.write_table(ids(n, start), table / name)
     return DataFile(name, {})
-
-
-def add_action(table: Path, name: str, n: int, start: int) -> dict:
-    """A real parquet file inside the table and the `add` action that commits it."""
-    pq.write_table(ids(n, start), table / name)
-    return {
-        "add": {
-            "path": name,
-            "partitionValues": {},
-            "size": (table / name).stat().st_size,
-            "modificationTime": 1_700_000_000_000,
-            "dataChange": True,
-            "stats": json.dumps({"numRecords": n}),
-        }
-    }
 
 
 def remove_action(path: str) -> dict:
@@ -172,13 +157,18 @@ def test_concurrent_table_creation_loses_cleanly(tmp_path):
     assert load_snapshot(table).metadata.id == "first"
 
 
-def test_bounded_retries_give_up_without_writing(tmp_path):
-    table = base_table(tmp_path)
-    snap = load_snapshot(table)
-    for version in (1, 2, 3):
+def _foreign_commits(table: Path, versions: tuple[int, ...]) -> None:
+    """Commits another writer took (bytes we control)."""
+    for version in versions:
         commit_path(table, version).write_text(
             json.dumps({"commitInfo": {"timestamp": version, "operation": "OTHER"}}) + "\n"
         )
+
+
+def test_bounded_retries_give_up_without_writing(tmp_path):
+    table = base_table(tmp_path)
+    snap = load_snapshot(table)
+    _foreign_commits(table, (1, 2, 3))
     txn = Transaction(snap, operation="WRITE", max_attempts=1)
     txn.add_action(add_action(table, "a.parquet", 1, 7))
     with pytest.raises(ConcurrentModification, match="1 attempts") as info:
@@ -191,10 +181,7 @@ def test_bounded_retries_give_up_without_writing(tmp_path):
 def test_a_retry_jumps_past_every_winner_at_once(tmp_path):
     table = base_table(tmp_path)
     snap = load_snapshot(table)
-    for version in (1, 2, 3):
-        commit_path(table, version).write_text(
-            json.dumps({"commitInfo": {"timestamp": version, "operation": "OTHER"}}) + "\n"
-        )
+    _foreign_commits(table, (1, 2, 3))
     txn = Transaction(snap, operation="WRITE")
     txn.add_action(add_action(table, "a.parquet", 1, 7))
     result = txn.commit()
