@@ -27,4 +27,13 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# The store tests talk to servers on 127.0.0.1 only: no client may look for cloud credentials on
+# a metadata endpoint (a stall off-cloud, a real identity on-cloud). Set before any client loads.
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+os.environ["NO_GCE_CHECK"] = "true"  # gcsfs / google-auth: no GCE metadata probe
+os.environ["GCE_METADATA_HOST"] = "127.0.0.1:9"  # and if one is made anyway, it is refused
+os.environ["GCE_METADATA_IP"] = "127.0.0.1:9"
+os.environ["MSI_ENDPOINT"] = "http://127.0.0.1:9"  # Azure managed identity
+os.environ["IDENTITY_ENDPOINT"] = "http://127.0.0.1:9"
+
 from tests.spark_fixtures import spark  # noqa: F401  (one Spark session per test run)

