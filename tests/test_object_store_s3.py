@@ -1,18 +1,25 @@
-"""S3 specifics, against moto's S3 server on loopback (issue 13): vacuum deletes with batched
-DeleteObjects requests. What every store shares is in test_object_stores.py."""
+"""S3 specifics, against moto's S3 server on loopback behind a proxy that answers as a loaded or
+locked-down S3 would (issue 13): vacuum deletes in DeleteObjects batches of at most 1000 keys,
+retries keys the store throttled, survives whole requests throttled with 503 SlowDown, and never
+counts a key the store refused as deleted. What every store shares is in test_object_stores.py.
+"""
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
 
-from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
+from delta_ops.log.reader import read_commit_actions
+from delta_ops.ops.vacuum import VacuumResult, execute_vacuum, plan_vacuum
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
+from tests.store_proxy import SLOW_DOWN, StoreProxy, delete_errors, is_delete_objects
 from tests.store_servers import StoreServer, serve_s3
 from tests.support import deltalake_rows
 
@@ -23,32 +30,92 @@ def s3() -> Iterator[StoreServer]:
         yield server
 
 
-def test_vacuum_deletes_in_batches_on_s3(s3: StoreServer) -> None:
-    url = s3.url("many")
+def _table_with_orphans(s3: StoreServer, name: str, orphans: int) -> tuple[str, Storage]:
+    url = s3.url(name)
     write_arrow(url, pa.table({"id": pa.array([1], pa.int64())}), storage_options=s3.options)
-    fs = Storage.open(url, s3.options)._filesystem  # fsspec's cached instance, which vacuum uses
-    fs.pipe({f"lake/many/orphan-{i:04d}.parquet": b"x" for i in range(1200)})  # concurrent
-    requests: list[int] = []
-    original = fs._bulk_delete
+    storage = Storage.open(url, s3.options)
+    storage._filesystem.pipe(
+        {storage.join(f"orphan-{i:04d}.parquet"): b"x" for i in range(orphans)}
+    )
+    return url, storage
 
-    async def counting(paths: list[str], *args: object, **kwargs: object) -> object:
-        requests.append(len(paths))
-        return await original(paths, *args, **kwargs)
 
+def _vacuum_through(proxy: StoreProxy, s3: StoreServer, url: str) -> VacuumResult:
+    options = {**s3.options, "endpoint_url": proxy.url}
     plan = plan_vacuum(
-        load_snapshot(url, storage_options=s3.options),
+        load_snapshot(url, storage_options=options),
         int(time.time() * 1000) + 1,
         retention_ms=0,
         force=True,
         in_flight_grace_ms=0,
     )
-    fs._bulk_delete = counting
-    try:
-        result = execute_vacuum(plan)
-    finally:
-        del fs._bulk_delete
-    assert result.num_deleted == 1200
-    assert requests and max(requests) <= 1000 and sum(requests) == 1200  # DeleteObjects batches
-    fs.invalidate_cache()
-    assert not fs.glob("lake/many/orphan-*")
+    return execute_vacuum(plan)
+
+
+def _orphans_left(storage: Storage) -> int:
+    return sum(1 for p in storage.walk(lambda n: n.startswith("_")).paths if "orphan-" in p)
+
+
+def test_vacuum_deletes_in_batches_of_at_most_a_thousand_keys(s3: StoreServer) -> None:
+    url, storage = _table_with_orphans(s3, "batches", 1200)
+    keys_per_request: list[int] = []
+
+    def count(method: str, path: str, body: bytes) -> None:
+        if is_delete_objects(method, path):
+            keys_per_request.append(len(re.findall(rb"<Key>", body)))
+
+    with StoreProxy(s3.endpoint, answer=count) as proxy:
+        result = _vacuum_through(proxy, s3, url)
+    assert result.num_deleted == 1200 and _orphans_left(storage) == 0
+    assert sorted(keys_per_request) == [200, 1000]  # two requests, not 1200
     assert [row["id"] for row in deltalake_rows(url, s3.peer_options)] == [1]
+
+
+def test_keys_the_store_throttles_are_retried_until_deleted(s3: StoreServer) -> None:
+    url, storage = _table_with_orphans(s3, "throttled", 50)
+    refusals = [2]  # the first two DeleteObjects come back with every key SlowDown
+
+    def throttle(method: str, path: str, body: bytes) -> tuple[int, bytes] | None:
+        if is_delete_objects(method, path) and refusals[0]:
+            refusals[0] -= 1
+            return 200, delete_errors(body, "SlowDown")
+        return None
+
+    with StoreProxy(s3.endpoint, answer=throttle) as proxy:
+        result = _vacuum_through(proxy, s3, url)
+    assert refusals == [0] and result.num_deleted == 50 and _orphans_left(storage) == 0
+
+
+def test_whole_requests_throttled_with_503_are_retried(s3: StoreServer) -> None:
+    url, storage = _table_with_orphans(s3, "slowdown", 20)
+    left = [3]  # the first three requests of any kind: 503 SlowDown
+
+    def slow_down(method: str, path: str, body: bytes) -> tuple[int, bytes] | None:
+        if left[0]:
+            left[0] -= 1
+            return 503, SLOW_DOWN
+        return None
+
+    with StoreProxy(s3.endpoint, answer=slow_down) as proxy:
+        result = _vacuum_through(proxy, s3, url)
+    assert left == [0] and result.num_deleted == 20 and _orphans_left(storage) == 0
+
+
+def test_keys_the_store_refuses_are_kept_and_not_counted(
+    s3: StoreServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    url, storage = _table_with_orphans(s3, "locked", 30)
+
+    def deny(method: str, path: str, body: bytes) -> tuple[int, bytes] | None:
+        return (
+            (200, delete_errors(body, "AccessDenied")) if is_delete_objects(method, path) else None
+        )
+
+    with caplog.at_level(logging.WARNING), StoreProxy(s3.endpoint, answer=deny) as proxy:
+        result = _vacuum_through(proxy, s3, url)
+    assert result.num_deleted == 0 and _orphans_left(storage) == 30
+    assert any("refused to delete 30 file(s)" in r.getMessage() for r in caplog.records)
+    last = load_snapshot(url, storage_options=s3.options).version
+    (end,) = [a["commitInfo"] for a in read_commit_actions(storage, last) if "commitInfo" in a]
+    assert end["operation"] == "VACUUM END"
+    assert end["operationMetrics"]["numDeletedFiles"] == "0"  # the log says what really happened

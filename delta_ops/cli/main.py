@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from delta_ops.errors import DeltaOpsError, InvalidValue
+from delta_ops.ops import progress
 from delta_ops.ops.registry import OPERATIONS, Operation
 from delta_ops.ops.results import to_data
 from delta_ops.version import __version__
@@ -73,9 +74,18 @@ def _run_operation(operation: Operation, args: argparse.Namespace) -> int:
         return 0
     plan = operation.plan(table, values)
     say = (lambda m: print(f"delta-ops: {m}", file=sys.stderr)) if args.verbose else None
-    result = operation.execute(plan, say)
+    with progress.reporting(_progress_reporter(say)):
+        result = operation.execute(plan, say)
     _print(args, {**to_data(result), "dry_run": False}, operation.describe_result(result))
     return 0
+
+
+def _progress_reporter(say: Any) -> progress.Reporter | None:
+    """A bar on an interactive terminal; progress lines with --verbose when output goes to a
+    file or pipe; otherwise nothing (scripts read one clean result)."""
+    if sys.stderr.isatty():
+        return progress.TerminalBar(sys.stderr)
+    return progress.LogLines(say) if say is not None else None
 
 
 def _add_operation(sub: Any, operation: Operation) -> None:

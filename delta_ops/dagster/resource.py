@@ -19,6 +19,7 @@ from delta_ops.ops.probe import (
     probe_commits,
     table_health,
 )
+from delta_ops.ops.progress import LogLines, reporting
 from delta_ops.ops.registry import BY_ACTION, OPERATIONS, Operation
 from delta_ops.ops.results import to_data
 from delta_ops.storage import Storage
@@ -44,6 +45,12 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
 
     storage_options: dict[str, str] = Field(
         default_factory=dict, description="fsspec storage options for every table"
+    )
+    progress_every_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="while a long step runs (deleting files, a backfill), log its progress "
+        "(files and bytes done, rate, time left) to the run log this often",
     )
 
     def _storage(self, url: str, extra: Mapping[str, str] | None = None) -> Storage:
@@ -94,8 +101,14 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
     def execute(
         self, operation: str, plan: Any, *, progress: Callable[[str], None] | None = None
     ) -> Any:
-        """Execute a plan made by :meth:`plan`; returns the operation's result."""
-        return operation_named(operation).execute(plan, progress)
+        """Execute a plan made by :meth:`plan`; returns the operation's result. With
+        `progress` (the step's `context.log.info`), messages and periodic progress lines of
+        long work go there."""
+        if progress is None:
+            return operation_named(operation).execute(plan, None)
+        lines = LogLines(progress, every_s=self.progress_every_seconds)
+        with reporting(lines):
+            return operation_named(operation).execute(plan, progress)
 
 
 def result_metadata(result: Any) -> dict[str, Any]:

@@ -40,6 +40,8 @@ import pyarrow.compute as pc
 
 from delta_ops.errors import ConcurrentModification, DeltaOpsError
 from delta_ops.log.actions import ADD_FIELDS, file_rows_as_actions
+from delta_ops.ops.progress import Task
+from delta_ops.ops.progress import task as progress_task
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.row_tracking import (
     COMMIT_VERSION_COLUMN,
@@ -164,7 +166,8 @@ def execute_enable_row_tracking(
     if plan.upgrade_protocol:
         upgrade_version = _upgrade_protocol(storage)
         say(f"protocol upgraded for row tracking at version {upgrade_version}")
-    commits, backfilled, counted = _backfill(storage, plan.batch_files, say)
+    with progress_task("row tracking: backfilling", files=plan.files_to_backfill) as task:
+        commits, backfilled, counted = _backfill(storage, plan.batch_files, say, task)
     property_version = _enable_property(storage)
     final = load_snapshot(storage)
     return RowTrackingResult(
@@ -221,7 +224,7 @@ def _drop_conflicting(txn: Transaction, winner: WinningCommit) -> set[str]:
 
 
 def _backfill(
-    storage: Storage, batch_files: int, say: Callable[[str], None]
+    storage: Storage, batch_files: int, say: Callable[[str], None], task: Task
 ) -> tuple[list[int], int, int]:
     commits: list[int] = []
     backfilled = counted = 0
@@ -249,6 +252,7 @@ def _backfill(
         done = sum(1 for a in txn.actions if "add" in a)
         commits.append(result.version)
         backfilled += done
+        task.advance(files=done)
         batch_id += 1
         say(
             f"backfill batch {batch_id}: {done} files at version {result.version} ({missing.num_rows - done} left)"

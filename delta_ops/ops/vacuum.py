@@ -53,6 +53,7 @@ import json
 import logging
 import posixpath
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +64,7 @@ from delta_ops import clock
 from delta_ops.errors import DeltaOpsError, RetentionTooShort, UnsafePath
 from delta_ops.log.file_names import LogFile, LogFileKind
 from delta_ops.log.segment import complete_checkpoints
+from delta_ops.ops import progress
 from delta_ops.ops.leftovers import MIN_LEFTOVER_AGE_MS, staging_directories, stale_leftovers
 from delta_ops.ops.results import fields_data
 from delta_ops.storage import Storage
@@ -715,8 +717,17 @@ def committed_since(storage: Storage, version: int) -> tuple[int, set[str]]:
 
 
 def _delete_files(storage: Storage, candidates: list[Candidate]) -> list[Candidate]:
-    """Delete the candidates' files (never outside the root); the ones deleted or already gone."""
-    deleted = set(storage.delete_many([c.path for c in candidates]))
+    """Delete the candidates' files (never outside the root), reporting progress; the ones
+    deleted or already gone."""
+    sizes = {c.path: c.size for c in candidates}
+    with progress.task(
+        "vacuum: deleting", files=len(candidates), bytes=sum(sizes.values())
+    ) as task:
+
+        def done(paths: Sequence[str]) -> None:
+            task.advance(files=len(paths), bytes=sum(sizes[p] for p in paths))
+
+        deleted = set(storage.delete_many(list(sizes), done))
     return [c for c in candidates if c.path in deleted]
 
 

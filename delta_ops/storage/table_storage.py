@@ -432,10 +432,22 @@ class Storage:
                 f"{type(self._filesystem).__name__} ({self._filesystem.protocol}) is not known to create files only-if-absent"
             )
         try:
-            self._filesystem.pipe_file(path, data, mode="create")
+            self._create_exclusive(path, data)
             return True
         except FileExistsError:
             return False
+
+    def _create_exclusive(self, path: str, data: bytes) -> None:
+        """One exclusive create; FileExistsError when the name is taken. fsspec's local
+        filesystem (and wrappers of it) opens with O_EXCL; its `pipe_file(mode="create")` would
+        check and then write, which two processes can both pass."""
+        from fsspec.implementations.local import LocalFileSystem
+
+        if isinstance(self._filesystem, LocalFileSystem):
+            with self._filesystem.open(path, "xb") as handle:
+                handle.write(data)
+        else:
+            self._filesystem.pipe_file(path, data, mode="create")
 
     @property
     def supports_conditional_create(self) -> bool:
@@ -473,7 +485,7 @@ class Storage:
             probe = self.log_file(f".delta-ops-conditional-probe-{uuid.uuid4().hex}")
             try:
                 for attempt in (b"1", b"2"):  # the same exclusive create put_if_absent uses
-                    self._filesystem.pipe_file(probe, attempt, mode="create")
+                    self._create_exclusive(probe, attempt)
                 _PROBED[key] = False  # the second create went through: not conditional
             except FileExistsError:
                 _PROBED[key] = True
@@ -619,9 +631,14 @@ class Storage:
         """Files and directories under the root, pruning names `skip_name` accepts."""
         return tree.walk(self, skip_name)
 
-    def delete_many(self, relative_paths: Sequence[str]) -> list[str]:
-        """Delete table-relative files in parallel, never outside the root; the deleted ones."""
-        return tree.delete_many(self, relative_paths)
+    def delete_many(
+        self,
+        relative_paths: Sequence[str],
+        on_deleted: Callable[[Sequence[str]], object] | None = None,
+    ) -> list[str]:
+        """Delete table-relative files in parallel, never outside the root; the deleted ones.
+        `on_deleted` hears about each finished batch (for progress)."""
+        return tree.delete_many(self, relative_paths, on_deleted)
 
     def remove_empty_dirs(self, relative_dirs: Sequence[str]) -> int:
         """Remove those of the table-relative directories that are empty, in order."""

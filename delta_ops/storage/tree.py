@@ -21,6 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from delta_ops.storage.bulk_delete import delete_batch
+
 if TYPE_CHECKING:
     from delta_ops.storage.table_storage import Storage
 
@@ -28,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 DELETE_WORKERS = 16
 DELETE_BATCH = 1000  # keys per bulk delete (S3's DeleteObjects limit)
+LOCAL_CHUNK = 256  # local unlinks per task: small enough for steady progress
 
 
 @dataclass
@@ -101,20 +104,31 @@ def _really_inside(root_real: str, directory: str) -> bool:
     return real == root_real or real.startswith(root_real + os.sep)
 
 
-def delete_many(storage: Storage, relative_paths: Sequence[str]) -> list[str]:
+def delete_many(
+    storage: Storage,
+    relative_paths: Sequence[str],
+    on_deleted: Callable[[Sequence[str]], object] | None = None,
+) -> list[str]:
     """Delete table-relative files in parallel; return those deleted (a file already gone
-    counts). Local paths whose directory resolves outside the root, or that are symlinks, are
-    skipped with a warning."""
+    counts). `on_deleted` hears about each finished batch (from worker threads), for progress.
+    Local paths whose directory resolves outside the root, or that are symlinks, are skipped
+    with a warning. On object stores, keys the store refused to delete are not returned."""
     if not relative_paths:
         return []
+    report = on_deleted or (lambda batch: None)
     if not storage.is_local:
         batches = [
             relative_paths[i : i + DELETE_BATCH]
             for i in range(0, len(relative_paths), DELETE_BATCH)
         ]
+
+        def delete_and_report(batch: Sequence[str]) -> list[str]:
+            done = delete_batch(storage, batch)
+            report(done)
+            return done
+
         with ThreadPoolExecutor(max_workers=min(DELETE_WORKERS, len(batches))) as pool:
-            list(pool.map(lambda batch: _delete_batch(storage, batch), batches))
-        return list(relative_paths)
+            return [p for done in pool.map(delete_and_report, batches) for p in done]
     root_real = os.path.realpath(storage.root)
     safe_dirs = {
         d
@@ -134,22 +148,14 @@ def delete_many(storage: Storage, relative_paths: Sequence[str]) -> list[str]:
             except FileNotFoundError:
                 pass
             done.append(rel)
+        report(done)
         return done
 
-    workers = min(DELETE_WORKERS, max(1, len(relative_paths) // 256))
-    chunks = [relative_paths[i::workers] for i in range(workers)]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    chunks = [
+        relative_paths[i : i + LOCAL_CHUNK] for i in range(0, len(relative_paths), LOCAL_CHUNK)
+    ]
+    with ThreadPoolExecutor(max_workers=min(DELETE_WORKERS, len(chunks))) as pool:
         return [p for part in pool.map(delete_chunk, chunks) for p in part]
-
-
-def _delete_batch(storage: Storage, relative_paths: Sequence[str]) -> None:
-    """One bulk delete request where the store has one (S3 DeleteObjects takes 1000 keys;
-    adlfs and gcsfs batch too); a file already gone is not an error."""
-    paths = [storage.join(p) for p in relative_paths]
-    try:
-        storage._filesystem.rm(paths)
-    except FileNotFoundError:
-        storage.delete(paths)  # one by one, skipping those already gone
 
 
 def remove_empty_dirs(storage: Storage, relative_dirs: Sequence[str]) -> int:

@@ -1,0 +1,83 @@
+"""One bulk delete request on an object store, and which of its keys really went.
+
+S3's DeleteObjects answers 200 even when it refused some keys: each refused key comes back
+in the response's `Errors` (SlowDown or InternalError under load, AccessDenied where a policy
+forbids). s3fs drops that list, so a vacuum would report files as deleted that still exist
+(and still hold the data someone asked to erase). Here the errors are read: throttled keys are
+retried with backoff, refused ones are reported and left out of the result. Other stores'
+fsspec implementations raise on a failed batch, and a file already gone counts as deleted::
+
+    deleted = delete_batch(storage, ["part-0.parquet", "part-1.parquet"])
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from delta_ops.storage.table_storage import Storage
+
+logger = logging.getLogger(__name__)
+
+#: per-key error codes of DeleteObjects worth another try (the store asked us to slow down)
+RETRYABLE_CODES = frozenset({"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout"})
+ATTEMPTS = 6
+BACKOFF_S = 0.2  # first wait; doubles each attempt, with jitter, up to about 6 s in all
+
+
+def delete_batch(storage: Storage, relative_paths: Sequence[str]) -> list[str]:
+    """Delete up to 1000 table-relative files in one request where the store has one; return
+    the ones that are gone now."""
+    fs = storage._filesystem
+    paths = [storage.join(p) for p in relative_paths]
+    if hasattr(fs, "call_s3") and hasattr(fs, "split_path"):
+        return _s3_delete_objects(fs, paths, list(relative_paths))
+    try:
+        fs.rm(paths)
+    except FileNotFoundError:
+        storage.delete(paths)  # one by one, skipping those already gone
+    return list(relative_paths)
+
+
+def _s3_delete_objects(fs: Any, paths: list[str], relative: list[str]) -> list[str]:
+    bucket = fs.split_path(paths[0])[0]
+    by_key = {fs.split_path(p)[1]: rel for p, rel in zip(paths, relative, strict=True)}
+    pending = list(by_key)
+    refused: dict[str, str] = {}
+    for attempt in range(ATTEMPTS):
+        request = {"Objects": [{"Key": k} for k in pending], "Quiet": True}
+        answer = fs.call_s3("delete_objects", Bucket=bucket, Delete=request)
+        errors = {e["Key"]: e.get("Code", "") for e in answer.get("Errors", [])}
+        retry = [k for k, code in errors.items() if code in RETRYABLE_CODES]
+        refused.update(
+            (k, code)
+            for k, code in errors.items()
+            if code not in RETRYABLE_CODES and code != "NoSuchKey"
+        )
+        if not retry:
+            break
+        if attempt == ATTEMPTS - 1:
+            refused.update((k, errors[k]) for k in retry)
+            break
+        logger.info(
+            "%d deletes throttled by the store (%s); retrying", len(retry), errors[retry[0]]
+        )
+        time.sleep(BACKOFF_S * 2**attempt * (0.5 + random.random()))
+        pending = retry
+    if refused:
+        key, code = next(iter(refused.items()))
+        logger.warning(
+            "the store refused to delete %d file(s) (first: %s, %s); they are kept and not "
+            "counted as deleted",
+            len(refused),
+            by_key[key],
+            code,
+        )
+    return [rel for key, rel in by_key.items() if key not in refused]
+
+
+__all__ = ["RETRYABLE_CODES", "delete_batch"]
