@@ -119,3 +119,39 @@ def test_keys_the_store_refuses_are_kept_and_not_counted(
     (end,) = [a["commitInfo"] for a in read_commit_actions(storage, last) if "commitInfo" in a]
     assert end["operation"] == "VACUUM END"
     assert end["operationMetrics"]["numDeletedFiles"] == "0"  # the log says what really happened
+
+
+def test_a_parallel_range_listing_finds_exactly_what_a_plain_listing_does(
+    s3: StoreServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from delta_ops.storage import s3_listing
+
+    monkeypatch.setattr(s3_listing, "KEYS_PER_RANGE", 50)  # 16 ranges over 900 known names
+    url = s3.url("ranges")
+    storage = Storage.open(url, s3.options)
+    known = [f"p={i % 3}/part-{i:04d}.parquet" for i in range(900)]
+    # unknown names everywhere between, before and after the known ones, plus the cut points
+    # themselves, names sharing a prefix with the log, and log files that must be skipped
+    unknown = [f"p={i % 3}/part-{i:04d}a.parquet" for i in range(0, 900, 7)]
+    unknown += ["0-first.parquet", "zz-last.parquet", "_change_data/c.parquet", "_delta_logx"]
+    unknown += [f"_delta_log/{v:020d}.json" for v in range(30)]
+    storage._filesystem.pipe({storage.join(name): b"x" for name in known + unknown})
+
+    def skip(name: str) -> bool:
+        return name == "_delta_log"
+
+    lists: list[str] = []
+
+    def record(method: str, path: str, body: bytes) -> None:
+        if method == "GET" and "list-type=2" in path:
+            lists.append(path)
+
+    with StoreProxy(s3.endpoint, answer=record) as proxy:
+        via_proxy = Storage.open(url, {**s3.options, "endpoint_url": proxy.url})
+        ranged = via_proxy.walk(skip, known)
+    plain = storage.walk(skip)  # no known names: one range, the plain sequential listing
+    expected = sorted(n for n in known + unknown if not n.startswith("_delta_log/"))
+    assert sorted(ranged.paths) == sorted(plain.paths) == expected
+    assert sorted(zip(ranged.paths, ranged.sizes)) == sorted(zip(plain.paths, plain.sizes))
+    assert {"p=0", "p=1", "p=2", "_change_data"} <= set(ranged.dirs)
+    assert sum("start-after" in p for p in lists) >= 15  # the ranges were listed separately

@@ -377,9 +377,14 @@ def oldest_reconstructable_version(snapshot: Snapshot) -> int:
 
 
 # ----------------------------------------------------------------------------- listing (FULL)
-def list_table(storage: Storage, partition_columns: tuple[str, ...]) -> TreeListing:
-    """All data-area files and directories under the root, skipping hidden names and symlinks."""
-    return storage.walk(lambda name: name[0] in "_." and is_hidden(name, partition_columns))
+def list_table(
+    storage: Storage, partition_columns: tuple[str, ...], known_names: Sequence[str] = ()
+) -> TreeListing:
+    """All data-area files and directories under the root, skipping hidden names and symlinks;
+    `known_names` (the table's files) spread an object-store listing over parallel ranges."""
+    return storage.walk(
+        lambda name: name[0] in "_." and is_hidden(name, partition_columns), known_names
+    )
 
 
 def _reason(path: str, tombstone_paths: set[str]) -> str:
@@ -449,7 +454,10 @@ def plan_vacuum(
     oldest = oldest_reconstructable_version(snapshot)
     directories: list[str] = []
     if mode == "full":
-        listing = list_table(storage, snapshot.partition_columns)
+        known: list[str] = []
+        if not storage.is_local:  # cut points for a parallel listing of the store
+            known = [*pc.unique(protected).drop_null().to_pylist(), *tombstone_paths]
+        listing = list_table(storage, snapshot.partition_columns, known)
         paths = pa.array(listing.paths, pa.string())
         mtimes = pa.array(listing.mtimes, pa.int64())
         old = pc.less(mtimes, delete_before)

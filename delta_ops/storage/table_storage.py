@@ -627,9 +627,12 @@ class Storage:
         if self._filesystem.exists(top):
             self._filesystem.rm(top, recursive=True)
 
-    def walk(self, skip_name: Callable[[str], bool]) -> TreeListing:
-        """Files and directories under the root, pruning names `skip_name` accepts."""
-        return tree.walk(self, skip_name)
+    def walk(
+        self, skip_name: Callable[[str], bool], known_names: Sequence[str] = ()
+    ) -> TreeListing:
+        """Files and directories under the root, pruning names `skip_name` accepts;
+        `known_names` (paths expected to exist) let a store list in parallel ranges."""
+        return tree.walk(self, skip_name, known_names)
 
     def delete_many(
         self,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from delta_ops.storage.bulk_delete import delete_batch
+from delta_ops.storage.s3_listing import list_in_ranges, supports_range_listing
 
 if TYPE_CHECKING:
     from delta_ops.storage.table_storage import Storage
@@ -43,10 +44,16 @@ class TreeListing:
     dirs: list[str] = field(default_factory=list)
 
 
-def walk(storage: Storage, skip_name: Callable[[str], bool]) -> TreeListing:
-    """Every file and directory under the root whose names (at every level) `skip_name`
-    accepts; symlinks are skipped, entries deleted meanwhile are not errors."""
+def walk(
+    storage: Storage, skip_name: Callable[[str], bool], known_names: Sequence[str] = ()
+) -> TreeListing:
+    """Every file and directory under the root except names (at any level) that `skip_name`
+    accepts; symlinks are skipped, entries deleted meanwhile are not errors. `known_names`
+    (relative paths the caller expects, such as the table's files) let S3 list in parallel
+    key ranges."""
     listing = TreeListing()
+    if not storage.is_local and supports_range_listing(storage._filesystem):
+        return _walk_ranges(storage, skip_name, known_names)
     if storage.is_local:
         stack = [""]
         while stack:
@@ -70,6 +77,24 @@ def walk(storage: Storage, skip_name: Callable[[str], bool]) -> TreeListing:
             listing.paths.append(found)
             listing.sizes.append(int(info.get("size") or 0))
             listing.mtimes.append(_mtime_ms(info))
+    return listing
+
+
+def _walk_ranges(
+    storage: Storage, skip_name: Callable[[str], bool], known_names: Sequence[str]
+) -> TreeListing:
+    skip = [f"{name}/" for name in ("_delta_log",) if skip_name(name)]
+    listing = TreeListing()
+    dirs: set[str] = set()
+    for obj in list_in_ranges(storage._filesystem, storage.root, known_names, skip):
+        parts = obj.relative.split("/")
+        if not obj.relative or any(skip_name(part) for part in parts):
+            continue
+        listing.paths.append(obj.relative)
+        listing.sizes.append(obj.size)
+        listing.mtimes.append(obj.modification_time)
+        dirs.update("/".join(parts[:i]) for i in range(1, len(parts)))
+    listing.dirs = sorted(dirs)
     return listing
 
 

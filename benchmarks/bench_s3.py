@@ -1,0 +1,232 @@
+"""Benchmark: maintenance on S3 with 20 ms added to every request (issue 13), against delta-rs.
+
+An S3 server (moto's, in this process) sits behind a proxy on loopback that delays every request
+by ``--latency-ms`` (20), as a real store's round trip would. The table: one commit adding
+N+1 files (N = 10,000 by default, tiny parquet files), one commit removing N of them 30 days ago.
+
+- vacuum (full): ``delta-ops vacuum s3://... --mode full --retention 0h --force
+  --in-flight-grace 0s`` against ``DeltaTable.vacuum(retention_hours=0, full=True,
+  enforce_retention_duration=False, dry_run=False)``; both must delete exactly N files.
+  Target: median wall ours/theirs <= 0.3.
+- checkpoint: ``delta-ops checkpoint`` against ``DeltaTable.create_checkpoint()``.
+- cleanup: ``delta-ops cleanup`` against ``DeltaTable.cleanup_metadata()``. On this server every
+  log file is minutes old, so both only list and decide (nothing expires under the truncated-day
+  cutoff): the cost of asking.
+
+Before every run (untimed) the table is restored through the server directly (no delay).
+Each command runs as a fresh process (start-up included, as a scheduled job pays it).
+
+    python benchmarks/bench_s3.py [--runs 3] [--files 10000] [--latency-ms 20]
+
+Exit status: 0 PASS (vacuum target met), 1 FAIL, 3 ours unavailable or wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from benchmarks.harness import Comparison, Measurement, evaluate, format_result, run_fresh
+from tests.store_proxy import StoreProxy
+from tests.store_servers import serve_s3
+
+RESULTS = ROOT / "benchmarks" / ".data" / "results"
+DAY_MS = 86_400_000
+
+THEIRS = {
+    "vacuum": "d.vacuum(retention_hours=0, full=True, enforce_retention_duration=False, dry_run=False)",
+    "checkpoint": "d.create_checkpoint()",
+    "cleanup": "d.cleanup_metadata()",
+}
+THEIRS_SCRIPT = """
+import json, sys
+from deltalake import DeltaTable
+d = DeltaTable(sys.argv[1], storage_options=json.loads(sys.argv[2]))
+print({op})
+"""
+
+
+def _log(files: int) -> dict[str, bytes]:
+    """The two commits: N+1 adds, then N removes 30 days old."""
+    old = int(time.time() * 1000) - 30 * DAY_MS
+    schema = {
+        "type": "struct",
+        "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}],
+    }
+    first = [
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {
+            "metaData": {
+                "id": "bench-s3",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(schema),
+                "partitionColumns": [],
+                "configuration": {},
+                "createdTime": old,
+            }
+        },
+        {"commitInfo": {"timestamp": old, "operation": "WRITE"}},
+    ]
+    add = {"partitionValues": {}, "size": 0, "modificationTime": old, "dataChange": True}
+    first += [{"add": {**add, "path": f"part-{i:05d}.parquet"}} for i in range(files + 1)]
+    second = [{"commitInfo": {"timestamp": old + 1, "operation": "DELETE"}}]
+    second += [
+        {
+            "remove": {
+                "path": f"part-{i:05d}.parquet",
+                "deletionTimestamp": old + 1,
+                "dataChange": True,
+            }
+        }
+        for i in range(files)
+    ]
+    return {
+        "00000000000000000000.json": "\n".join(map(json.dumps, first)).encode(),
+        "00000000000000000001.json": "\n".join(map(json.dumps, second)).encode(),
+    }
+
+
+class Table:
+    """The benchmark table on the server, restorable between runs."""
+
+    def __init__(self, fs: Any, prefix: str, files: int) -> None:
+        self.fs, self.prefix, self.files = fs, prefix, files
+        out = io.BytesIO()
+        pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), out)
+        self.parquet = out.getvalue()
+        self.log = _log(files)
+        # the adds carry the real size
+        size = str(len(self.parquet)).encode()
+        self.log = {k: v.replace(b'"size": 0', b'"size": ' + size) for k, v in self.log.items()}
+
+    def _objects(self) -> list[str]:
+        self.fs.invalidate_cache()
+        return list(self.fs.find(self.prefix))
+
+    def restore(self, data: bool) -> None:
+        existing = self._objects()
+        log_objects = [p for p in existing if "/_delta_log/" in p]
+        if log_objects:
+            self.fs.rm(log_objects)
+        self.fs.pipe({f"{self.prefix}/_delta_log/{k}": v for k, v in self.log.items()})
+        if data:
+            present = {p.rsplit("/", 1)[-1] for p in existing if "/_delta_log/" not in p}
+            missing = {
+                f"{self.prefix}/part-{i:05d}.parquet": self.parquet
+                for i in range(self.files + 1)
+                if f"part-{i:05d}.parquet" not in present
+            }
+            for start in range(0, len(missing), 2000):
+                self.fs.pipe(dict(list(missing.items())[start : start + 2000]))
+
+    def data_files(self) -> int:
+        return sum(1 for p in self._objects() if "/_delta_log/" not in p)
+
+
+def _measure(
+    label: str, cmd: list[str], env: dict[str, str], runs: int, table: Table, data: bool
+) -> Measurement:
+    """`runs` fresh-process runs, the table restored (untimed) before each; a vacuum must leave
+    exactly the one live file."""
+    m = Measurement(label=label, cmd=cmd)
+    for _ in range(runs):
+        table.restore(data)
+        result = run_fresh(cmd, env=env, timeout=1800)
+        if not result.ok:
+            m.error = result.error_summary()
+            return m
+        left = table.data_files() if data else 1
+        if left != 1:
+            m.error = f"wrong result: {left} data files left, expected 1"
+            return m
+        print(f"  {label:<9} {result.wall_s:7.3f} s", flush=True)
+        m.runs.append(result)
+    return m
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--files", type=int, default=10_000)
+    p.add_argument("--latency-ms", type=float, default=20.0)
+    p.add_argument("--target-wall", type=float, default=0.3)
+    a = p.parse_args(argv)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
+    env = {**os.environ, "AWS_EC2_METADATA_DISABLED": "true"}
+    py = sys.executable
+    summary: dict[str, Any] = {}
+    with serve_s3() as s3, StoreProxy(s3.endpoint, delay_s=a.latency_ms / 1000) as proxy:
+        import s3fs
+
+        direct = s3fs.S3FileSystem(**s3.options, use_listings_cache=False)
+        table = Table(direct, "lake/bench", a.files)
+        url = s3.url("bench")
+        ours_opts = {**s3.options, "endpoint_url": proxy.url}
+        theirs_opts = {**s3.peer_options, "AWS_ENDPOINT_URL": proxy.url}
+        flags = [arg for k, v in ours_opts.items() for arg in ("--storage-option", f"{k}={v}")]
+        print(f"restoring {a.files + 1} files on the server ...", flush=True)
+        table.restore(data=True)
+        comparisons = []
+        for op, extra in (
+            ("checkpoint", []),
+            ("cleanup", []),
+            (
+                "vacuum",
+                ["--mode", "full", "--retention", "0h", "--force", "--in-flight-grace", "0s"],
+            ),
+        ):
+            data = op == "vacuum"
+            ours_cmd = [py, "-m", "delta_ops.cli", op, url, "--json", *extra, *flags]
+            theirs_cmd = [
+                py,
+                "-c",
+                THEIRS_SCRIPT.format(op=THEIRS[op]),
+                url,
+                json.dumps(theirs_opts),
+            ]
+
+            print(f"{op} ({a.latency_ms:g} ms per request):", flush=True)
+            ours = _measure("delta-ops", ours_cmd, env, a.runs, table, data)
+            theirs = _measure("delta-rs", theirs_cmd, env, a.runs, table, data)
+            comparison = Comparison(ours=ours, theirs=theirs, name=f"S3 {op}, {a.files} files")
+            print(format_result(comparison, a.target_wall if data else 1.0, None))
+            comparisons.append(comparison)
+            summary[op] = comparison.to_dict()
+        print(f"proxy requests in all: {proxy.requests}")
+    vacuum = comparisons[-1]
+    verdict = evaluate(vacuum, a.target_wall, None)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "bench_s3.json").write_text(
+        json.dumps(
+            {
+                "files": a.files,
+                "latency_ms": a.latency_ms,
+                "comparisons": summary,
+                "target_wall_ratio": a.target_wall,
+                "verdict": verdict.label,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    if not vacuum.ours.ok:
+        return 3
+    return 0 if verdict.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Listing a big table on S3 in parallel key ranges, skipping the `_delta_log`.
+
+A recursive listing of one prefix is a chain of ListObjectsV2 pages (1000 keys each) that S3
+serves one after another: 100k files are 100 sequential round trips. S3 starts a listing at any
+key (`StartAfter`), so the key space can be cut into ranges listed concurrently; the cut points
+come from names the caller already knows (the table's live files and tombstones), so ranges hold
+similar numbers of keys. Every key under the prefix lands in exactly one range: range i covers
+(cut[i-1], cut[i]]. The `_delta_log/` key range is jumped over when the caller skips it::
+
+    entries = list_in_ranges(fs, "bucket/table", known_names, skip_prefixes=["_delta_log/"])
+
+Only for s3fs filesystems (`call_s3`); other stores list with fsspec's `find`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+KEYS_PER_RANGE = 2000  # below this many known names per range, fewer ranges
+MAX_RANGES = 16
+
+
+@dataclass(frozen=True)
+class ListedObject:
+    """One key under the listed prefix: path relative to it, size, mtime in ms."""
+
+    relative: str
+    size: int
+    modification_time: int
+
+
+def supports_range_listing(fs: Any) -> bool:
+    return hasattr(fs, "_call_s3") and hasattr(fs, "split_path")
+
+
+def cut_points(known_names: Sequence[str]) -> list[str]:
+    """Up to MAX_RANGES - 1 names splitting the sorted known names into even ranges."""
+    names = sorted(known_names)
+    ranges = max(1, min(MAX_RANGES, len(names) // KEYS_PER_RANGE))
+    return [names[len(names) * i // ranges] for i in range(1, ranges)]
+
+
+def list_in_ranges(
+    fs: Any, root: str, known_names: Sequence[str], skip_prefixes: Sequence[str] = ()
+) -> list[ListedObject]:
+    """Every object under `root` (an s3fs path, bucket/prefix) whose relative key does not start
+    with one of `skip_prefixes`, listed in concurrent key ranges."""
+    from fsspec.asyn import sync
+
+    bucket, key_prefix, _ = fs.split_path(root)
+    prefix = key_prefix.rstrip("/") + "/" if key_prefix else ""
+    cuts = [prefix + name for name in cut_points(known_names)]
+    bounds = list(zip([None, *cuts], [*cuts, None], strict=True))
+    # the key just past every key under a skipped prefix ending in "/": "/" + 1 is "0"
+    jumps = {prefix + p: prefix + p[:-1] + "0" for p in skip_prefixes if p.endswith("/")}
+
+    async def one_range(after: str | None, last: str | None) -> list[ListedObject]:
+        found: list[ListedObject] = []
+        request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+        if after is not None:
+            request["StartAfter"] = after
+        while True:
+            page = await fs._call_s3("list_objects_v2", **request)
+            restart = None
+            for obj in page.get("Contents", []):
+                key = obj["Key"]
+                if last is not None and key > last:
+                    return found
+                skipped = next((j for p, j in jumps.items() if key.startswith(p)), None)
+                if skipped is not None:
+                    restart = skipped
+                    break
+                found.append(
+                    ListedObject(
+                        key[len(prefix) :],
+                        int(obj.get("Size") or 0),
+                        int(obj["LastModified"].timestamp() * 1000),
+                    )
+                )
+            if restart is not None:
+                if last is not None and restart > last:
+                    return found
+                request.pop("ContinuationToken", None)
+                request["StartAfter"] = restart
+                continue
+            if not page.get("IsTruncated"):
+                return found
+            request["ContinuationToken"] = page["NextContinuationToken"]
+
+    async def all_ranges() -> list[list[ListedObject]]:
+        return list(await asyncio.gather(*(one_range(a, b) for a, b in bounds)))
+
+    return [obj for part in sync(fs.loop, all_ranges) for obj in part]
+
+
+__all__ = ["ListedObject", "cut_points", "list_in_ranges", "supports_range_listing"]
