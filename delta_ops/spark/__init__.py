@@ -1,4 +1,8 @@
-"""The Spark engine: write Delta tables from PySpark DataFrames through delta-ops' commit layer.
+"""The Spark engine: read and write Delta tables from PySpark through delta-ops' protocol core.
+
+Read: `spark.read.format("delta").load(path)` (a Python data source, registered by
+:func:`get_spark`, or :func:`register` for a session made elsewhere; see
+:mod:`delta_ops.spark.source`).
 
 There are no Delta jars here: Spark writes plain parquet into a staging directory inside the
 table, and :func:`write_delta` moves the files into place and commits them with per-file
@@ -18,6 +22,7 @@ Example::
 from __future__ import annotations
 
 from importlib.util import find_spec
+from typing import TYPE_CHECKING
 
 from delta_ops.errors import MissingExtra
 
@@ -27,4 +32,16 @@ if find_spec("pyspark") is None:
 from delta_ops.spark.session import get_spark
 from delta_ops.spark.writer import write_delta
 
-__all__ = ["get_spark", "write_delta"]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def register(spark: SparkSession) -> None:
+    """Make `spark.read.format("delta")` read through delta-ops in a session made elsewhere
+    (:func:`get_spark` does this itself)."""
+    from delta_ops.spark.source import register as register_source
+
+    register_source(spark)
+
+
+__all__ = ["get_spark", "register", "write_delta"]

@@ -22,6 +22,8 @@ Example::
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +53,10 @@ LOCAL_CONF: dict[str, str] = {
 def session_conf(master: str, conf: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The options :func:`get_spark` applies: the defaults, then `conf` (which wins)."""
     merged = dict(DEFAULT_CONF)
+    # Python workers run this interpreter (with pyarrow and delta-ops), not whatever `python3`
+    # is first on the PATH
+    merged["spark.pyspark.python"] = sys.executable
+    merged["spark.pyspark.driver.python"] = sys.executable
     if master.startswith("local"):
         merged.update(LOCAL_CONF)
     merged.update({str(k): str(v) for k, v in (conf or {}).items()})
@@ -79,10 +85,17 @@ def get_spark(
     """
     from pyspark.sql import SparkSession
 
+    from delta_ops.spark.source import register
+
+    # Spark's Python workers (and the data source planner) start `$PYSPARK_PYTHON`, else
+    # `python3` from the PATH, which may lack pyarrow and delta-ops: use this interpreter
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in session_conf(master, conf).items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    register(spark)  # spark.read.format("delta")
+    return spark
 
 
 __all__ = ["DEFAULT_CONF", "get_spark", "session_conf"]
