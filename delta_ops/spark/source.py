@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceWriter,
     EqualTo,
     Filter,
     GreaterThan,
@@ -89,6 +90,11 @@ class DeltaDataSource(DataSource):
         from pyspark.sql.pandas.types import from_arrow_schema
 
         return from_arrow_schema(self._snapshot().arrow_schema)
+
+    def writer(self, schema: SparkStructType, overwrite: bool) -> DataSourceWriter:
+        from delta_ops.spark.source_writer import DeltaWriter
+
+        return DeltaWriter(dict(self.options), schema, overwrite)
 
     def reader(self, schema: SparkStructType) -> DeltaReader:
         snapshot = self._snapshot()

@@ -44,7 +44,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from delta_ops.errors import DeltaOpsError, NotADeltaTable
+from delta_ops.errors import DeltaOpsError, InvalidValue, NotADeltaTable
 from delta_ops.ops.leftovers import STAGING_DIR  # the name vacuum knows as a leftover
 from delta_ops.storage import Location, Storage
 from delta_ops.table.snapshot import load_snapshot
@@ -101,7 +101,8 @@ def write_delta(
             table refuses columns it does not have (no schema evolution).
         url: the table: a local path, ``file://`` or any fsspec URL.
         mode: ``"append"`` adds the rows; ``"overwrite"`` replaces every live file in the same
-            commit.
+            commit; ``"error"`` refuses an existing table; ``"ignore"`` writes nothing to an
+            existing table (its result has ``attempts=0``).
         partition_by: partition columns of a new table. For an existing table None means its
             own partitioning; anything else must match it.
         configuration: table properties of a new table, e.g. ``{"delta.enableRowTracking":
@@ -124,9 +125,19 @@ def write_delta(
         >>> write_delta(df, "/warehouse/events", partition_by=["day"])  # doctest: +SKIP
         CommitResult(version=0, attempts=1, num_actions=5, row_id_high_water_mark=None)
     """
-    if mode not in ("append", "overwrite"):
-        raise ValueError(f"mode must be 'append' or 'overwrite', got {mode!r}")
+    if mode not in ("append", "overwrite", "error", "errorifexists", "ignore"):
+        raise InvalidValue(
+            f"mode={mode!r}: use append, overwrite, error (refuse an existing table) or ignore"
+            " (leave an existing table alone)"
+        )
     storage = Storage.open(url, storage_options)
+    if mode in ("error", "errorifexists", "ignore"):
+        existing = _existing_version(storage)
+        if existing is not None:
+            if mode == "ignore":
+                return CommitResult(version=existing, attempts=0, num_actions=0)
+            raise DeltaOpsError(f"{storage.url} is already a Delta table (version {existing})")
+        mode = "append"
     partition_columns = _partition_columns(storage, partition_by, list(df.columns))
     spark = df.sparkSession
     _check_timestamp_partitions(spark, df.schema, partition_columns, storage.url)
@@ -166,6 +177,13 @@ def write_delta(
 
 
 # ------------------------------------------------------------------------------ decisions
+def _existing_version(storage: Storage) -> int | None:
+    try:
+        return load_snapshot(storage).version
+    except NotADeltaTable:
+        return None
+
+
 def _partition_columns(
     storage: Storage, partition_by: Sequence[str] | str | None, columns: list[str]
 ) -> list[str]:

@@ -276,16 +276,7 @@ def write_arrow(
 ) -> CommitResult:
     """Write an Arrow table into a Delta table (created if absent) and commit it."""
     storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
-    files: list[DataFile] = []
-    data_columns = [c for c in data.column_names if c not in partition_by]
-    groups = _partition_groups(data, partition_by)
-    for values, rows in groups:
-        directory = partition_directory(partition_by, values)
-        name = f"part-{len(files):05d}-{uuid.uuid4()}.c000.snappy.parquet"
-        relative = f"{directory}/{name}" if directory else name
-        full = storage.join(relative)
-        storage.create_new(full, _parquet_writer(rows.select(data_columns)))
-        files.append(DataFile(relative, values))
+    files = write_data_files(storage, data, partition_by)
     return commit_data_files(
         storage,
         files,
@@ -294,6 +285,23 @@ def write_arrow(
         partition_by=partition_by,
         configuration=configuration,
     )
+
+
+def write_data_files(
+    storage: Storage, data: pa.Table, partition_by: Sequence[str] = (), *, task: int = 0
+) -> list[DataFile]:
+    """Write `data` as parquet files inside the table, one per partition value set (not yet
+    committed: pass the result to :func:`commit_data_files`). `task` numbers the file names
+    of parallel writers (a Spark task's partition id)."""
+    files: list[DataFile] = []
+    data_columns = [c for c in data.column_names if c not in partition_by]
+    for values, rows in _partition_groups(data, partition_by):
+        directory = partition_directory(partition_by, values)
+        name = f"part-{task:05d}-{uuid.uuid4()}.c000.snappy.parquet"
+        relative = f"{directory}/{name}" if directory else name
+        storage.create_new(storage.join(relative), _parquet_writer(rows.select(data_columns)))
+        files.append(DataFile(relative, values))
+    return files
 
 
 def _partition_groups(
