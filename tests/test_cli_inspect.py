@@ -98,3 +98,51 @@ def test_console_script_runs_as_a_process(tmp_path):
     )
     assert result.returncode == 1
     assert result.stderr.startswith("delta-ops: error: not a Delta table")
+
+
+def _age_everything(table, days: float) -> None:
+    import os
+    import time
+
+    when = time.time() - days * 86400
+    for root, _, files in os.walk(table):
+        for i, name in enumerate(sorted(files)):
+            os.utime(os.path.join(root, name), (when + i, when + i))
+
+
+def _advice(capsys, table) -> dict[str, str]:
+    code, out, _ = run(capsys, "inspect", str(table), "--json")
+    assert code == 0
+    return {
+        a["command"].split()[1]: a["problem"] for a in json.loads(out)["advice"] if a["command"]
+    }
+
+
+def test_inspect_says_what_needs_doing_and_each_command_clears_its_item(capsys, tmp_path):
+    from tests.support import copy_fixture
+
+    table = copy_fixture("delta-spark/dv-partitioned-with-checkpoint", tmp_path)
+    _age_everything(table, 40)  # past the 30-day log and 7-day file retentions
+    todo = _advice(capsys, table)
+    assert set(todo) == {"cleanup", "vacuum"}, todo
+    _, out, _ = run(capsys, "inspect", str(table))
+    assert f"delta-ops cleanup {table}" in out and f"delta-ops vacuum {table} --dry-run" in out
+    for command in ("cleanup", "vacuum"):
+        assert main([command, str(table)]) == 0
+        capsys.readouterr()
+    assert _advice(capsys, table) == {}
+    assert "to do:            nothing needs doing now" in run(capsys, "inspect", str(table))[1]
+
+
+def test_inspect_asks_for_a_checkpoint_once_the_interval_is_reached(capsys, tmp_path):
+    import pyarrow as pa
+
+    from delta_ops.table.writer import write_arrow
+
+    table = tmp_path / "t"
+    for i in range(10):
+        write_arrow(table, pa.table({"id": pa.array([i], pa.int64())}))
+    assert "checkpoint" in _advice(capsys, table)
+    assert main(["checkpoint", str(table)]) == 0
+    capsys.readouterr()
+    assert "checkpoint" not in _advice(capsys, table)

@@ -8,11 +8,13 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from delta_ops import clock
 from delta_ops.ops.leftovers import find_leftovers
 from delta_ops.ops.results import fields_data
+from delta_ops.protocol.units import format_bytes
 from delta_ops.table.snapshot import Snapshot
 
 
@@ -39,6 +41,13 @@ class TableSummary:
     # them once they are old
     num_leftovers: int = 0
     leftover_bytes: int = 0
+    log_files: int = 0
+    log_bytes: int = 0
+    expired_log_files: int = 0
+    reclaimable_files: int = 0
+    reclaimable_bytes: int = 0
+    # what needs doing and the command that does it: [{"problem": ..., "command": ...}]
+    advice: list[dict[str, str]] = field(default_factory=list)
     files: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -55,8 +64,86 @@ def row_tracking_state(snapshot: Snapshot) -> str:
     return "enabled" if snapshot.properties.enable_row_tracking else "supported"
 
 
-def summarize(snapshot: Snapshot, *, include_files: bool = False) -> TableSummary:
-    """Describe a snapshot; `include_files` adds the live file paths as written in the log."""
+@dataclass(frozen=True)
+class Health:
+    """What maintenance a table needs, from its log and a look at the files' ages."""
+
+    log_files: int
+    log_bytes: int
+    expired_log_files: int
+    reclaimable_files: int
+    reclaimable_bytes: int
+    advice: list[dict[str, str]]
+
+
+def health(snapshot: Snapshot, now_ms: int, leftovers: int) -> Health:
+    """Each thing worth doing to the table now, with the command that does it."""
+    from delta_ops.ops.cleanup import plan_cleanup
+    from delta_ops.ops.probe import table_health
+
+    facts = table_health(snapshot, now_ms)
+    log = snapshot.storage.list_log()
+    expired = len(plan_cleanup(snapshot, now_ms).deleted)
+    table = _quoted(snapshot.storage.url)
+    advice = []
+    if facts.unsupported_writer_features:
+        features = ", ".join(facts.unsupported_writer_features)
+        advice.append(
+            {"problem": f"delta-ops cannot write this table's features ({features})", "command": ""}
+        )
+    if facts.commits_since_checkpoint >= facts.checkpoint_interval:
+        advice.append(
+            {
+                "problem": f"{facts.commits_since_checkpoint} commits since the last checkpoint "
+                f"(delta.checkpointInterval is {facts.checkpoint_interval}): readers replay them all",
+                "command": f"delta-ops checkpoint {table}",
+            }
+        )
+    if expired:
+        advice.append(
+            {
+                "problem": f"{expired} log files past delta.logRetentionDuration",
+                "command": f"delta-ops cleanup {table}",
+            }
+        )
+    if facts.expired_tombstones or leftovers:
+        what = f"{facts.expired_tombstones} removed files ({format_bytes(facts.reclaimable_bytes)})"
+        advice.append(
+            {
+                "problem": f"{what} past delta.deletedFileRetentionDuration still on storage"
+                + (f", {leftovers} leftovers of unfinished writes" if leftovers else ""),
+                "command": f"delta-ops vacuum {table} --dry-run  # then without --dry-run",
+            }
+        )
+    if facts.row_tracking == "supported" or (
+        facts.row_tracking == "enabled" and facts.files_without_row_ids
+    ):
+        advice.append(
+            {
+                "problem": f"row tracking is not fully on ({facts.files_without_row_ids} files "
+                "without row ids)",
+                "command": f"delta-ops enable-row-tracking {table}",
+            }
+        )
+    return Health(
+        log_files=len(log),
+        log_bytes=sum(entry.size for entry in log),
+        expired_log_files=expired,
+        reclaimable_files=facts.expired_tombstones,
+        reclaimable_bytes=facts.reclaimable_bytes,
+        advice=advice,
+    )
+
+
+def _quoted(url: str) -> str:
+    return url if all(c.isalnum() or c in "/._-:=+@" for c in url) else f"'{url}'"
+
+
+def summarize(
+    snapshot: Snapshot, *, include_files: bool = False, now_ms: int | None = None
+) -> TableSummary:
+    """Describe a snapshot; `include_files` adds the live file paths as written in the log.
+    Its health (what needs doing, as of `now_ms`, default now) comes with it."""
     protocol = snapshot.protocol
     checkpoint_version = snapshot.segment.checkpoint_version
     leftovers = find_leftovers(snapshot.storage)
@@ -65,6 +152,7 @@ def summarize(snapshot: Snapshot, *, include_files: bool = False) -> TableSummar
         if checkpoint_version is not None
         else snapshot.version + 1
     )
+    needs = health(snapshot, now_ms if now_ms is not None else clock.now_ms(), len(leftovers))
     return TableSummary(
         table=snapshot.storage.url,
         version=snapshot.version,
@@ -97,6 +185,12 @@ def summarize(snapshot: Snapshot, *, include_files: bool = False) -> TableSummar
         domains=sorted(snapshot.domains),
         num_leftovers=len(leftovers),
         leftover_bytes=sum(item.size for item in leftovers),
+        log_files=needs.log_files,
+        log_bytes=needs.log_bytes,
+        expired_log_files=needs.expired_log_files,
+        reclaimable_files=needs.reclaimable_files,
+        reclaimable_bytes=needs.reclaimable_bytes,
+        advice=needs.advice,
         files=sorted(snapshot.files.column("path").to_pylist()) if include_files else None,
     )
 
@@ -136,8 +230,24 @@ def format_summary(summary: TableSummary) -> str:
             else ""
         ),
     ]
+    lines.append(
+        f"log:              {summary.log_files:,} files ({format_bytes(summary.log_bytes)}),"
+        f" {summary.expired_log_files:,} past retention"
+    )
+    lines.append(
+        f"reclaimable:      {summary.reclaimable_files:,} removed files"
+        f" ({format_bytes(summary.reclaimable_bytes)})"
+    )
     for key, value in sorted(summary.metadata["configuration"].items()):
         lines.append(f"property:         {key} = {value}")
+    if summary.advice:
+        lines.append("to do:")
+        for item in summary.advice:
+            lines.append(f"  - {item['problem']}")
+            if item["command"]:
+                lines.append(f"      {item['command']}")
+    else:
+        lines.append("to do:            nothing needs doing now")
     if summary.files is not None:
         lines.append("files:")
         lines.extend(f"  {f}" for f in summary.files)

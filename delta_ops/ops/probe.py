@@ -108,7 +108,8 @@ def reclaimable_tombstones(snapshot: Snapshot, cutoff_ms: int) -> tuple[int, int
     still exists and is older than the cutoff (vacuum judges files by age too).
 
     A tombstone stays in the log after vacuum deleted its file (until a checkpoint drops it),
-    and a copied table has fresh files under old tombstones; counting those would make a
+    a file that got a deletion vector is a tombstone and a live file under one path, and a
+    copied table has fresh files under old tombstones; counting those would make a
     schedule launch a vacuum that deletes nothing every day, and a check warn forever. Only the
     oldest STAT_LIMIT are looked at; the rest are counted as the log says.
     """
@@ -116,7 +117,10 @@ def reclaimable_tombstones(snapshot: Snapshot, cutoff_ms: int) -> tuple[int, int
     if not tombstones.num_rows:
         return 0, 0
     stamps = pc.fill_null(tombstones.column("deletionTimestamp"), 0)
-    expired = tombstones.filter(pc.less(stamps, cutoff_ms))
+    # a file given a deletion vector (or re-added) is removed and added under the same path:
+    # it is live, and vacuum keeps it
+    live = pc.is_in(tombstones.column("path"), value_set=snapshot.files.column("path"))
+    expired = tombstones.filter(pc.and_(pc.less(stamps, cutoff_ms), pc.invert(live)))
     if not expired.num_rows:
         return 0, 0
     expired = expired.sort_by([("deletionTimestamp", "ascending")])
