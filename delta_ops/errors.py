@@ -72,11 +72,12 @@ class InvalidProtocol(DeltaOpsError):
 class UnsupportedFeature(DeltaOpsError):
     """The table needs table features (or protocol versions) that delta-ops does not implement."""
 
-    def __init__(self, features: Iterable[str], action: str = "read"):
+    def __init__(self, features: Iterable[str], action: str = "read", reasons: Iterable[str] = ()):
         self.features = sorted(set(features))
         self.action = action
         names = ", ".join(self.features)
-        super().__init__(f"cannot {action} this table: unsupported table feature(s): {names}")
+        why = "".join(f" ({reason})" for reason in reasons)
+        super().__init__(f"cannot {action} this table: unsupported table feature(s): {names}{why}")
 
 
 class InvalidTableProperty(DeltaOpsError):

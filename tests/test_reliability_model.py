@@ -107,6 +107,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
         """After an independent write: remember the new version's rows and commit time."""
         self._date_new_files()
         version = DeltaTable(str(self.path)).version()
+        if version in self.committed_at:
+            return  # the writer committed nothing (a delete that matched no row)
         self.rows[version] = _rows(self.path, version)
         self.committed_at[version] = self.now
         self.promised.add(version)

@@ -60,6 +60,7 @@ from delta_ops.log.last_checkpoint import read_last_checkpoint, serialize_last_c
 from delta_ops.log.reader import parse_action_lines, verify_checkpoint
 from delta_ops.log.segment import CheckpointRef, complete_checkpoints
 from delta_ops.ops.results import fields_data
+from delta_ops.protocol.features import Operation
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot, load_snapshot
 
@@ -194,7 +195,7 @@ def plan_checkpoint(snapshot: Snapshot, now_ms: int, *, parts: int | None = None
             the real clock keeps.
         parts: write a multi-part V1 checkpoint with this many parts (classic tables only).
     """
-    snapshot.protocol.check_writable()
+    snapshot.protocol.check_allows(Operation.CHECKPOINT)
     props = snapshot.properties
     use_v2 = props.checkpoint_policy == "v2" and snapshot.protocol.supports("v2Checkpoint")
     if parts is not None and parts < 1:

@@ -48,6 +48,8 @@ class TableSummary:
     reclaimable_bytes: int = 0
     # what needs doing and the command that does it: [{"problem": ..., "command": ...}]
     advice: list[dict[str, str]] = field(default_factory=list)
+    # each operation: "allowed", or the features refusing it ("refused: f1, f2")
+    operations: dict[str, str] = field(default_factory=dict)
     files: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,7 +91,10 @@ def health(snapshot: Snapshot, now_ms: int, leftovers: int) -> Health:
     if facts.unsupported_writer_features:
         features = ", ".join(facts.unsupported_writer_features)
         advice.append(
-            {"problem": f"delta-ops cannot write this table's features ({features})", "command": ""}
+            {
+                "problem": f"delta-ops cannot maintain this table's features ({features})",
+                "command": "",
+            }
         )
     if facts.commits_since_checkpoint >= facts.checkpoint_interval:
         advice.append(
@@ -191,6 +196,12 @@ def summarize(
         reclaimable_files=needs.reclaimable_files,
         reclaimable_bytes=needs.reclaimable_bytes,
         advice=needs.advice,
+        operations={
+            op.name.lower(): "allowed"
+            if not refusing
+            else "refused: " + ", ".join(sorted(refusing))
+            for op, refusing in protocol.allowed_operations().items()
+        },
         files=sorted(snapshot.files.column("path").to_pylist()) if include_files else None,
     )
 
@@ -230,6 +241,11 @@ def format_summary(summary: TableSummary) -> str:
             else ""
         ),
     ]
+    refused = {op: why for op, why in summary.operations.items() if why != "allowed"}
+    if refused:
+        allowed = [op for op, why in summary.operations.items() if why == "allowed"]
+        lines.append(f"operations:       allowed: {', '.join(allowed) or 'none'}")
+        lines.extend(f"                  {op}: {why}" for op, why in refused.items())
     lines.append(
         f"log:              {summary.log_files:,} files ({format_bytes(summary.log_bytes)}),"
         f" {summary.expired_log_files:,} past retention"

@@ -25,6 +25,7 @@ from delta_ops.errors import NotADeltaTable
 from delta_ops.log.file_names import commit_file_name
 from delta_ops.log.last_checkpoint import read_last_checkpoint
 from delta_ops.log.reader import parse_action_lines
+from delta_ops.protocol.features import KEEPS_DATA
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot, load_head
@@ -192,6 +193,7 @@ class TableHealth:
     checkpoint_interval: int
     expired_tombstones: int
     reclaimable_bytes: int
+    # features that stop checkpoint, cleanup or vacuum (data writes aside: maintenance only)
     unsupported_writer_features: tuple[str, ...]
     log_retention_ms: int
     deleted_file_retention_ms: int
@@ -220,7 +222,9 @@ def table_health(snapshot: Snapshot, now_ms: int) -> TableHealth:
         checkpoint_interval=props.checkpoint_interval,
         expired_tombstones=expired_count,
         reclaimable_bytes=reclaimable,
-        unsupported_writer_features=tuple(sorted(snapshot.protocol.unsupported_writer_features())),
+        unsupported_writer_features=tuple(
+            sorted(frozenset().union(*(snapshot.protocol.refusing(op) for op in KEEPS_DATA)))
+        ),
         log_retention_ms=props.log_retention_ms,
         deleted_file_retention_ms=props.deleted_file_retention_ms,
         row_tracking=row_tracking_state(snapshot),

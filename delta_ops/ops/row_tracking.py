@@ -43,6 +43,7 @@ from delta_ops.log.actions import ADD_FIELDS, file_rows_as_actions
 from delta_ops.ops.progress import Task
 from delta_ops.ops.progress import task as progress_task
 from delta_ops.ops.results import fields_data
+from delta_ops.protocol.features import Operation
 from delta_ops.protocol.row_tracking import (
     COMMIT_VERSION_COLUMN,
     ENABLE,
@@ -110,7 +111,7 @@ def plan_enable_row_tracking(
     """What enabling row tracking on `snapshot`'s table takes."""
     if batch_files < 1:
         raise DeltaOpsError(f"--batch-files must be at least 1, got {batch_files}")
-    snapshot.protocol.check_writable()
+    snapshot.protocol.check_allows(Operation.ENABLE_ROW_TRACKING)
     props = snapshot.properties
     if props.row_tracking_suspended:
         raise DeltaOpsError(
@@ -191,6 +192,7 @@ def _upgrade_protocol(storage: Storage) -> int | None:
         snapshot,
         operation="UPGRADE PROTOCOL",
         parameters={"newProtocol": snapshot.protocol.with_features("rowTracking").to_action()},
+        purpose=Operation.ENABLE_ROW_TRACKING,
     )
     txn.add_action({"protocol": snapshot.protocol.with_features("rowTracking").to_action()})
     return txn.commit().version
@@ -245,6 +247,7 @@ def _backfill(
             operation="ROW TRACKING BACKFILL",
             parameters={"batchId": str(batch_id)},
             on_conflict=_drop_conflicting,
+            purpose=Operation.ENABLE_ROW_TRACKING,
         )
         txn.read_files(b["path"] for b in bodies)
         txn.add_actions({"add": b} for b in bodies)
@@ -288,7 +291,10 @@ def _enable_property(storage: Storage, attempts: int = 5) -> int | None:
             raise DeltaOpsError(f"{storage.url}: {exc}") from exc
         metadata = {**snapshot.metadata.to_action(), "configuration": config}
         txn = Transaction(
-            snapshot, operation="SET TBLPROPERTIES", parameters={"properties": {ENABLE: "true"}}
+            snapshot,
+            operation="SET TBLPROPERTIES",
+            parameters={"properties": {ENABLE: "true"}},
+            purpose=Operation.ENABLE_ROW_TRACKING,
         )
         txn.tags = {"rowTrackingEnablementOnly": "true"}
         txn.add_action({"metaData": metadata})

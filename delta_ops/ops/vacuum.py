@@ -67,6 +67,7 @@ from delta_ops.log.segment import complete_checkpoints
 from delta_ops.ops import progress
 from delta_ops.ops.leftovers import MIN_LEFTOVER_AGE_MS, staging_directories, stale_leftovers
 from delta_ops.ops.results import fields_data
+from delta_ops.protocol.features import Operation
 from delta_ops.storage import Storage
 from delta_ops.storage.tree import TreeListing
 from delta_ops.table.snapshot import Snapshot
@@ -436,7 +437,7 @@ def plan_vacuum(
     """
     if mode not in ("full", "lite"):
         raise DeltaOpsError(f"vacuum mode must be 'full' or 'lite', got {mode!r}")
-    snapshot.protocol.check_writable()
+    snapshot.protocol.check_allows(Operation.VACUUM)
     retention, table_retention = resolve_retention(snapshot, retention_ms, force)
     requested_now = now_ms
     now_ms = clock.bounded(now_ms)  # never more destructive than the real clock
@@ -642,7 +643,9 @@ def execute_vacuum(plan: VacuumPlan) -> VacuumResult:
         "defaultRetentionMillis": plan.table_retention_ms,
         **({"specifiedRetentionMillis": plan.retention_ms} if plan.specified_retention else {}),
     }
-    start_txn = Transaction(snapshot, operation="VACUUM START", parameters=params)
+    start_txn = Transaction(
+        snapshot, operation="VACUUM START", parameters=params, purpose=Operation.VACUUM
+    )
     start_txn.metrics = {"numFilesToDelete": len(plan.candidates), "sizeOfDataToDelete": plan.bytes}
     start_version = start_txn.commit().version
     # re-read the log: files that commits landing since the plan reference must survive
@@ -665,6 +668,7 @@ def execute_vacuum(plan: VacuumPlan) -> VacuumResult:
         operation="VACUUM END",
         parameters={"status": status},
         known_version=max(seen_version, start_version),
+        purpose=Operation.VACUUM,
     )
     if status == "COMPLETED":
         end_txn.metrics = {"numDeletedFiles": len(deleted), "numVacuumedDirectories": dirs_removed}
@@ -710,7 +714,7 @@ def committed_since(storage: Storage, version: int) -> tuple[int, set[str]]:
         latest = v
         for action in read_commit_actions(storage, v):
             if "protocol" in action:
-                Protocol.from_action(action["protocol"]).check_writable()
+                Protocol.from_action(action["protocol"]).check_allows(Operation.VACUUM)
             add = action.get("add")
             if add is None:
                 continue

@@ -40,11 +40,14 @@ from delta_ops.errors import DeltaOpsError, InvalidProtocol, UnsupportedFeature
 
 __all__ = [
     "FEATURES",
+    "KEEPS_DATA",
     "MAX_READER_VERSION",
     "MAX_WRITER_VERSION",
+    "READS",
     "TABLE_FEATURES_READER_VERSION",
     "TABLE_FEATURES_WRITER_VERSION",
     "FeatureKind",
+    "Operation",
     "Protocol",
     "TableFeature",
     "UnsupportedProtocolVersion",
@@ -61,6 +64,24 @@ TABLE_FEATURES_WRITER_VERSION = 7
 #: The highest protocol versions delta-ops implements.
 MAX_READER_VERSION = TABLE_FEATURES_READER_VERSION
 MAX_WRITER_VERSION = TABLE_FEATURES_WRITER_VERSION
+
+
+class Operation(str, Enum):
+    """What delta-ops may do to a table; a feature allows some of these, not all or nothing.
+    The value reads in a refusal: "cannot <value> this table"."""
+
+    READ_LOG = "read the log of"
+    READ_ROWS = "read the rows of"
+    CHECKPOINT = "checkpoint"
+    CLEANUP = "clean up the log of"
+    VACUUM = "vacuum"
+    ENABLE_ROW_TRACKING = "enable row tracking on"
+    WRITE = "write data to"
+
+
+READS = frozenset({Operation.READ_LOG, Operation.READ_ROWS})
+#: the maintenance that changes no data file's set: checkpoints, log cleanup, VACUUM brackets
+KEEPS_DATA = frozenset({Operation.CHECKPOINT, Operation.CLEANUP, Operation.VACUUM})
 
 
 class FeatureKind(str, Enum):
@@ -95,11 +116,26 @@ class TableFeature:
     readable: bool
     writable: bool
     requires: tuple[str, ...] = ()
+    #: for a feature only some operations honour: those operations (None: by readable/writable)
+    allows: frozenset[Operation] | None = None
+    #: why the other operations are refused, in one line
+    reason: str = ""
 
     def __post_init__(self) -> None:
         # A writer has to read the table first, so "writable but not readable" is meaningless.
         if self.writable and not self.readable:
             raise ValueError(f"feature {self.name}: writable features must be readable")
+        if self.allows is not None and Operation.READ_LOG not in self.allows:
+            raise ValueError(f"feature {self.name}: every operation reads the log first")
+
+    @property
+    def allowed_operations(self) -> frozenset[Operation]:
+        """The operations delta-ops runs on a table using this feature."""
+        if self.allows is not None:
+            return self.allows
+        if self.writable:
+            return frozenset(Operation)
+        return READS if self.readable else frozenset()
 
     @property
     def is_reader_writer(self) -> bool:
@@ -118,6 +154,18 @@ def _reader_writer(
     name: str, *, readable: bool, writable: bool, requires: tuple[str, ...] = ()
 ) -> TableFeature:
     return TableFeature(name, FeatureKind.READER_WRITER, 3, 7, False, readable, writable, requires)
+
+
+def _partly(
+    name: str,
+    kind: FeatureKind,
+    allows: frozenset[Operation],
+    reason: str,
+    requires: tuple[str, ...] = (),
+) -> TableFeature:
+    """A feature some operations honour (`allows`) and the others refuse, for `reason`."""
+    reader = 3 if kind is FeatureKind.READER_WRITER else 1
+    return TableFeature(name, kind, reader, 7, False, True, False, requires, allows, reason)
 
 
 _REGISTRY: tuple[TableFeature, ...] = (
@@ -163,8 +211,16 @@ _REGISTRY: tuple[TableFeature, ...] = (
     _reader_writer("variantType-preview", readable=True, writable=True),
     # Shredded variants spread a value over typed parquet columns that must be reassembled on
     # read; our pyarrow reader cannot reassemble them, so we refuse rather than return wrong rows.
-    _reader_writer("variantShredding", readable=False, writable=False),
-    _reader_writer("variantShredding-preview", readable=False, writable=False),
+    # The log, checkpoints (variant columns carry no stats), cleanup and vacuum are unaffected.
+    *(
+        _partly(
+            name,
+            FeatureKind.READER_WRITER,
+            frozenset({Operation.READ_LOG}) | KEEPS_DATA,
+            "shredded variant values cannot be reassembled from their parquet columns here",
+        )
+        for name in ("variantShredding", "variantShredding-preview")
+    ),
     # Catalog-managed tables: the latest ratified commits live in the catalog (or unpublished in
     # `_staged_commits`), so listing `_delta_log` can miss versions, and commits and maintenance
     # other than checkpoints must go through the catalog.
@@ -176,10 +232,26 @@ _REGISTRY: tuple[TableFeature, ...] = (
     ),
     # Geometry/geography types: stats are WKT bounding boxes and the schema types are new; we
     # interpret neither.
-    _reader_writer("geospatial", readable=False, writable=False),
-    # Collated strings change comparison semantics of stats; we do not implement collations.
-    _reader_writer("collations", readable=False, writable=False),
-    _reader_writer("collations-preview", readable=False, writable=False),
+    # The log, cleanup and vacuum never type a column; a checkpoint types stats and partition
+    # values by the schema, which names types we do not know.
+    _partly(
+        "geospatial",
+        FeatureKind.READER_WRITER,
+        frozenset({Operation.READ_LOG, Operation.CLEANUP, Operation.VACUUM}),
+        "geometry and geography types and their bounding-box stats are not implemented",
+    ),
+    # Collated strings change how stats compare. Their values are still strings: checkpoints
+    # copy the stats as written and reads return the strings; writes would need
+    # collation-aware min/max.
+    *(
+        _partly(
+            name,
+            FeatureKind.READER_WRITER,
+            READS | KEEPS_DATA,
+            "collation-aware statistics for new data are not implemented",
+        )
+        for name in ("collations", "collations-preview")
+    ),
     # Table redirection: reads must follow the redirect to another location.
     _reader_writer("redirectReaderWriter-preview", readable=False, writable=False),
     # Adaptive Metadata Tree (Delta master, unreleased): a new checkpoint layout we do not read.
@@ -211,11 +283,25 @@ _REGISTRY: tuple[TableFeature, ...] = (
     _writer("inCommitTimestamp", writable=True),
     # Iceberg compatibility requires Iceberg metadata to be kept in step with every commit
     # (UniForm) plus schema/type restrictions we do not check.
-    _writer("icebergCompatV1", writable=False, requires=("columnMapping",)),
-    _writer("icebergCompatV2", writable=False, requires=("columnMapping",)),
-    _writer("icebergCompatV3", writable=False, requires=("columnMapping", "rowTracking")),
-    _writer("icebergWriterCompatV1", writable=False, requires=("icebergCompatV2",)),
-    _writer("icebergWriterCompatV3", writable=False, requires=("icebergCompatV3",)),
+    # UniForm: Iceberg metadata follows the Delta log (converted after commits); maintenance
+    # that changes no data file's set keeps both valid, while data writes, rewrites and
+    # protocol upgrades need the Iceberg conversion and schema checks we do not do.
+    *(
+        _partly(
+            name,
+            FeatureKind.WRITER,
+            READS | KEEPS_DATA,
+            "UniForm keeps Iceberg metadata in step with data changes, which delta-ops does not write",
+            requires,
+        )
+        for name, requires in (
+            ("icebergCompatV1", ("columnMapping",)),
+            ("icebergCompatV2", ("columnMapping",)),
+            ("icebergCompatV3", ("columnMapping", "rowTracking")),
+            ("icebergWriterCompatV1", ("icebergCompatV2",)),
+            ("icebergWriterCompatV3", ("icebergCompatV3",)),
+        )
+    ),
     # Coordinated commits: commits go through a commit coordinator, not put-if-absent files.
     _writer(
         "coordinatedCommits-preview",
@@ -459,6 +545,28 @@ class Protocol:
         if unsupported:
             raise UnsupportedFeature(unsupported, action="read")
 
+    def refusing(self, operation: Operation) -> frozenset[str]:
+        """The features (unknown names included) that stop `operation` on this table. Reads
+        consider reader features only: writer features never bind readers."""
+        features = self.effective_reader_features if operation in READS else self.effective_features
+        return frozenset(n for n in features if operation not in _allowed(n))
+
+    def check_allows(self, operation: Operation) -> None:
+        """Raise UnsupportedFeature naming the operation and the features that refuse it (with
+        why), or the protocol version newer than delta-ops implements."""
+        if self.min_reader_version > MAX_READER_VERSION:
+            raise UnsupportedProtocolVersion("reader", self.min_reader_version, operation.value)
+        if operation not in READS and self.min_writer_version > MAX_WRITER_VERSION:
+            raise UnsupportedProtocolVersion("writer", self.min_writer_version, operation.value)
+        refusing = self.refusing(operation)
+        if refusing:
+            reasons = sorted({f.reason for n in refusing if (f := lookup_feature(n)) and f.reason})
+            raise UnsupportedFeature(refusing, action=operation.value, reasons=reasons)
+
+    def allowed_operations(self) -> dict[Operation, frozenset[str]]:
+        """Each operation and the features refusing it (empty: allowed), for `inspect`."""
+        return {op: self.refusing(op) for op in Operation}
+
     def unsupported_writer_features(self) -> frozenset[str]:
         """Features that stop delta-ops from committing (unknown names included).
 
@@ -553,6 +661,11 @@ class Protocol:
         if self.writer_features is not None:
             parts.append(f"writerFeatures={sorted(self.writer_features)}")
         return f"Protocol({', '.join(parts)})"
+
+
+def _allowed(name: str) -> frozenset[Operation]:
+    feature = lookup_feature(name)
+    return feature.allowed_operations if feature is not None else frozenset()
 
 
 def _readable(name: str) -> bool:

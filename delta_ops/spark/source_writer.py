@@ -25,7 +25,12 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from delta_ops.errors import DeltaOpsError, NotADeltaTable
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
-from delta_ops.table.writer import DataFile, commit_data_files, write_data_files
+from delta_ops.table.writer import (
+    DataFile,
+    check_writes_allowed,
+    commit_data_files,
+    write_data_files,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType as SparkStructType
@@ -79,6 +84,7 @@ class DeltaWriter(DataSourceArrowWriter):
         self.configuration = table_properties(options)
         lowered = {k.lower(): v for k, v in options.items()}
         self.partition_by = self._partition_columns(lowered.get("partitionby", ""))
+        check_writes_allowed(self._storage())  # before any task writes a file
 
     def _storage(self) -> Storage:
         return Storage.open(self.path, self.storage_options or None)

@@ -49,7 +49,13 @@ from delta_ops.ops.leftovers import STAGING_DIR  # the name vacuum knows as a le
 from delta_ops.storage import Location, Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import CommitResult
-from delta_ops.table.writer import HIVE_DEFAULT_PARTITION, DataFile, commit_data_files, log_path
+from delta_ops.table.writer import (
+    HIVE_DEFAULT_PARTITION,
+    DataFile,
+    check_writes_allowed,
+    commit_data_files,
+    log_path,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -141,6 +147,7 @@ def write_delta(
     partition_columns = _partition_columns(storage, partition_by, list(df.columns))
     spark = df.sparkSession
     _check_timestamp_partitions(spark, df.schema, partition_columns, storage.url)
+    check_writes_allowed(storage)  # before Spark writes a file
     staging_relative = f"{STAGING_DIR}/{uuid.uuid4()}"
     target = f"{spark_location(storage, spark_url)}/{staging_relative}"
     root_existed = not storage.is_local or storage.exists(storage.root)

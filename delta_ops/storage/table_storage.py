@@ -316,6 +316,8 @@ class Storage:
     # ----------------------------------------------------------------------------- listing
     def list_log(self, subdir: str = "") -> list[FileEntry]:
         """List files directly in `_delta_log` (or one of its subdirectories), sorted by name.
+        Hidden names (temp files of concurrent writers, `.crc` checksums) are never log files
+        and are left out, on every store alike.
 
         Raises NotADeltaTable when `_delta_log` itself does not exist.
         """
@@ -335,6 +337,7 @@ class Storage:
             )
             for i in infos
             if i.get("type") != "directory"
+            and not posixpath.basename(i["name"].rstrip("/")).startswith(".")
         ]
         entries.sort(key=lambda e: e.name)
         return entries

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from delta_ops.errors import DeltaOpsError
 from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
+from delta_ops.protocol.features import Operation
 from delta_ops.protocol.schema import (
     ArrayType,
     DeltaType,
@@ -84,7 +85,9 @@ class ScanSpec:
 def plan_scan(
     snapshot: Snapshot, columns: Sequence[str] | None = None
 ) -> tuple[ScanSpec, list[FileToRead]]:
-    """The scan of a snapshot's live files, as plain data."""
+    """The scan of a snapshot's live files, as plain data; refused (UnsupportedFeature) when a
+    table feature changes rows in ways this reader does not implement."""
+    snapshot.protocol.check_allows(Operation.READ_ROWS)
     spec = ScanSpec(
         schema_json=snapshot.schema.to_json(),
         partition_columns=tuple(snapshot.partition_columns),

@@ -48,7 +48,7 @@ from delta_ops.errors import ConcurrentModification, DeltaOpsError
 from delta_ops.log.file_names import commit_file_name
 from delta_ops.log.reader import read_commit_actions
 from delta_ops.log.replay import ROW_TRACKING_DOMAIN
-from delta_ops.protocol.features import Protocol
+from delta_ops.protocol.features import Operation, Protocol
 from delta_ops.protocol.properties import ENABLE_IN_COMMIT_TIMESTAMPS
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot
@@ -145,6 +145,8 @@ class Transaction:
         on_conflict: optional hook called with each winning commit before the default checks;
             it may drop actions from the transaction (e.g. a backfill batch) and return the
             set of paths it has resolved, which the file-level check then ignores.
+        purpose: the operation the commit belongs to (data write by default), which every
+            feature of the table must allow.
     """
 
     snapshot: Snapshot | None
@@ -155,6 +157,9 @@ class Transaction:
     time_budget_s: float = DEFAULT_TIME_BUDGET_S
     max_attempts: int | None = None
     on_conflict: Callable[[Transaction, WinningCommit], set[str]] | None = None
+    #: what the commit is for, checked against the table's features (a VACUUM bracket commit
+    #: is allowed on tables whose features refuse data writes)
+    purpose: Operation = Operation.WRITE
     actions: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
@@ -203,9 +208,9 @@ class Transaction:
         protocol = self._effective_protocol()
         if protocol is None:
             raise DeltaOpsError("a new table's first commit needs a protocol action")
-        protocol.check_writable()
+        protocol.check_allows(self.purpose)
         if self.snapshot is not None:
-            self.snapshot.protocol.check_writable()
+            self.snapshot.protocol.check_allows(self.purpose)
         storage = self.storage
         assert storage is not None
         txn_id = str(uuid.uuid4())

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops.errors import DeltaOpsError, NotADeltaTable
-from delta_ops.protocol.features import Protocol
+from delta_ops.protocol.features import Operation, Protocol
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.protocol.schema import StructType, from_arrow_schema, parse_schema
 from delta_ops.protocol.stats import stats_json_from_parquet_file
@@ -274,17 +274,34 @@ def write_arrow(
     configuration: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> CommitResult:
-    """Write an Arrow table into a Delta table (created if absent) and commit it."""
+    """Write an Arrow table into a Delta table (created if absent) and commit it. A table whose
+    features refuse data writes is refused before any file is written; files of a commit that
+    fails are deleted again."""
     storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
+    check_writes_allowed(storage)
     files = write_data_files(storage, data, partition_by)
-    return commit_data_files(
-        storage,
-        files,
-        schema=data.schema,
-        mode=mode,
-        partition_by=partition_by,
-        configuration=configuration,
-    )
+    try:
+        return commit_data_files(
+            storage,
+            files,
+            schema=data.schema,
+            mode=mode,
+            partition_by=partition_by,
+            configuration=configuration,
+        )
+    except BaseException:
+        storage.delete_many([f.relative_path for f in files])
+        raise
+
+
+def check_writes_allowed(storage: Storage) -> None:
+    """Refuse (UnsupportedFeature) before anything is written when the table exists and one of
+    its features does not allow data writes."""
+    try:
+        snapshot = load_snapshot(storage)
+    except NotADeltaTable:
+        return
+    snapshot.protocol.check_allows(Operation.WRITE)
 
 
 def write_data_files(

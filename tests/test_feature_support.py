@@ -1,0 +1,124 @@
+"""Per-operation feature support (issue 17): on a table whose protocol carries a feature, every
+operation the feature allows runs and leaves the same rows; every one it refuses fails with one
+line naming the feature and the operation, and the table's bytes stay exactly as they were."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from delta_ops import cli
+from delta_ops.errors import UnsupportedFeature
+from delta_ops.log.file_names import commit_file_name
+from delta_ops.protocol.features import FEATURES, Operation, Protocol
+from delta_ops.table.scan import read_table
+from delta_ops.table.snapshot import load_snapshot
+from delta_ops.table.writer import write_arrow
+
+OPS = {
+    "checkpoint": (Operation.CHECKPOINT, ["checkpoint"]),
+    "cleanup": (Operation.CLEANUP, ["cleanup"]),
+    "vacuum": (
+        Operation.VACUUM,
+        ["vacuum", "--retention", "0h", "--force", "--in-flight-grace", "0s"],
+    ),
+    "row-tracking": (Operation.ENABLE_ROW_TRACKING, ["enable-row-tracking"]),
+}
+# feature -> operations it allows (the rest must be refused)
+EXPECTED = {
+    "icebergCompatV2": {"checkpoint", "cleanup", "vacuum", "read rows"},
+    "collations": {"checkpoint", "cleanup", "vacuum", "read rows"},
+    "variantShredding": {"checkpoint", "cleanup", "vacuum"},
+    "geospatial": {"cleanup", "vacuum"},
+    "catalogManaged": set(),
+    "deletionVectors": {"checkpoint", "cleanup", "vacuum", "row-tracking", "write", "read rows"},
+}
+
+
+def _table_with(tmp_path: Path, feature: str) -> Path:
+    """Two appends and an overwrite (so vacuum has work), then a commit adding `feature` to the
+    protocol, written by hand as another engine would."""
+    table = tmp_path / feature
+    for start in (0, 10):
+        write_arrow(table, pa.table({"id": pa.array(range(start, start + 3), pa.int64())}))
+    write_arrow(table, pa.table({"id": pa.array([99], pa.int64())}), mode="overwrite")
+    snapshot = load_snapshot(table)
+    spec = FEATURES[feature]
+    names = {feature, *spec.requires}
+    reader = [n for n in names if FEATURES[n].is_reader_writer]
+    action = {
+        "minReaderVersion": 3 if reader else 1,
+        "minWriterVersion": 7,
+        **({"readerFeatures": sorted(reader)} if reader else {}),
+        "writerFeatures": sorted(names | set(snapshot.protocol.effective_writer_features)),
+    }
+    Protocol.from_action(action)  # a protocol every reader accepts
+    commit = table / "_delta_log" / commit_file_name(snapshot.version + 1)
+    info = {"commitInfo": {"timestamp": 1, "operation": "UPGRADE PROTOCOL"}}
+    commit.write_text(json.dumps(info) + "\n" + json.dumps({"protocol": action}) + "\n")
+    return table
+
+
+def _bytes(table: Path) -> dict[str, str]:
+    out = {}
+    for root, _, files in os.walk(table):
+        for name in files:
+            path = Path(root) / name
+            out[str(path.relative_to(table))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.mark.parametrize("feature", sorted(EXPECTED))
+def test_each_operation_runs_or_is_refused_as_the_feature_says(
+    feature: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = _table_with(tmp_path, feature)
+    allowed = EXPECTED[feature]
+    rows = (
+        sorted(read_table(load_snapshot(table))["id"].to_pylist())
+        if "read rows" in allowed
+        else None
+    )
+    for name, (operation, args) in OPS.items():
+        before = _bytes(table)
+        code = cli.main([args[0], str(table), *args[1:]])
+        out, err = capsys.readouterr()
+        if name in allowed:
+            assert code == 0, (feature, name, err)
+        else:
+            assert code != 0, (feature, name, out)
+            lines = err.strip().splitlines()
+            assert len(lines) == 1 and feature in lines[0], (feature, name, err)
+            verb = "read" if feature == "catalogManaged" else operation.value
+            assert f"cannot {verb} this table" in lines[0], lines[0]
+            assert _bytes(table) == before, (feature, name)
+    before = _bytes(table)
+    if "write" in allowed:
+        write_arrow(table, pa.table({"id": pa.array([5], pa.int64())}))
+    else:
+        with pytest.raises(UnsupportedFeature, match=feature):
+            write_arrow(table, pa.table({"id": pa.array([5], pa.int64())}))
+        assert _bytes(table) == before
+    if rows is not None:
+        now = sorted(read_table(load_snapshot(table))["id"].to_pylist())
+        assert now == sorted(rows + ([5] if "write" in allowed else []))
+    elif feature != "catalogManaged":
+        with pytest.raises(UnsupportedFeature, match=f"cannot read the rows of.*{feature}"):
+            read_table(load_snapshot(table))
+
+
+def test_inspect_lists_what_the_table_allows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = _table_with(tmp_path, "icebergCompatV2")
+    assert cli.main(["inspect", str(table), "--json"]) == 0
+    operations = json.loads(capsys.readouterr().out)["operations"]
+    assert operations["vacuum"] == operations["checkpoint"] == "allowed"
+    assert operations["write"] == "refused: icebergCompatV2"
+    assert cli.main(["inspect", str(table)]) == 0
+    assert "write: refused: icebergCompatV2" in capsys.readouterr().out
