@@ -361,6 +361,7 @@ def test_run_failure_sensor_reports_failed_maintenance_runs(tmp_path, caplog):
         "f_log_cleanup_job",
         "f_vacuum_job",
         "f_row_tracking_job",
+        "f_purge_job",
         "f_maintenance_job",
     }
 

@@ -105,6 +105,7 @@ def _add_operation(sub: Any, operation: Operation) -> None:
             "time": "now, ISO 8601 with a zone, or 1700000000s",
             "count": "a whole number",
             "choice": " | ".join(option.choices),
+            "ratio": "e.g. 0.1 or 10%",
         }[option.kind]
         default = f"; default {option.default}" if option.default not in (None, False) else ""
         parser.add_argument(

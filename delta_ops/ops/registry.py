@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from delta_ops import clock
 from delta_ops.errors import InvalidValue, RetentionTooShort
-from delta_ops.ops import checkpoint, cleanup, row_tracking, vacuum
+from delta_ops.ops import checkpoint, cleanup, purge, row_tracking, vacuum
 from delta_ops.protocol.units import (
     format_bytes,
     format_duration,
@@ -32,7 +32,7 @@ from delta_ops.protocol.units import (
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot, TableHead, load_head, load_snapshot
 
-OptionKind = Literal["duration", "time", "count", "flag", "choice"]
+OptionKind = Literal["duration", "time", "count", "flag", "choice", "ratio"]
 Progress = Callable[[str], None] | None
 
 
@@ -87,6 +87,16 @@ def _flag(option: Option, raw: Any) -> bool:
     raise ValueError(f"{raw!r} is not true or false")
 
 
+def _ratio(option: Option, raw: Any) -> float:
+    try:
+        value = float(str(raw).strip().rstrip("%")) / (100 if str(raw).strip().endswith("%") else 1)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a share such as 0.1 or 10%") from None
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{raw!r} is not a share from 0 to 1 (or 0% to 100%)")
+    return value
+
+
 def _choice(option: Option, raw: Any) -> str:
     if raw not in option.choices:
         raise ValueError(f"{raw!r} is not one of {', '.join(option.choices)}")
@@ -99,6 +109,7 @@ _PARSERS: dict[OptionKind, Callable[[Option, Any], Any]] = {
     "count": _count,
     "flag": _flag,
     "choice": _choice,
+    "ratio": _ratio,
 }
 
 
@@ -384,7 +395,30 @@ ROW_TRACKING = Operation(
 )
 
 
+# ------------------------------------------------------------------------------ purge
+PURGE = Operation(
+    name="purge",
+    action="purge",
+    help="rewrite files with deletion vectors without their deleted rows (REORG ... PURGE)",
+    options=(
+        Option(
+            "min_deleted_ratio",
+            "ratio",
+            "only files with at least this share of rows deleted",
+            0.0,
+        ),
+    ),
+    plan_with=lambda snapshot, values: purge.plan_purge(
+        snapshot, min_deleted_ratio=values["min_deleted_ratio"]
+    ),
+    execute_with=lambda plan, progress: purge.execute_purge(plan),
+    describe_plan=purge.describe_plan,
+    describe_result=purge.describe_result,
+    idle_reason=lambda plan: "no file has a deletion vector to purge",
+)
+
+
 OPERATIONS: dict[str, Operation] = {
-    op.name: op for op in (CHECKPOINT, CLEANUP, VACUUM, ROW_TRACKING)
+    op.name: op for op in (CHECKPOINT, CLEANUP, VACUUM, ROW_TRACKING, PURGE)
 }
 BY_ACTION: dict[str, Operation] = {op.action: op for op in OPERATIONS.values()}

@@ -77,6 +77,7 @@ class Operation(str, Enum):
     VACUUM = "vacuum"
     ENABLE_ROW_TRACKING = "enable row tracking on"
     WRITE = "write data to"
+    REWRITE = "rewrite data files of"  # purge, compaction: the same rows in new files
 
 
 READS = frozenset({Operation.READ_LOG, Operation.READ_ROWS})
