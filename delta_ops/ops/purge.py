@@ -21,33 +21,19 @@ commit conflict; the new files are deleted again and the purge can be re-run.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from delta_ops import clock
-from delta_ops.errors import DeltaOpsError, InvalidValue
-from delta_ops.log.actions import file_rows_as_actions
+from delta_ops.errors import InvalidValue
 from delta_ops.ops import progress
 from delta_ops.ops.cleanup import iso
 from delta_ops.ops.results import fields_data
-from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
+from delta_ops.ops.rewrite import Rewriter, live_file_rows
 from delta_ops.protocol.features import Operation
-from delta_ops.protocol.properties import (
-    MATERIALIZED_ROW_COMMIT_VERSION_COLUMN_NAME,
-    MATERIALIZED_ROW_ID_COLUMN_NAME,
-)
-from delta_ops.protocol.row_tracking import materialized_column_names
-from delta_ops.protocol.stats import stats_json_from_parquet_file
-from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot, file_num_records
-from delta_ops.table.transaction import Transaction
-from delta_ops.table.writer import log_path
 
 _FILE_FIELDS = (
     "path",
@@ -163,27 +149,10 @@ def execute_purge(plan: PurgePlan) -> PurgeResult:
     """Rewrite the plan's files and commit them as one version (see the module doc)."""
     started = time.monotonic()
     snapshot = plan.snapshot
-    storage = snapshot.storage
     if plan.nothing_to_do:
         return PurgeResult(plan.table, None, 0, (), 0, 0, 0, plan.erased_by_vacuum_after_ms, 0)
-    wanted = {f.path for f in plan.files}
-    rows = [
-        r for r in file_rows_as_actions(snapshot.files, columns=_FILE_FIELDS) if r["path"] in wanted
-    ]
-    config = dict(snapshot.metadata.configuration)
-    new_metadata = None
-    if plan.row_tracking and any(r.get("baseRowId") is not None for r in rows):
-        names = materialized_column_names(config, _physical_column_names(snapshot))
-        if any(config.get(k) != v for k, v in names.items()):
-            # the table has no materialized column names yet: name them in this commit
-            config.update(names)
-            new_metadata = {**snapshot.metadata.to_action(), "configuration": config}
-    row_id_column = config.get(MATERIALIZED_ROW_ID_COLUMN_NAME) if plan.row_tracking else None
-    commit_version_column = (
-        config.get(MATERIALIZED_ROW_COMMIT_VERSION_COLUMN_NAME) if plan.row_tracking else None
-    )
-    now = clock.now_ms()
-    written: list[str] = []
+    rows = live_file_rows(snapshot, {f.path for f in plan.files})
+    rewriter = Rewriter(snapshot, rows)
     actions: list[dict[str, Any]] = []
     kept_total = dropped_total = bytes_total = 0
     try:
@@ -191,146 +160,46 @@ def execute_purge(plan: PurgePlan) -> PurgeResult:
             "purge: rewriting", files=len(rows), bytes=sum(int(r["size"] or 0) for r in rows)
         ) as task:
             for row in rows:
-                add, kept, dropped = _rewrite(
-                    storage, snapshot, row, now, row_id_column, commit_version_column
+                data = rewriter.read(row)
+                deleted = int((row["deletionVector"] or {}).get("cardinality") or 0)
+                add = rewriter.write(
+                    [data],
+                    data.schema,
+                    rewriter.directory_of(row),
+                    row["partitionValues"] or {},
+                    keep={k: row.get(k) for k in ("tags", "clusteringProvider")},
                 )
-                written.append(add["path"])
-                actions.append({"remove": _remove_of(row, now)})
-                actions.append({"add": add})
-                kept_total += kept
-                dropped_total += dropped
+                actions += [rewriter.remove(row), {"add": add}]
+                kept_total += data.num_rows
+                dropped_total += deleted
                 bytes_total += int(add["size"])
                 task.advance(files=1, bytes=int(row["size"] or 0))
-        txn = Transaction(
-            snapshot,
-            operation="REORG",
-            parameters={"predicate": "[]", "applyPurge": True},
-            purpose=Operation.REWRITE,
-        )
-        if new_metadata is not None:
-            txn.add_action({"metaData": new_metadata})
-        txn.read_files(wanted)
-        txn.add_actions(actions)
-        txn.metrics = {
+    except BaseException:
+        rewriter.discard()
+        raise
+    version = rewriter.commit(
+        "REORG",
+        {"predicate": "[]", "applyPurge": True},
+        actions,
+        {
             "numRemovedFiles": len(rows),
-            "numAddedFiles": len(written),
+            "numAddedFiles": len(rows),
             "numDeletionVectorsRemoved": len(rows),
             "numRowsDropped": dropped_total,
-        }
-        version = txn.commit().version
-    except BaseException:
-        storage.delete_many([storage.relative_inside_root(p) for p in written])
-        raise
+        },
+        [r["path"] for r in rows],
+    )
     return PurgeResult(
         table=plan.table,
         version=version,
         files_rewritten=len(rows),
-        files_written=tuple(written),
+        files_written=tuple(a["add"]["path"] for a in actions if "add" in a),
         rows_dropped=dropped_total,
         rows_kept=kept_total,
         bytes_written=bytes_total,
         erased_by_vacuum_after_ms=plan.erased_by_vacuum_after_ms,
         duration_ms=int((time.monotonic() - started) * 1000),
     )
-
-
-def _physical_column_names(snapshot: Snapshot) -> set[str]:
-    """Every top-level column name, logical and physical, lower-cased (names to avoid)."""
-    fields = snapshot.schema.fields
-    return {f.physical_name.lower() for f in fields} | {f.name.lower() for f in fields}
-
-
-def _rewrite(
-    storage: Storage,
-    snapshot: Snapshot,
-    row: dict[str, Any],
-    now: int,
-    row_id_column: str | None,
-    commit_version_column: str | None,
-) -> tuple[dict[str, Any], int, int]:
-    """Write `row`'s file without its deleted rows; the new add body, rows kept and dropped."""
-    source = storage.table_path(row["path"])
-    try:
-        with storage.open_input(source) as handle:
-            data = pq.read_table(handle)
-    except (OSError, pa.ArrowException) as exc:
-        raise DeltaOpsError(f"{row['path']}: unreadable data file: {exc}") from exc
-    n = data.num_rows
-    descriptor = DeletionVectorDescriptor.from_dict(
-        {k: v for k, v in row["deletionVector"].items() if v is not None}
-    )
-    deleted = np.fromiter(
-        load_deletion_vector(descriptor, storage.root, storage.reader), dtype=np.int64
-    )
-    keep = np.ones(n, dtype=bool)
-    keep[deleted[deleted < n]] = False
-    if row_id_column and row.get("baseRowId") is not None:
-        ids = pa.array(int(row["baseRowId"]) + np.arange(n, dtype=np.int64))
-        data = _with_materialized(data, row_id_column, ids)
-    if commit_version_column and row.get("defaultRowCommitVersion") is not None:
-        versions = pa.array(np.full(n, int(row["defaultRowCommitVersion"]), dtype=np.int64))
-        data = _with_materialized(data, commit_version_column, versions)
-    data = data.filter(pa.array(keep))
-    directory = row["path"].rsplit("/", 1)[0] + "/" if "/" in row["path"] else ""
-    relative_dir = storage.relative_inside_root(directory) if directory else ""
-    name = f"part-00000-{uuid.uuid4()}.c000.snappy.parquet"
-    relative = f"{relative_dir.rstrip('/')}/{name}" if relative_dir else name
-    full = storage.join(relative)
-
-    def write(sink: Any) -> None:
-        pq.write_table(data, sink, compression="snappy")
-
-    created, size = storage.create_new(full, write)
-    if not created:
-        raise DeltaOpsError(f"{relative}: a file of that name appeared while purging")
-    props = snapshot.properties
-    stats = stats_json_from_parquet_file(
-        storage.reader,
-        full,
-        snapshot.schema,
-        snapshot.partition_columns,
-        num_indexed_cols=props.data_skipping_num_indexed_cols,
-        stats_columns=props.data_skipping_stats_columns,
-        column_mapping=props.column_mapping_mode != "none",
-        tight_bounds=True if snapshot.protocol.supports("deletionVectors") else None,
-    )
-    add = {
-        "path": log_path(relative),
-        "partitionValues": dict(row["partitionValues"] or {}),
-        "size": size,
-        "modificationTime": now,
-        "dataChange": False,
-        "stats": stats,
-    }
-    for kept_field in ("tags", "clusteringProvider"):
-        if row.get(kept_field):
-            add[kept_field] = row[kept_field]
-    return add, int(keep.sum()), n - int(keep.sum())
-
-
-def _with_materialized(data: pa.Table, column: str, fallback: pa.Array) -> pa.Table:
-    """`data` with `column` holding its stored values where present, else `fallback`."""
-    if column in data.column_names:
-        stored = data.column(column).combine_chunks().cast(pa.int64())
-        values = pc.if_else(pc.is_valid(stored), stored, fallback)
-        return data.set_column(data.column_names.index(column), column, values)
-    return data.append_column(pa.field(column, pa.int64(), nullable=True), fallback)
-
-
-def _remove_of(row: dict[str, Any], now: int) -> dict[str, Any]:
-    remove = {
-        "path": row["path"],
-        "deletionTimestamp": now,
-        "dataChange": False,
-        "extendedFileMetadata": True,
-        "partitionValues": dict(row["partitionValues"] or {}),
-        "size": row["size"],
-        "deletionVector": row["deletionVector"],
-    }
-    for kept_field in ("stats", "tags", "baseRowId", "defaultRowCommitVersion"):
-        if row.get(kept_field) is not None:
-            remove[kept_field] = row[kept_field]
-    return remove
 
 
 def describe_plan(plan: PurgePlan) -> str:

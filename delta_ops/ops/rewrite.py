@@ -1,0 +1,260 @@
+"""Rewriting live data files without changing the table's rows: what purge and compaction share.
+
+    rewriter = Rewriter(snapshot, rows)            # rows: the live files' add bodies to rewrite
+    data = rewriter.read(row)                      # as stored, deletion vector applied
+    add = rewriter.write([data], rewriter.schema_of([row]), directory, partition_values)
+    version = rewriter.commit("OPTIMIZE", {...}, actions, metrics)
+
+Files are read as stored (physical column names, field ids), so column mapping carries over
+untouched. On a table with row tracking, every row keeps its row id and row commit version:
+they are written into the materialized columns the table properties name (named in the same
+commit where the table has no names yet), taking a value already materialized in the file over
+`baseRowId + row index` / `defaultRowCommitVersion`. New files get fresh statistics and no
+deletion vector; adds and removes carry ``dataChange=false``. The commit checks that no
+concurrent commit removed or changed a rewritten file; if the commit fails, every file written
+is deleted again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from delta_ops import clock
+from delta_ops.errors import DeltaOpsError
+from delta_ops.log.actions import file_rows_as_actions
+from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
+from delta_ops.protocol.features import Operation
+from delta_ops.protocol.properties import (
+    MATERIALIZED_ROW_COMMIT_VERSION_COLUMN_NAME,
+    MATERIALIZED_ROW_ID_COLUMN_NAME,
+)
+from delta_ops.protocol.row_tracking import materialized_column_names
+from delta_ops.protocol.stats import stats_json_from_parquet_file
+from delta_ops.table.snapshot import Snapshot
+from delta_ops.table.transaction import Transaction
+from delta_ops.table.writer import log_path
+
+FILE_FIELDS = (
+    "path",
+    "partitionValues",
+    "size",
+    "stats",
+    "tags",
+    "deletionVector",
+    "baseRowId",
+    "defaultRowCommitVersion",
+    "clusteringProvider",
+)
+
+
+def live_file_rows(snapshot: Snapshot, paths: set[str]) -> list[dict[str, Any]]:
+    """The add bodies (FILE_FIELDS) of the live files named by `paths`, in path order."""
+    rows = file_rows_as_actions(snapshot.files, columns=FILE_FIELDS)
+    return sorted((r for r in rows if r["path"] in paths), key=lambda r: r["path"])
+
+
+class Rewriter:
+    """One rewrite of some of a snapshot's live files into new ones, committed as one version."""
+
+    def __init__(self, snapshot: Snapshot, rows: Sequence[Mapping[str, Any]]) -> None:
+        self.snapshot = snapshot
+        self.storage = snapshot.storage
+        self.now = clock.now_ms()
+        self.written: list[str] = []  # table-relative paths of new files
+        config = dict(snapshot.metadata.configuration)
+        self.new_metadata: dict[str, Any] | None = None
+        tracked = snapshot.protocol.supports("rowTracking") and any(
+            r.get("baseRowId") is not None for r in rows
+        )
+        if tracked:
+            names = materialized_column_names(config, _column_names(snapshot))
+            if any(config.get(k) != v for k, v in names.items()):
+                config.update(names)
+                self.new_metadata = {**snapshot.metadata.to_action(), "configuration": config}
+        self.row_id_column = config.get(MATERIALIZED_ROW_ID_COLUMN_NAME) if tracked else None
+        self.commit_version_column = (
+            config.get(MATERIALIZED_ROW_COMMIT_VERSION_COLUMN_NAME) if tracked else None
+        )
+
+    # ------------------------------------------------------------------------------ reading
+    def read(self, row: Mapping[str, Any]) -> pa.Table:
+        """A file's rows as stored, its deletion vector applied, row tracking materialized."""
+        try:
+            with self.storage.open_input(self.storage.table_path(row["path"])) as handle:
+                data = pq.read_table(handle)
+        except (OSError, pa.ArrowException) as exc:
+            raise DeltaOpsError(f"{row['path']}: unreadable data file: {exc}") from exc
+        n = data.num_rows
+        if self.row_id_column and row.get("baseRowId") is not None:
+            ids = pa.array(int(row["baseRowId"]) + np.arange(n, dtype=np.int64))
+            data = _with_materialized(data, self.row_id_column, ids)
+        if self.commit_version_column and row.get("defaultRowCommitVersion") is not None:
+            version = int(row["defaultRowCommitVersion"])
+            data = _with_materialized(
+                data, self.commit_version_column, pa.array(np.full(n, version, dtype=np.int64))
+            )
+        if row.get("deletionVector") is not None:
+            descriptor = DeletionVectorDescriptor.from_dict(
+                {k: v for k, v in row["deletionVector"].items() if v is not None}
+            )
+            deleted = np.fromiter(
+                load_deletion_vector(descriptor, self.storage.root, self.storage.reader),
+                dtype=np.int64,
+            )
+            keep = np.ones(n, dtype=bool)
+            keep[deleted[deleted < n]] = False
+            data = data.filter(pa.array(keep))
+        return data
+
+    def schema_of(self, rows: Sequence[Mapping[str, Any]]) -> pa.Schema:
+        """The schema that holds every given file's columns (from footers) plus the
+        materialized row-tracking columns: what their rows are written with."""
+        schemas = []
+        for row in rows:
+            with self.storage.open_input(self.storage.table_path(row["path"])) as handle:
+                schemas.append(pq.read_schema(handle))
+        extra = [c for c in (self.row_id_column, self.commit_version_column) if c]
+        if extra:
+            schemas.append(pa.schema([pa.field(c, pa.int64()) for c in extra]))
+        unified = pa.unify_schemas(schemas, promote_options="permissive")
+        # a column some file lacks is null in that file's rows
+        everywhere = set.intersection(*(set(s.names) for s in schemas[: len(rows)]))
+        return pa.schema(
+            [f if f.name in everywhere else f.with_nullable(True) for f in unified],
+            metadata=unified.metadata,
+        )
+
+    # ------------------------------------------------------------------------------ writing
+    def write(
+        self,
+        tables: Iterable[pa.Table],
+        schema: pa.Schema,
+        directory: str,
+        partition_values: Mapping[str, str | None],
+        keep: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Stream `tables` (one at a time: memory holds one) into one new parquet file in
+        `directory`; its `add` body (fresh stats, `keep` fields such as tags copied)."""
+        name = f"part-00000-{uuid.uuid4()}.c000.snappy.parquet"
+        relative = f"{directory.strip('/')}/{name}" if directory.strip("/") else name
+        full = self.storage.join(relative)
+
+        def write(sink: Any) -> None:
+            with pq.ParquetWriter(sink, schema, compression="snappy") as out:
+                for table in tables:
+                    out.write_table(_conform(table, schema))
+
+        created, size = self.storage.create_new(full, write)
+        if not created:
+            raise DeltaOpsError(f"{relative}: a file of that name appeared while rewriting")
+        self.written.append(relative)
+        props = self.snapshot.properties
+        stats = stats_json_from_parquet_file(
+            self.storage.reader,
+            full,
+            self.snapshot.schema,
+            self.snapshot.partition_columns,
+            num_indexed_cols=props.data_skipping_num_indexed_cols,
+            stats_columns=props.data_skipping_stats_columns,
+            column_mapping=props.column_mapping_mode != "none",
+            tight_bounds=True if self.snapshot.protocol.supports("deletionVectors") else None,
+        )
+        add = {
+            "path": log_path(relative),
+            "partitionValues": dict(partition_values),
+            "size": size,
+            "modificationTime": self.now,
+            "dataChange": False,
+            "stats": stats,
+        }
+        add.update({k: v for k, v in (keep or {}).items() if v})
+        return add
+
+    def directory_of(self, row: Mapping[str, Any]) -> str:
+        """The table-relative directory a file lives in (its partition directory)."""
+        relative = self.storage.relative_inside_root(row["path"])
+        return relative.rsplit("/", 1)[0] if "/" in relative else ""
+
+    def remove(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        """The `remove` of a rewritten file (its deletion vector included: the pair is removed)."""
+        body = {
+            "path": row["path"],
+            "deletionTimestamp": self.now,
+            "dataChange": False,
+            "extendedFileMetadata": True,
+            "partitionValues": dict(row.get("partitionValues") or {}),
+            "size": row["size"],
+        }
+        for name in ("deletionVector", "stats", "tags", "baseRowId", "defaultRowCommitVersion"):
+            if row.get(name) is not None:
+                body[name] = row[name]
+        return {"remove": body}
+
+    # ------------------------------------------------------------------------------ commit
+    def commit(
+        self,
+        operation: str,
+        parameters: Mapping[str, Any],
+        actions: Sequence[Mapping[str, Any]],
+        metrics: Mapping[str, Any],
+        read_paths: Iterable[str],
+    ) -> int:
+        """Commit the removes and adds as one version; on any failure the new files go."""
+        try:
+            txn = Transaction(
+                self.snapshot,
+                operation=operation,
+                parameters=dict(parameters),
+                purpose=Operation.REWRITE,
+            )
+            if self.new_metadata is not None:
+                txn.add_action({"metaData": self.new_metadata})
+            txn.read_files(read_paths)
+            txn.add_actions(actions)
+            txn.metrics = dict(metrics)
+            return txn.commit().version
+        except BaseException:
+            self.discard()
+            raise
+
+    def discard(self) -> None:
+        """Delete every file this rewrite wrote (nothing references them)."""
+        self.storage.delete_many(self.written)
+        self.written = []
+
+
+def _column_names(snapshot: Snapshot) -> set[str]:
+    """Every top-level column name, logical and physical, lower-cased (names to avoid)."""
+    fields = snapshot.schema.fields
+    return {f.physical_name.lower() for f in fields} | {f.name.lower() for f in fields}
+
+
+def _with_materialized(data: pa.Table, column: str, fallback: pa.Array) -> pa.Table:
+    """`data` with `column` holding its stored values where present, else `fallback`."""
+    if column in data.column_names:
+        stored = data.column(column).combine_chunks().cast(pa.int64())
+        values = pc.if_else(pc.is_valid(stored), stored, fallback)
+        return data.set_column(data.column_names.index(column), column, values)
+    return data.append_column(pa.field(column, pa.int64(), nullable=True), fallback)
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` in `schema`: columns in its order, missing ones null, types cast."""
+    columns = []
+    for f in schema:
+        if f.name in table.column_names:
+            column = table.column(f.name)
+            columns.append(column if column.type == f.type else column.cast(f.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, f.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+__all__ = ["FILE_FIELDS", "Rewriter", "live_file_rows"]
