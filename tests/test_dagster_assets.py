@@ -138,6 +138,7 @@ def test_definitions_load_and_every_name_is_prefixed(tmp_path):
         "lake_vacuum_job",
         "lake_row_tracking_job",
         "lake_purge_job",
+        "lake_compact_job",
         "lake_maintenance_job",
     }
     assert {s.name for s in repo.schedule_defs} == {
@@ -184,7 +185,7 @@ def test_two_fleets_merge_into_one_code_location(tmp_path):
     dg.Definitions.validate_loadable(merged)
     repo = merged.get_repository_def()
     names = {j.name for j in repo.get_all_jobs() if not j.name.startswith("__")}
-    assert len(names) == 14 and all(n.startswith(("a_", "b_")) for n in names)
+    assert len(names) == 16 and all(n.startswith(("a_", "b_")) for n in names)
     assert {s.name for s in repo.sensor_defs} == {
         "a_commit_sensor",
         "a_run_failure_sensor",

@@ -362,6 +362,7 @@ def test_run_failure_sensor_reports_failed_maintenance_runs(tmp_path, caplog):
         "f_vacuum_job",
         "f_row_tracking_job",
         "f_purge_job",
+        "f_compact_job",
         "f_maintenance_job",
     }
 

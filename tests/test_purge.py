@@ -8,7 +8,6 @@ import json
 import time
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
@@ -16,13 +15,11 @@ import pytest
 from delta_ops import cli
 from delta_ops.errors import ConcurrentModification
 from delta_ops.ops.purge import execute_purge, plan_purge
-from delta_ops.ops.row_tracking import row_ids
 from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
-from delta_ops.protocol.deletion_vectors import inline_descriptor
 from delta_ops.table.scan import read_table
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import Transaction
-from delta_ops.table.writer import write_arrow
+from tests.rewrite_support import dv_table, ids_by_value
 from tests.support import copy_fixture, deltalake_rows, duckdb_rows
 
 DV_FIXTURES = [
@@ -55,40 +52,8 @@ def test_purged_fixture_reads_the_same_and_has_no_deletion_vectors(
     assert files and all(next(iter(a.values()))["dataChange"] is False for a in files)
 
 
-def _dv_table(tmp_path: Path, configuration: dict[str, str] | None = None) -> Path:
-    """Two files of 4 rows (ids 0-3, 10-13); a DELETE gives the first 1 deleted row, the second
-    3, by deletion vectors."""
-    table = tmp_path / "t"
-    config = {"delta.enableDeletionVectors": "true", **(configuration or {})}
-    write_arrow(table, pa.table({"id": pa.array([0, 1, 2, 3], pa.int64())}), configuration=config)
-    write_arrow(table, pa.table({"id": pa.array([10, 11, 12, 13], pa.int64())}))
-    snapshot = load_snapshot(table)
-    txn = Transaction(snapshot, operation="DELETE")
-    for body in snapshot.files.to_pylist():
-        first = pq.read_table(table / body["path"]).column("id")[0].as_py()
-        deleted = [1] if first == 0 else [0, 2, 3]
-        add = {k: v for k, v in body.items() if v is not None and k != "version"}
-        add["partitionValues"] = dict(add.get("partitionValues") or {})
-        add.pop("tags", None)
-        remove = {
-            "path": add["path"],
-            "deletionTimestamp": int(time.time() * 1000),
-            "dataChange": True,
-            "extendedFileMetadata": True,
-            "partitionValues": add["partitionValues"],
-            "size": add["size"],
-        }
-        for key in ("baseRowId", "defaultRowCommitVersion"):
-            if key in add:
-                remove[key] = add[key]
-        txn.add_action({"remove": remove})
-        txn.add_action({"add": {**add, "deletionVector": inline_descriptor(deleted).to_dict()}})
-    txn.commit()
-    return table
-
-
 def test_deleted_bytes_leave_storage_after_the_vacuum(tmp_path: Path) -> None:
-    table = _dv_table(tmp_path)
+    table = dv_table(tmp_path)
     old_files = [table / p for p in load_snapshot(table).files.column("path").to_pylist()]
     assert sorted(r["id"] for r in duckdb_rows(table)) == [0, 2, 3, 11]
     result = execute_purge(plan_purge(load_snapshot(table)))
@@ -112,7 +77,7 @@ def test_deleted_bytes_leave_storage_after_the_vacuum(tmp_path: Path) -> None:
 
 
 def test_min_deleted_ratio_picks_only_files_deleted_enough(tmp_path: Path) -> None:
-    table = _dv_table(tmp_path)
+    table = dv_table(tmp_path)
     plan = plan_purge(load_snapshot(table), min_deleted_ratio=0.5)
     assert [f.num_deleted for f in plan.files] == [3]  # 3/4, not 1/4
     execute_purge(plan)
@@ -121,23 +86,13 @@ def test_min_deleted_ratio_picks_only_files_deleted_enough(tmp_path: Path) -> No
     assert sorted(r["id"] for r in duckdb_rows(table)) == [0, 2, 3, 11]
 
 
-def _ids_by_value(table: Path) -> dict[int, int]:
-    """id column value -> row id, for every live row."""
-    snapshot = load_snapshot(table)
-    out = {}
-    for row in row_ids(snapshot).to_pylist():
-        values = pq.read_table(table / row["path"], columns=["id"]).column("id")
-        out[values[row["row_index"]].as_py()] = row["row_id"]
-    return out
-
-
 def test_row_ids_and_commit_versions_survive_a_purge(tmp_path: Path) -> None:
-    table = _dv_table(tmp_path, {"delta.enableRowTracking": "true"})
-    before = _ids_by_value(table)
+    table = dv_table(tmp_path, {"delta.enableRowTracking": "true"})
+    before = ids_by_value(table)
     assert sorted(before) == [0, 2, 3, 11]
     result = execute_purge(plan_purge(load_snapshot(table)))
     snapshot = load_snapshot(table)
-    assert _ids_by_value(table) == before
+    assert ids_by_value(table) == before
     config = snapshot.metadata.configuration
     commit_column = config["delta.rowTracking.materializedRowCommitVersionColumnName"]
     for written in result.files_written:
@@ -149,7 +104,7 @@ def test_row_ids_and_commit_versions_survive_a_purge(tmp_path: Path) -> None:
 def test_a_concurrent_delete_on_a_chosen_file_conflicts_and_leaves_no_new_files(
     tmp_path: Path,
 ) -> None:
-    table = _dv_table(tmp_path)
+    table = dv_table(tmp_path)
     plan = plan_purge(load_snapshot(table))
     data_before = sorted(p.name for p in table.glob("*.parquet"))
     # meanwhile another writer removes one of the chosen files
@@ -177,7 +132,7 @@ def test_the_dagster_purge_job_purges_with_a_ratio_from_run_config(tmp_path: Pat
 
     from delta_ops.dagster import DeltaTableTarget, build_delta_maintenance_defs
 
-    table = _dv_table(tmp_path)
+    table = dv_table(tmp_path)
     defs = build_delta_maintenance_defs([DeltaTableTarget("t", str(table))], name="p")
     job = defs.resolve_job_def("p_purge_job")
     result = job.execute_in_process(

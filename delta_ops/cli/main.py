@@ -106,6 +106,8 @@ def _add_operation(sub: Any, operation: Operation) -> None:
             "count": "a whole number",
             "choice": " | ".join(option.choices),
             "ratio": "e.g. 0.1 or 10%",
+            "size": "e.g. 128MB, 1GB",
+            "text": "e.g. day=2026-11-01",
         }[option.kind]
         default = f"; default {option.default}" if option.default not in (None, False) else ""
         parser.add_argument(

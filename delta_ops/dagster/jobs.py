@@ -31,6 +31,8 @@ def _config_field(option: Option) -> tuple[Any, Any]:
         return bool, Field(default=bool(option.default), description=option.help)
     if option.kind == "count":
         return int | None, Field(default=option.default, description=option.help)
+    if option.kind in ("size", "text"):
+        return str | None, Field(default=option.default, description=option.help)
     if option.kind == "ratio":
         return float, Field(default=option.default, ge=0, le=1, description=option.help)
     if option.kind == "choice":

@@ -22,17 +22,18 @@ from typing import Any, Literal
 
 from delta_ops import clock
 from delta_ops.errors import InvalidValue, RetentionTooShort
-from delta_ops.ops import checkpoint, cleanup, purge, row_tracking, vacuum
+from delta_ops.ops import checkpoint, cleanup, compact, purge, row_tracking, vacuum
 from delta_ops.protocol.units import (
     format_bytes,
     format_duration,
     parse_duration_ms,
+    parse_size_bytes,
     parse_time_ms,
 )
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot, TableHead, load_head, load_snapshot
 
-OptionKind = Literal["duration", "time", "count", "flag", "choice", "ratio"]
+OptionKind = Literal["duration", "time", "count", "flag", "choice", "ratio", "size", "text"]
 Progress = Callable[[str], None] | None
 
 
@@ -110,6 +111,8 @@ _PARSERS: dict[OptionKind, Callable[[Option, Any], Any]] = {
     "flag": _flag,
     "choice": _choice,
     "ratio": _ratio,
+    "size": lambda option, raw: parse_size_bytes(str(raw)),
+    "text": lambda option, raw: str(raw),
 }
 
 
@@ -418,7 +421,30 @@ PURGE = Operation(
 )
 
 
+# ------------------------------------------------------------------------------ compaction
+COMPACT = Operation(
+    name="compact",
+    action="compact",
+    help="bin-pack small files of each partition into files near a target size (OPTIMIZE)",
+    options=(
+        Option("target_size", "size", "size of the files to write", "128MB"),
+        Option("where", "text", "only partitions matching COLUMN=VALUE[,COLUMN=VALUE]"),
+    ),
+    plan_with=lambda snapshot, values: compact.plan_compact(
+        snapshot,
+        target_size=values["target_size"]
+        if isinstance(values["target_size"], int)
+        else parse_size_bytes(values["target_size"]),
+        where=compact.parse_where(values["where"], snapshot.partition_columns),
+    ),
+    execute_with=lambda plan, progress: compact.execute_compact(plan),
+    describe_plan=compact.describe_plan,
+    describe_result=compact.describe_result,
+    idle_reason=lambda plan: "no partition has small files to pack",
+)
+
+
 OPERATIONS: dict[str, Operation] = {
-    op.name: op for op in (CHECKPOINT, CLEANUP, VACUUM, ROW_TRACKING, PURGE)
+    op.name: op for op in (CHECKPOINT, CLEANUP, VACUUM, ROW_TRACKING, PURGE, COMPACT)
 }
 BY_ACTION: dict[str, Operation] = {op.action: op for op in OPERATIONS.values()}

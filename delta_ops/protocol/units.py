@@ -129,3 +129,23 @@ def format_bytes(size: int) -> str:
             return f"{value:.1f} {unit}" if value < 100 else f"{value:,.0f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+_SIZE = re.compile(
+    r"^\s*(\d+(?:\.\d+)?)\s*(b|bytes?|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)\s*$", re.IGNORECASE
+)
+SIZE_FORMS = "a size with a unit, e.g. 128MB, 1GB, 512KB (powers of 1024)"
+
+
+def parse_size_bytes(text: str) -> int:
+    """`128MB`, `1 GB`, `512k`, `1000 bytes` as bytes (K/M/G/T are powers of 1024); a bare
+    number is refused: it has no unit."""
+    match = _SIZE.match(str(text))
+    if match is None:
+        raise ValueError(f"{text!r} is not a size; use {SIZE_FORMS}")
+    number, unit = float(match.group(1)), match.group(2).lower()
+    power = {"b": 0, "k": 1, "m": 2, "g": 3, "t": 4}[unit[0]]
+    size = int(number * 1024**power)
+    if size < 1:
+        raise ValueError(f"{text!r} is not a size of at least 1 byte")
+    return size

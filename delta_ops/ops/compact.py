@@ -1,0 +1,236 @@
+"""Compaction: many small files of a partition bin-packed into files near a target size
+(Delta's and delta-rs's `OPTIMIZE`), the same rows in fewer files.
+
+    plan = plan_compact(load_snapshot(path), target_size=128 * 1024**2, where={"day": "2026-11-01"})
+    result = execute_compact(plan)
+
+Per partition, files smaller than the target are taken in path order and packed greedily into
+bins of at most the target size; a bin of one file without a deletion vector is left alone
+(rewriting it gains nothing). Each bin streams its files, one at a time, into one new file
+(deletion vectors applied, row ids kept: see :mod:`delta_ops.ops.rewrite`), so memory holds one
+small file, never a partition. One commit removes the old files and adds the new ones with
+``dataChange=false``; appends that land meanwhile never conflict, while a concurrent change to a
+compacted file does (re-run to compact what is left).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from delta_ops.errors import InvalidValue
+from delta_ops.ops import progress
+from delta_ops.ops.results import fields_data
+from delta_ops.ops.rewrite import Rewriter, live_file_rows
+from delta_ops.protocol.features import Operation
+from delta_ops.protocol.units import format_bytes
+from delta_ops.table.snapshot import Snapshot
+
+DEFAULT_TARGET_SIZE = 128 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Bin:
+    """Files of one partition that become one file."""
+
+    partition_values: tuple[tuple[str, str | None], ...]
+    paths: tuple[str, ...]
+    size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields_data(self, partition_values=dict(self.partition_values))
+
+
+@dataclass(frozen=True)
+class CompactPlan:
+    """The bins to write, and what the table looks like before."""
+
+    table: str
+    version: int
+    target_size: int
+    where: dict[str, str]
+    bins: tuple[Bin, ...]
+    files_before: int
+    snapshot: Snapshot = field(repr=False, compare=False)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.bins
+
+    @property
+    def files_to_rewrite(self) -> int:
+        return sum(len(b.paths) for b in self.bins)
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields_data(self, files_to_rewrite=self.files_to_rewrite, num_bins=len(self.bins))
+
+
+@dataclass(frozen=True)
+class CompactResult:
+    """What a compaction did."""
+
+    table: str
+    version: int | None
+    files_removed: int
+    files_added: int
+    bytes_removed: int
+    bytes_added: int
+    files_written: tuple[str, ...]
+    duration_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields_data(self)
+
+
+def parse_where(text: str | None, partition_columns: tuple[str, ...]) -> dict[str, str]:
+    """`day=2026-11-01,region=eu` as {column: value}; only partition columns, equality only."""
+    out: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        column, sep, value = part.partition("=")
+        column = column.strip()
+        if not sep or column not in partition_columns:
+            accepted = ", ".join(partition_columns) or "none: the table is not partitioned"
+            raise InvalidValue(
+                f"--where {text!r}: use PARTITION_COLUMN=VALUE[,...]; partition columns: {accepted}"
+            )
+        out[column] = value.strip()
+    return out
+
+
+def plan_compact(
+    snapshot: Snapshot,
+    *,
+    target_size: int = DEFAULT_TARGET_SIZE,
+    where: Mapping[str, str] | None = None,
+) -> CompactPlan:
+    """Bin-pack each partition's small files (pure: reads only the log)."""
+    if target_size < 1:
+        raise InvalidValue(f"--target-size {target_size}: a size such as 128MB")
+    snapshot.protocol.check_allows(Operation.REWRITE)
+    wanted = dict(where or {})
+    files = snapshot.files.select(["path", "size", "partitionValues", "deletionVector"])
+    by_partition: dict[tuple[tuple[str, str | None], ...], list[tuple[str, int, bool]]] = {}
+    for row in files.to_pylist():
+        values = tuple(sorted(row["partitionValues"] or []))
+        if any(dict(values).get(c) != v for c, v in wanted.items()):
+            continue
+        size = int(row["size"] or 0)
+        if size < target_size:
+            by_partition.setdefault(values, []).append(
+                (row["path"], size, row["deletionVector"] is not None)
+            )
+    bins: list[Bin] = []
+    for values, members in sorted(by_partition.items(), key=lambda item: str(item[0])):
+        current: list[tuple[str, int, bool]] = []
+        for member in sorted(members):
+            if current and sum(m[1] for m in current) + member[1] > target_size:
+                bins.extend(_worth_it(values, current))
+                current = []
+            current.append(member)
+        bins.extend(_worth_it(values, current))
+    return CompactPlan(
+        table=snapshot.storage.url,
+        version=snapshot.version,
+        target_size=target_size,
+        where=wanted,
+        bins=tuple(bins),
+        files_before=snapshot.num_files,
+        snapshot=snapshot,
+    )
+
+
+def _worth_it(
+    values: tuple[tuple[str, str | None], ...], members: list[tuple[str, int, bool]]
+) -> list[Bin]:
+    """A bin, unless it is one file without a deletion vector (nothing to gain)."""
+    if not members or (len(members) == 1 and not members[0][2]):
+        return []
+    return [Bin(values, tuple(m[0] for m in members), sum(m[1] for m in members))]
+
+
+def execute_compact(plan: CompactPlan) -> CompactResult:
+    """Write each bin as one file and commit all of them as one version."""
+    started = time.monotonic()
+    if plan.nothing_to_do:
+        return CompactResult(plan.table, None, 0, 0, 0, 0, (), 0)
+    snapshot = plan.snapshot
+    rows = {r["path"]: r for r in live_file_rows(snapshot, {p for b in plan.bins for p in b.paths})}
+    rewriter = Rewriter(snapshot, list(rows.values()))
+    actions: list[dict[str, Any]] = []
+    added_bytes = 0
+    try:
+        with progress.task(
+            "compact: rewriting", files=len(rows), bytes=sum(b.size for b in plan.bins)
+        ) as task:
+            for b in plan.bins:
+                members = [rows[p] for p in b.paths]
+                schema = rewriter.schema_of(members)
+
+                def tables(members: list[dict[str, Any]] = members) -> Any:
+                    for row in members:
+                        yield rewriter.read(row)
+                        task.advance(files=1, bytes=int(row["size"] or 0))
+
+                add = rewriter.write(
+                    tables(), schema, rewriter.directory_of(members[0]), dict(b.partition_values)
+                )
+                actions += [rewriter.remove(row) for row in members]
+                actions.append({"add": add})
+                added_bytes += int(add["size"])
+    except BaseException:
+        rewriter.discard()
+        raise
+    version = rewriter.commit(
+        "OPTIMIZE",
+        {"predicate": str(plan.where or "[]"), "targetSize": plan.target_size},
+        actions,
+        {
+            "numRemovedFiles": len(rows),
+            "numAddedFiles": len(plan.bins),
+            "numRemovedBytes": sum(b.size for b in plan.bins),
+            "numAddedBytes": added_bytes,
+        },
+        list(rows),
+    )
+    return CompactResult(
+        table=plan.table,
+        version=version,
+        files_removed=len(rows),
+        files_added=len(plan.bins),
+        bytes_removed=sum(b.size for b in plan.bins),
+        bytes_added=added_bytes,
+        files_written=tuple(a["add"]["path"] for a in actions if "add" in a),
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )
+
+
+def describe_plan(plan: CompactPlan) -> str:
+    if plan.nothing_to_do:
+        return f"nothing to compact: no partition has small files to pack (target {format_bytes(plan.target_size)})"
+    return (
+        f"would compact {plan.files_to_rewrite:,} small files into {len(plan.bins):,}"
+        f" (target {format_bytes(plan.target_size)}); {plan.files_before:,} live files before"
+    )
+
+
+def describe_result(result: CompactResult) -> str:
+    if result.version is None:
+        return "nothing to compact"
+    return (
+        f"compacted {result.files_removed:,} files into {result.files_added:,} at version"
+        f" {result.version} ({format_bytes(result.bytes_removed)} -> {format_bytes(result.bytes_added)})"
+    )
+
+
+__all__ = [
+    "Bin",
+    "CompactPlan",
+    "CompactResult",
+    "describe_plan",
+    "describe_result",
+    "execute_compact",
+    "parse_where",
+    "plan_compact",
+]
