@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow.compute as pc
+
 from delta_ops.errors import InvalidValue
 from delta_ops.ops import progress
 from delta_ops.ops.results import fields_data
@@ -110,25 +112,30 @@ def plan_compact(
         raise InvalidValue(f"--target-size {target_size}: a size such as 128MB")
     snapshot.protocol.check_allows(Operation.REWRITE)
     wanted = dict(where or {})
-    files = snapshot.files.select(["path", "size", "partitionValues", "deletionVector"])
+    files = snapshot.files
+    small = files.filter(pc.less(pc.fill_null(files.column("size"), 0), target_size))
     by_partition: dict[tuple[tuple[str, str | None], ...], list[tuple[str, int, bool]]] = {}
-    for row in files.to_pylist():
-        values = tuple(sorted(row["partitionValues"] or []))
-        if any(dict(values).get(c) != v for c, v in wanted.items()):
+    for path, size, values_list, has_dv in zip(
+        small.column("path").to_pylist(),
+        small.column("size").to_pylist(),
+        small.column("partitionValues").to_pylist(),
+        pc.is_valid(small.column("deletionVector")).to_pylist(),
+        strict=True,
+    ):
+        values = tuple(sorted(values_list or ()))
+        if wanted and any(dict(values).get(c) != v for c, v in wanted.items()):
             continue
-        size = int(row["size"] or 0)
-        if size < target_size:
-            by_partition.setdefault(values, []).append(
-                (row["path"], size, row["deletionVector"] is not None)
-            )
+        by_partition.setdefault(values, []).append((path, int(size or 0), bool(has_dv)))
     bins: list[Bin] = []
     for values, members in sorted(by_partition.items(), key=lambda item: str(item[0])):
         current: list[tuple[str, int, bool]] = []
+        filled = 0
         for member in sorted(members):
-            if current and sum(m[1] for m in current) + member[1] > target_size:
+            if current and filled + member[1] > target_size:
                 bins.extend(_worth_it(values, current))
-                current = []
+                current, filled = [], 0
             current.append(member)
+            filled += member[1]
         bins.extend(_worth_it(values, current))
     return CompactPlan(
         table=snapshot.storage.url,
@@ -166,15 +173,18 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
         ) as task:
             for b in plan.bins:
                 members = [rows[p] for p in b.paths]
-                schema = rewriter.schema_of(members)
 
                 def tables(members: list[dict[str, Any]] = members) -> Any:
-                    for row in members:
-                        yield rewriter.read(row)
-                        task.advance(files=1, bytes=int(row["size"] or 0))
+                    for files, table in rewriter.read_all(members):
+                        yield table
+                        read = sum(int(f["size"] or 0) for f in files)
+                        task.advance(files=len(files), bytes=read)
 
                 add = rewriter.write(
-                    tables(), schema, rewriter.directory_of(members[0]), dict(b.partition_values)
+                    tables(),
+                    rewriter.output_schema(),
+                    rewriter.directory_of(members[0]),
+                    dict(b.partition_values),
                 )
                 actions += [rewriter.remove(row) for row in members]
                 actions.append({"add": add})

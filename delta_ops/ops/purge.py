@@ -164,7 +164,7 @@ def execute_purge(plan: PurgePlan) -> PurgeResult:
                 deleted = int((row["deletionVector"] or {}).get("cardinality") or 0)
                 add = rewriter.write(
                     [data],
-                    data.schema,
+                    rewriter.output_schema(),
                     rewriter.directory_of(row),
                     row["partitionValues"] or {},
                     keep={k: row.get(k) for k in ("tags", "clusteringProvider")},

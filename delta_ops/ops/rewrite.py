@@ -2,7 +2,7 @@
 
     rewriter = Rewriter(snapshot, rows)            # rows: the live files' add bodies to rewrite
     data = rewriter.read(row)                      # as stored, deletion vector applied
-    add = rewriter.write([data], rewriter.schema_of([row]), directory, partition_values)
+    add = rewriter.write([data], rewriter.output_schema(), directory, partition_values)
     version = rewriter.commit("OPTIMIZE", {...}, actions, metrics)
 
 Files are read as stored (physical column names, field ids), so column mapping carries over
@@ -18,7 +18,8 @@ is deleted again.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -36,10 +37,16 @@ from delta_ops.protocol.properties import (
     MATERIALIZED_ROW_ID_COLUMN_NAME,
 )
 from delta_ops.protocol.row_tracking import materialized_column_names
+from delta_ops.protocol.schema import to_arrow_field
 from delta_ops.protocol.stats import stats_json_from_parquet_file
 from delta_ops.table.snapshot import Snapshot
 from delta_ops.table.transaction import Transaction
 from delta_ops.table.writer import log_path
+
+ROW_GROUP_BYTES = 64 * 1024 * 1024  # in memory (Arrow) per row group written
+READ_THREADS = 4  # files read at once (parquet decoding releases the GIL)
+READ_AHEAD = 2048  # files read ahead of the writer, at most ...
+READ_AHEAD_BYTES = 64 * 1024 * 1024  # ... and this much of them: memory besides a row group
 
 FILE_FIELDS = (
     "path",
@@ -88,7 +95,7 @@ class Rewriter:
         """A file's rows as stored, its deletion vector applied, row tracking materialized."""
         try:
             with self.storage.open_input(self.storage.table_path(row["path"])) as handle:
-                data = pq.read_table(handle)
+                data = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us").read()
         except (OSError, pa.ArrowException) as exc:
             raise DeltaOpsError(f"{row['path']}: unreadable data file: {exc}") from exc
         n = data.num_rows
@@ -113,23 +120,60 @@ class Rewriter:
             data = data.filter(pa.array(keep))
         return data
 
-    def schema_of(self, rows: Sequence[Mapping[str, Any]]) -> pa.Schema:
-        """The schema that holds every given file's columns (from footers) plus the
-        materialized row-tracking columns: what their rows are written with."""
-        schemas = []
-        for row in rows:
-            with self.storage.open_input(self.storage.table_path(row["path"])) as handle:
-                schemas.append(pq.read_schema(handle))
-        extra = [c for c in (self.row_id_column, self.commit_version_column) if c]
-        if extra:
-            schemas.append(pa.schema([pa.field(c, pa.int64()) for c in extra]))
-        unified = pa.unify_schemas(schemas, promote_options="permissive")
-        # a column some file lacks is null in that file's rows
-        everywhere = set.intersection(*(set(s.names) for s in schemas[: len(rows)]))
-        return pa.schema(
-            [f if f.name in everywhere else f.with_nullable(True) for f in unified],
-            metadata=unified.metadata,
-        )
+    def read_all(
+        self, rows: Sequence[Mapping[str, Any]]
+    ) -> Iterator[tuple[Sequence[Mapping[str, Any]], pa.Table]]:
+        """(files, their rows) in order, in chunks of at most READ_AHEAD files and
+        READ_AHEAD_BYTES of file. Local files that need nothing but reading (no deletion
+        vector, no row ids to materialize) are read together by Arrow's multi-threaded dataset
+        scan; the others READ_THREADS at a time."""
+        with ThreadPoolExecutor(READ_THREADS) as pool:
+            for chunk in _chunks(rows):
+                if self.storage.is_local and all(self._plain(r) for r in chunk):
+                    yield chunk, self._read_plain(chunk)
+                    continue
+                for row, table in zip(chunk, pool.map(self.read, chunk), strict=True):
+                    yield [row], table
+
+    def _plain(self, row: Mapping[str, Any]) -> bool:
+        tracked = self.row_id_column and row.get("baseRowId") is not None
+        return row.get("deletionVector") is None and not tracked
+
+    def _read_plain(self, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+        """Several local files' rows at once, as stored, in file order."""
+        import pyarrow.dataset as ds
+
+        paths = [self.storage.table_path(r["path"]) for r in rows]
+        schema = self.output_schema()
+        try:
+            dataset = ds.dataset(
+                paths,
+                schema=schema,
+                format=ds.ParquetFileFormat(
+                    read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us")
+                ),
+            )
+            return dataset.to_table()
+        except (OSError, pa.ArrowException):  # a file the scan cannot cast: one at a time
+            return pa.concat_tables([_conform(self.read(r), schema) for r in rows])
+
+    def output_schema(self) -> pa.Schema:
+        """What rewritten files hold: the table's columns as data files name them (physical
+        names and field ids under column mapping), typed by the table schema (so files written
+        before a type widening come out widened), plus the materialized row-tracking columns.
+        Partition columns only where the table materializes them in data files."""
+        snapshot = self.snapshot
+        mapped = snapshot.properties.column_mapping_mode != "none"
+        in_files = snapshot.protocol.supports("materializePartitionColumns")
+        fields = [
+            to_arrow_field(f, physical=mapped)
+            for f in snapshot.schema.fields
+            if in_files or f.name not in snapshot.partition_columns
+        ]
+        fields += [
+            pa.field(c, pa.int64()) for c in (self.row_id_column, self.commit_version_column) if c
+        ]
+        return pa.schema(fields)
 
     # ------------------------------------------------------------------------------ writing
     def write(
@@ -147,9 +191,18 @@ class Rewriter:
         full = self.storage.join(relative)
 
         def write(sink: Any) -> None:
+            # small inputs are gathered into row groups of about ROW_GROUP_BYTES, not one each
             with pq.ParquetWriter(sink, schema, compression="snappy") as out:
+                pending: list[pa.Table] = []
+                size = 0
                 for table in tables:
-                    out.write_table(_conform(table, schema))
+                    pending.append(_conform(table, schema))
+                    size += pending[-1].nbytes
+                    if size >= ROW_GROUP_BYTES:
+                        out.write_table(pa.concat_tables(pending))
+                        pending, size = [], 0
+                if pending:
+                    out.write_table(pa.concat_tables(pending))
 
         created, size = self.storage.create_new(full, write)
         if not created:
@@ -230,6 +283,20 @@ class Rewriter:
         self.written = []
 
 
+def _chunks(rows: Sequence[Mapping[str, Any]]) -> Iterator[Sequence[Mapping[str, Any]]]:
+    """Consecutive runs of files of at most READ_AHEAD files and READ_AHEAD_BYTES (a bigger
+    file is a run of its own)."""
+    start = size = 0
+    for i, row in enumerate(rows):
+        grown = size + int(row["size"] or 0)
+        if i > start and (i - start >= READ_AHEAD or grown > READ_AHEAD_BYTES):
+            yield rows[start:i]
+            start, grown = i, int(row["size"] or 0)
+        size = grown
+    if start < len(rows):
+        yield rows[start:]
+
+
 def _column_names(snapshot: Snapshot) -> set[str]:
     """Every top-level column name, logical and physical, lower-cased (names to avoid)."""
     fields = snapshot.schema.fields
@@ -246,12 +313,18 @@ def _with_materialized(data: pa.Table, column: str, fallback: pa.Array) -> pa.Ta
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """`table` in `schema`: columns in its order, missing ones null, types cast."""
+    """`table` in `schema`: columns in its order, missing ones null, types cast; columns the
+    table no longer has (dropped under column mapping) left out."""
     columns = []
     for f in schema:
         if f.name in table.column_names:
             column = table.column(f.name)
-            columns.append(column if column.type == f.type else column.cast(f.type))
+            try:
+                columns.append(column if column.type == f.type else column.cast(f.type))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise DeltaOpsError(
+                    f"column {f.name}: a file holds {column.type}, the table says {f.type}: {exc}"
+                ) from exc
         else:
             columns.append(pa.nulls(table.num_rows, f.type))
     return pa.Table.from_arrays(columns, schema=schema)
