@@ -321,6 +321,8 @@ def test_translator_maps_maintenance_onto_the_users_asset_graph(tmp_path):
         "tombstone_backlog",
         "retention_properties_valid",
         "row_tracking_state",
+        "small_files",
+        "deleted_rows",
     }
     # a run lands on the translated key
     key = action_key("events", "checkpoint", ("lake", "maintenance"))
@@ -663,6 +665,26 @@ def _build_check_tables(tmp: Path) -> dict[str, Path]:
         ],
     )
     tables["rt_backfill_pending"] = rt
+    small = tmp / "small"
+    adds = [lb.add(f"s{i:03d}.parquet", size=10, part="p") for i in range(60)]
+    lb.write_commit(small, 0, [lb.protocol(), lb.metadata(partition_columns=["part"]), *adds])
+    tables["small"] = small
+    deleted = tmp / "deleted"
+    from delta_ops.protocol.deletion_vectors import inline_descriptor
+
+    dv = inline_descriptor([1, 2, 3]).to_dict()
+    lb.write_commit(
+        deleted,
+        0,
+        [
+            lb.protocol(
+                3, 7, reader_features=["deletionVectors"], writer_features=["deletionVectors"]
+            ),
+            lb.metadata(),
+            lb.add("a.parquet", num_records=10, dv=dv),
+        ],
+    )
+    tables["deleted"] = deleted
     return tables
 
 
@@ -673,7 +695,7 @@ def check_results(tmp_path_factory):
         [DeltaTableTarget(n, str(p)) for n, p in tables.items()], name="h"
     )
     results = run_checks(defs)
-    assert len(results) == 6 * len(tables)
+    assert len(results) == 8 * len(tables)
     return {(key.path[-1], check): e for (key, check), e in results.items()}
 
 
@@ -684,6 +706,8 @@ CHECK_NAMES = (
     "tombstone_backlog",
     "retention_properties_valid",
     "row_tracking_state",
+    "small_files",
+    "deleted_rows",
 )
 
 
@@ -776,3 +800,14 @@ def test_unreadable_log_fails_every_check_as_error(check_results):
     for c in CHECK_NAMES:
         error = meta(check_results, "bad", c)["error"]
         assert f"{1:020d}.json" in error and "malformed JSON" in error
+
+
+def test_small_files_and_deleted_rows_warn_with_the_numbers(check_results):
+    assert failed(check_results, "small") == {"small_files": dg.AssetCheckSeverity.WARN}
+    assert meta(check_results, "small", "small_files") == {"small_files": 60, "threshold": 50}
+    assert failed(check_results, "deleted") == {"deleted_rows": dg.AssetCheckSeverity.WARN}
+    assert meta(check_results, "deleted", "deleted_rows") == {
+        "deleted_records": 3,
+        "deleted_ratio": 0.3,
+        "threshold": 0.1,
+    }

@@ -1,5 +1,6 @@
 """Health checks per table: checkpoint lag, reconstructible log, writer features, backlog,
-retention settings and row-tracking state, as one multi_asset_check on the table asset."""
+retention settings, row-tracking state, small files and rows hidden by deletion vectors, as
+one multi_asset_check on the table asset."""
 
 from collections.abc import Iterator
 from typing import Any
@@ -25,7 +26,15 @@ CHECKS: dict[str, str] = {
     "delta.deletedFileRetentionDuration parse and leave time travel a sane window.",
     "row_tracking_state": "Row tracking is in the state the target asks for (enabled and "
     "backfilled, or off).",
+    "small_files": "Few small files: readers open few files per query. Fix: the compact job "
+    "(delta-ops compact).",
+    "deleted_rows": "Few rows hidden by deletion vectors: deleted data leaves the files and "
+    "readers skip less. Fix: the purge job (delta-ops purge), then vacuum.",
 }
+#: a compaction is worth it from this many small files (Delta's auto compaction minNumFiles)
+SMALL_FILES_WARN = 50
+#: a purge is worth it from this share of rows hidden by deletion vectors
+DELETED_ROWS_WARN = 0.1
 HOUR_MS = 3_600_000
 
 
@@ -112,9 +121,26 @@ def build_table_checks(
                 row_tracking=health.row_tracking,
                 files_without_row_ids=health.files_without_row_ids,
             ),
+            "small_files": lambda: result(
+                "small_files",
+                health.small_files < SMALL_FILES_WARN,
+                small_files=health.small_files,
+                threshold=SMALL_FILES_WARN,
+            ),
+            "deleted_rows": lambda: result(
+                "deleted_rows",
+                _deleted_ratio(health.deleted_records, health.num_records) < DELETED_ROWS_WARN,
+                deleted_records=health.deleted_records,
+                deleted_ratio=round(_deleted_ratio(health.deleted_records, health.num_records), 4),
+                threshold=DELETED_ROWS_WARN,
+            ),
         }
         for name in CHECKS:
             if name in selected:
                 yield checks[name]()
 
     return _health
+
+
+def _deleted_ratio(deleted: int, total: int | None) -> float:
+    return deleted / total if total else 0.0

@@ -199,6 +199,9 @@ class TableHealth:
     deleted_file_retention_ms: int
     row_tracking: str  # off | supported | enabled
     files_without_row_ids: int
+    small_files: int = 0  # files a compaction to the default target would rewrite
+    num_records: int | None = None  # physical rows in live files (None: a file lacks stats)
+    deleted_records: int = 0  # rows hidden by deletion vectors, still in the files
 
 
 def table_health(snapshot: Snapshot, now_ms: int) -> TableHealth:
@@ -229,4 +232,18 @@ def table_health(snapshot: Snapshot, now_ms: int) -> TableHealth:
         deleted_file_retention_ms=props.deleted_file_retention_ms,
         row_tracking=row_tracking_state(snapshot),
         files_without_row_ids=without_ids,
+        small_files=_small_files(snapshot),
+        num_records=snapshot.num_records,
+        deleted_records=snapshot.num_deleted_records,
     )
+
+
+def _small_files(snapshot: Snapshot) -> int:
+    """How many files a compaction would rewrite (0 where the table's features refuse it)."""
+    from delta_ops.errors import UnsupportedFeature
+    from delta_ops.ops.compact import plan_compact
+
+    try:
+        return plan_compact(snapshot).files_to_rewrite
+    except UnsupportedFeature:
+        return 0
