@@ -104,3 +104,39 @@ def test_timestamp_ntz_column_gets_its_table_feature(tmp_path):
     assert snapshot.protocol.supports("timestampNtz")
     assert snapshot.protocol.min_reader_version == 3 and snapshot.protocol.min_writer_version == 7
     assert _ids(deltalake_rows(table)) == _ids(duckdb_rows(table)) == [1, 2]
+
+
+def test_a_commit_that_landed_but_raised_keeps_its_data_files(tmp_path):
+    """The commit's PUT is durable but the caller sees an error (a lost response): the clean-up
+    of a failed write must not delete files the log now references."""
+    import pyarrow as pa
+
+    from delta_ops.table.snapshot import load_snapshot
+    from delta_ops.table.writer import write_arrow
+    from tests.faults import FaultPlan, InjectedCrash, faulty_options, faulty_url
+    from tests.support import deltalake_rows
+
+    table = tmp_path / "t"
+    write_arrow(table, pa.table({"id": pa.array([1], pa.int64())}))
+    counting = FaultPlan()
+    probe = tmp_path / "probe"
+    write_arrow(probe, pa.table({"id": pa.array([1], pa.int64())}))
+    write_arrow(
+        faulty_url(probe),
+        pa.table({"id": pa.array([2], pa.int64())}),
+        storage_options=faulty_options(counting),
+    )
+    commit_write = next(
+        i for i, (_, path) in enumerate(counting.writes, 1) if path.endswith("01.json")
+    )
+    faults = FaultPlan(crash_on=commit_write, when="after")
+    try:
+        write_arrow(
+            faulty_url(table),
+            pa.table({"id": pa.array([2], pa.int64())}),
+            storage_options=faulty_options(faults),
+        )
+    except InjectedCrash:
+        pass
+    assert faults.crashed and load_snapshot(table).version == 1
+    assert sorted(r["id"] for r in deltalake_rows(table)) == [1, 2]  # every file still there

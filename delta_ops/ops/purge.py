@@ -35,18 +35,6 @@ from delta_ops.ops.rewrite import Rewriter, live_file_rows
 from delta_ops.protocol.features import Operation
 from delta_ops.table.snapshot import Snapshot, file_num_records
 
-_FILE_FIELDS = (
-    "path",
-    "partitionValues",
-    "size",
-    "stats",
-    "tags",
-    "deletionVector",
-    "baseRowId",
-    "defaultRowCommitVersion",
-    "clusteringProvider",
-)
-
 
 @dataclass(frozen=True)
 class FileToPurge:

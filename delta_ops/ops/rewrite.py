@@ -41,7 +41,7 @@ from delta_ops.protocol.schema import to_arrow_field
 from delta_ops.protocol.stats import stats_json_from_parquet_file
 from delta_ops.table.snapshot import Snapshot
 from delta_ops.table.transaction import Transaction
-from delta_ops.table.writer import log_path
+from delta_ops.table.writer import discard_uncommitted, log_path
 
 ROW_GROUP_BYTES = 64 * 1024 * 1024  # in memory (Arrow) per row group written
 READ_THREADS = 4  # files read at once (parquet decoding releases the GIL)
@@ -278,8 +278,9 @@ class Rewriter:
             raise
 
     def discard(self) -> None:
-        """Delete every file this rewrite wrote (nothing references them)."""
-        self.storage.delete_many(self.written)
+        """Delete the files this rewrite wrote, unless the log references them after all (a
+        commit whose response was lost did land: its files must stay)."""
+        discard_uncommitted(self.storage, self.written)
         self.written = []
 
 

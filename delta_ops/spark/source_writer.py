@@ -29,6 +29,7 @@ from delta_ops.table.writer import (
     DataFile,
     check_writes_allowed,
     commit_data_files,
+    discard_uncommitted,
     write_data_files,
 )
 
@@ -129,11 +130,12 @@ class DeltaWriter(DataSourceArrowWriter):
         )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        storage = self._storage()
+        """Delete what the tasks wrote, unless the log references it (a commit whose
+        response was lost did land)."""
         written = [
             f.relative_path for m in messages if isinstance(m, WrittenFiles) for f in m.files
         ]
-        storage.delete_many(written)
+        discard_uncommitted(self._storage(), written)
 
 
 __all__ = ["DeltaWriter", "WrittenFiles"]

@@ -54,7 +54,7 @@ from delta_ops.table.writer import (
     DataFile,
     check_writes_allowed,
     commit_data_files,
-    log_path,
+    discard_uncommitted,
 )
 
 if TYPE_CHECKING:
@@ -325,52 +325,6 @@ def _move(storage: Storage, source: str, relative: str) -> None:
     becomes the staging time, which vacuum's in-flight grace measures)."""
     if not storage.move_new(source, relative):
         raise DeltaOpsError(f"{storage.url}: {relative} already exists; refusing to overwrite it")
-
-
-def discard_uncommitted(storage: Storage, relative_paths: Sequence[str]) -> None:
-    """Delete moved files after a failed commit, unless the log references them after all.
-
-    A commit can fail after its file landed (a lost response from an object store); deleting
-    files a committed version references would corrupt the table, so the log is read first.
-    When it cannot be read, the files stay as orphans for vacuum.
-    """
-    if not relative_paths:
-        return
-    try:
-        try:
-            snapshot = load_snapshot(storage)
-            referenced = set(snapshot.files.column("path").to_pylist()) | set(
-                snapshot.tombstones.column("path").to_pylist()
-            )
-        except NotADeltaTable:
-            referenced = set()
-        keep = [p for p in relative_paths if log_path(p) in referenced]
-        if keep:
-            logger.warning(
-                "%s: the commit failed but the log references %d of its files; keeping them",
-                storage.url,
-                len(keep),
-            )
-        storage.delete([storage.join(p) for p in relative_paths if p not in keep])
-        _remove_empty_partition_dirs(storage, relative_paths)
-    except Exception:  # the original error matters more; these are only orphans now
-        logger.warning(
-            "%s: could not remove %d uncommitted files; vacuum will",
-            storage.url,
-            len(relative_paths),
-            exc_info=True,
-        )
-
-
-def _remove_empty_partition_dirs(storage: Storage, relative_paths: Sequence[str]) -> None:
-    directories = {posixpath.dirname(p) for p in relative_paths} - {""}
-    parents = set()
-    for d in directories:
-        while d:
-            parents.add(d)
-            d = posixpath.dirname(d)
-    # deepest first, only when empty: another writer's files stay
-    storage.remove_empty_dirs(sorted(parents, key=lambda d: -d.count("/")))
 
 
 def remove_staging(storage: Storage, staging: str) -> None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
+import posixpath
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +40,8 @@ from delta_ops.protocol.stats import stats_json_from_parquet_file
 from delta_ops.storage import Location, Storage
 from delta_ops.table.snapshot import Snapshot, load_snapshot
 from delta_ops.table.transaction import CommitResult, Transaction
+
+logger = logging.getLogger(__name__)
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
@@ -290,7 +294,7 @@ def write_arrow(
             configuration=configuration,
         )
     except BaseException:
-        storage.delete_many([f.relative_path for f in files])
+        discard_uncommitted(storage, [f.relative_path for f in files])
         raise
 
 
@@ -343,3 +347,49 @@ def _partition_groups(
             ({c: partition_value_string(key[c]) for c in partition_by}, data.filter(mask))
         )
     return groups
+
+
+def discard_uncommitted(storage: Storage, relative_paths: Sequence[str]) -> None:
+    """Delete moved files after a failed commit, unless the log references them after all.
+
+    A commit can fail after its file landed (a lost response from an object store); deleting
+    files a committed version references would corrupt the table, so the log is read first.
+    When it cannot be read, the files stay as orphans for vacuum.
+    """
+    if not relative_paths:
+        return
+    try:
+        try:
+            snapshot = load_snapshot(storage)
+            referenced = set(snapshot.files.column("path").to_pylist()) | set(
+                snapshot.tombstones.column("path").to_pylist()
+            )
+        except NotADeltaTable:
+            referenced = set()
+        keep = [p for p in relative_paths if log_path(p) in referenced]
+        if keep:
+            logger.warning(
+                "%s: the commit failed but the log references %d of its files; keeping them",
+                storage.url,
+                len(keep),
+            )
+        storage.delete([storage.join(p) for p in relative_paths if p not in keep])
+        _remove_empty_partition_dirs(storage, relative_paths)
+    except Exception:  # the original error matters more; these are only orphans now
+        logger.warning(
+            "%s: could not remove %d uncommitted files; vacuum will",
+            storage.url,
+            len(relative_paths),
+            exc_info=True,
+        )
+
+
+def _remove_empty_partition_dirs(storage: Storage, relative_paths: Sequence[str]) -> None:
+    directories = {posixpath.dirname(p) for p in relative_paths} - {""}
+    parents = set()
+    for d in directories:
+        while d:
+            parents.add(d)
+            d = posixpath.dirname(d)
+    # deepest first, only when empty: another writer's files stay
+    storage.remove_empty_dirs(sorted(parents, key=lambda d: -d.count("/")))
