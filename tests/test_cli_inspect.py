@@ -96,7 +96,7 @@ def test_console_script_runs_as_a_process(tmp_path):
         text=True,
         check=False,
     )
-    assert result.returncode == 1
+    assert result.returncode == 2  # the user's input: not a table
     assert result.stderr.startswith("delta-ops: error: not a Delta table")
 
 

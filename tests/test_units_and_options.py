@@ -89,6 +89,16 @@ def test_human_units() -> None:
         (["checkpoint", "{t}", "--now", "2024-13-45"], "--now: '2024-13-45'"),
         (["cleanup", "{t}", "--retention", "7x"], "--retention: '7x'"),
         (["enable-row-tracking", "{t}", "--batch-files", "many"], "--batch-files: 'many'"),
+        (["checkpoint", "{t}", "--parts", "0"], "--parts: must be at least 1"),
+        (["purge", "{t}", "--min-deleted-ratio", "2"], "--min-deleted-ratio: '2'"),
+        (["purge", "{t}", "--min-deleted-ratio", "half"], "--min-deleted-ratio: 'half'"),
+        (["compact", "{t}", "--target-size", "128"], "--target-size: '128' is not a size"),
+        (["compact", "{t}", "--target-size", "big"], "--target-size: 'big'"),
+        (["compact", "{t}", "--where", "id=3"], "--where 'id=3'"),
+        (
+            ["inspect", "s3://lake/t", "--storage-option", "use_listings_cache=maybe"],
+            "use_listings",
+        ),
     ],
 )
 def test_bad_option_values_are_one_line_exit_2_and_change_nothing(

@@ -14,7 +14,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from delta_ops.errors import DeltaOpsError, InvalidValue
+from delta_ops.errors import (
+    DeltaOpsError,
+    InvalidLocation,
+    InvalidValue,
+    MissingExtra,
+    NotADeltaTable,
+)
 from delta_ops.ops import progress
 from delta_ops.ops.registry import OPERATIONS, Operation
 from delta_ops.ops.results import to_data
@@ -169,9 +175,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the reader went away (`delta-ops inspect t | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except InvalidValue as exc:
+    except (InvalidValue, InvalidLocation, MissingExtra, NotADeltaTable) as exc:
+        # the user's input is wrong (a value, a location, a store without its extra): a usage
+        # error, exit 2 as argparse's own
         print(f"delta-ops: error: {exc}", file=sys.stderr)
-        return 2  # a usage error, as argparse's own
+        return 2
     except DeltaOpsError as exc:
         print(f"delta-ops: error: {exc}", file=sys.stderr)
         return 1
