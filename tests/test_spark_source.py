@@ -148,3 +148,12 @@ def test_write_delta_error_and_ignore_modes(spark, tmp_path) -> None:
     assert sorted(r.id for r in spark.read.format("delta").load(str(table)).collect()) == [0, 1]
     with pytest.raises(InvalidValue, match="mode='upsert'"):
         write_delta(spark.range(1), table, mode="upsert")
+
+
+def test_local_sessions_run_workers_on_this_interpreter_and_clusters_keep_theirs() -> None:
+    import sys
+
+    from delta_ops.spark.session import session_conf
+
+    assert session_conf("local[2]")["spark.pyspark.python"] == sys.executable
+    assert "spark.pyspark.python" not in session_conf("spark://master:7077")

@@ -53,12 +53,12 @@ LOCAL_CONF: dict[str, str] = {
 def session_conf(master: str, conf: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The options :func:`get_spark` applies: the defaults, then `conf` (which wins)."""
     merged = dict(DEFAULT_CONF)
-    # Python workers run this interpreter (with pyarrow and delta-ops), not whatever `python3`
-    # is first on the PATH
-    merged["spark.pyspark.python"] = sys.executable
-    merged["spark.pyspark.driver.python"] = sys.executable
     if master.startswith("local"):
         merged.update(LOCAL_CONF)
+        # Python workers run this interpreter (with pyarrow and delta-ops), not whatever
+        # `python3` is first on the PATH
+        merged["spark.pyspark.python"] = sys.executable
+        merged["spark.pyspark.driver.python"] = sys.executable
     merged.update({str(k): str(v) for k, v in (conf or {}).items()})
     return merged
 
@@ -88,8 +88,10 @@ def get_spark(
     from delta_ops.spark.source import register
 
     # Spark's Python workers (and the data source planner) start `$PYSPARK_PYTHON`, else
-    # `python3` from the PATH, which may lack pyarrow and delta-ops: use this interpreter
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # `python3` from the PATH, which may lack pyarrow and delta-ops: on this machine (a local
+    # master) use this interpreter; a cluster's workers have their own
+    if master.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in session_conf(master, conf).items():
         builder = builder.config(key, value)
