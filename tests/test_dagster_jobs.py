@@ -165,6 +165,7 @@ def test_checkpoint_job_writes_a_multi_part_checkpoint_on_request(fleet):
     meta = observations(result)["simple"]
     expected = [f"{4:020d}.checkpoint.{i:010d}.{2:010d}.parquet" for i in (1, 2)]
     assert meta["kind"] == "multi-part" and meta["written"] == expected
+    assert (meta["dagster/uri"], meta["dagster/table_name"]) == (str(tables["simple"]), "simple")
     assert all((tables["simple"] / "_delta_log" / n).is_file() for n in expected)
     assert deltalake_files(tables["simple"])[0] == 4
 

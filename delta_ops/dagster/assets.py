@@ -26,6 +26,15 @@ from delta_ops.errors import DeltaOpsError
 RETRY_POLICY = dg.RetryPolicy(max_retries=3, delay=2, backoff=dg.Backoff.EXPONENTIAL)
 
 
+def table_metadata(table: DeltaTableTarget) -> dict[str, Any]:
+    """Dagster's standard keys naming the table an event is about (the UI links and groups by
+    them)."""
+    return {
+        "dagster/uri": dg.MetadataValue.text(table.url),
+        "dagster/table_name": dg.MetadataValue.text(table.name),
+    }
+
+
 def pool_name(prefix: str, table: DeltaTableTarget) -> str:
     """One concurrency pool per table: maintenance steps on one table never overlap."""
     return f"{prefix}/{table.safe_name}"
@@ -98,14 +107,12 @@ def build_table_maintenance_asset(
             if result is None:
                 context.log.info(f"{table.name}: {action} skipped: {reason}")
                 # no materialization (nothing changed), but the asset's history says why
-                context.log_event(
-                    dg.AssetObservation(
-                        asset_key=key, metadata={"skipped": dg.MetadataValue.text(str(reason))}
-                    )
-                )
+                skipped = {"skipped": dg.MetadataValue.text(str(reason)), **table_metadata(table)}
+                context.log_event(dg.AssetObservation(asset_key=key, metadata=skipped))
                 continue
             context.log.info(f"{table.name}: {action} done")
-            yield dg.MaterializeResult(asset_key=key, metadata=result_metadata(result))
+            metadata = {**result_metadata(result), **table_metadata(table)}
+            yield dg.MaterializeResult(asset_key=key, metadata=metadata)
 
     _maintenance.__doc__ = f"Maintenance of {table.name}: " + ", ".join(key_to_action.values())
     return _maintenance

@@ -11,7 +11,7 @@ from typing import Any, Literal, cast
 import dagster as dg
 from pydantic import Field, create_model
 
-from delta_ops.dagster.assets import run_action
+from delta_ops.dagster.assets import run_action, table_metadata
 from delta_ops.dagster.resource import DeltaMaintenanceResource, result_metadata
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
@@ -95,7 +95,11 @@ def build_action_op(
             result, reason = run_action(
                 resource, table, action, context.log, dry_run=dry_run, options=options
             )
-            metadata: dict[str, Any] = {"action": action, "dry_run": selection.dry_run}
+            metadata: dict[str, Any] = {
+                "action": action,
+                "dry_run": selection.dry_run,
+                **table_metadata(table),
+            }
             if result is None:
                 metadata["skipped"] = reason
                 context.log.info(f"{table.name}: {action} skipped: {reason}")
