@@ -54,9 +54,12 @@ class Option:
         return "--" + self.name.replace("_", "-")
 
     def parse(self, raw: Any) -> Any:
-        """The typed value of `raw` (text from the CLI, a value from Dagster config)."""
+        """The typed value of `raw` (text from the CLI, a value from Dagster config); a default
+        written as text (``"128MB"``) is parsed like a value the user gave."""
         if raw is None or raw == "":
-            return self.default
+            if not isinstance(self.default, str):
+                return self.default
+            raw = self.default
         try:
             return _PARSERS[self.kind](self, raw)
         except ValueError as exc:
@@ -432,9 +435,7 @@ COMPACT = Operation(
     ),
     plan_with=lambda snapshot, values: compact.plan_compact(
         snapshot,
-        target_size=values["target_size"]
-        if isinstance(values["target_size"], int)
-        else parse_size_bytes(values["target_size"]),
+        target_size=values["target_size"],
         where=compact.parse_where(values["where"], snapshot.partition_columns),
     ),
     execute_with=lambda plan, progress: compact.execute_compact(plan),
