@@ -19,10 +19,10 @@ files before any is read; Spark still evaluates every filter on the rows.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -39,6 +39,7 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
+from delta_ops import clock
 from delta_ops.errors import InvalidValue
 from delta_ops.protocol.schema import parse_partition_values
 from delta_ops.protocol.units import parse_time_ms
@@ -47,7 +48,6 @@ from delta_ops.table.scan import FileToRead, ScanSpec, plan_scan, read_batches
 from delta_ops.table.snapshot import Snapshot, load_snapshot
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType as SparkStructType
 
@@ -130,7 +130,7 @@ def version_at(storage: Storage, timestamp_text: str) -> int:
     the table has them), as Delta's timestampAsOf; refused before the first commit we have."""
     from delta_ops.ops.vacuum import latest_commit_before
 
-    now = int(datetime.datetime.now(datetime.UTC).timestamp() * 1000)
+    now = clock.now_ms()
     text = timestamp_text.strip()
     if " " in text and "T" not in text:  # Spark's 'yyyy-MM-dd HH:mm:ss' form
         text = text.replace(" ", "T", 1)
@@ -197,8 +197,6 @@ def _may_match(spec: ScanSpec, file: FileToRead, filters: list[Filter]) -> bool:
     for flt in filters:
         name = _column(flt)[0]
         field = fields[name]
-        import pyarrow as pa
-
         raw = values.get(field.physical_name, values.get(name))
         value = parse_partition_values(pa.array([raw], pa.string()), field.type)[0].as_py()
         try:

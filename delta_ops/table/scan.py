@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -61,8 +62,9 @@ class ScanSpec:
     column_mapping: bool
     columns: tuple[str, ...] | None = None
 
-    @property
+    @cached_property
     def schema(self) -> StructType:
+        """The parsed schema (once per spec: every file read asks for it)."""
         return parse_schema(self.schema_json)
 
     def fields(self) -> list[StructField]:
