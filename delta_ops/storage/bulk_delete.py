@@ -18,6 +18,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from delta_ops.storage.s3_listing import is_s3
+
 if TYPE_CHECKING:
     from delta_ops.storage.table_storage import Storage
 
@@ -34,7 +36,7 @@ def delete_batch(storage: Storage, relative_paths: Sequence[str]) -> list[str]:
     the ones that are gone now."""
     fs = storage._filesystem
     paths = [storage.join(p) for p in relative_paths]
-    if hasattr(fs, "call_s3") and hasattr(fs, "split_path"):
+    if is_s3(fs):
         return _s3_delete_objects(fs, paths, list(relative_paths))
     try:
         fs.rm(paths)

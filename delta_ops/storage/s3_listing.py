@@ -32,7 +32,8 @@ class ListedObject:
     modification_time: int
 
 
-def supports_range_listing(fs: Any) -> bool:
+def is_s3(fs: Any) -> bool:
+    """Whether `fs` is s3fs (its raw client calls serve the range listing and bulk deletes)."""
     return hasattr(fs, "_call_s3") and hasattr(fs, "split_path")
 
 
@@ -96,4 +97,4 @@ def list_in_ranges(
     return [obj for part in sync(fs.loop, all_ranges) for obj in part]
 
 
-__all__ = ["ListedObject", "cut_points", "list_in_ranges", "supports_range_listing"]
+__all__ = ["ListedObject", "cut_points", "is_s3", "list_in_ranges"]

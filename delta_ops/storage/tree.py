@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from delta_ops.storage.bulk_delete import delete_batch
-from delta_ops.storage.s3_listing import list_in_ranges, supports_range_listing
+from delta_ops.storage.s3_listing import is_s3, list_in_ranges
 
 if TYPE_CHECKING:
     from delta_ops.storage.table_storage import Storage
@@ -52,7 +52,7 @@ def walk(
     (relative paths the caller expects, such as the table's files) let S3 list in parallel
     key ranges."""
     listing = TreeListing()
-    if not storage.is_local and supports_range_listing(storage._filesystem):
+    if not storage.is_local and is_s3(storage._filesystem):
         return _walk_ranges(storage, skip_name, known_names)
     if storage.is_local:
         stack = [""]
