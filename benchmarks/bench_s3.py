@@ -60,8 +60,8 @@ print({op})
 """
 
 
-def _log(files: int) -> dict[str, bytes]:
-    """The two commits: N+1 adds, then N removes 30 days old."""
+def _log(files: int, size: int) -> dict[str, bytes]:
+    """The two commits: N+1 adds of `size` bytes each, then N removes 30 days old."""
     old = int(time.time() * 1000) - 30 * DAY_MS
     schema = {
         "type": "struct",
@@ -81,7 +81,7 @@ def _log(files: int) -> dict[str, bytes]:
         },
         {"commitInfo": {"timestamp": old, "operation": "WRITE"}},
     ]
-    add = {"partitionValues": {}, "size": 0, "modificationTime": old, "dataChange": True}
+    add = {"partitionValues": {}, "size": size, "modificationTime": old, "dataChange": True}
     first += [{"add": {**add, "path": f"part-{i:05d}.parquet"}} for i in range(files + 1)]
     second = [{"commitInfo": {"timestamp": old + 1, "operation": "DELETE"}}]
     second += [
@@ -108,10 +108,7 @@ class Table:
         out = io.BytesIO()
         pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), out)
         self.parquet = out.getvalue()
-        self.log = _log(files)
-        # the adds carry the real size
-        size = str(len(self.parquet)).encode()
-        self.log = {k: v.replace(b'"size": 0', b'"size": ' + size) for k, v in self.log.items()}
+        self.log = _log(files, len(self.parquet))
 
     def _objects(self) -> list[str]:
         self.fs.invalidate_cache()
