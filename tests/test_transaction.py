@@ -23,6 +23,7 @@ from delta_ops.errors import ConcurrentModification, UnsupportedFeature
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import CommitRefused, Transaction
+from delta_ops.table.write_target import resolve_write_target
 from delta_ops.table.writer import DataFile, commit_data_files, write_arrow
 from tests import log_builder as lb
 from tests.support import add_action, deltalake_files, deltalake_rows, duckdb_rows
@@ -578,8 +579,7 @@ def test_commit_data_files_uses_the_same_conflict_rules(tmp_path):
     overwrite.add_action(add_action(table, "new.parquet", 1, 50))
     overwrite.commit()
     # an append from the latest snapshot lands normally after it
-    result = commit_data_files(
-        table, [data_file(table, "appended.parquet", 2, 60)], schema=ids(0).schema
-    )
+    target = resolve_write_target(Storage.open(table), ids(0).schema)
+    result = commit_data_files(table, [data_file(table, "appended.parquet", 2, 60)], target)
     assert result.version == 2
     assert live_ids(table) == [50, 60, 61]

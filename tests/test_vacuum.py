@@ -26,8 +26,10 @@ from delta_ops.errors import RetentionTooShort
 from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.vacuum import VacuumLiteRefused, execute_vacuum, plan_vacuum
+from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import Transaction
+from delta_ops.table.write_target import resolve_write_target
 from delta_ops.table.writer import DataFile, commit_data_files, write_arrow
 from tests.support import (
     copy_fixture,
@@ -818,7 +820,8 @@ def test_file_committed_between_plan_and_execute_is_kept(tmp_path):
     plan = plan_vacuum(load_snapshot(table), now_ms(), retention_ms=0, force=True)
     assert {c.path for c in plan.candidates} == {"late.parquet", "orphan.parquet"}
     # another writer commits the "orphan" as a data file after the plan was made
-    commit_data_files(table, [DataFile("late.parquet", {})], schema=ids(0).schema)
+    target = resolve_write_target(Storage.open(table), ids(0).schema)
+    commit_data_files(table, [DataFile("late.parquet", {})], target)
     result = execute_vacuum(plan)
     assert result.kept_after_recheck == ("late.parquet",)
     assert result.deleted == ("orphan.parquet",)

@@ -37,10 +37,10 @@ from delta_ops.protocol.properties import (
     MATERIALIZED_ROW_ID_COLUMN_NAME,
 )
 from delta_ops.protocol.row_tracking import materialized_column_names
-from delta_ops.protocol.schema import to_arrow_field
 from delta_ops.protocol.stats import stats_json_from_parquet_file
 from delta_ops.table.snapshot import Snapshot
 from delta_ops.table.transaction import Transaction
+from delta_ops.table.write_target import conform, data_file_schema
 from delta_ops.table.writer import discard_uncommitted, log_path
 
 ROW_GROUP_BYTES = 64 * 1024 * 1024  # in memory (Arrow) per row group written
@@ -155,7 +155,7 @@ class Rewriter:
             )
             return dataset.to_table()
         except (OSError, pa.ArrowException):  # a file the scan cannot cast: one at a time
-            return pa.concat_tables([_conform(self.read(r), schema) for r in rows])
+            return pa.concat_tables([conform(self.read(r), schema) for r in rows])
 
     def output_schema(self) -> pa.Schema:
         """What rewritten files hold: the table's columns as data files name them (physical
@@ -163,13 +163,14 @@ class Rewriter:
         before a type widening come out widened), plus the materialized row-tracking columns.
         Partition columns only where the table materializes them in data files."""
         snapshot = self.snapshot
-        mapped = snapshot.properties.column_mapping_mode != "none"
-        in_files = snapshot.protocol.supports("materializePartitionColumns")
-        fields = [
-            to_arrow_field(f, physical=mapped)
-            for f in snapshot.schema.fields
-            if in_files or f.name not in snapshot.partition_columns
-        ]
+        fields = list(
+            data_file_schema(
+                snapshot.schema,
+                snapshot.partition_columns,
+                mapped=snapshot.properties.column_mapping_mode != "none",
+                partitions_in_files=snapshot.protocol.supports("materializePartitionColumns"),
+            )
+        )
         fields += [
             pa.field(c, pa.int64()) for c in (self.row_id_column, self.commit_version_column) if c
         ]
@@ -196,7 +197,7 @@ class Rewriter:
                 pending: list[pa.Table] = []
                 size = 0
                 for table in tables:
-                    pending.append(_conform(table, schema))
+                    pending.append(conform(table, schema))
                     size += pending[-1].nbytes
                     if size >= ROW_GROUP_BYTES:
                         out.write_table(pa.concat_tables(pending))
@@ -311,24 +312,6 @@ def _with_materialized(data: pa.Table, column: str, fallback: pa.Array) -> pa.Ta
         values = pc.if_else(pc.is_valid(stored), stored, fallback)
         return data.set_column(data.column_names.index(column), column, values)
     return data.append_column(pa.field(column, pa.int64(), nullable=True), fallback)
-
-
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """`table` in `schema`: columns in its order, missing ones null, types cast; columns the
-    table no longer has (dropped under column mapping) left out."""
-    columns = []
-    for f in schema:
-        if f.name in table.column_names:
-            column = table.column(f.name)
-            try:
-                columns.append(column if column.type == f.type else column.cast(f.type))
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise DeltaOpsError(
-                    f"column {f.name}: a file holds {column.type}, the table says {f.type}: {exc}"
-                ) from exc
-        else:
-            columns.append(pa.nulls(table.num_rows, f.type))
-    return pa.Table.from_arrays(columns, schema=schema)
 
 
 __all__ = ["FILE_FIELDS", "Rewriter", "live_file_rows"]

@@ -318,6 +318,39 @@ def _type_to_json(t: DeltaType) -> Any:
 # --------------------------------------------------------------------------- column mapping
 
 
+def assign_column_mapping(struct: StructType, start: int = 0) -> tuple[StructType, int]:
+    """`struct` with a column-mapping id and a fresh physical name (``col-<uuid>``) on every
+    field at every nesting level that lacks them, as Delta Spark assigns them to a new table;
+    and the highest id used (the table's ``delta.columnMapping.maxColumnId``)."""
+    import uuid
+
+    highest = start
+
+    def assign_type(t: DeltaType) -> DeltaType:
+        if isinstance(t, StructType):
+            return StructType(tuple(assign_field(f) for f in t.fields))
+        if isinstance(t, ArrayType):
+            return ArrayType(assign_type(t.element_type), t.contains_null)
+        if isinstance(t, MapType):
+            return MapType(
+                assign_type(t.key_type), assign_type(t.value_type), t.value_contains_null
+            )
+        return t
+
+    def assign_field(f: StructField) -> StructField:
+        nonlocal highest
+        metadata = dict(f.metadata)
+        if not isinstance(metadata.get(COLUMN_ID_KEY), int):
+            highest += 1
+            metadata[COLUMN_ID_KEY] = highest
+        else:
+            highest = max(highest, metadata[COLUMN_ID_KEY])
+        metadata.setdefault(PHYSICAL_NAME_KEY, f"col-{uuid.uuid4()}")
+        return StructField(f.name, assign_type(f.type), f.nullable, metadata)
+
+    return StructType(tuple(assign_field(f) for f in struct.fields)), highest
+
+
 def physical_name(field: StructField) -> str:
     """The column-mapping physical name of `field`, or its logical name when it has none."""
     name = field.metadata.get(PHYSICAL_NAME_KEY)

@@ -22,12 +22,11 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from delta_ops.errors import DeltaOpsError, NotADeltaTable
+from delta_ops.errors import DeltaOpsError
 from delta_ops.storage import Storage
-from delta_ops.table.snapshot import load_snapshot
+from delta_ops.table.write_target import resolve_write_target
 from delta_ops.table.writer import (
     DataFile,
-    check_writes_allowed,
     commit_data_files,
     discard_uncommitted,
     write_data_files,
@@ -84,28 +83,18 @@ class DeltaWriter(DataSourceArrowWriter):
         self.mode = "overwrite" if overwrite else "append"
         self.configuration = table_properties(options)
         lowered = {k.lower(): v for k, v in options.items()}
-        self.partition_by = self._partition_columns(lowered.get("partitionby", ""))
-        check_writes_allowed(self._storage())  # before any task writes a file
+        wanted = [c.strip() for c in lowered.get("partitionby", "").split(",") if c.strip()]
+        # decided once, before any task writes a file: refusals, partitioning, column mapping
+        self.target = resolve_write_target(
+            self._storage(),
+            self.schema,
+            partition_by=wanted,
+            mode=self.mode,
+            configuration=self.configuration or None,
+        )
 
     def _storage(self) -> Storage:
         return Storage.open(self.path, self.storage_options or None)
-
-    def _partition_columns(self, requested: str) -> list[str]:
-        wanted = [c.strip() for c in requested.split(",") if c.strip()]
-        try:
-            existing = list(load_snapshot(self._storage()).partition_columns)
-        except NotADeltaTable:
-            existing = None
-        if existing is not None and wanted and wanted != existing:
-            raise DeltaOpsError(f"{self.path} is partitioned by {existing}, not {wanted}")
-        chosen = existing if existing is not None else wanted
-        missing = [c for c in chosen if c not in self.schema.names]
-        if missing:
-            raise DeltaOpsError(
-                f"{self.path}: partition columns {missing} are not in the DataFrame's columns "
-                f"{self.schema.names}"
-            )
-        return chosen
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenFiles:
         from pyspark import TaskContext
@@ -116,18 +105,11 @@ class DeltaWriter(DataSourceArrowWriter):
         context = TaskContext.get()
         task = context.partitionId() if context is not None else 0
         data = pa.Table.from_batches(batches).cast(self.schema)
-        return WrittenFiles(write_data_files(self._storage(), data, self.partition_by, task=task))
+        return WrittenFiles(write_data_files(self._storage(), data, self.target, task=task))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         files = [f for m in messages if isinstance(m, WrittenFiles) for f in m.files]
-        commit_data_files(
-            self._storage(),
-            files,
-            schema=self.schema,
-            mode=self.mode,
-            partition_by=self.partition_by,
-            configuration=self.configuration or None,
-        )
+        commit_data_files(self._storage(), files, self.target)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete what the tasks wrote, unless the log references it (a commit whose

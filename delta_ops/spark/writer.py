@@ -49,10 +49,10 @@ from delta_ops.ops.leftovers import STAGING_DIR  # the name vacuum knows as a le
 from delta_ops.storage import Location, Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import CommitResult
+from delta_ops.table.write_target import WriteTarget, resolve_write_target
 from delta_ops.table.writer import (
     HIVE_DEFAULT_PARTITION,
     DataFile,
-    check_writes_allowed,
     commit_data_files,
     discard_uncommitted,
 )
@@ -144,35 +144,37 @@ def write_delta(
                 return CommitResult(version=existing, attempts=0, num_actions=0)
             raise DeltaOpsError(f"{storage.url} is already a Delta table (version {existing})")
         mode = "append"
-    partition_columns = _partition_columns(storage, partition_by, list(df.columns))
+    wanted = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
+    # refusals, partitioning and column mapping, decided before Spark writes a file
+    target = resolve_write_target(
+        storage,
+        spark_schema_to_arrow(df.schema),
+        partition_by=wanted,
+        mode=mode,
+        configuration=configuration,
+    )
+    partition_columns = list(target.partition_columns)
     spark = df.sparkSession
     _check_timestamp_partitions(spark, df.schema, partition_columns, storage.url)
-    check_writes_allowed(storage)  # before Spark writes a file
+    file_partitions = [target.file_name(c) for c in partition_columns]
     staging_relative = f"{STAGING_DIR}/{uuid.uuid4()}"
-    target = f"{spark_location(storage, spark_url)}/{staging_relative}"
+    target_dir = f"{spark_location(storage, spark_url)}/{staging_relative}"
     root_existed = not storage.is_local or storage.exists(storage.root)
     moved: list[str] = []
     committed = False
     try:
         with parquet_timestamps_in_micros(spark):
-            writer = df.write.mode("errorifexists")
-            if partition_columns:
-                writer = writer.partitionBy(*partition_columns)
-            writer.parquet(target)
+            writer = _in_file_layout(df, target).write.mode("errorifexists")
+            if file_partitions:
+                writer = writer.partitionBy(*file_partitions)
+            writer.parquet(target_dir)
         files = []
-        for staged in staged_files(storage, staging_relative, partition_columns):
+        for staged in staged_files(storage, staging_relative, file_partitions):
             _move(storage, staged.staged_path, staged.relative_path)
             moved.append(staged.relative_path)
             files.append(DataFile(staged.relative_path, staged.partition_values))
         logger.info("Spark wrote %d files for %s; committing", len(files), storage.url)
-        result = commit_data_files(
-            storage,
-            files,
-            schema=spark_schema_to_arrow(df.schema),
-            mode=mode,
-            partition_by=partition_columns,
-            configuration=configuration,
-        )
+        result = commit_data_files(storage, files, target)
         committed = True
         return result
     finally:
@@ -191,30 +193,59 @@ def _existing_version(storage: Storage) -> int | None:
         return None
 
 
-def _partition_columns(
-    storage: Storage, partition_by: Sequence[str] | str | None, columns: list[str]
-) -> list[str]:
-    """The partition columns to write: the table's own, or `partition_by` for a new table."""
-    wanted = (
-        [partition_by]
-        if isinstance(partition_by, str)
-        else list(partition_by)
-        if partition_by is not None
-        else None
-    )
-    try:
-        existing: list[str] | None = list(load_snapshot(storage).partition_columns)
-    except NotADeltaTable:
-        existing = None
-    if existing is not None and wanted is not None and wanted != existing:
-        raise DeltaOpsError(f"{storage.url} is partitioned by {existing}, not {wanted}")
-    chosen = existing if existing is not None else (wanted or [])
-    missing = [c for c in chosen if c not in columns]
-    if missing:
-        raise DeltaOpsError(
-            f"{storage.url}: partition columns {missing} are not in the DataFrame's columns {columns}"
+def _in_file_layout(df: DataFrame, target: WriteTarget) -> DataFrame:
+    """The DataFrame's columns as the table's data files name and type them: under column
+    mapping, physical names (nested ones too: Spark casts structs by position) with parquet
+    field ids; partition columns renamed only."""
+    if all(target.file_name(c) == c for c in target.file_names):
+        return df  # no column mapping: files name columns as the DataFrame does
+    from pyspark.sql import functions as F
+
+    by_lower = {c.lower(): c for c in df.columns}
+    logical = {target.file_name(c): c for c in target.file_names}
+    columns = []
+    for field in target.file_schema:
+        source = by_lower.get(logical.get(field.name, field.name).lower())
+        if source is None:
+            continue  # a missing nullable column: readers take it as null
+        cast = F.col(f"`{source}`").cast(_spark_type(field.type))
+        columns.append(cast.alias(field.name, metadata=_field_id_metadata(field)))
+    written = {field.name for field in target.file_schema}
+    for column in target.partition_columns:
+        name = target.file_name(column)
+        if name not in written:
+            columns.append(F.col(f"`{by_lower[column.lower()]}`").alias(name))
+    return df.select(*columns)
+
+
+def _field_id_metadata(field: pa.Field) -> dict[str, Any]:
+    """Spark's column metadata that makes its parquet writer store `field`'s field id."""
+    from delta_ops.protocol.schema import PARQUET_FIELD_ID_KEY
+
+    field_id = (field.metadata or {}).get(PARQUET_FIELD_ID_KEY)
+    return {"parquet.field.id": int(field_id)} if field_id else {}
+
+
+def _spark_type(arrow_type: pa.DataType) -> Any:
+    """The Spark type of an Arrow type, nested fields keeping their field ids."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    if pa.types.is_struct(arrow_type):
+        return T.StructType(
+            [
+                T.StructField(f.name, _spark_type(f.type), f.nullable, _field_id_metadata(f))
+                for f in arrow_type
+            ]
         )
-    return chosen
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        element = arrow_type.value_field
+        return T.ArrayType(_spark_type(element.type), element.nullable)
+    if pa.types.is_map(arrow_type):
+        item = arrow_type.item_field
+        return T.MapType(_spark_type(arrow_type.key_type), _spark_type(item.type), item.nullable)
+    return from_arrow_type(arrow_type)
 
 
 def _check_timestamp_partitions(

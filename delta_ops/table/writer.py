@@ -18,7 +18,6 @@ Example::
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import posixpath
 import time
@@ -33,13 +32,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops.errors import DeltaOpsError, NotADeltaTable
-from delta_ops.protocol.features import Operation, Protocol
 from delta_ops.protocol.properties import TableProperties
-from delta_ops.protocol.schema import StructType, from_arrow_schema, parse_schema
-from delta_ops.protocol.stats import stats_json_from_parquet_file
+from delta_ops.protocol.schema import parse_schema
+from delta_ops.protocol.stats import (
+    read_parquet_metadata,
+    stats_from_parquet_metadata,
+    stats_to_json,
+)
 from delta_ops.storage import Location, Storage
 from delta_ops.table.snapshot import Snapshot, load_snapshot
 from delta_ops.table.transaction import CommitResult, Transaction
+from delta_ops.table.write_target import WriteTarget, resolve_write_target, to_file_table
 
 logger = logging.getLogger(__name__)
 
@@ -54,55 +57,6 @@ class DataFile:
     partition_values: Mapping[str, str | None]
 
 
-def protocol_for_configuration(configuration: Mapping[str, str], schema_json: str = "") -> Protocol:
-    """The protocol a new table needs: (1, 2) plus what its properties and column types need."""
-    protocol = Protocol(1, 2)
-    props = TableProperties.from_configuration(configuration)
-    wanted = []
-    if '"timestamp_ntz"' in schema_json:
-        wanted.append("timestampNtz")
-    if props.enable_row_tracking:
-        wanted.append("rowTracking")
-    if props.enable_deletion_vectors:
-        wanted.append("deletionVectors")
-    if props.enable_change_data_feed:
-        wanted.append("changeDataFeed")
-    if props.checkpoint_policy == "v2":
-        wanted.append("v2Checkpoint")
-    if props.enable_in_commit_timestamps:
-        wanted.append("inCommitTimestamp")
-    return protocol.with_features(*wanted) if wanted else protocol
-
-
-def new_table_actions(
-    schema: pa.Schema, partition_by: Sequence[str], configuration: Mapping[str, str]
-) -> list[dict[str, Any]]:
-    """Protocol and metaData actions creating a table with this Arrow schema."""
-    missing = [c for c in partition_by if c not in schema.names]
-    if missing:
-        raise DeltaOpsError(
-            f"partition columns {missing} are not in the data's schema {schema.names}"
-        )
-    delta_schema = from_arrow_schema(schema)
-    configuration = dict(configuration)
-    if TableProperties.from_configuration(configuration).enable_row_tracking:
-        from delta_ops.protocol.row_tracking import materialized_column_names
-
-        configuration.update(
-            materialized_column_names(configuration, {n.lower() for n in schema.names})
-        )
-    metadata = {
-        "id": str(uuid.uuid4()),
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": delta_schema.to_json(),
-        "partitionColumns": list(partition_by),
-        "configuration": dict(configuration),
-        "createdTime": int(time.time() * 1000),
-    }
-    protocol = protocol_for_configuration(configuration, delta_schema.to_json())
-    return [{"protocol": protocol.to_action()}, {"metaData": metadata}]
-
-
 def log_path(relative_path: str) -> str:
     """A table-relative file path as written in the log: URL-encoded (RFC 2396)."""
     return quote(relative_path, safe="/=-_.~")
@@ -111,38 +65,48 @@ def log_path(relative_path: str) -> str:
 def commit_data_files(
     table: Location | Storage,
     files: Sequence[DataFile],
+    target: WriteTarget,
     *,
-    schema: pa.Schema,
-    mode: str = "append",
-    partition_by: Sequence[str] = (),
-    configuration: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     operation_parameters: Mapping[str, Any] | None = None,
 ) -> CommitResult:
-    """Commit parquet files that were written inside the table as one WRITE."""
-    if mode not in ("append", "overwrite"):
-        raise ValueError(f"mode must be 'append' or 'overwrite', got {mode!r}")
+    """Commit parquet files written inside the table for `target` as one WRITE.
+
+    The target is resolved again against the latest version: a table created, re-partitioned
+    or re-mapped meanwhile (so the files no longer fit it) is refused, as is anything the
+    table now refuses. Each file's footer gives its stats and proves that NOT NULL columns
+    hold no nulls."""
     storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
     snapshot: Snapshot | None
     try:
         snapshot = load_snapshot(storage)
     except NotADeltaTable:
         snapshot = None
-    if snapshot is None:
-        setup = new_table_actions(schema, partition_by, configuration or {})
-        table_schema = parse_schema(setup[1]["metaData"]["schemaString"])
-        partition_columns = list(partition_by)
-        props = TableProperties.from_configuration(configuration or {})
-    else:
-        setup = []
-        table_schema = snapshot.schema
-        partition_columns = list(snapshot.partition_columns)
-        if partition_by and list(partition_by) != partition_columns:
+    mode = target.mode
+    if snapshot is not None:
+        now_target = resolve_write_target(
+            storage,
+            target.data_schema or target.file_schema,
+            partition_by=target.partition_columns,
+            mode=mode,
+            snapshot=snapshot,
+        )
+        if not target.same_layout(now_target):
             raise DeltaOpsError(
-                f"{storage.url} is partitioned by {partition_columns}, not {list(partition_by)}"
+                f"{storage.url} changed while the data was written (created, re-partitioned "
+                "or its columns re-mapped); nothing was committed, write again"
             )
-        _check_schema_compatible(table_schema, schema, storage.url)
+        table_schema = snapshot.schema
         props = snapshot.properties
+        tight_bounds = True if snapshot.protocol.supports("deletionVectors") else None
+    else:
+        if target.exists:
+            raise DeltaOpsError(f"{storage.url} is no longer a Delta table; nothing was committed")
+        table_schema = parse_schema(target.new_table[1]["metaData"]["schemaString"])
+        props = TableProperties.from_configuration(target.new_table[1]["metaData"]["configuration"])
+        tight_bounds = None
+    setup = [dict(a) for a in target.new_table] if snapshot is None else []
+    partition_columns = list(target.partition_columns)
     txn = Transaction(
         snapshot,
         storage=storage,
@@ -163,15 +127,20 @@ def commit_data_files(
         info = storage.stat(full)
         if info is None:
             raise DeltaOpsError(f"{storage.url}: staged file {f.relative_path} does not exist")
-        stats = stats_json_from_parquet_file(
-            storage.reader,
-            full,
-            table_schema,
-            partition_columns,
-            num_indexed_cols=props.data_skipping_num_indexed_cols,
-            stats_columns=props.data_skipping_stats_columns,
+        footer = read_parquet_metadata(storage.reader, full)
+        _check_footer_not_null(footer, target, f.relative_path)
+        stats = stats_to_json(
+            stats_from_parquet_metadata(
+                footer,
+                table_schema,
+                partition_columns,
+                num_indexed_cols=props.data_skipping_num_indexed_cols,
+                stats_columns=props.data_skipping_stats_columns,
+                column_mapping=props.column_mapping_mode != "none",
+                tight_bounds=tight_bounds,
+            )
         )
-        num_records += int(json.loads(stats)["numRecords"])
+        num_records += footer.num_rows
         txn.add_action(
             {
                 "add": {
@@ -190,6 +159,33 @@ def commit_data_files(
         "numOutputBytes": sum(a["add"]["size"] for a in txn.actions if "add" in a),
     }
     return txn.commit()
+
+
+def _check_footer_not_null(footer: pq.FileMetaData, target: WriteTarget, relative: str) -> None:
+    """Refuse a file whose footer shows nulls (or cannot show their absence) in a NOT NULL
+    column: the rows were written by an engine that did not check them."""
+    if not target.not_null or not footer.num_rows:
+        return
+    wanted = {target.file_name(c): c for c in target.not_null}
+    arrow_schema = footer.schema.to_arrow_schema()
+    for index in range(footer.num_columns):
+        top = footer.schema.column(index).path.split(".")[0]
+        if top not in wanted or not pa.types.is_primitive(arrow_schema.field(top).type):
+            continue
+        nulls = 0
+        for group in range(footer.num_row_groups):
+            statistics = footer.row_group(group).column(index).statistics
+            if statistics is None or not statistics.has_null_count:
+                raise DeltaOpsError(
+                    f"{target.url}: {relative} has no null counts for NOT NULL column "
+                    f"{wanted[top]!r}, so its rows cannot be checked"
+                )
+            nulls += statistics.null_count
+        if nulls:
+            raise DeltaOpsError(
+                f"{target.url}: column {wanted[top]!r} is NOT NULL but {relative} has "
+                f"{nulls} rows without a value"
+            )
 
 
 def _removes_of_all_live_files(snapshot: Snapshot, now: int) -> list[dict[str, Any]]:
@@ -218,15 +214,6 @@ def _removes_of_all_live_files(snapshot: Snapshot, now: int) -> list[dict[str, A
         }
         for b in bodies
     ]
-
-
-def _check_schema_compatible(table_schema: StructType, data_schema: pa.Schema, where: str) -> None:
-    table_names = {f.name.lower() for f in table_schema.fields}
-    extra = [n for n in data_schema.names if n.lower() not in table_names]
-    if extra:
-        raise DeltaOpsError(
-            f"{where}: the data has columns the table does not: {extra} (schema evolution is not supported)"
-        )
 
 
 def partition_value_string(value: Any) -> str | None:
@@ -278,50 +265,39 @@ def write_arrow(
     configuration: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> CommitResult:
-    """Write an Arrow table into a Delta table (created if absent) and commit it. A table whose
-    features refuse data writes is refused before any file is written; files of a commit that
-    fails are deleted again."""
+    """Write an Arrow table into a Delta table (created if absent) and commit it. An existing
+    table keeps its own partitioning and column mapping (see
+    :mod:`delta_ops.table.write_target`); a write the table refuses fails before any file is
+    written, and files of a commit that fails are deleted again."""
     storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
-    check_writes_allowed(storage)
-    files = write_data_files(storage, data, partition_by)
+    target = resolve_write_target(
+        storage, data.schema, partition_by=partition_by, mode=mode, configuration=configuration
+    )
+    files = write_data_files(storage, data, target)
     try:
-        return commit_data_files(
-            storage,
-            files,
-            schema=data.schema,
-            mode=mode,
-            partition_by=partition_by,
-            configuration=configuration,
-        )
+        return commit_data_files(storage, files, target)
     except BaseException:
         discard_uncommitted(storage, [f.relative_path for f in files])
         raise
 
 
-def check_writes_allowed(storage: Storage) -> None:
-    """Refuse (UnsupportedFeature) before anything is written when the table exists and one of
-    its features does not allow data writes."""
-    try:
-        snapshot = load_snapshot(storage)
-    except NotADeltaTable:
-        return
-    snapshot.protocol.check_allows(Operation.WRITE)
-
-
 def write_data_files(
-    storage: Storage, data: pa.Table, partition_by: Sequence[str] = (), *, task: int = 0
+    storage: Storage, data: pa.Table, target: WriteTarget, *, task: int = 0
 ) -> list[DataFile]:
-    """Write `data` as parquet files inside the table, one per partition value set (not yet
-    committed: pass the result to :func:`commit_data_files`). `task` numbers the file names
-    of parallel writers (a Spark task's partition id)."""
+    """Write `data` as parquet files inside the table, one per partition value set, laid out
+    as `target` says (not yet committed: pass the result to :func:`commit_data_files`).
+    `task` numbers the file names of parallel writers (a Spark task's partition id)."""
+    by_lower = {c.lower(): c for c in data.column_names}
+    partition_by = [by_lower[c.lower()] for c in target.partition_columns]
+    file_keys = [target.file_name(c) for c in target.partition_columns]
     files: list[DataFile] = []
-    data_columns = [c for c in data.column_names if c not in partition_by]
     for values, rows in _partition_groups(data, partition_by):
-        directory = partition_directory(partition_by, values)
+        in_log = {key: values[column] for key, column in zip(file_keys, partition_by)}
+        directory = partition_directory(file_keys, in_log)
         name = f"part-{task:05d}-{uuid.uuid4()}.c000.snappy.parquet"
         relative = f"{directory}/{name}" if directory else name
-        storage.create_new(storage.join(relative), _parquet_writer(rows.select(data_columns)))
-        files.append(DataFile(relative, values))
+        storage.create_new(storage.join(relative), _parquet_writer(to_file_table(rows, target)))
+        files.append(DataFile(relative, in_log))
     return files
 
 

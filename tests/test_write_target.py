@@ -1,0 +1,250 @@
+"""Data writes lay files out as the table says (partitioning, column mapping, types) and refuse
+what delta-ops cannot enforce, before any file is written.
+
+Before this, an append that did not repeat `partition_by` went into an unpartitioned file whose
+rows every reader dropped, and an append to a column-mapped table wrote logical names that
+readers saw as nulls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from delta_ops.errors import DeltaOpsError
+from delta_ops.log.file_names import commit_file_name
+from delta_ops.storage import Storage
+from delta_ops.table.scan import read_table
+from delta_ops.table.snapshot import load_snapshot
+from delta_ops.table.write_target import resolve_write_target
+from delta_ops.table.writer import DataFile, commit_data_files, write_arrow
+from tests.support import TABLES, deltalake_rows, duckdb_rows
+
+MAPPED_FIXTURE = TABLES / "delta-rs" / "table_with_column_mapping"
+
+
+def _bytes(table: Path) -> dict[str, str]:
+    out = {}
+    for root, _, files in os.walk(table):
+        for name in files:
+            path = Path(root) / name
+            out[str(path.relative_to(table))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def _rows(table: Path) -> list[tuple]:
+    return sorted(tuple(r.values()) for r in read_table(load_snapshot(table)).to_pylist())
+
+
+def _last_adds(table: Path) -> list[dict]:
+    commit = table / "_delta_log" / commit_file_name(load_snapshot(table).version)
+    lines = [json.loads(line) for line in commit.read_text().splitlines()]
+    return [a["add"] for a in lines if "add" in a]
+
+
+def test_append_to_a_column_mapped_partitioned_fixture_reads_back_everywhere(
+    tmp_path: Path,
+) -> None:
+    table = tmp_path / "mapped"
+    shutil.copytree(MAPPED_FIXTURE, table)
+    before = _rows(table)
+    new = pa.table({"Company Very Short": ["ACME"], "Super Name": ["Road Runner"]})
+    write_arrow(table, new)  # no partition_by: the table's own partitioning applies
+    snapshot = load_snapshot(table)
+    by_name = {f.name: f.physical_name for f in snapshot.schema.fields}
+    [add] = _last_adds(table)
+    assert add["partitionValues"] == {by_name["Company Very Short"]: "ACME"}
+    stored = pq.read_table(table / add["path"])
+    assert stored.column_names == [by_name["Super Name"]]
+    assert stored.schema.field(0).metadata == {b"PARQUET:field_id": b"2"}
+    assert json.loads(add["stats"])["minValues"] == {by_name["Super Name"]: "Road Runner"}
+    assert _rows(table) == sorted([*before, ("ACME", "Road Runner")])
+    # each peer has a column-mapping bug of its own on this table, so each checks what it
+    # reads right: DuckDB the data column (duckdb-delta#343 nulls mapped partition columns),
+    # delta-rs the partition column (it reads this fixture's data column as null)
+    names = sorted(r["Super Name"] for r in duckdb_rows(table))
+    assert names == sorted(r[1] for r in _rows(table))
+    companies = sorted(r["Company Very Short"] for r in deltalake_rows(table))
+    assert companies == sorted(r[0] for r in _rows(table))
+
+
+def test_a_new_column_mapped_table_gets_ids_and_physical_names_nested_too(
+    tmp_path: Path,
+) -> None:
+    table = tmp_path / "t"
+    data = pa.table(
+        {
+            "id": pa.array([1, 2], pa.int64()),
+            "who": pa.array([{"first": "a", "last": "b"}, {"first": "c", "last": None}]),
+            "day": ["x", "y"],
+        }
+    )
+    write_arrow(
+        table, data, partition_by=["day"], configuration={"delta.columnMapping.mode": "name"}
+    )
+    write_arrow(table, data.slice(0, 1))
+    snapshot = load_snapshot(table)
+    assert snapshot.protocol.supports("columnMapping")
+    fields = snapshot.schema.fields
+    assert all(f.physical_name.startswith("col-") for f in fields)
+    nested = fields[1].type.fields  # type: ignore[union-attr]
+    assert all(f.physical_name.startswith("col-") for f in nested)
+    ids = [f.metadata["delta.columnMapping.id"] for f in [*fields, *nested]]
+    assert sorted(ids) == list(range(1, 6))
+    assert snapshot.metadata.configuration["delta.columnMapping.maxColumnId"] == "5"
+    expected = sorted(
+        [(1, ("a", "b"), "x"), (2, ("c", None), "y"), (1, ("a", "b"), "x")],
+        key=str,
+    )
+    got = [
+        (r["id"], (r["who"]["first"], r["who"]["last"]), r["day"]) for r in deltalake_rows(table)
+    ]
+    assert sorted(got, key=str) == expected
+    # DuckDB reads mapped partition columns as null (duckdb-delta#343): compare the rest
+    duck = [(r["id"], (r["who"]["first"], r["who"]["last"])) for r in duckdb_rows(table)]
+    assert sorted(duck, key=str) == sorted([e[:2] for e in expected], key=str)
+
+
+def test_an_append_without_partition_by_uses_the_tables_partitions(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    first = pa.table({"id": pa.array([1], pa.int64()), "day": ["a"]})
+    write_arrow(table, first, partition_by=["day"])
+    write_arrow(table, pa.table({"id": pa.array([2], pa.int64()), "day": ["b"]}))
+    [add] = _last_adds(table)
+    assert add["partitionValues"] == {"day": "b"} and add["path"].startswith("day=b/")
+    assert sorted((r["id"], r["day"]) for r in deltalake_rows(table)) == [(1, "a"), (2, "b")]
+
+
+def test_narrower_types_are_written_as_the_table_declares_them(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    write_arrow(table, pa.table({"id": pa.array([1], pa.int64()), "v": [1.5]}))
+    write_arrow(table, pa.table({"id": pa.array([2], pa.int32())}))  # v missing: null
+    [add] = _last_adds(table)
+    stored = pq.read_table(table / add["path"])
+    assert stored.schema.field("id").type == pa.int64()
+    assert stored.column("v").null_count == 1
+    assert sorted((r["id"], r["v"]) for r in duckdb_rows(table)) == [(1, 1.5), (2, None)]
+
+
+def _with_metadata(tmp_path: Path, *, configuration=None, field_metadata=None, nullable=True):
+    """A table whose metaData carries a rule, written by hand as Delta Spark would."""
+    table = tmp_path / "ruled"
+    write_arrow(table, pa.table({"id": pa.array([1], pa.int64()), "day": ["a"]}))
+    snapshot = load_snapshot(table)
+    metadata = snapshot.metadata.to_action()
+    schema = json.loads(metadata["schemaString"])
+    schema["fields"][0]["metadata"].update(field_metadata or {})
+    schema["fields"][0]["nullable"] = nullable
+    metadata["schemaString"] = json.dumps(schema)
+    metadata["configuration"] = {**metadata.get("configuration", {}), **(configuration or {})}
+    commit = table / "_delta_log" / commit_file_name(snapshot.version + 1)
+    info = {"commitInfo": {"timestamp": 1, "operation": "SET TBLPROPERTIES"}}
+    commit.write_text(json.dumps(info) + "\n" + json.dumps({"metaData": metadata}) + "\n")
+    return table
+
+
+REFUSED = {
+    "check constraint": (
+        {"configuration": {"delta.constraints.positive": "id > 0"}},
+        "append",
+        r"CHECK constraints \(positive\)",
+    ),
+    "invariant": (
+        {"field_metadata": {"delta.invariants": '{"expression":{"expression":"id > 0"}}'}},
+        "append",
+        "column id has an invariant",
+    ),
+    "generated column": (
+        {"field_metadata": {"delta.generationExpression": "1"}},
+        "append",
+        "column id has a generation expression",
+    ),
+    "identity column": (
+        {"field_metadata": {"delta.identity.start": 1, "delta.identity.step": 1}},
+        "append",
+        "column id has identity values",
+    ),
+    "append-only overwrite": (
+        {"configuration": {"delta.appendOnly": "true"}},
+        "overwrite",
+        "is append-only",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_rules_delta_ops_cannot_enforce_refuse_the_write_before_any_file(
+    case: str, tmp_path: Path
+) -> None:
+    kwargs, mode, message = REFUSED[case]
+    table = _with_metadata(tmp_path, **kwargs)
+    before = _bytes(table)
+    with pytest.raises(DeltaOpsError, match=message):
+        write_arrow(table, pa.table({"id": pa.array([2], pa.int64()), "day": ["b"]}), mode=mode)
+    assert _bytes(table) == before
+
+
+def test_append_only_tables_still_take_appends(tmp_path: Path) -> None:
+    table = _with_metadata(tmp_path, configuration={"delta.appendOnly": "true"})
+    write_arrow(table, pa.table({"id": pa.array([2], pa.int64()), "day": ["b"]}))
+    assert sorted(r["id"] for r in duckdb_rows(table)) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (pa.table({"id": pa.array([None], pa.int64()), "day": ["b"]}), "'id' is NOT NULL"),
+        (pa.table({"day": ["b"]}), r"lacks NOT NULL columns \['id'\]"),
+        (pa.table({"id": pa.array([2], pa.int64()), "zz": [1]}), r"columns the table does not"),
+    ],
+)
+def test_rows_that_break_the_schema_are_refused_before_any_file(
+    data: pa.Table, message: str, tmp_path: Path
+) -> None:
+    table = _with_metadata(tmp_path, nullable=False)
+    before = _bytes(table)
+    with pytest.raises(DeltaOpsError, match=message):
+        write_arrow(table, data)
+    assert _bytes(table) == before
+
+
+def test_another_engines_file_with_nulls_in_a_not_null_column_is_not_committed(
+    tmp_path: Path,
+) -> None:
+    table = _with_metadata(tmp_path, nullable=False)
+    pq.write_table(pa.table({"id": pa.array([None, 3], pa.int64())}), table / "late.parquet")
+    target = resolve_write_target(Storage.open(table), pa.schema([("id", pa.int64())]))
+    version = load_snapshot(table).version
+    with pytest.raises(DeltaOpsError, match="late.parquet has 1 rows without a value"):
+        commit_data_files(table, [DataFile("late.parquet", {"day": None})], target)
+    assert load_snapshot(table).version == version
+
+
+def test_a_table_repartitioned_while_files_were_written_is_not_committed(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    data = pa.table({"id": pa.array([1], pa.int64()), "day": ["a"]})
+    target = resolve_write_target(Storage.open(table), data.schema)  # a new table, unpartitioned
+    write_arrow(table, data, partition_by=["day"])  # someone else creates it partitioned
+    with pytest.raises(DeltaOpsError, match="changed while the data was written"):
+        commit_data_files(table, [], target)
+    assert load_snapshot(table).version == 0
+
+
+def test_partitioning_that_differs_from_the_tables_is_refused(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    write_arrow(
+        table, pa.table({"id": pa.array([1], pa.int64()), "day": ["a"]}), partition_by=["day"]
+    )
+    before = _bytes(table)
+    with pytest.raises(DeltaOpsError, match=r"partitioned by \['day'\], not \['id'\]"):
+        write_arrow(
+            table, pa.table({"id": pa.array([2], pa.int64()), "day": ["b"]}), partition_by=["id"]
+        )
+    assert _bytes(table) == before
