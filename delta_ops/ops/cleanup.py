@@ -4,7 +4,9 @@ Plan (pure except for listing and reading the log):
 
 1. ``cutoff = floor_to_utc_midnight(now - retention)``; retention is ``--retention`` or the
    table's ``delta.logRetentionDuration`` (30 days). ``delta.enableExpiredLogCleanup=false``
-   means nothing is deleted.
+   means nothing is deleted. A file's time is its commit's in-commit timestamp on tables that
+   keep them (from the enabling version on, as time travel resolves times), its modification
+   time otherwise.
 2. Without a readable ``_last_checkpoint`` nothing is deleted; otherwise versions up to
    ``_last_checkpoint.version - 1`` may go.
 3. Walk commits, checkpoints of every form and ``.crc`` files in name order (per version:
@@ -34,6 +36,7 @@ import datetime as dt
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 from delta_ops.ops.results import fields_data
 from delta_ops.storage import Storage
+from delta_ops.table.commit_times import CommitClock
 from delta_ops.table.snapshot import Snapshot, TableHead
 
 logger = logging.getLogger(__name__)
@@ -131,8 +135,11 @@ class _Segment:
     deletable: bool
 
 
-def _segments(files: list[LogFile], cutoff_ms: int, max_version: int) -> list[_Segment]:
-    """Spark's BufferingLogDeletionIterator: the segments between complete checkpoints."""
+def _segments(
+    files: list[LogFile], expired: Callable[[LogFile, int], bool], max_version: int
+) -> list[_Segment]:
+    """Spark's BufferingLogDeletionIterator: the segments between complete checkpoints.
+    `expired(file, adjusted_mtime)` says whether a file is past the cutoff."""
     candidates = sorted((f for f in files if f.kind in _KIND_ORDER), key=_sort_key)
     segments: list[_Segment] = []
     buffer: list[tuple[LogFile, int]] = []
@@ -168,13 +175,33 @@ def _segments(files: list[LogFile], cutoff_ms: int, max_version: int) -> list[_S
             continue
         newest = buffer[-1] if buffer else None
         deletable = (
-            newest is not None and newest[1] <= cutoff_ms and newest[0].version <= max_version
+            newest is not None
+            and newest[0].version <= max_version
+            and expired(newest[0], newest[1])
         )
         segments.append(
             _Segment(f.version, [p for p, _ in flush_files], [b for b, _ in buffer], deletable)
         )
         buffer = list(flush_files)
     return segments
+
+
+def _expiry(snapshot: Snapshot | TableHead, cutoff_ms: int) -> Callable[[LogFile, int], bool]:
+    """Whether a log file is past the cutoff: by its commit's in-commit timestamp from the
+    version that enabled them on (the newest such commit at or before the cutoff is found
+    by binary search), by its (monotonic) modification time before that."""
+    commit_clock = CommitClock.of(snapshot)
+    newest_expired: list[int | None] = []  # looked up once, when first needed
+
+    def expired(f: LogFile, adjusted_mtime: int) -> bool:
+        if not commit_clock.uses_ict(f.version):
+            return adjusted_mtime <= cutoff_ms
+        if not newest_expired:
+            newest_expired.append(commit_clock.newest_ict_version_at_or_before(cutoff_ms))
+        boundary = newest_expired[0]
+        return boundary is not None and f.version <= boundary
+
+    return expired
 
 
 def _readable(storage: Storage, checkpoint: list[LogFile]) -> bool:
@@ -229,7 +256,7 @@ def _plan_cleanup(
             f"no readable _last_checkpoint ({hint.problem}): nothing is deleted without it"
         )
     files = parse_listing(storage.list_log())
-    segments = _segments(files, cutoff, hint.info.version - 1)
+    segments = _segments(files, _expiry(snapshot, cutoff), hint.info.version - 1)
     deletable = [s for s in segments if s.deletable]
     while deletable and not _readable(storage, deletable[-1].checkpoint_files):
         deletable.pop()  # fall back to the previous boundary

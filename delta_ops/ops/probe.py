@@ -28,6 +28,7 @@ from delta_ops.log.reader import parse_action_lines
 from delta_ops.protocol.features import KEEPS_DATA
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.storage import Storage
+from delta_ops.table.commit_times import version_at
 from delta_ops.table.snapshot import Snapshot, load_head
 
 DEFAULT_CHECKPOINT_INTERVAL = 10
@@ -170,9 +171,9 @@ def maintenance_work(snapshot: Snapshot, now_ms: int) -> MaintenanceWork:
     expired, _ = reclaimable_tombstones(snapshot, cutoff)
     # Checkpoints drop expired tombstones, so they alone would hide work: commits that aged past
     # the retention since the last vacuum looked (`_last_vacuum_info`) may hold removes too.
-    from delta_ops.ops.vacuum import latest_commit_before, read_last_vacuum_info
+    from delta_ops.ops.vacuum import read_last_vacuum_info
 
-    aged = latest_commit_before(snapshot, cutoff)
+    aged = version_at(snapshot, cutoff)
     last = read_last_vacuum_info(snapshot.storage)
     newly_aged = aged is not None and (last is None or aged > last)
     needs_vacuum = expired > 0 or newly_aged

@@ -70,6 +70,7 @@ from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Operation
 from delta_ops.storage import Storage
 from delta_ops.storage.tree import TreeListing
+from delta_ops.table.commit_times import version_at
 from delta_ops.table.snapshot import Snapshot
 from delta_ops.table.transaction import Transaction
 
@@ -443,7 +444,7 @@ def plan_vacuum(
     now_ms = clock.bounded(now_ms)  # never more destructive than the real clock
     delete_before = now_ms - retention
     storage = snapshot.storage
-    latest_outside = latest_commit_before(snapshot, delete_before)
+    latest_outside = version_at(snapshot, delete_before)
     protected = pa.concat_arrays(
         [protected_array(snapshot, delete_before), window_removes(snapshot, latest_outside)]
     )
@@ -515,56 +516,6 @@ def plan_vacuum(
         oldest_reconstructable_version=oldest,
         snapshot=snapshot,
     )
-
-
-def latest_commit_before(snapshot: Snapshot, delete_before_ms: int) -> int | None:
-    """The newest listed commit whose timestamp is at or before `delete_before_ms`.
-
-    A commit's timestamp is its in-commit timestamp on tables that keep them (from the
-    enablement version on; monotonic, so found by binary search reading O(log n) commits), and
-    its file's modification time otherwise, as the protocol says.
-    """
-    commits = sorted(
-        (
-            f
-            for f in snapshot.segment.listing
-            if f.kind is LogFileKind.COMMIT and f.version <= snapshot.version
-        ),
-        key=lambda f: f.version,
-    )
-    props = snapshot.properties
-    ict_from: int | None = None
-    if props.enable_in_commit_timestamps and snapshot.protocol.supports("inCommitTimestamp"):
-        ict_from = props.in_commit_timestamp_enablement_version or 0
-    by_mtime = [f for f in commits if ict_from is None or f.version < ict_from]
-    best = max(
-        (f.version for f in by_mtime if f.modification_time <= delete_before_ms), default=None
-    )
-    with_ict = [f.version for f in commits if ict_from is not None and f.version >= ict_from]
-    lo, hi = 0, len(with_ict)  # the first index whose in-commit timestamp is too late
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if _in_commit_timestamp(snapshot, with_ict[mid]) <= delete_before_ms:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo:
-        best = with_ict[lo - 1]
-    return best
-
-
-def _in_commit_timestamp(snapshot: Snapshot, version: int) -> int:
-    """A commit's in-commit timestamp (0 when it lacks one, which the protocol forbids)."""
-    from delta_ops.log.reader import read_commit_actions
-
-    try:
-        return snapshot.commit_timestamp(version)  # commits after the checkpoint: already read
-    except KeyError:
-        pass
-    actions = read_commit_actions(snapshot.storage, version)
-    info = actions[0].get("commitInfo") if actions else None
-    stamp = info.get("inCommitTimestamp") if isinstance(info, dict) else None
-    return stamp if isinstance(stamp, int) else 0
 
 
 def read_last_vacuum_info(storage: Storage) -> int | None:

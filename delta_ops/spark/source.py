@@ -128,7 +128,7 @@ def load_for_read(options: dict[str, str]) -> Snapshot:
 def version_at(storage: Storage, timestamp_text: str) -> int:
     """The newest version committed at or before the timestamp (in-commit timestamps where
     the table has them), as Delta's timestampAsOf; refused before the first commit we have."""
-    from delta_ops.ops.vacuum import latest_commit_before
+    from delta_ops.table.commit_times import version_at as committed_version_at
 
     now = clock.now_ms()
     text = timestamp_text.strip()
@@ -140,7 +140,7 @@ def version_at(storage: Storage, timestamp_text: str) -> int:
         text += "Z"  # no zone: the session zone delta-ops uses, UTC
     wanted = parse_time_ms(text, now_ms=now) if text != "now" else now
     latest = load_snapshot(storage)
-    version = latest_commit_before(latest, wanted + 1)
+    version = committed_version_at(latest, wanted)
     if version is None:
         raise InvalidValue(
             f"timestampAsOf={timestamp_text!r} is before the table's earliest available commit"
