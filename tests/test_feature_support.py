@@ -10,11 +10,13 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from delta_ops import cli
 from delta_ops.errors import UnsupportedFeature
 from delta_ops.log.file_names import commit_file_name
+from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.protocol.features import FEATURES, Operation, Protocol
 from delta_ops.table.scan import read_table
 from delta_ops.table.snapshot import load_snapshot
@@ -34,7 +36,7 @@ EXPECTED = {
     "icebergCompatV2": {"checkpoint", "cleanup", "vacuum", "read rows"},
     "collations": {"checkpoint", "cleanup", "vacuum", "read rows"},
     "variantShredding": {"checkpoint", "cleanup", "vacuum"},
-    "geospatial": {"cleanup", "vacuum"},
+    "geospatial": {"checkpoint", "cleanup", "vacuum"},
     "catalogManaged": set(),
     "deletionVectors": {"checkpoint", "cleanup", "vacuum", "row-tracking", "write", "read rows"},
 }
@@ -122,3 +124,78 @@ def test_inspect_lists_what_the_table_allows(
     assert operations["write"] == "refused: icebergCompatV2"
     assert cli.main(["inspect", str(table)]) == 0
     assert "write: refused: icebergCompatV2" in capsys.readouterr().out
+
+
+def _geospatial_table(tmp_path: Path) -> Path:
+    """A geometry column as Delta 4 writes it: WKB values, WKT bounding-box corners as its
+    min/max stats, the `geospatial` reader-writer feature; stats also kept as structs."""
+    table = tmp_path / "geo"
+    (table / "_delta_log").mkdir(parents=True)
+    wkb = bytes.fromhex("0101000000000000000000f03f0000000000000040")  # POINT (1 2)
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "geom", "type": "geometry(OGC:CRS84)", "nullable": True, "metadata": {}},
+        ],
+    }
+    lines = [
+        {"commitInfo": {"timestamp": 1, "operation": "CREATE TABLE"}},
+        {
+            "protocol": {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["geospatial"],
+                "writerFeatures": ["geospatial"],
+            }
+        },
+        {
+            "metaData": {
+                "id": "geo",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(schema),
+                "partitionColumns": [],
+                "configuration": {"delta.checkpoint.writeStatsAsStruct": "true"},
+            }
+        },
+    ]
+    for n in range(2):
+        name = f"part-{n}.parquet"
+        pa_table = pa.table({"id": pa.array([n], pa.int64()), "geom": pa.array([wkb])})
+        pq.write_table(pa_table, table / name)
+        stats = {
+            "numRecords": 1,
+            "minValues": {"id": n, "geom": "POINT (1 2)"},
+            "maxValues": {"id": n, "geom": "POINT (1 2)"},
+            "nullCount": {"id": 0, "geom": 0},
+        }
+        add = {
+            "path": name,
+            "partitionValues": {},
+            "size": (table / name).stat().st_size,
+            "modificationTime": 1,
+            "dataChange": True,
+            "stats": json.dumps(stats),
+        }
+        lines.append({"add": add})
+    (table / "_delta_log" / commit_file_name(0)).write_text(
+        "".join(json.dumps(a) + "\n" for a in lines)
+    )
+    return table
+
+
+def test_geospatial_checkpoint_keeps_json_stats_and_types_what_it_can(tmp_path: Path) -> None:
+    table = _geospatial_table(tmp_path)
+    before = load_snapshot(table).files.select(["path", "size", "stats"]).sort_by("path")
+    checkpoint(str(table))
+    written = table / "_delta_log" / "00000000000000000000.checkpoint.parquet"
+    adds = [r for r in pq.read_table(written).column("add").to_pylist() if r]
+    parsed = adds[0]["stats_parsed"]
+    assert set(parsed["minValues"]) == {"id"}  # the geometry bounding box is not typed
+    assert set(parsed["nullCount"]) == {"id", "geom"}
+    assert sorted(a["stats"] for a in adds) == sorted(before.column("stats").to_pylist())
+    after = load_snapshot(table)
+    assert after.segment.checkpoint_version == 0
+    assert after.files.select(["path", "size", "stats"]).sort_by("path").equals(before)
+    with pytest.raises(UnsupportedFeature, match="cannot read the rows of.*geospatial"):
+        read_table(after)

@@ -231,15 +231,16 @@ _REGISTRY: tuple[TableFeature, ...] = (
     _reader_writer(
         "catalogOwned-preview", readable=False, writable=False, requires=("inCommitTimestamp",)
     ),
-    # Geometry/geography types: stats are WKT bounding boxes and the schema types are new; we
-    # interpret neither.
-    # The log, cleanup and vacuum never type a column; a checkpoint types stats and partition
-    # values by the schema, which names types we do not know.
+    # Geometry/geography types: values are WKB, stats are bounding boxes we do not interpret.
+    # The log, cleanup and vacuum never type a column; a checkpoint keeps the JSON stats and
+    # leaves geospatial columns out of `stats_parsed` min/max (the protocol lets a writer omit
+    # any column there), so readers still skip files. Reading rows would return raw WKB and
+    # writes would need bounding-box stats, so both are refused.
     _partly(
         "geospatial",
         FeatureKind.READER_WRITER,
-        frozenset({Operation.READ_LOG, Operation.CLEANUP, Operation.VACUUM}),
-        "geometry and geography types and their bounding-box stats are not implemented",
+        frozenset({Operation.READ_LOG}) | KEEPS_DATA,
+        "geometry and geography values and their bounding-box stats are not implemented",
     ),
     # Collated strings change how stats compare. Their values are still strings: checkpoints
     # copy the stats as written and reads return the strings; writes would need

@@ -124,6 +124,9 @@ _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(-?\d+)\s*\)")
 # Spark stores CHAR/VARCHAR as string plus metadata, but its parser accepts these names too.
 _CHAR_VARCHAR = re.compile(r"(?:char|varchar)\(\s*\d+\s*\)")
 _MAX_DECIMAL_PRECISION = 38
+# Geospatial types (the `geospatial` feature): `geometry(<crs>)`, `geography(<crs>[, <alg>])`
+# or the bare names. Values are WKB binaries; stats hold bounding boxes we do not interpret.
+_GEOSPATIAL = re.compile(r"(?:geometry|geography)(?:\(\s*[\w:-]+\s*(?:,\s*\w+\s*)?\))?")
 
 
 @dataclass(frozen=True)
@@ -260,6 +263,8 @@ def _parse_primitive(name: str, where: str) -> str:
         return f"decimal({precision},{scale})"
     if _CHAR_VARCHAR.fullmatch(name):
         return name.replace(" ", "")
+    if _GEOSPATIAL.fullmatch(name):
+        return name
     raise DeltaOpsError(f"invalid schemaString: unknown data type {name!r}{where}")
 
 
@@ -409,6 +414,8 @@ def to_arrow_type(delta_type: DeltaType, *, physical: bool = False) -> pa.DataTy
             return pa.decimal128(*parts)
         if _CHAR_VARCHAR.fullmatch(delta_type):
             return pa.string()
+        if _GEOSPATIAL.fullmatch(delta_type):
+            return pa.binary()  # well-known binary, as parquet stores it
         raise DeltaOpsError(f"unknown Delta data type {delta_type!r}")
     if isinstance(delta_type, StructType):
         return pa.struct([to_arrow_field(f, physical=physical) for f in delta_type.fields])
