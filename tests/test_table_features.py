@@ -13,6 +13,7 @@ from delta_ops.errors import DeltaOpsError, InvalidProtocol, UnsupportedFeature
 from delta_ops.protocol.features import (
     FEATURES,
     FeatureKind,
+    Operation,
     Protocol,
     UnsupportedProtocolVersion,
     canonical_feature_name,
@@ -151,8 +152,13 @@ def test_read_and_write_support_decisions():
         assert FEATURES[name].writable, name
     for name in NOT_WRITABLE:
         assert not FEATURES[name].writable, name
-    assert not FEATURES["catalogManaged"].readable
-    assert not FEATURES["catalogOwned-preview"].readable
+    # catalog-managed: published versions are read and checkpointed, nothing else
+    for name in ("catalogManaged", "catalogOwned-preview"):
+        assert FEATURES[name].allowed_operations == {
+            Operation.READ_LOG,
+            Operation.READ_ROWS,
+            Operation.CHECKPOINT,
+        }
     # writer-only features never block reading
     assert all(f.readable for f in FEATURES.values() if f.kind is FeatureKind.WRITER)
     # nothing is writable that cannot be read
@@ -374,21 +380,16 @@ def test_check_readable_names_the_unsupported_features():
         {
             "minReaderVersion": 3,
             "minWriterVersion": 7,
-            "readerFeatures": ["catalogManaged", "deletionVectors", "futureThing"],
-            "writerFeatures": [
-                "catalogManaged",
-                "deletionVectors",
-                "futureThing",
-                "inCommitTimestamp",
-            ],
+            "readerFeatures": ["redirectReaderWriter-preview", "deletionVectors", "futureThing"],
+            "writerFeatures": ["redirectReaderWriter-preview", "deletionVectors", "futureThing"],
         }
     )
-    assert p.unsupported_reader_features() == {"catalogManaged", "futureThing"}
+    assert p.unsupported_reader_features() == {"redirectReaderWriter-preview", "futureThing"}
     with pytest.raises(UnsupportedFeature) as info:
         p.check_readable()
     assert info.value.action == "read"
-    assert info.value.features == ["catalogManaged", "futureThing"]
-    assert "catalogManaged, futureThing" in str(info.value)
+    assert info.value.features == ["futureThing", "redirectReaderWriter-preview"]
+    assert "futureThing, redirectReaderWriter-preview" in str(info.value)
 
 
 def test_check_writable_names_writer_features_we_do_not_write():

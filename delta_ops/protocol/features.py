@@ -223,13 +223,20 @@ _REGISTRY: tuple[TableFeature, ...] = (
         for name in ("variantShredding", "variantShredding-preview")
     ),
     # Catalog-managed tables: the latest ratified commits live in the catalog (or unpublished in
-    # `_staged_commits`), so listing `_delta_log` can miss versions, and commits and maintenance
-    # other than checkpoints must go through the catalog.
-    _reader_writer(
-        "catalogManaged", readable=False, writable=False, requires=("inCommitTimestamp",)
-    ),
-    _reader_writer(
-        "catalogOwned-preview", readable=False, writable=False, requires=("inCommitTimestamp",)
+    # `_staged_commits`), so `_delta_log` holds the published versions only. Reading them and
+    # checkpointing a published version are allowed to anyone (the protocol's "Maintenance
+    # Operations on Catalog-managed Tables"); commits, cleanup, vacuum and rewrites must go
+    # through the managing catalog.
+    *(
+        _partly(
+            name,
+            FeatureKind.READER_WRITER,
+            READS | {Operation.CHECKPOINT},
+            "commits and maintenance other than checkpoints must go through the catalog that "
+            "manages the table; run them from an engine connected to it",
+            ("inCommitTimestamp",),
+        )
+        for name in ("catalogManaged", "catalogOwned-preview")
     ),
     # Geometry/geography types: values are WKB, stats are bounding boxes we do not interpret.
     # The log, cleanup and vacuum never type a column; a checkpoint keeps the JSON stats and
