@@ -21,6 +21,7 @@ from delta_ops.protocol.features import FEATURES, Operation, Protocol
 from delta_ops.table.scan import read_table
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
+from tests.support import deltalake_rows, duckdb_rows
 
 OPS = {
     "checkpoint": (Operation.CHECKPOINT, ["checkpoint"]),
@@ -40,6 +41,8 @@ EXPECTED = {
     "catalogManaged": {"checkpoint", "read rows"},
     "deletionVectors": {"checkpoint", "cleanup", "vacuum", "row-tracking", "write", "read rows"},
 }
+#: features delta-rs and DuckDB (delta-kernel) read; they refuse the others outright
+PEERS_READ = {"icebergCompatV2", "deletionVectors"}
 
 
 def _table_with(tmp_path: Path, feature: str) -> Path:
@@ -108,6 +111,9 @@ def test_each_operation_runs_or_is_refused_as_the_feature_says(
     if rows is not None:
         now = sorted(read_table(load_snapshot(table))["id"].to_pylist())
         assert now == sorted(rows + ([5] if "write" in allowed else []))
+        if feature in PEERS_READ:  # the other features are refused by the peers themselves
+            for peer in (deltalake_rows, duckdb_rows):
+                assert sorted(r["id"] for r in peer(table)) == now, peer.__name__
     else:
         with pytest.raises(UnsupportedFeature, match=f"cannot read the rows of.*{feature}"):
             read_table(load_snapshot(table))
