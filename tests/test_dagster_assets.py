@@ -158,15 +158,25 @@ def test_definitions_load_and_every_name_is_prefixed(tmp_path):
         for action in ACTIONS:
             node = graph.get(action_key(table, action, fleet="lake"))
             assert node.parent_keys == {dg.AssetKey(["lake", table])}
-    # the daily schedule is on, the row-tracking one is opt-in
-    assert (
-        repo.get_schedule_def("lake_maintenance_schedule").default_status
-        == dg.DefaultScheduleStatus.RUNNING
+    # nothing starts by itself: every schedule and sensor is STOPPED until turned on
+    assert {s.default_status for s in repo.schedule_defs} == {dg.DefaultScheduleStatus.STOPPED}
+    assert {s.default_status for s in repo.sensor_defs} == {dg.DefaultSensorStatus.STOPPED}
+
+
+def test_start_automation_turns_the_daily_schedule_and_the_sensors_on(tmp_path):
+    defs = build_delta_maintenance_defs(
+        [DeltaTableTarget("orders", str(tmp_path / "orders"))],
+        name="lake",
+        row_tracking_cron="0 4 * * 0",
+        start_automation=True,
     )
-    assert (
-        repo.get_schedule_def("lake_row_tracking_schedule").default_status
-        == dg.DefaultScheduleStatus.STOPPED
-    )
+    repo = defs.get_repository_def()
+    status = {s.name: s.default_status for s in repo.schedule_defs}
+    assert status == {
+        "lake_maintenance_schedule": dg.DefaultScheduleStatus.RUNNING,
+        "lake_row_tracking_schedule": dg.DefaultScheduleStatus.STOPPED,  # always opt-in
+    }
+    assert {s.default_status for s in repo.sensor_defs} == {dg.DefaultSensorStatus.RUNNING}
 
 
 def test_two_fleets_merge_into_one_code_location(tmp_path):
@@ -401,6 +411,14 @@ def test_checkpoint_asset_writes_a_checkpoint_once(tmp_path, case):
     ]
     reasons = {o.asset_key.path[-1]: o.metadata["skipped"].value for o in observations}
     assert f"version {version} already has a checkpoint" in reasons["checkpoint"]
+    skipped = next(o.metadata for o in observations if o.asset_key.path[-1] == "checkpoint")
+    assert skipped["table_version"].value == version  # a skip still records the table's state
+    # row counts come from the files' stats; a table whose stats lack numRecords has none
+    state = load_snapshot(table)
+    if state.num_records is None:
+        assert "dagster/row_count" not in skipped
+    else:
+        assert skipped["dagster/row_count"].value == len(rows_before)
 
 
 def test_vacuum_asset_metadata_matches_what_left_the_disk(tmp_path):
@@ -416,6 +434,7 @@ def test_vacuum_asset_metadata_matches_what_left_the_disk(tmp_path):
     live = set(deltalake_files(table)[1])
     rows = deltalake_rows(table)
     version_before = load_snapshot(table).version
+    log_files_before = len(load_snapshot(table).segment.listing)
 
     defs = build_delta_maintenance_defs([DeltaTableTarget("dv", str(table))], name="v")
     instance = dg.DagsterInstance.ephemeral()
@@ -442,6 +461,14 @@ def test_vacuum_asset_metadata_matches_what_left_the_disk(tmp_path):
     assert (meta["dagster/uri"], meta["dagster/table_name"]) == (str(table), "dv")
     assert meta["commits"] == [version_before + 1, version_before + 2]  # VACUUM START / END
     assert deltalake_rows(table) == rows
+    # the table's state the vacuum was planned on, as numbers the UI plots over time
+    snapshot = load_snapshot(table, version_before)
+    assert meta["dagster/row_count"] == len(rows)  # rows a reader sees: DVs applied
+    assert meta["table_version"] == version_before
+    assert meta["table_files"] == snapshot.num_files
+    assert meta["table_bytes"] == snapshot.size_bytes
+    assert meta["log_files"] == log_files_before
+    assert isinstance(meta["duration_s"], float)
 
 
 def test_log_cleanup_asset_deletes_expired_log_files(tmp_path):

@@ -1,10 +1,13 @@
 """The commit sensor, the maintenance schedules and the run-failure sensor, on real tables."""
 
 import datetime as dt
+import http.server
 import json
 import logging
 import os
+import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 import dagster as dg
@@ -15,6 +18,7 @@ from delta_ops.dagster import (
     DeltaTableTarget,
     build_delta_maintenance_defs,
 )
+from delta_ops.dagster.alerts import MaintenanceFailure, slack_notifier
 from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.ops.probe import probe_commits
 from delta_ops.storage import Storage
@@ -349,12 +353,38 @@ def test_row_tracking_schedule_requests_opted_in_tables(tmp_path):
 
 
 # ----------------------------------------------------------------------- run-failure sensor
+def _failed_vacuum_run(defs, instance):
+    job = defs.resolve_job_def("f_vacuum_job")
+    result = job.execute_in_process(
+        run_config={"ops": {"f_vacuum": {"config": {"retention": "1 hour"}}}},
+        instance=instance,
+        raise_on_error=False,
+        tags={"delta_ops/table": "simple"},
+    )
+    assert not result.success
+    return result
+
+
+def _evaluate_failure_sensor(sensor, result, instance, resources, caplog=None):
+    [failure] = [e for e in result.all_events if e.event_type_value == "PIPELINE_FAILURE"]
+    context = dg.build_run_status_sensor_context(
+        sensor_name=sensor.name,
+        dagster_event=failure,
+        dagster_instance=instance,
+        dagster_run=instance.get_run_by_id(result.run_id),
+        resources=resources,
+    ).for_run_failure()
+    if caplog is not None:
+        context.log.addHandler(caplog.handler)  # the sensor's logger, as the daemon captures it
+    sensor(context)
+
+
 def test_run_failure_sensor_reports_failed_maintenance_runs(tmp_path, caplog):
     table = fresh_copy("delta-rs/simple_table", tmp_path)
     defs, resources = fleet("f", {"simple": table})
     sensor = defs.resolve_sensor_def("f_run_failure_sensor")
     assert isinstance(sensor, dg.RunStatusSensorDefinition)
-    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
     assert {j.name for j in sensor._monitored_jobs} == {
         "f_maintenance_assets_job",
         "f_checkpoint_job",
@@ -365,30 +395,78 @@ def test_run_failure_sensor_reports_failed_maintenance_runs(tmp_path, caplog):
         "f_compact_job",
         "f_maintenance_job",
     }
-
     instance = dg.DagsterInstance.ephemeral()
-    job = defs.resolve_job_def("f_vacuum_job")
-    result = job.execute_in_process(
-        run_config={"ops": {"f_vacuum": {"config": {"retention": "1 hour"}}}},
-        instance=instance,
-        raise_on_error=False,
-        tags={"delta_ops/table": "simple"},
-    )
-    assert not result.success
-    [failure] = [e for e in result.all_events if e.event_type_value == "PIPELINE_FAILURE"]
-    context = dg.build_run_status_sensor_context(
-        sensor_name=sensor.name,
-        dagster_event=failure,
-        dagster_instance=instance,
-        dagster_run=instance.get_run_by_id(result.run_id),
-        resources=resources,
-    ).for_run_failure()
-    context.log.addHandler(caplog.handler)  # the sensor's own logger, as the daemon would capture
-    sensor(context)
+    result = _failed_vacuum_run(defs, instance)
+    _evaluate_failure_sensor(sensor, result, instance, resources, caplog)
     messages = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
-    assert any(f"delta maintenance run {result.run_id} for simple failed" in m for m in messages), (
-        messages
-    )
-    # which job, which step, and the error itself (a retention below the table's minimum)
     [alert] = [m for m in messages if result.run_id in m]
-    assert "f_vacuum_job, step f_vacuum:" in alert and "--force" in alert, alert
+    # which table, which job and step, and the error itself (a retention below the minimum)
+    assert alert.startswith("delta-ops: f_vacuum_job (step f_vacuum) failed for simple: "), alert
+    assert "retention" in alert and alert.endswith(f"run {result.run_id}"), alert
+
+
+def test_failure_alerts_reach_a_notifier_with_a_link_to_the_run(tmp_path):
+    table = fresh_copy("delta-rs/simple_table", tmp_path)
+    received: list[MaintenanceFailure] = []
+    defs = build_delta_maintenance_defs(
+        [DeltaTableTarget("simple", str(table))],
+        name="f",
+        notify=received.append,
+        webserver_url="https://dagster.example.com/",
+    )
+    resources = {"f_delta_maintenance": DeltaMaintenanceResource()}
+    instance = dg.DagsterInstance.ephemeral()
+    result = _failed_vacuum_run(defs, instance)
+    _evaluate_failure_sensor(
+        defs.resolve_sensor_def("f_run_failure_sensor"), result, instance, resources
+    )
+    [failure] = received
+    assert (failure.table, failure.job, failure.step) == ("simple", "f_vacuum_job", "f_vacuum")
+    assert failure.run_url == f"https://dagster.example.com/runs/{result.run_id}"
+    assert "retention" in failure.error
+    assert failure.message.endswith(failure.run_url)
+
+
+def test_slack_notifier_posts_the_alert_to_the_channel():
+    posts: list[dict] = []
+
+    class SlackApi(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            posts.append(
+                {
+                    "path": self.path,
+                    "auth": self.headers["Authorization"],
+                    "form": json.loads(body)
+                    if "json" in self.headers["Content-Type"]
+                    else dict(urllib.parse.parse_qsl(body.decode())),
+                }
+            )
+            payload = json.dumps({"ok": True, "channel": "C1", "ts": "1.0"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), SlackApi)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        notify = slack_notifier(
+            "#data-alerts",
+            token="xoxb-test",
+            base_url=f"http://127.0.0.1:{server.server_port}/api/",
+        )
+        failure = MaintenanceFailure("events", "lake_vacuum_job", "lake_vacuum", "boom", "r1", None)
+        notify(failure)
+    finally:
+        server.shutdown()
+    [post] = posts
+    assert post["path"] == "/api/chat.postMessage"
+    assert post["auth"] == "Bearer xoxb-test"
+    assert post["form"]["channel"] == "#data-alerts"
+    assert post["form"]["text"] == failure.message

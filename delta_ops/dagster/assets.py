@@ -5,10 +5,14 @@ row_tracking outputs, depending on the table's own asset. A per-table pool keeps
 maintenance steps off one table at once; a retry policy with backoff covers transient storage
 errors, while protocol errors (delta-ops' own exceptions) fail without retrying. An action whose
 plan is empty is skipped (no materialization) with the reason logged, so the UI's history shows
-only real work, with its results as plottable metadata.
+only real work, with its results as plottable metadata; the skip is recorded as an observation
+with its reason, and every event carries the table's state (version, files, bytes, rows, log
+files) so the UI plots it over time.
 """
 
+import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
@@ -22,6 +26,7 @@ from delta_ops.dagster.resource import (
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import ACTIONS, DeltaMaintenanceTranslator
 from delta_ops.errors import DeltaOpsError
+from delta_ops.table.snapshot import Snapshot
 
 RETRY_POLICY = dg.RetryPolicy(max_retries=3, delay=2, backoff=dg.Backoff.EXPONENTIAL)
 
@@ -40,6 +45,53 @@ def pool_name(prefix: str, table: DeltaTableTarget) -> str:
     return f"{prefix}/{table.safe_name}"
 
 
+@dataclass(frozen=True)
+class ActionOutcome:
+    """What one action did on one table, as the run's events report it.
+
+    Attributes:
+        result: the result (or the plan of a dry run); None when there was nothing to do.
+        reason: why nothing was done (None when something was).
+        plan: the plan the action was decided on (it holds the table's state).
+        seconds: how long planning and executing took.
+    """
+
+    result: Any | None
+    reason: str | None
+    plan: Any
+    seconds: float
+
+    def metadata(self, table: DeltaTableTarget) -> dict[str, Any]:
+        """Event metadata: the table's names, its state (numbers the UI plots over time),
+        the duration, and the result's numbers or the reason it was skipped."""
+        out = {**table_metadata(table), **table_state_metadata(self.plan)}
+        out["duration_s"] = round(self.seconds, 3)
+        if self.result is None:
+            out["skipped"] = dg.MetadataValue.text(str(self.reason))
+        else:
+            out.update(result_metadata(self.result))
+        return out
+
+
+def table_state_metadata(plan: Any) -> dict[str, Any]:
+    """The table's state an action's plan was made on: version, log files, and (for actions
+    that load the file state) files, bytes and rows; cleanup reads no file state."""
+    snapshot = getattr(plan, "snapshot", None)
+    if snapshot is None:
+        return {}
+    out: dict[str, Any] = {
+        "table_version": snapshot.version,
+        "log_files": len(snapshot.segment.listing),
+    }
+    if isinstance(snapshot, Snapshot):
+        out["table_files"] = snapshot.num_files
+        out["table_bytes"] = snapshot.size_bytes
+        physical = snapshot.num_records
+        if physical is not None:
+            out["dagster/row_count"] = physical - snapshot.num_deleted_records
+    return out
+
+
 def run_action(
     resource: DeltaMaintenanceResource,
     table: DeltaTableTarget,
@@ -48,23 +100,24 @@ def run_action(
     *,
     dry_run: bool = False,
     options: Mapping[str, Any] | None = None,
-) -> tuple[Any | None, str | None]:
-    """Plan one action once; (plan or result, None) when there is work, (None, reason) when not.
+) -> ActionOutcome:
+    """Plan one action once and execute it when there is work (a dry run stops at the plan).
 
-    A dry run returns the plan. delta-ops errors that retrying cannot fix become a
-    non-retryable Failure naming the table and the action; retryable ones (a concurrent commit,
-    a transient store error) propagate so the retry policy runs the action again.
+    delta-ops errors that retrying cannot fix become a non-retryable Failure naming the table
+    and the action; retryable ones (a concurrent commit, a transient store error) propagate
+    so the retry policy runs the action again.
     """
     so = dict(table.storage_options) or None
     operation = operation_named(action)
+    started = time.monotonic()
     try:
         with library_logs_to(log):
             plan = resource.plan(action, table.url, options, storage_options=so)
             if plan.nothing_to_do:
-                return None, operation.idle_reason(plan)
-            if dry_run:
-                return plan, None
-            return resource.execute(action, plan, progress=log.info), None
+                reason = operation.idle_reason(plan)
+                return ActionOutcome(None, reason, plan, time.monotonic() - started)
+            result = plan if dry_run else resource.execute(action, plan, progress=log.info)
+            return ActionOutcome(result, None, plan, time.monotonic() - started)
     except DeltaOpsError as exc:
         if exc.retryable:
             raise
@@ -103,16 +156,15 @@ def build_table_maintenance_asset(
                 )
                 continue
             context.log.info(f"{table.name}: {action} starting")
-            result, reason = run_action(resource, table, action, context.log)
-            if result is None:
-                context.log.info(f"{table.name}: {action} skipped: {reason}")
+            outcome = run_action(resource, table, action, context.log)
+            if outcome.result is None:
+                context.log.info(f"{table.name}: {action} skipped: {outcome.reason}")
                 # no materialization (nothing changed), but the asset's history says why
-                skipped = {"skipped": dg.MetadataValue.text(str(reason)), **table_metadata(table)}
-                context.log_event(dg.AssetObservation(asset_key=key, metadata=skipped))
+                metadata = outcome.metadata(table)
+                context.log_event(dg.AssetObservation(asset_key=key, metadata=metadata))
                 continue
             context.log.info(f"{table.name}: {action} done")
-            metadata = {**result_metadata(result), **table_metadata(table)}
-            yield dg.MaterializeResult(asset_key=key, metadata=metadata)
+            yield dg.MaterializeResult(asset_key=key, metadata=outcome.metadata(table))
 
     _maintenance.__doc__ = f"Maintenance of {table.name}: " + ", ".join(key_to_action.values())
     return _maintenance

@@ -1,4 +1,8 @@
-"""Schedules and sensors: scheduled maintenance, commit-triggered checkpoints, failure alerts.
+"""Schedules and sensors: scheduled maintenance and commit-triggered checkpoints.
+
+Both start STOPPED (turn them on in the UI, with `dagster schedule start` / `dagster sensor
+start`, or with `build_delta_maintenance_defs(start_automation=True)`): deploying a code
+location should not start deleting files by itself. Failure alerts live in `alerts.py`.
 
 * Schedules yield one `RunRequest` per table with work (run key = table + date, tag naming the
   table); a table whose log shows nothing to do is skipped with the reason, so a fleet of quiet
@@ -11,22 +15,14 @@
 import datetime as dt
 import json
 from collections.abc import Sequence
-from typing import TypeAlias
 
 import dagster as dg
-from dagster._core.definitions.unresolved_asset_job_definition import (
-    UnresolvedAssetJobDefinition,
-)
 
+from delta_ops.dagster.alerts import TABLE_TAG, JobLike
 from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
 from delta_ops.errors import DeltaOpsError
-
-# what schedules and sensors accept as their job: an op job or an asset job (define_asset_job)
-JobLike: TypeAlias = dg.JobDefinition | UnresolvedAssetJobDefinition
-
-TABLE_TAG = "delta_ops/table"
 
 
 def build_maintenance_schedule(
@@ -39,7 +35,7 @@ def build_maintenance_schedule(
     cron: str,
     actions: tuple[str, ...] = ("checkpoint", "log_cleanup", "vacuum"),
     name: str | None = None,
-    default_status: dg.DefaultScheduleStatus = dg.DefaultScheduleStatus.RUNNING,
+    default_status: dg.DefaultScheduleStatus = dg.DefaultScheduleStatus.STOPPED,
 ) -> dg.ScheduleDefinition:
     """A schedule running `actions` on every table whose log says there is work."""
 
@@ -101,7 +97,7 @@ def build_commit_sensor(
     translator: DeltaMaintenanceTranslator,
     resource_key: str,
     minimum_interval_seconds: int = 30,
-    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING,
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
 ) -> dg.SensorDefinition:
     """Checkpoint a table once `delta.checkpointInterval` commits piled up since its checkpoint."""
 
@@ -162,38 +158,3 @@ def build_commit_sensor(
         )
 
     return _sensor
-
-
-def _first_step_failure(instance: dg.DagsterInstance, run_id: str) -> tuple[str | None, str | None]:
-    """The step that failed first in a run and its error message (what an alert should say)."""
-    records = instance.get_records_for_run(
-        run_id, of_type=dg.DagsterEventType.STEP_FAILURE, limit=1
-    ).records
-    for record in records:
-        event = record.event_log_entry.dagster_event
-        if event is None:
-            continue
-        data = event.step_failure_data
-        message = data.error.message.strip() if data and data.error else None
-        return event.step_key, message
-    return None, None
-
-
-def build_failure_sensor(prefix: str, jobs: Sequence[JobLike]) -> dg.SensorDefinition:
-    """Log every failed maintenance run with the table it was for (hook alerts here)."""
-
-    @dg.run_failure_sensor(
-        name=f"{prefix}_run_failure_sensor",
-        monitored_jobs=list(jobs),
-        default_status=dg.DefaultSensorStatus.RUNNING,
-    )
-    def _on_failure(context: dg.RunFailureSensorContext) -> None:
-        run = context.dagster_run
-        table = run.tags.get(TABLE_TAG, "several tables")
-        step, error = _first_step_failure(context.instance, run.run_id)
-        context.log.error(
-            f"delta maintenance run {run.run_id} for {table} failed: {run.job_name}, step"
-            f" {step or '-'}: {error or context.failure_event.message}"
-        )
-
-    return _on_failure

@@ -4,12 +4,9 @@ from collections.abc import Iterable
 
 import dagster as dg
 
+from delta_ops.dagster.alerts import Notifier, build_failure_sensor
 from delta_ops.dagster.assets import build_table_maintenance_asset
-from delta_ops.dagster.automation import (
-    build_commit_sensor,
-    build_failure_sensor,
-    build_maintenance_schedule,
-)
+from delta_ops.dagster.automation import build_commit_sensor, build_maintenance_schedule
 from delta_ops.dagster.checks import build_table_checks
 from delta_ops.dagster.jobs import build_jobs
 from delta_ops.dagster.resource import DeltaMaintenanceResource
@@ -27,6 +24,9 @@ def build_delta_maintenance_defs(
     row_tracking_cron: str | None = None,
     commit_sensor: bool = True,
     sensor_interval_seconds: int = 30,
+    start_automation: bool = False,
+    notify: Notifier | None = None,
+    webserver_url: str | None = None,
 ) -> dg.Definitions:
     """Maintenance assets, checks, jobs, schedules and sensors for a fleet of Delta tables.
 
@@ -37,9 +37,17 @@ def build_delta_maintenance_defs(
         translator: maps tables to asset keys, groups and owners (default: maintenance keys
             `delta_maintenance/<name>/<table>/<action>`, tables without an asset `<name>/<table>`).
         resource: the `DeltaMaintenanceResource` (storage options, engine).
-        maintenance_cron: daily checkpoint -> cleanup -> vacuum schedule (on by default).
-        row_tracking_cron: optional schedule for row-tracking backfills (off when None).
+        maintenance_cron: daily checkpoint -> cleanup -> vacuum schedule.
+        row_tracking_cron: optional schedule for row-tracking backfills (none when None).
         commit_sensor: checkpoint tables when `delta.checkpointInterval` commits pile up.
+        start_automation: the maintenance schedule and the sensors start RUNNING when the
+            code location loads; by default everything starts STOPPED and is turned on in the
+            UI (a deployment should not start deleting files by itself). The row-tracking
+            schedule always starts stopped.
+        notify: called with a `MaintenanceFailure` for every failed maintenance run (e.g.
+            `delta_ops.dagster.alerts.slack_notifier("#alerts")`); failures are logged anyway.
+        webserver_url: the Dagster UI's address, so alerts link to the failed run (default
+            $DAGSTER_WEBSERVER_URL).
 
     Returns:
         A `Definitions` to merge into your code location.
@@ -69,6 +77,12 @@ def build_delta_maintenance_defs(
         f"{name}_maintenance_assets_job",
         selection=dg.AssetSelection.assets(*all_keys) if all_keys else dg.AssetSelection.assets(),
     )
+    schedule_status = (
+        dg.DefaultScheduleStatus.RUNNING if start_automation else dg.DefaultScheduleStatus.STOPPED
+    )
+    sensor_status = (
+        dg.DefaultSensorStatus.RUNNING if start_automation else dg.DefaultSensorStatus.STOPPED
+    )
     schedules = [
         build_maintenance_schedule(
             targets,
@@ -77,6 +91,7 @@ def build_delta_maintenance_defs(
             translator=translator,
             resource_key=resource_key,
             cron=maintenance_cron,
+            default_status=schedule_status,
         )
     ]
     if row_tracking_cron:
@@ -93,7 +108,15 @@ def build_delta_maintenance_defs(
                 default_status=dg.DefaultScheduleStatus.STOPPED,
             )
         )
-    sensors = [build_failure_sensor(name, [asset_job, *op_jobs.values()])]
+    sensors = [
+        build_failure_sensor(
+            name,
+            [asset_job, *op_jobs.values()],
+            notify=notify,
+            webserver_url=webserver_url,
+            default_status=sensor_status,
+        )
+    ]
     if commit_sensor:
         sensors.append(
             build_commit_sensor(
@@ -103,6 +126,7 @@ def build_delta_maintenance_defs(
                 translator=translator,
                 resource_key=resource_key,
                 minimum_interval_seconds=sensor_interval_seconds,
+                default_status=sensor_status,
             )
         )
     return dg.Definitions(

@@ -11,8 +11,8 @@ from typing import Any, Literal, cast
 import dagster as dg
 from pydantic import Field, create_model
 
-from delta_ops.dagster.assets import run_action, table_metadata
-from delta_ops.dagster.resource import DeltaMaintenanceResource, result_metadata
+from delta_ops.dagster.assets import run_action
+from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
 from delta_ops.ops.registry import OPERATIONS, Operation, Option
@@ -92,19 +92,17 @@ def build_action_op(
         names = options.pop("tables")
         dry_run = options.pop("dry_run")
         for table in _chosen(targets, names):
-            result, reason = run_action(
+            outcome = run_action(
                 resource, table, action, context.log, dry_run=dry_run, options=options
             )
             metadata: dict[str, Any] = {
                 "action": action,
                 "dry_run": selection.dry_run,
-                **table_metadata(table),
+                **outcome.metadata(table),
             }
-            if result is None:
-                metadata["skipped"] = reason
-                context.log.info(f"{table.name}: {action} skipped: {reason}")
+            if outcome.result is None:
+                context.log.info(f"{table.name}: {action} skipped: {outcome.reason}")
             else:
-                metadata.update(result_metadata(result))
                 context.log.info(
                     f"{table.name}: {action} {'planned' if selection.dry_run else 'done'}"
                 )
