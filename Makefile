@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo check lint typecheck contracts test soak venv java-check browser-deps bench
+.PHONY: demo ui check lint typecheck contracts test soak venv java-check browser-deps bench
 
 venv: $(STAMP)
 
@@ -27,7 +27,12 @@ browser-deps:
 		else echo "delta-ops: the UI test needs Chromium: sudo apt-get install -y chromium" >&2; exit 1; fi; }
 
 demo: venv java-check
-	$(BIN)/python scripts/demo.py
+	DAGSTER_HOME=$(CURDIR)/.dagster $(BIN)/python scripts/demo.py
+
+# The UI on the demo's instance (runs of `make demo` included); `dagster dev -w workspace.yaml`
+# opens the same code location.
+ui: venv
+	DAGSTER_HOME=$(CURDIR)/.dagster $(BIN)/dg dev
 
 # The gates, cheapest first: lint and format, strict types, import-layer contracts, then tests.
 check: lint typecheck contracts test

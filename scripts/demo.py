@@ -1,66 +1,107 @@
-"""The README's main command: run the demo pipeline a few times, then its maintenance.
+"""The README's main command: the demo pipeline, time passing, then maintenance doing real work.
 
 Uses the Dagster code location in `definitions.py` on its embedded default, a local warehouse
-folder (`./warehouse`, or $DELTA_OPS_WAREHOUSE): the PySpark `events` asset appends a batch per
-run through delta-ops' commit layer, then `warehouse_maintenance_job` checkpoints, cleans up
-the log and vacuums the table. Prints what each step did. `dagster dev` shows the same
-definitions in the UI.
+folder (`./warehouse`, or $DELTA_OPS_WAREHOUSE), and keeps its Dagster instance in the project
+(`./.dagster`, or $DAGSTER_HOME), so the runs are there when `make ui` opens the UI.
+
+1. The PySpark `events` asset appends three batches through delta-ops' commit layer.
+2. Time passes, simulated: those three versions' files are dated back 40 days, and a Spark
+   write that "crashed" back then left a file no commit references.
+3. One more batch, then `warehouse_maintenance_job`: a checkpoint, log cleanup deleting the
+   commits older than the 30-day log retention, and vacuum deleting the crashed write's file.
+
+Prints what each step did, then `delta-ops inspect` of the table.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+DAGSTER_HOME = ROOT / ".dagster"
+AGE_DAYS = 40
+CRASHED_FILE = "day=1970-01-01/part-00000-crashed-write.c000.snappy.parquet"
 
-import dagster as dg
-
-from definitions import EVENTS_TABLE, defs
-from delta_ops.cli import main as cli
-
-RUNS = 3
+SHOWN = ("version", "rows", "num_deleted", "num_written", "bytes", "skipped", "table_version")
 
 
-def describe(result: dg.ExecuteInProcessResult) -> list[str]:
+def describe(result) -> list[str]:  # type: ignore[no-untyped-def]
     lines = []
-    for event in result.get_asset_materialization_events():
-        meta = event.step_materialization_data.materialization.metadata
-        shown = {
-            k: getattr(v, "value", v)
-            for k, v in meta.items()
-            if k in ("version", "rows", "num_deleted", "written", "kind", "bytes")
-        }
-        lines.append(f"  materialized {event.asset_key.to_user_string()}: {shown}")
-    for event in result.get_asset_observation_events():
-        meta = event.asset_observation_data.asset_observation.metadata
-        shown = {
-            k: getattr(v, "value", getattr(v, "text", v))
-            for k, v in meta.items()
-            if k in ("action", "skipped", "version", "num_deleted", "written", "bytes")
-        }
-        lines.append(f"  observed {event.asset_key.to_user_string()}: {shown}")
+    events = [
+        (e.asset_key, e.step_materialization_data.materialization.metadata, "materialized")
+        for e in result.get_asset_materialization_events()
+    ] + [
+        (e.asset_key, e.asset_observation_data.asset_observation.metadata, "observed")
+        for e in result.get_asset_observation_events()
+    ]
+    for key, meta, verb in events:
+        action = getattr(meta.get("action"), "value", None)
+        shown = {k: getattr(v, "value", v) for k, v in meta.items() if k in SHOWN}
+        what = f"{key.to_user_string()}" + (f" {action}" if action else "")
+        lines.append(f"  {verb} {what}: {shown}")
     return lines
 
 
-def main() -> int:
+def let_time_pass(table: Path, days: int = AGE_DAYS) -> Path:
+    """Date every file of the table back `days` days and leave a crashed write's file: the
+    demo's stand-in for weeks of real time, so retention has something to expire."""
+    crashed = table / CRASHED_FILE
+    crashed.parent.mkdir(parents=True, exist_ok=True)
+    crashed.write_bytes(b"PAR1 a write that died before its commit PAR1")
+    then = time.time() - days * 86_400
+    for path in table.rglob("*"):
+        if path.is_file():
+            os.utime(path, (then, then))
+    return crashed
+
+
+def run_demo(defs, table: Path, instance, say: Callable[[str], None] = print) -> bool:  # type: ignore[no-untyped-def]
+    """Run the demo's steps on `defs` (the code location) into `instance`; True on success."""
     pipeline = defs.resolve_job_def("events_pipeline_job")
-    for i in range(RUNS):
+
+    def append(label: str) -> bool:
         result = pipeline.execute_in_process(
-            run_config={"ops": {"events": {"config": {"rows": 300}}}}
+            run_config={"ops": {"events": {"config": {"rows": 300}}}}, instance=instance
         )
-        print(f"pipeline run {i + 1}/{RUNS}: {'ok' if result.success else 'FAILED'}")
-        print("\n".join(describe(result)))
-        if not result.success:
-            return 1
+        say(f"pipeline run {label}: {'ok' if result.success else 'FAILED'}")
+        say("\n".join(describe(result)))
+        return bool(result.success)
+
+    for i in range(3):
+        if not append(f"{i + 1}/4"):
+            return False
+    crashed = let_time_pass(table)
+    say(
+        f"(demo) {AGE_DAYS} days pass: runs 1-3 are dated back and a crashed write left "
+        f"{crashed.relative_to(table)}"
+    )
+    if not append("4/4"):
+        return False
     maintenance = defs.resolve_job_def("warehouse_maintenance_job")
-    result = maintenance.execute_in_process()
-    print(f"maintenance job: {'ok' if result.success else 'FAILED'}")
-    print("\n".join(describe(result)))
+    result = maintenance.execute_in_process(instance=instance)
+    say(f"maintenance job: {'ok' if result.success else 'FAILED'}")
+    say("\n".join(describe(result)))
+    return bool(result.success)
+
+
+def main() -> int:
+    os.environ.setdefault("DAGSTER_HOME", str(DAGSTER_HOME))
+    sys.path.insert(0, str(ROOT))
+    import dagster as dg
+
+    from definitions import EVENTS_TABLE, defs
+    from delta_ops.cli import main as cli
+
+    instance = dg.DagsterInstance.get()
+    ok = run_demo(defs, Path(EVENTS_TABLE), instance)
     print(f"\n$ delta-ops inspect {EVENTS_TABLE}")
     cli(["inspect", str(EVENTS_TABLE)])
-    return 0 if result.success else 1
+    print(f"\nruns are kept in {os.environ['DAGSTER_HOME']}; `make ui` shows them")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

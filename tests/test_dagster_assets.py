@@ -458,6 +458,7 @@ def test_vacuum_asset_metadata_matches_what_left_the_disk(tmp_path):
     assert meta["bytes"] == sum(before[p] for p in gone)
     assert set(meta["deleted"]) == gone
     assert meta["retention_ms"] == 7 * DAY_S * 1000
+    assert meta["retention"] == "7 days"  # the readable twin of every *_ms number
     assert (meta["dagster/uri"], meta["dagster/table_name"]) == (str(table), "dv")
     assert meta["commits"] == [version_before + 1, version_before + 2]  # VACUUM START / END
     assert deltalake_rows(table) == rows

@@ -1,5 +1,7 @@
-"""The demo code location in the Dagster UI: `dagster dev` on a free port, driven by headless
-Chromium (Debian's build, through Playwright's driver), with screenshots saved.
+"""The demo code location in the Dagster UI: `dg dev` (Dagster's current CLI, reading the
+project's [tool.dg]) on a free port, driven by headless Chromium (Debian's build, through
+Playwright's driver), with screenshots saved. A vacuum is launched from the launchpad with a
+human duration and its result read back from the table asset's page.
 
 Screenshots go to $DELTA_OPS_UI_SCREENSHOTS if set, else to the test's tmp directory.
 """
@@ -17,8 +19,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
+from delta_ops.dagster.checks import CHECKS as CHECK_DESCRIPTIONS
+from delta_ops.table.writer import write_arrow
 from tests.support import REPO
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -62,12 +67,18 @@ def _graphql(base: str, query: str) -> dict:
 def dagster_ui(tmp_path_factory):
     home = tmp_path_factory.mktemp("dagster_home")
     warehouse = tmp_path_factory.mktemp("warehouse")
+    # the demo's table, written without Spark: a vacuum launched from the UI has a table to read
+    write_arrow(
+        warehouse / "events",
+        pa.table({"user_id": pa.array([1, 2, 3], pa.int64()), "day": ["a", "a", "b"]}),
+        partition_by=["day"],
+    )
     port = _free_port()
     env = {**os.environ, "DAGSTER_HOME": str(home), "DELTA_OPS_WAREHOUSE": str(warehouse)}
-    dagster = Path(sys.executable).with_name("dagster")
+    dg_cli = Path(sys.executable).with_name("dg")
     log = open(home / "dagster_dev.log", "w")  # noqa: SIM115 - held by the server process until teardown
     proc = subprocess.Popen(
-        [str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+        [str(dg_cli), "dev", "--host", "127.0.0.1", "--port", str(port)],
         cwd=REPO,
         env=env,
         stdout=log,
@@ -122,8 +133,16 @@ def _shots_dir(tmp_path: Path) -> Path:
     return target
 
 
-def _dismiss_welcome(page) -> None:
+def _dismiss_welcome(page, wait_ms: int = 0) -> None:
+    """Close Dagster's "Join the community" dialog, waiting up to `wait_ms` for it to open."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     skip = page.get_by_role("button", name="Skip")
+    if wait_ms:
+        try:
+            skip.first.wait_for(timeout=wait_ms)
+        except PlaywrightTimeout:
+            return
     if skip.count():
         skip.first.click()
 
@@ -175,3 +194,56 @@ def test_vacuum_job_launchpad_offers_typed_config(dagster_ui, page, tmp_path):
     assert "No errors" in html  # the scaffolded typed config is valid as it stands
     for field in ("dry_run", "force", "mode"):
         assert field in html, f"config field {field} not offered in the launchpad"
+
+
+def test_vacuum_launched_from_the_launchpad_with_a_human_duration(dagster_ui, page, tmp_path):
+    base, location = dagster_ui
+    shots = _shots_dir(tmp_path)
+    page.goto(
+        f"{base}/locations/{location}/jobs/warehouse_vacuum_job/playground",
+        wait_until="networkidle",
+    )
+    _dismiss_welcome(page)
+    page.get_by_text("Launch Run").first.wait_for(timeout=60_000)
+    config = {"ops": {"warehouse_vacuum": {"config": {"retention": "8d", "dry_run": False}}}}
+    _dismiss_welcome(page, wait_ms=15_000)  # the community dialog opens a few seconds late
+    # the editor's own API, as typing would set it (Dagster's popovers cover it for clicks)
+    page.locator(".CodeMirror").first.wait_for(timeout=30_000)
+    page.evaluate(
+        "text => document.querySelector('.CodeMirror').CodeMirror.setValue(text)",
+        json.dumps(config, indent=2),  # YAML reads JSON
+    )
+    page.get_by_text('"8d"').first.wait_for(timeout=30_000)
+    page.get_by_text("No errors").first.wait_for(timeout=30_000)
+    page.screenshot(path=str(shots / "vacuum_launchpad_filled.png"), full_page=True)
+    page.get_by_role("button", name="Launch Run").first.click()
+    page.wait_for_url("**/runs/**", timeout=60_000)
+    run_id = page.url.rstrip("/").split("/runs/")[-1].split("?")[0]
+    deadline = time.monotonic() + 180
+    status = None
+    while time.monotonic() < deadline:
+        data = _graphql(base, f'{{ runOrError(runId: "{run_id}") {{ ... on Run {{ status }} }} }}')
+        status = data["data"]["runOrError"].get("status")
+        if status in ("SUCCESS", "FAILURE", "CANCELED"):
+            break
+        time.sleep(1)
+    page.screenshot(path=str(shots / "vacuum_run.png"), full_page=True)
+    assert status == "SUCCESS", status
+    # the run's config carried the human duration: the plan's retention is 8 days in ms
+    page.goto(f"{base}/assets/events?view=events", wait_until="networkidle")
+    _dismiss_welcome(page)
+    page.get_by_text("retention_ms").first.wait_for(timeout=60_000)
+    page.screenshot(path=str(shots / "events_asset_history.png"), full_page=True)
+    html = page.content()
+    assert "691200000" in html or "691,200,000" in html, "retention of 8d not shown"
+    assert "8 days" in html
+    for key in ("dagster/row_count", "table_version", "skipped"):
+        assert key in html, f"{key} missing from the asset's events"
+    # the checks tab says what each check guards and how to fix a failure
+    page.goto(f"{base}/assets/events?view=checks", wait_until="networkidle")
+    page.get_by_text("checkpoint_lag").first.wait_for(timeout=60_000)
+    for name, description in CHECK_DESCRIPTIONS.items():
+        page.get_by_text(name, exact=True).first.click()
+        page.get_by_text(description).first.wait_for(timeout=15_000)
+        if name == "tombstone_backlog":
+            page.screenshot(path=str(shots / "asset_check_description.png"), full_page=True)

@@ -5,6 +5,7 @@ table, and a commit by the Spark writer triggers the commit sensor."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -33,6 +34,32 @@ def test_dagster_definitions_validate_passes(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "All code locations passed validation" in result.stdout + result.stderr
+
+
+def test_dg_finds_and_loads_the_same_code_location(tmp_path):
+    """`dg` (Dagster's current CLI) reads pyproject's [tool.dg] and loads definitions.py."""
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("dg")), "check", "defs"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={
+            **__import__("os").environ,
+            "DAGSTER_HOME": str(tmp_path),
+            "DELTA_OPS_WAREHOUSE": str(tmp_path / "wh"),
+        },
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-2000:]
+    assert "All definitions loaded successfully" in result.stdout + result.stderr
+
+
+def test_the_demo_instance_lives_in_the_project_folder():
+    config = REPO / ".dagster" / "dagster.yaml"
+    assert config.is_file()
+    makefile = (REPO / "Makefile").read_text()
+    assert "DAGSTER_HOME=$(CURDIR)/.dagster $(BIN)/python scripts/demo.py" in makefile
+    assert "DAGSTER_HOME=$(CURDIR)/.dagster $(BIN)/dg dev" in makefile
 
 
 @pytest.fixture
@@ -102,3 +129,29 @@ def test_a_spark_commit_triggers_the_commit_sensor(demo, spark):
         dg.AssetKey(["delta_maintenance", "warehouse", "events", "checkpoint"])
     ]
     assert json.loads(second.cursor)["events"]["version"] == 1
+
+
+@pytest.mark.spark
+def test_the_demo_shows_cleanup_and_vacuum_doing_real_work(demo, tmp_path):
+    spec = importlib.util.spec_from_file_location("demo_script", REPO / "scripts" / "demo.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    lines: list[str] = []
+    table = Path(demo.EVENTS_TABLE)
+    with dg.DagsterInstance.local_temp(str(home)) as instance:
+        assert script.run_demo(demo.defs, table, instance, say=lines.append), "\n".join(lines)
+    log = table / "_delta_log"
+    # cleanup: the commits dated 40 days back are gone, the checkpoint that replaces them stays
+    assert not any((log / f"{v:020d}.json").exists() for v in range(3)), sorted(log.iterdir())
+    assert (log / "00000000000000000003.checkpoint.parquet").exists()
+    # vacuum: the crashed write's file is gone, every row is still there
+    assert not (table / script.CRASHED_FILE).exists()
+    assert len(deltalake_rows(table)) == len(duckdb_rows(table)) == 4 * 300
+    text = "\n".join(lines)
+    assert "log_cleanup" in text and "vacuum" in text and "num_deleted" in text, text
+    # the runs were recorded in the instance's folder: a new instance there sees all five
+    with dg.DagsterInstance.local_temp(str(home)) as again:
+        assert len(again.get_runs()) == 5

@@ -66,7 +66,8 @@ class ActionOutcome:
         the duration, and the result's numbers or the reason it was skipped."""
         out = {**table_metadata(table), **table_state_metadata(self.plan)}
         out["duration_s"] = round(self.seconds, 3)
-        if self.result is None:
+        if self.result is None:  # the plan's numbers (retention, cutoff, ...) say why
+            out.update(result_metadata(self.plan))
             out["skipped"] = dg.MetadataValue.text(str(self.reason))
         else:
             out.update(result_metadata(self.result))

@@ -14,21 +14,24 @@ from delta_ops.errors import DeltaOpsError
 
 #: Each check and what it tells the reader of the asset's page.
 CHECKS: dict[str, str] = {
-    "checkpoint_lag": "Commits since the last checkpoint stay within delta.checkpointInterval: "
-    "readers replay few JSON commits.",
+    "checkpoint_lag": "Commits since the last checkpoint stay within delta.checkpointInterval, "
+    "so readers replay few JSON commits. Fix: the checkpoint job (delta-ops checkpoint).",
     "log_reconstructible": "The latest version can be rebuilt from a checkpoint and contiguous "
-    "commits (no gap, no unreadable checkpoint).",
-    "writer_features_supported": "Every writer feature of the table is one delta-ops writes, so "
-    "its maintenance can commit.",
-    "tombstone_backlog": "Removed files past the retention are few: vacuum keeps storage (and "
-    "deleted data) from piling up.",
+    "commits (no gap, no unreadable checkpoint). Fix: delta-ops inspect names the gap or the "
+    "broken file; a new checkpoint (delta-ops checkpoint) covers it while the log is whole.",
+    "writer_features_supported": "Every writer feature of the table is one delta-ops honours, "
+    "so its maintenance can commit. Fix: maintain the table with an engine that writes the "
+    "features the failure lists.",
+    "tombstone_backlog": "Removed files past the retention are few, so storage (and deleted "
+    "data) does not pile up. Fix: the vacuum job (delta-ops vacuum).",
     "retention_properties_valid": "delta.logRetentionDuration and "
-    "delta.deletedFileRetentionDuration parse and leave time travel a sane window.",
+    "delta.deletedFileRetentionDuration parse and leave time travel a sane window. Fix: set "
+    "them to durations such as 'interval 7 days' (ALTER TABLE ... SET TBLPROPERTIES).",
     "row_tracking_state": "Row tracking is in the state the target asks for (enabled and "
-    "backfilled, or off).",
-    "small_files": "Few small files: readers open few files per query. Fix: the compact job "
-    "(delta-ops compact).",
-    "deleted_rows": "Few rows hidden by deletion vectors: deleted data leaves the files and "
+    "backfilled, or off). Fix: the row_tracking job (delta-ops enable-row-tracking).",
+    "small_files": "Few small files, so readers open few files per query. Fix: the compact "
+    "job (delta-ops compact).",
+    "deleted_rows": "Few rows hidden by deletion vectors, so deleted data leaves the files and "
     "readers skip less. Fix: the purge job (delta-ops purge), then vacuum.",
 }
 #: a compaction is worth it from this many small files (Delta's auto compaction minNumFiles)

@@ -4,6 +4,7 @@ Read-only probes are cheap enough for sensors; mutating calls return the operati
 results (frozen dataclasses), which the asset and op layers turn into metadata.
 """
 
+import datetime as dt
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,8 +23,12 @@ from delta_ops.ops.probe import (
 from delta_ops.ops.progress import LogLines, reporting
 from delta_ops.ops.registry import BY_ACTION, OPERATIONS, Operation
 from delta_ops.ops.results import to_data
+from delta_ops.protocol.units import format_duration
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot, load_snapshot
+
+#: `*_ms` values from here on are times (2001-09-09), below it durations
+_EPOCH_MS_FROM = 1_000_000_000_000
 
 
 def operation_named(name: str) -> Operation:
@@ -111,13 +116,24 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
             return operation_named(operation).execute(plan, progress)
 
 
+def _human_ms(value: int) -> str:
+    """A `*_ms` number as a person reads it: a time (epoch ms) as ISO 8601, else a duration."""
+    if value >= _EPOCH_MS_FROM:
+        moment = dt.datetime.fromtimestamp(value / 1000, tz=dt.UTC)
+        return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+    return format_duration(value)
+
+
 def result_metadata(result: Any) -> dict[str, Any]:
-    """A result or plan as flat Dagster metadata (numbers stay numbers so the UI plots them)."""
+    """A result or plan as flat Dagster metadata (numbers stay numbers so the UI plots them;
+    each `*_ms` number also gets a readable twin: `retention` "8 days", `now` an ISO time)."""
     data = to_data(result)
     out: dict[str, Any] = {}
     for key, value in data.items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out[key] = value
+            if key.endswith("_ms") and isinstance(value, int) and key[:-3] not in data:
+                out[key[:-3]] = dg.MetadataValue.text(_human_ms(value))
         elif isinstance(value, (bool, str)) or value is None:
             out[key] = dg.MetadataValue.text(str(value))
         elif isinstance(value, (list, tuple)):
