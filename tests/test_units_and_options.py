@@ -99,19 +99,40 @@ def test_human_units() -> None:
             ["inspect", "s3://lake/t", "--storage-option", "use_listings_cache=maybe"],
             "use_listings",
         ),
+        (["vacuum", "{t}", "--retention", ""], "--retention: '' is not a duration"),
+        (["vacuum", "{t}", "--retention", "-7d"], "argument --retention: expected one argument"),
+        (["vacuum", "{t}", "--mode"], "argument --mode: expected one argument"),
+        (["checkpoint", "{t}", "--version", "abc"], "--version: invalid int value: 'abc'"),
+        (["checkpoint", "{t}", "--version", "99"], "version 99 does not exist (latest is 4)"),
+        (["inspect", "{t}", "--storage-option", "novalue"], "'novalue' is not KEY=VALUE"),
+        (["frobnicate", "{t}"], "invalid choice: 'frobnicate'"),
+        (["inspect", "{missing}"], "not a Delta table"),
+        (["vacuum", "{file}"], "not a Delta table"),
+        (["cleanup", "{empty}"], "no _delta_log directory"),
+        (["inspect", ""], "table location '' is empty"),
+        (["inspect", "foo://bar/t"], "unknown storage scheme 'foo'"),
+        (["inspect", "hdfs://namenode/t"], "cannot open the hdfs:// store"),
     ],
 )
 def test_bad_option_values_are_one_line_exit_2_and_change_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], needle: str
 ) -> None:
     table = copy_fixture("delta-rs/simple_table", tmp_path)
-    before = sorted((p.name, p.stat().st_mtime_ns) for p in table.rglob("*"))
-    code = cli.main([a.format(t=table) for a in args])
+    (tmp_path / "a-file").write_text("not a table")
+    (tmp_path / "empty").mkdir()
+    paths = {
+        "t": table,
+        "missing": tmp_path / "missing",
+        "file": tmp_path / "a-file",
+        "empty": tmp_path / "empty",
+    }
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
+    code = cli.main([a.format(**paths) for a in args])
     captured = capsys.readouterr()
     assert code == 2 and captured.out == ""
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("delta-ops: error: ") and needle in lines[0]
-    assert sorted((p.name, p.stat().st_mtime_ns) for p in table.rglob("*")) == before
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in tmp_path.rglob("*")) == before
 
 
 def test_version_flag() -> None:

@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from delta_ops.errors import (
     DeltaOpsError,
@@ -20,6 +20,7 @@ from delta_ops.errors import (
     InvalidValue,
     MissingExtra,
     NotADeltaTable,
+    VersionNotFound,
 )
 from delta_ops.ops import progress
 from delta_ops.ops.registry import OPERATIONS, Operation
@@ -44,7 +45,7 @@ def _storage_options(pairs: Sequence[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
-            raise SystemExit(f"delta-ops: --storage-option needs KEY=VALUE, got {pair!r}")
+            raise InvalidValue(f"--storage-option: {pair!r} is not KEY=VALUE")
         out[key] = value
     return out
 
@@ -127,10 +128,16 @@ def _add_operation(sub: Any, operation: Operation) -> None:
     parser.set_defaults(func=lambda args: _run_operation(operation, args))
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the problem and where help is, exit 2
+    (argparse prints the whole usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"delta-ops: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="delta-ops", description="Maintenance for Delta Lake tables."
-    )
+    parser = _OneLineParser(prog="delta-ops", description="Maintenance for Delta Lake tables.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     parser.add_argument("-V", "--version", action="version", version=f"delta-ops {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -163,7 +170,10 @@ def use_system_allocator() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     use_system_allocator()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # usage errors (one line, printed), --help, --version
+        return exit_.code if isinstance(exit_.code, int) else 2
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="delta-ops: %(levelname)s: %(message)s",
@@ -175,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the reader went away (`delta-ops inspect t | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (InvalidValue, InvalidLocation, MissingExtra, NotADeltaTable) as exc:
+    except (InvalidValue, InvalidLocation, MissingExtra, NotADeltaTable, VersionNotFound) as exc:
         # the user's input is wrong (a value, a location, a store without its extra): a usage
         # error, exit 2 as argparse's own
         print(f"delta-ops: error: {exc}", file=sys.stderr)

@@ -56,7 +56,7 @@ class Option:
     def parse(self, raw: Any) -> Any:
         """The typed value of `raw` (text from the CLI, a value from Dagster config); a default
         written as text (``"128MB"``) is parsed like a value the user gave."""
-        if raw is None or raw == "":
+        if raw is None:  # not given; an empty text is a value, and refused by its parser
             if not isinstance(self.default, str):
                 return self.default
             raw = self.default

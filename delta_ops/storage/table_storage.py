@@ -262,6 +262,9 @@ class Storage:
             raise InvalidLocation(
                 f"{text}: unknown storage scheme {scheme!r}; supported: {known} (or a local path)"
             ) from None
+        except (OSError, RuntimeError) as exc:  # e.g. hdfs:// without a JVM, bad credentials
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise InvalidLocation(f"{text}: cannot open the {scheme}:// store: {first}") from None
         if _is_local_fs(fs):
             path = os.path.abspath(path)
         return cls(fs, path, text, single_writer=single_writer)
