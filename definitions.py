@@ -31,7 +31,7 @@ class EventsConfig(dg.Config):
 @dg.asset(
     key=EVENTS_KEY,
     group_name="pipeline",
-    kinds={"spark", "delta"},
+    kinds={"spark", "deltalake"},
     description=f"Events appended by PySpark to the Delta table at {EVENTS_TABLE}",
 )
 def events(context: dg.AssetExecutionContext, config: EventsConfig) -> dg.MaterializeResult:

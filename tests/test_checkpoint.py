@@ -1199,7 +1199,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys, args_for, needle):
     listing = log_listing(table)
     # the user's input is wrong (a malformed option, a path that is no table): exit 2, as
     # argparse's own errors; a table we cannot act on: 1
-    usage_error = needle in ("--parts", "not a Delta table")
+    usage_error = needle in ("--parts", "not a Delta table", "99")  # 99: a version it lacks
     assert cli.main(args) == (2 if usage_error else 1)
     captured = capsys.readouterr()
     assert captured.out == ""

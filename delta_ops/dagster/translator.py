@@ -40,7 +40,7 @@ class DeltaMaintenanceTranslator:
         return dg.AssetSpec(
             key=key,
             description=f"Delta table at {table.url}",
-            kinds={"delta"},
+            kinds={"deltalake"},
             group_name=self.group_name,
         )
 
@@ -53,7 +53,7 @@ class DeltaMaintenanceTranslator:
             description=_DESCRIPTIONS[action],
             group_name=self.group_name or table_spec.group_name,
             owners=list(self.owners),
-            kinds={"delta"},
+            kinds={"deltalake"},
             skippable=True,
             tags={"delta_ops/table": table.safe_name, "delta_ops/action": action},
         )

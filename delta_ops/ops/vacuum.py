@@ -68,6 +68,7 @@ from delta_ops.ops import progress
 from delta_ops.ops.leftovers import MIN_LEFTOVER_AGE_MS, staging_directories, stale_leftovers
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Operation
+from delta_ops.protocol.units import format_duration
 from delta_ops.storage import Storage
 from delta_ops.storage.tree import TreeListing
 from delta_ops.table.commit_times import version_at
@@ -407,13 +408,16 @@ def resolve_retention(snapshot: Snapshot, retention_ms: int | None, force: bool)
     if retention_ms is None:
         return table_retention, table_retention
     if retention_ms < 0:
-        raise RetentionTooShort(f"vacuum retention must not be negative, got {retention_ms} ms")
-    if retention_ms < table_retention and not force:
-        hours = -(-table_retention // 3_600_000)
         raise RetentionTooShort(
-            f"{snapshot.storage.url}: a retention of {retention_ms} ms is shorter than the table's "
-            f"delta.deletedFileRetentionDuration ({hours} hours); files still needed by readers or "
-            "time travel inside that window could be deleted. Pass --force to vacuum anyway."
+            f"vacuum retention must not be negative, got {format_duration(retention_ms)}"
+        )
+    if retention_ms < table_retention and not force:
+        raise RetentionTooShort(
+            f"{snapshot.storage.url}: a retention of {format_duration(retention_ms)} is shorter "
+            f"than the table's delta.deletedFileRetentionDuration "
+            f"({format_duration(table_retention)}); files still needed by readers or time travel "
+            "inside that window could be deleted. Vacuum with force to go ahead (CLI --force, "
+            "Dagster config force: true)."
         )
     return retention_ms, table_retention
 
