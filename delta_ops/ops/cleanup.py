@@ -255,7 +255,7 @@ def _plan_cleanup(
         return nothing(
             f"no readable _last_checkpoint ({hint.problem}): nothing is deleted without it"
         )
-    files = parse_listing(storage.list_log())
+    files = list(snapshot.segment.listing)  # the listing the table was just loaded from
     segments = _segments(files, _expiry(snapshot, cutoff), hint.info.version - 1)
     deletable = [s for s in segments if s.deletable]
     while deletable and not _readable(storage, deletable[-1].checkpoint_files):

@@ -16,13 +16,15 @@ adding an operation is writing its module and one entry here::
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal
 
 from delta_ops import clock
 from delta_ops.errors import InvalidValue, RetentionTooShort
-from delta_ops.ops import checkpoint, cleanup, compact, purge, row_tracking, vacuum
+from delta_ops.ops import cleanup, row_tracking, vacuum
 from delta_ops.protocol.units import (
     format_bytes,
     format_duration,
@@ -32,6 +34,22 @@ from delta_ops.protocol.units import (
 )
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot, TableHead, load_head, load_snapshot
+
+
+class _OnFirstUse(ModuleType):
+    """A module imported when one of its names is first used: the CLI starts without the
+    rewrite and checkpoint writers (pyarrow.parquet, ...) unless it runs them."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(importlib.import_module(self.__name__), name)
+
+
+if TYPE_CHECKING:
+    from delta_ops.ops import checkpoint, compact, purge
+else:
+    checkpoint = _OnFirstUse("delta_ops.ops.checkpoint")
+    compact = _OnFirstUse("delta_ops.ops.compact")
+    purge = _OnFirstUse("delta_ops.ops.purge")
 
 OptionKind = Literal["duration", "time", "count", "flag", "choice", "ratio", "size", "text"]
 Progress = Callable[[str], None] | None
@@ -418,8 +436,8 @@ PURGE = Operation(
         snapshot, min_deleted_ratio=values["min_deleted_ratio"]
     ),
     execute_with=lambda plan, progress: purge.execute_purge(plan),
-    describe_plan=purge.describe_plan,
-    describe_result=purge.describe_result,
+    describe_plan=lambda plan: purge.describe_plan(plan),
+    describe_result=lambda result: purge.describe_result(result),
     idle_reason=lambda plan: "no file has a deletion vector to purge",
 )
 
@@ -439,8 +457,8 @@ COMPACT = Operation(
         where=compact.parse_where(values["where"], snapshot.partition_columns),
     ),
     execute_with=lambda plan, progress: compact.execute_compact(plan),
-    describe_plan=compact.describe_plan,
-    describe_result=compact.describe_result,
+    describe_plan=lambda plan: compact.describe_plan(plan),
+    describe_result=lambda result: compact.describe_result(result),
     idle_reason=lambda plan: "no partition has small files to pack",
 )
 

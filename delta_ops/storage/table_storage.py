@@ -655,8 +655,9 @@ class Storage:
 
     def delete(self, paths: Iterable[str]) -> None:
         """Delete files (not directories); a file that is already gone is not an error."""
+        remove = os.unlink if self.is_local else self._filesystem.rm_file
         for p in paths:
             try:
-                self._filesystem.rm_file(p)
+                remove(p)
             except FileNotFoundError:
                 pass
