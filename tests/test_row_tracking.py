@@ -989,12 +989,31 @@ def test_file_removed_after_planning_is_not_backfilled(tmp_path, duck):
     check_enabled(before, duck, batch_files=2)
 
 
+def test_file_added_after_planning_by_an_older_writer_is_backfilled_too(tmp_path, duck):
+    """A writer that knew nothing of row tracking appended after the plan was made (before the
+    protocol upgrade): the fresh load before the property commit finds its file and backfills
+    it, so the property is only set when every live file has ids."""
+    path = make_table(tmp_path / "t", [3, 4, 5])
+    plan = plan_enable_row_tracking(load_snapshot(path), batch_files=2)
+    write_arrow(path, batch_table(100, 7))  # the table has no rowTracking yet: no ids given
+    before = capture(path, duck)
+    result = execute_enable_row_tracking(plan)
+    assert result.files_backfilled == 4
+    after = load_snapshot(path)
+    assert after.properties.enable_row_tracking
+    check_id_invariants(after)
+    assert result.row_id_high_water_mark == 3 + 4 + 5 + 7 - 1
+    check_enabled(before, duck)
+
+
+@pytest.mark.parametrize("where", ["this batch", "a later batch"])
 @pytest.mark.parametrize("winner", ["remove", "re-add"])
 @pytest.mark.parametrize("batch_files", [1, 2])
 def test_winner_touching_a_batch_file_drops_it_from_the_batch(
-    tmp_path, duck, monkeypatch, winner, batch_files
+    tmp_path, duck, monkeypatch, winner, batch_files, where
 ):
-    """A commit lands between the batch's snapshot and its commit, touching a file of the batch."""
+    """A commit lands between the batch's snapshot and its commit, touching a file of this
+    batch or of one still to come (which must not re-add it: the table is loaded once)."""
     path = make_table(tmp_path / "t", [3, 4, 5, 6])
     fired = []
 
@@ -1002,7 +1021,10 @@ def test_winner_touching_a_batch_file_drops_it_from_the_batch(
         def commit(self):
             if self.operation == BACKFILL and not fired:
                 ours = sorted(a["add"]["path"] for a in self.actions if "add" in a)
-                victim = ours[0]
+                others = sorted(
+                    set(load_snapshot(path).files.column("path").to_pylist()) - set(ours)
+                )
+                victim = ours[0] if where == "this batch" else others[-1]
                 fresh = load_snapshot(path)
                 row = next(f for f in fresh.files.to_pylist() if f["path"] == victim)
                 race = Transaction(fresh, operation="DELETE" if winner == "remove" else "OPTIMIZE")
@@ -1032,7 +1054,8 @@ def test_winner_touching_a_batch_file_drops_it_from_the_batch(
     assert race_version == read_version + 1, "the race must land right after the batch's snapshot"
     first_batch = commit_actions(path, result.backfill_commits[0])
     assert victim not in {a["add"]["path"] for a in first_batch if "add" in a}
-    assert len([a for a in first_batch if "add" in a]) == batch_files - 1
+    expected_first = batch_files - 1 if where == "this batch" else batch_files
+    assert len([a for a in first_batch if "add" in a]) == expected_first
     backfilled = {
         a["add"]["path"]
         for v in result.backfill_commits

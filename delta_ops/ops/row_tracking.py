@@ -27,6 +27,7 @@ Example::
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import time
@@ -43,7 +44,8 @@ from delta_ops.log.actions import ADD_FIELDS, file_rows_as_actions
 from delta_ops.ops.progress import Task
 from delta_ops.ops.progress import task as progress_task
 from delta_ops.ops.results import fields_data
-from delta_ops.protocol.features import Operation
+from delta_ops.protocol.features import Operation, Protocol
+from delta_ops.protocol.num_records import num_records_in_stats
 from delta_ops.protocol.row_tracking import (
     COMMIT_VERSION_COLUMN,
     ENABLE,
@@ -57,10 +59,6 @@ from delta_ops.table.transaction import Transaction, WinningCommit
 logger = logging.getLogger(__name__)
 
 DEFAULT_BATCH_FILES = 22_000
-
-
-class RowTrackingIncomplete(DeltaOpsError):
-    """Some live file still has no row ids, so the property cannot be enabled yet."""
 
 
 @dataclass(frozen=True)
@@ -155,7 +153,13 @@ def _names_set(snapshot: Snapshot) -> bool:
 def execute_enable_row_tracking(
     plan: RowTrackingPlan, *, progress: Callable[[str], None] | None = None
 ) -> RowTrackingResult:
-    """Run the plan: protocol upgrade, backfill batches, then the property commit."""
+    """Run the plan: protocol upgrade, backfill batches, then the property commit.
+
+    The table state is the plan's: every commit since it was loaded is read once, by the
+    commit it raced (conflict detection), and the files such commits removed or re-added leave
+    the backfill. Before the property commit a fresh load proves every live file has row ids;
+    files added meanwhile by writers that did not know row tracking are backfilled then.
+    """
     started = time.monotonic()
     storage = plan.snapshot.storage
     say = progress or (lambda message: logger.info(message))
@@ -163,47 +167,75 @@ def execute_enable_row_tracking(
         return RowTrackingResult(
             plan.table, True, None, (), 0, 0, None, plan.snapshot.row_id_high_water_mark, 0
         )
+    backfill = _Backfill(storage, plan.batch_files, say)
+    snapshot = plan.snapshot
+    base = _Base(snapshot.version, snapshot.row_id_high_water_mark)
     upgrade_version = None
     if plan.upgrade_protocol:
-        upgrade_version = _upgrade_protocol(storage)
-        say(f"protocol upgraded for row tracking at version {upgrade_version}")
+        upgrade_version, snapshot, base = _upgrade_protocol(snapshot, backfill)
+        if upgrade_version is not None:
+            say(f"protocol upgraded for row tracking at version {upgrade_version}")
     with progress_task("row tracking: backfilling", files=plan.files_to_backfill) as task:
-        commits, backfilled, counted = _backfill(storage, plan.batch_files, say, task)
-    property_version = _enable_property(storage)
-    final = load_snapshot(storage)
+        backfill.task = task
+        base = backfill.run(snapshot, base)
+        property_version, high_water_mark = _enable_property(storage, backfill)
     return RowTrackingResult(
         table=plan.table,
         already_enabled=False,
         protocol_upgrade_version=upgrade_version,
-        backfill_commits=tuple(commits),
-        files_backfilled=backfilled,
-        files_counted_from_footer=counted,
+        backfill_commits=tuple(backfill.commits),
+        files_backfilled=backfill.backfilled,
+        files_counted_from_footer=backfill.counted,
         property_commit_version=property_version,
-        row_id_high_water_mark=final.row_id_high_water_mark,
+        row_id_high_water_mark=high_water_mark,
         duration_ms=int((time.monotonic() - started) * 1000),
     )
 
 
-def _upgrade_protocol(storage: Storage) -> int | None:
-    snapshot = load_snapshot(storage)
-    if snapshot.protocol.supports("rowTracking"):
-        return None  # a concurrent run did it
+@dataclass(frozen=True)
+class _Base:
+    """The version the next commit follows (every commit up to it examined) and the row-id
+    high-water mark as of it."""
+
+    version: int
+    high_water_mark: int | None
+
+
+def _upgrade_protocol(
+    snapshot: Snapshot, backfill: _Backfill
+) -> tuple[int | None, Snapshot, _Base]:
+    """Commit the protocol upgrade on top of the plan's state; commits raced on the way are
+    remembered for the backfill. A concurrent run that upgraded first: load and go on."""
+    protocol = snapshot.protocol.with_features("rowTracking").to_action()
     txn = Transaction(
         snapshot,
         operation="UPGRADE PROTOCOL",
-        parameters={"newProtocol": snapshot.protocol.with_features("rowTracking").to_action()},
+        parameters={"newProtocol": protocol},
         purpose=Operation.ENABLE_ROW_TRACKING,
+        on_conflict=backfill.remember,
     )
-    txn.add_action({"protocol": snapshot.protocol.with_features("rowTracking").to_action()})
-    return txn.commit().version
+    txn.add_action({"protocol": protocol})
+    try:
+        result = txn.commit()
+    except ConcurrentModification:
+        fresh = load_snapshot(snapshot.storage)
+        if not fresh.protocol.supports("rowTracking"):
+            raise
+        backfill.forget_raced()  # the fresh state already shows them
+        return None, fresh, _Base(fresh.version, fresh.row_id_high_water_mark)
+    upgraded = copy.copy(snapshot)  # the plan's state under the protocol just committed, so
+    upgraded.protocol = Protocol.from_action(protocol)  # backfill commits assign row ids
+    return result.version, upgraded, _Base(result.version, result.row_id_high_water_mark)
 
 
 def _with_num_records(storage: Storage, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """The add body with `numRecords` in its stats, counted from the footer when missing."""
-    stats = json.loads(body["stats"]) if body.get("stats") else {}
-    if isinstance(stats.get("numRecords"), int):
+    if num_records_in_stats(body.get("stats")) is not None:
         return body, False
     from delta_ops.protocol.stats import num_records_from_parquet_file
+
+    stats = json.loads(body["stats"]) if body.get("stats") else {}
+    stats = stats if isinstance(stats, dict) else {}
 
     stats["numRecords"] = num_records_from_parquet_file(
         storage.reader, storage.table_path(body["path"])
@@ -211,55 +243,83 @@ def _with_num_records(storage: Storage, body: dict[str, Any]) -> tuple[dict[str,
     return {**body, "stats": json.dumps(stats, separators=(",", ":"))}, True
 
 
-def _drop_conflicting(txn: Transaction, winner: WinningCommit) -> set[str]:
-    """Conflict hook: files of the batch that a winner removed or re-added leave the batch."""
-    touched = winner.touched_paths
-    ours = {a["add"]["path"] for a in txn.actions if "add" in a}
-    lost = ours & touched
-    if lost:
-        txn.actions = [a for a in txn.actions if not ("add" in a and a["add"]["path"] in lost)]
-        txn.files_read -= lost
-        logger.info(
-            "backfill batch: %d file(s) changed concurrently, dropped from this batch", len(lost)
-        )
-    return lost
+class _Backfill:
+    """Row-id backfill commits, `batch_files` files each, on top of a known base.
 
+    Each batch commits right after the previous one (`known_version`, with its row-id mark),
+    and every commit another writer lands meanwhile is seen exactly once, by the commit it
+    raced: the files it removed or re-added (say, with a new deletion vector) leave that batch
+    and every later one, so no batch re-adds a file that is gone or out of date. Files others
+    add after the protocol upgrade get row ids from their own writers."""
 
-def _backfill(
-    storage: Storage, batch_files: int, say: Callable[[str], None], task: Task
-) -> tuple[list[int], int, int]:
-    commits: list[int] = []
-    backfilled = counted = 0
-    batch_id = 0
-    while True:
-        snapshot = load_snapshot(storage)
-        missing = _missing_row_ids(snapshot)
-        if missing.num_rows == 0:
-            return commits, backfilled, counted
-        batch = missing.sort_by("path").slice(0, batch_files)
-        bodies = []
-        for body in file_rows_as_actions(batch, columns=ADD_FIELDS):
-            body, from_footer = _with_num_records(storage, body)
-            counted += from_footer
-            bodies.append({**body, "dataChange": False})
-        txn = Transaction(
-            snapshot,
-            operation="ROW TRACKING BACKFILL",
-            parameters={"batchId": str(batch_id)},
-            on_conflict=_drop_conflicting,
-            purpose=Operation.ENABLE_ROW_TRACKING,
-        )
-        txn.read_files(b["path"] for b in bodies)
-        txn.add_actions({"add": b} for b in bodies)
-        result = txn.commit()
-        done = sum(1 for a in txn.actions if "add" in a)
-        commits.append(result.version)
-        backfilled += done
-        task.advance(files=done)
-        batch_id += 1
-        say(
-            f"backfill batch {batch_id}: {done} files at version {result.version} ({missing.num_rows - done} left)"
-        )
+    def __init__(self, storage: Storage, batch_files: int, say: Callable[[str], None]) -> None:
+        self.storage = storage
+        self.batch_files = batch_files
+        self.say = say
+        self.task: Task | None = None
+        self.changed_by_others: set[str] = set()
+        self.commits: list[int] = []
+        self.backfilled = 0
+        self.counted = 0
+        self._batch_id = 0
+
+    def remember(self, txn: Transaction, winner: WinningCommit) -> set[str]:
+        """Conflict hook: note what `winner` touched; files of this batch it touched leave
+        the batch (the set returned, which the default checks then ignore)."""
+        self.changed_by_others.update(winner.touched_paths)
+        ours = {a["add"]["path"] for a in txn.actions if "add" in a}
+        lost = ours & winner.touched_paths
+        if lost:
+            txn.actions = [a for a in txn.actions if not ("add" in a and a["add"]["path"] in lost)]
+            txn.files_read -= lost
+            logger.info(
+                "backfill batch: %d file(s) changed concurrently, dropped from this batch",
+                len(lost),
+            )
+        return lost
+
+    def forget_raced(self) -> None:
+        self.changed_by_others.clear()
+
+    def run(self, snapshot: Snapshot, base: _Base) -> _Base:
+        """Backfill every file of `snapshot` without row ids; the base after the last batch."""
+        missing = _missing_row_ids(snapshot).sort_by("path")
+        for start in range(0, missing.num_rows, self.batch_files):
+            batch = missing.slice(start, self.batch_files)
+            bodies = []
+            for body in file_rows_as_actions(batch, columns=ADD_FIELDS):
+                if body["path"] in self.changed_by_others:
+                    continue
+                body, from_footer = _with_num_records(self.storage, body)
+                self.counted += from_footer
+                bodies.append({**body, "dataChange": False})
+            if not bodies:
+                continue
+            txn = Transaction(
+                snapshot,
+                operation="ROW TRACKING BACKFILL",
+                parameters={"batchId": str(self._batch_id)},
+                on_conflict=self.remember,
+                purpose=Operation.ENABLE_ROW_TRACKING,
+                known_version=base.version,
+                known_row_id_high_water_mark=base.high_water_mark,
+            )
+            txn.read_files(b["path"] for b in bodies)
+            txn.add_actions({"add": b} for b in bodies)
+            result = txn.commit()
+            base = _Base(result.version, result.row_id_high_water_mark)
+            done = sum(1 for a in txn.actions if "add" in a)
+            self.commits.append(result.version)
+            self.backfilled += done
+            if self.task is not None:
+                self.task.advance(files=done)
+            self._batch_id += 1
+            left = missing.num_rows - start - batch.num_rows
+            self.say(
+                f"backfill batch {self._batch_id}: {done} files at version {result.version} "
+                f"({left} left)"
+            )
+        return base
 
 
 def _column_names(snapshot: Snapshot) -> set[str]:
@@ -272,18 +332,22 @@ def _column_names(snapshot: Snapshot) -> set[str]:
     return names
 
 
-def _enable_property(storage: Storage, attempts: int = 5) -> int | None:
+def _enable_property(
+    storage: Storage, backfill: _Backfill, attempts: int = 5
+) -> tuple[int | None, int | None]:
+    """Set delta.enableRowTracking once every live file has row ids (checked on a fresh load;
+    files a writer unaware of row tracking added meanwhile are backfilled first); the property
+    commit's version (None when already set) and the row-id high-water mark."""
     for _ in range(attempts):
         snapshot = load_snapshot(storage)
         missing = _missing_row_ids(snapshot)
         if missing.num_rows:
-            raise RowTrackingIncomplete(
-                f"{storage.url}: {missing.num_rows} live file(s) still lack row ids (e.g. {missing.column('path')[0].as_py()}); "
-                "run enable-row-tracking again to finish the backfill"
-            )
+            backfill.forget_raced()  # this load shows every commit so far
+            backfill.run(snapshot, _Base(snapshot.version, snapshot.row_id_high_water_mark))
+            continue
         config = dict(snapshot.metadata.configuration)
         if config.get(ENABLE, "").lower() == "true" and _names_set(snapshot):
-            return None
+            return None, snapshot.row_id_high_water_mark
         config[ENABLE] = "true"
         try:
             config.update(materialized_column_names(config, _column_names(snapshot)))
@@ -299,7 +363,8 @@ def _enable_property(storage: Storage, attempts: int = 5) -> int | None:
         txn.tags = {"rowTrackingEnablementOnly": "true"}
         txn.add_action({"metaData": metadata})
         try:
-            return txn.commit().version
+            committed = txn.commit()
+            return committed.version, committed.row_id_high_water_mark
         except ConcurrentModification as exc:
             logger.info("property commit lost a race (%s); checking again", exc)
     raise ConcurrentModification(f"{storage.url}: could not set {ENABLE} after {attempts} attempts")

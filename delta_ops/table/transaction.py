@@ -49,6 +49,7 @@ from delta_ops.log.file_names import commit_file_name
 from delta_ops.log.reader import read_commit_actions
 from delta_ops.log.replay import ROW_TRACKING_DOMAIN
 from delta_ops.protocol.features import Operation, Protocol
+from delta_ops.protocol.num_records import num_records_in_stats
 from delta_ops.protocol.properties import ENABLE_IN_COMMIT_TIMESTAMPS
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot
@@ -142,6 +143,8 @@ class Transaction:
         max_attempts: an optional cap on put attempts (None: only the time budget).
         known_version: commit after this version, newer than the snapshot's, when the caller
             has examined the commits in between itself (they are not checked again).
+        known_row_id_high_water_mark: the row-id high-water mark as of `known_version` (from
+            that commit's result); new row ids start above it.
         on_conflict: optional hook called with each winning commit before the default checks;
             it may drop actions from the transaction (e.g. a backfill batch) and return the
             set of paths it has resolved, which the file-level check then ignores.
@@ -165,6 +168,8 @@ class Transaction:
     tags: dict[str, str] = field(default_factory=dict)
     files_read: set[str] = field(default_factory=set)
     known_version: int | None = None  # a newer version already checked for conflicts
+    #: the row-id high-water mark at `known_version` (its commit's result), for new row ids
+    known_row_id_high_water_mark: int | None = None
     _serialized_actions: bytes | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -215,6 +220,8 @@ class Transaction:
         assert storage is not None
         txn_id = str(uuid.uuid4())
         hwm = self.snapshot.row_id_high_water_mark if self.snapshot is not None else None
+        if self.known_version is not None and self.known_row_id_high_water_mark is not None:
+            hwm = self.known_row_id_high_water_mark
         deadline = time.monotonic() + self.time_budget_s
         version = self.read_version + 1
         attempt = 0
@@ -500,12 +507,12 @@ def assign_row_ids(
 
 
 def _num_records(add: Mapping[str, Any]) -> int:
-    try:
-        return int(json.loads(add.get("stats") or "{}")["numRecords"])
-    except (KeyError, ValueError, TypeError):
+    count = num_records_in_stats(add.get("stats"))
+    if count is None:
         raise DeltaOpsError(
             f"cannot assign row ids to {add.get('path')}: its stats lack numRecords"
-        ) from None
+        )
+    return count
 
 
 __all__ = [
