@@ -53,7 +53,7 @@ import json
 import logging
 import posixpath
 import time
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -381,12 +381,16 @@ def oldest_reconstructable_version(snapshot: Snapshot) -> int:
 
 # ----------------------------------------------------------------------------- listing (FULL)
 def list_table(
-    storage: Storage, partition_columns: tuple[str, ...], known_names: Sequence[str] = ()
+    storage: Storage,
+    partition_columns: tuple[str, ...],
+    known_names: Sequence[str] = (),
+    omit: Container[str] = frozenset(),
 ) -> TreeListing:
-    """All data-area files and directories under the root, skipping hidden names and symlinks;
+    """All data-area files and directories under the root, skipping hidden names and symlinks
+    and the files in `omit` (protected ones: never candidates, so never examined);
     `known_names` (the table's files) spread an object-store listing over parallel ranges."""
     return storage.walk(
-        lambda name: name[0] in "_." and is_hidden(name, partition_columns), known_names
+        lambda name: name[0] in "_." and is_hidden(name, partition_columns), known_names, omit
     )
 
 
@@ -460,10 +464,11 @@ def plan_vacuum(
     oldest = oldest_reconstructable_version(snapshot)
     directories: list[str] = []
     if mode == "full":
+        protected_set = set(pc.unique(protected).drop_null().to_pylist())
         known: list[str] = []
         if not storage.is_local:  # cut points for a parallel listing of the store
-            known = [*pc.unique(protected).drop_null().to_pylist(), *tombstone_paths]
-        listing = list_table(storage, snapshot.partition_columns, known)
+            known = [*protected_set, *tombstone_paths]
+        listing = list_table(storage, snapshot.partition_columns, known, omit=protected_set)
         paths = pa.array(listing.paths, pa.string())
         mtimes = pa.array(listing.mtimes, pa.int64())
         old = pc.less(mtimes, delete_before)

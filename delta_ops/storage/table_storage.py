@@ -21,7 +21,7 @@ import posixpath
 import re
 import shutil
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
@@ -634,11 +634,15 @@ class Storage:
             self._filesystem.rm(top, recursive=True)
 
     def walk(
-        self, skip_name: Callable[[str], bool], known_names: Sequence[str] = ()
+        self,
+        skip_name: Callable[[str], bool],
+        known_names: Sequence[str] = (),
+        omit: Container[str] = frozenset(),
     ) -> TreeListing:
         """Files and directories under the root, pruning names `skip_name` accepts;
-        `known_names` (paths expected to exist) let a store list in parallel ranges."""
-        return tree.walk(self, skip_name, known_names)
+        `known_names` (paths expected to exist) let a store list in parallel ranges; files in
+        `omit` (relative paths the caller needs no facts about) are left out unexamined."""
+        return tree.walk(self, skip_name, known_names, omit)
 
     def delete_many(
         self,

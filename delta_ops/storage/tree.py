@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -45,21 +45,25 @@ class TreeListing:
 
 
 def walk(
-    storage: Storage, skip_name: Callable[[str], bool], known_names: Sequence[str] = ()
+    storage: Storage,
+    skip_name: Callable[[str], bool],
+    known_names: Sequence[str] = (),
+    omit: Container[str] = frozenset(),
 ) -> TreeListing:
     """Every file and directory under the root except names (at any level) that `skip_name`
     accepts; symlinks are skipped, entries deleted meanwhile are not errors. `known_names`
     (relative paths the caller expects, such as the table's files) let S3 list in parallel
-    key ranges."""
+    key ranges. Files in `omit` are left out of the listing; locally they are not even
+    `stat`ed (vacuum omits the files the table protects: most of a table's files)."""
     listing = TreeListing()
     if not storage.is_local and is_s3(storage._filesystem):
-        return _walk_ranges(storage, skip_name, known_names)
+        return _omitted(_walk_ranges(storage, skip_name, known_names), omit)
     if storage.is_local:
         stack = [""]
         while stack:
             rel = stack.pop()
             try:
-                _scan_local(storage, rel, skip_name, listing, stack)
+                _scan_local(storage, rel, skip_name, listing, stack, omit)
             except FileNotFoundError:
                 continue  # removed meanwhile: nothing left to list
         return listing
@@ -77,7 +81,19 @@ def walk(
             listing.paths.append(found)
             listing.sizes.append(int(info.get("size") or 0))
             listing.mtimes.append(_mtime_ms(info))
-    return listing
+    return _omitted(listing, omit)
+
+
+def _omitted(listing: TreeListing, omit: Container[str]) -> TreeListing:
+    if not omit:
+        return listing
+    kept = [i for i, path in enumerate(listing.paths) if path not in omit]
+    return TreeListing(
+        paths=[listing.paths[i] for i in kept],
+        sizes=[listing.sizes[i] for i in kept],
+        mtimes=[listing.mtimes[i] for i in kept],
+        dirs=listing.dirs,
+    )
 
 
 def _walk_ranges(
@@ -104,6 +120,7 @@ def _scan_local(
     skip_name: Callable[[str], bool],
     listing: TreeListing,
     stack: list[str],
+    omit: Container[str] = frozenset(),
 ) -> None:
     prefix = f"{rel}/" if rel else ""
     with os.scandir(storage.join(rel) if rel else storage.root) as it:
@@ -114,6 +131,8 @@ def _scan_local(
             if entry.is_dir(follow_symlinks=False):
                 listing.dirs.append(prefix + name)
                 stack.append(prefix + name)
+                continue
+            if prefix + name in omit:
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
