@@ -39,7 +39,7 @@ RESULTS = DATA / "results"
 
 # The same process set-up as the `delta-ops` command (system allocator, see delta_ops.cli).
 OURS = (
-    "import sys; from delta_ops.cli import use_system_allocator; use_system_allocator(); "
+    "import sys; from delta_ops.cli.main import use_system_allocator; use_system_allocator(); "
     "from delta_ops.table.snapshot import load_snapshot; "
     "s = load_snapshot(sys.argv[1]); print(s.version, s.num_files)"
 )
