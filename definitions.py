@@ -1,19 +1,23 @@
 """The demo code location: a PySpark pipeline writing a Delta table, and its maintenance.
 
 The warehouse is a local folder (`./warehouse`, or $DELTA_OPS_WAREHOUSE). The `events` asset
-appends a batch of generated events to `warehouse/events` (partitioned by day) with Spark,
-through delta-ops' commit layer; the maintenance assets, checks, jobs, schedule and commit
-sensor for that table come from `build_delta_maintenance_defs`. Point the factory at your own
-tables (or a warehouse root) to maintain them the same way.
+appends a batch of generated events to `warehouse/events` (partitioned by day) with the Spark
+session of dagster-pyspark's `PySparkResource` (configured with delta-ops' session defaults),
+through delta-ops' commit layer, and reads the table back through `format("delta")`; the
+maintenance assets, checks, jobs, schedule and commit sensor for that table come from
+`build_delta_maintenance_defs`. Point the factory at your own tables (or a warehouse root) to
+maintain them the same way.
 """
 
 import os
 from pathlib import Path
 
 import dagster as dg
+from dagster_pyspark import PySparkResource
 from pydantic import Field
 
 from delta_ops.dagster import DeltaTableTarget, build_delta_maintenance_defs
+from delta_ops.spark.session import session_conf
 
 WAREHOUSE = Path(
     os.environ.get("DELTA_OPS_WAREHOUSE", Path(__file__).resolve().parent / "warehouse")
@@ -25,7 +29,18 @@ EVENTS_KEY = dg.AssetKey(["events"])
 class EventsConfig(dg.Config):
     rows: int = Field(default=500, description="events to append in this batch")
     days: int = Field(default=3, description="spread the batch over this many days (partitions)")
-    master: str = Field(default="local[2]", description="Spark master (local[2], or a cluster URL)")
+
+
+#: The pipeline's Spark session: two local cores, with delta-ops' defaults (UTC session time
+#: zone, microsecond timestamps, workers on this interpreter); point spark.master at a cluster
+#: to run elsewhere.
+SPARK = PySparkResource(
+    spark_config={
+        "spark.master": "local[2]",
+        "spark.app.name": "delta-ops-demo",
+        **session_conf("local[2]"),
+    }
+)
 
 
 @dg.asset(
@@ -34,12 +49,15 @@ class EventsConfig(dg.Config):
     kinds={"spark", "deltalake"},
     description=f"Events appended by PySpark to the Delta table at {EVENTS_TABLE}",
 )
-def events(context: dg.AssetExecutionContext, config: EventsConfig) -> dg.MaterializeResult:
+def events(
+    context: dg.AssetExecutionContext, config: EventsConfig, pyspark: PySparkResource
+) -> dg.MaterializeResult:
     from pyspark.sql import functions as F
 
-    from delta_ops.spark import get_spark, write_delta
+    from delta_ops.spark import register, write_delta
 
-    spark = get_spark(config.master, app_name="delta-ops-demo")
+    spark = pyspark.spark_session
+    register(spark)  # spark.read.format("delta") in the resource's session
     batch = (
         spark.range(config.rows)
         .withColumn("event_id", F.expr("uuid()"))
@@ -56,9 +74,20 @@ def events(context: dg.AssetExecutionContext, config: EventsConfig) -> dg.Materi
         .drop("id")
     )
     result = write_delta(batch, str(EVENTS_TABLE), mode="append", partition_by=["day"])
-    context.log.info(f"appended {config.rows} events as version {result.version}")
+    table = spark.read.format("delta").load(str(EVENTS_TABLE))
+    total = table.count()
+    per_day = {str(r["day"]): r["count"] for r in table.groupBy("day").count().collect()}
+    context.log.info(
+        f"appended {config.rows} events as version {result.version}; the table now has "
+        f"{total} rows: {dict(sorted(per_day.items()))}"
+    )
     return dg.MaterializeResult(
-        metadata={"version": result.version, "rows": config.rows, "table": str(EVENTS_TABLE)}
+        metadata={
+            "version": result.version,
+            "rows": config.rows,
+            "dagster/row_count": total,
+            "table": str(EVENTS_TABLE),
+        }
     )
 
 
@@ -70,7 +99,7 @@ events_pipeline_job = dg.define_asset_job(
 )
 
 defs = dg.Definitions.merge(
-    dg.Definitions(assets=[events], jobs=[events_pipeline_job]),
+    dg.Definitions(assets=[events], jobs=[events_pipeline_job], resources={"pyspark": SPARK}),
     build_delta_maintenance_defs(
         [DeltaTableTarget(name="events", url=str(EVENTS_TABLE), asset_key=EVENTS_KEY)],
         name="warehouse",

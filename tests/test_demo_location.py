@@ -76,11 +76,15 @@ def demo(tmp_path, monkeypatch, spark):
 @pytest.mark.spark
 def test_pipeline_then_maintenance_on_the_demo_table(demo):
     pipeline = demo.defs.resolve_job_def("events_pipeline_job")
-    for _ in range(2):
+    for run in range(2):
         result = pipeline.execute_in_process(
             run_config={"ops": {"events": {"config": {"rows": 40, "days": 2}}}}
         )
         assert result.success
+        # the asset reads its own table back through spark.read.format("delta")
+        [materialization] = result.get_asset_materialization_events()
+        meta = materialization.step_materialization_data.materialization.metadata
+        assert meta["dagster/row_count"].value == 40 * (run + 1)
     table = demo.EVENTS_TABLE
     snapshot = load_snapshot(table)
     assert snapshot.version == 1 and snapshot.num_records == 80
