@@ -22,6 +22,18 @@ TABLES = DATA / "tables"
 
 
 @lru_cache(maxsize=1)
+def file_digests(root: Path) -> dict[str, str]:
+    """Every file under `root` (relative path -> sha256 of its bytes): compare before and after
+    an operation that must change nothing."""
+    import hashlib
+
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
 def peer_facts() -> dict[str, dict]:
     """PEER_FACTS.jsonl by table name ("delta-rs/simple_table", ...)."""
     lines = (TABLES / "PEER_FACTS.jsonl").read_text().splitlines()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,38 +19,32 @@ from delta_ops.table.snapshot import load_snapshot
 from tests.support import REPO, deltalake_rows, duckdb_rows
 
 
-def test_dagster_definitions_validate_passes(tmp_path):
-    dagster = Path(sys.executable).with_name("dagster")
-    result = subprocess.run(
-        [str(dagster), "definitions", "validate", "-w", "workspace.yaml"],
+def _dagster_cli(tool: str, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run a Dagster command line (`dagster`, `dg`) from the venv on the demo code location,
+    with a throwaway instance and warehouse."""
+    return subprocess.run(
+        [str(Path(sys.executable).with_name(tool)), *args],
         cwd=REPO,
         capture_output=True,
         text=True,
         check=False,
         env={
-            **__import__("os").environ,
+            **os.environ,
             "DAGSTER_HOME": str(tmp_path),
             "DELTA_OPS_WAREHOUSE": str(tmp_path / "wh"),
         },
     )
+
+
+def test_dagster_definitions_validate_passes(tmp_path):
+    result = _dagster_cli("dagster", ["definitions", "validate", "-w", "workspace.yaml"], tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "All code locations passed validation" in result.stdout + result.stderr
 
 
 def test_dg_finds_and_loads_the_same_code_location(tmp_path):
     """`dg` (Dagster's current CLI) reads pyproject's [tool.dg] and loads definitions.py."""
-    result = subprocess.run(
-        [str(Path(sys.executable).with_name("dg")), "check", "defs"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={
-            **__import__("os").environ,
-            "DAGSTER_HOME": str(tmp_path),
-            "DELTA_OPS_WAREHOUSE": str(tmp_path / "wh"),
-        },
-    )
+    result = _dagster_cli("dg", ["check", "defs"], tmp_path)
     assert result.returncode == 0, (result.stdout + result.stderr)[-2000:]
     assert "All definitions loaded successfully" in result.stdout + result.stderr
 

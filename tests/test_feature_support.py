@@ -4,9 +4,7 @@ line naming the feature and the operation, and the table's bytes stay exactly as
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,7 +19,7 @@ from delta_ops.protocol.features import FEATURES, Operation, Protocol
 from delta_ops.table.scan import read_table
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
-from tests.support import deltalake_rows, duckdb_rows
+from tests.support import deltalake_rows, duckdb_rows, file_digests
 
 OPS = {
     "checkpoint": (Operation.CHECKPOINT, ["checkpoint"]),
@@ -69,15 +67,6 @@ def _table_with(tmp_path: Path, feature: str) -> Path:
     return table
 
 
-def _bytes(table: Path) -> dict[str, str]:
-    out = {}
-    for root, _, files in os.walk(table):
-        for name in files:
-            path = Path(root) / name
-            out[str(path.relative_to(table))] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
-
-
 @pytest.mark.parametrize("feature", sorted(EXPECTED))
 def test_each_operation_runs_or_is_refused_as_the_feature_says(
     feature: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -90,7 +79,7 @@ def test_each_operation_runs_or_is_refused_as_the_feature_says(
         else None
     )
     for name, (operation, args) in OPS.items():
-        before = _bytes(table)
+        before = file_digests(table)
         code = cli.main([args[0], str(table), *args[1:]])
         out, err = capsys.readouterr()
         if name in allowed:
@@ -100,14 +89,14 @@ def test_each_operation_runs_or_is_refused_as_the_feature_says(
             lines = err.strip().splitlines()
             assert len(lines) == 1 and feature in lines[0], (feature, name, err)
             assert f"cannot {operation.value} this table" in lines[0], lines[0]
-            assert _bytes(table) == before, (feature, name)
-    before = _bytes(table)
+            assert file_digests(table) == before, (feature, name)
+    before = file_digests(table)
     if "write" in allowed:
         write_arrow(table, pa.table({"id": pa.array([5], pa.int64())}))
     else:
         with pytest.raises(UnsupportedFeature, match=feature):
             write_arrow(table, pa.table({"id": pa.array([5], pa.int64())}))
-        assert _bytes(table) == before
+        assert file_digests(table) == before
     if rows is not None:
         now = sorted(read_table(load_snapshot(table))["id"].to_pylist())
         assert now == sorted(rows + ([5] if "write" in allowed else []))

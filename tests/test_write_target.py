@@ -8,9 +8,7 @@ readers saw as nulls.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -25,18 +23,9 @@ from delta_ops.table.scan import read_table
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.write_target import resolve_write_target
 from delta_ops.table.writer import DataFile, commit_data_files, write_arrow
-from tests.support import TABLES, deltalake_rows, duckdb_rows
+from tests.support import TABLES, deltalake_rows, duckdb_rows, file_digests
 
 MAPPED_FIXTURE = TABLES / "delta-rs" / "table_with_column_mapping"
-
-
-def _bytes(table: Path) -> dict[str, str]:
-    out = {}
-    for root, _, files in os.walk(table):
-        for name in files:
-            path = Path(root) / name
-            out[str(path.relative_to(table))] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
 
 
 def _rows(table: Path) -> list[tuple]:
@@ -185,10 +174,10 @@ def test_rules_delta_ops_cannot_enforce_refuse_the_write_before_any_file(
 ) -> None:
     kwargs, mode, message = REFUSED[case]
     table = _with_metadata(tmp_path, **kwargs)
-    before = _bytes(table)
+    before = file_digests(table)
     with pytest.raises(DeltaOpsError, match=message):
         write_arrow(table, pa.table({"id": pa.array([2], pa.int64()), "day": ["b"]}), mode=mode)
-    assert _bytes(table) == before
+    assert file_digests(table) == before
 
 
 def test_append_only_tables_still_take_appends(tmp_path: Path) -> None:
@@ -209,10 +198,10 @@ def test_rows_that_break_the_schema_are_refused_before_any_file(
     data: pa.Table, message: str, tmp_path: Path
 ) -> None:
     table = _with_metadata(tmp_path, nullable=False)
-    before = _bytes(table)
+    before = file_digests(table)
     with pytest.raises(DeltaOpsError, match=message):
         write_arrow(table, data)
-    assert _bytes(table) == before
+    assert file_digests(table) == before
 
 
 def test_another_engines_file_with_nulls_in_a_not_null_column_is_not_committed(
@@ -242,9 +231,9 @@ def test_partitioning_that_differs_from_the_tables_is_refused(tmp_path: Path) ->
     write_arrow(
         table, pa.table({"id": pa.array([1], pa.int64()), "day": ["a"]}), partition_by=["day"]
     )
-    before = _bytes(table)
+    before = file_digests(table)
     with pytest.raises(DeltaOpsError, match=r"partitioned by \['day'\], not \['id'\]"):
         write_arrow(
             table, pa.table({"id": pa.array([2], pa.int64()), "day": ["b"]}), partition_by=["id"]
         )
-    assert _bytes(table) == before
+    assert file_digests(table) == before
