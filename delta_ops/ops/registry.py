@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from delta_ops import clock
 from delta_ops.errors import InvalidValue, RetentionTooShort
 from delta_ops.ops import cleanup, row_tracking, vacuum
+from delta_ops.ops.engines import ENGINE_NAMES
 from delta_ops.protocol.units import (
     format_bytes,
     format_duration,
@@ -305,6 +306,7 @@ def _plan_vacuum(snapshot: Snapshot, values: Mapping[str, Any]) -> Any:
         retention_ms=values["retention"],
         mode=values["mode"],
         force=values["force"],
+        engine=values["engine"],
         **({"in_flight_grace_ms": grace} if grace is not None else {}),
     )
 
@@ -354,6 +356,13 @@ VACUUM = Operation(
             ("full", "lite"),
         ),
         Option("force", "flag", "allow a retention shorter than the table's", False),
+        Option(
+            "engine",
+            "choice",
+            "where the listing and the deletes run: local, or spark (executors)",
+            "local",
+            ENGINE_NAMES,
+        ),
         Option("now", "time", "judge ages as of this time (never later than now)", cli_only=True),
         Option(
             "in_flight_grace",

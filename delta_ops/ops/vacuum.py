@@ -53,7 +53,7 @@ import json
 import logging
 import posixpath
 import time
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,12 +65,12 @@ from delta_ops.errors import DeltaOpsError, RetentionTooShort, UnsafePath
 from delta_ops.log.file_names import LogFile, LogFileKind
 from delta_ops.log.segment import complete_checkpoints
 from delta_ops.ops import progress
+from delta_ops.ops.engines import Engine, engine_named
 from delta_ops.ops.leftovers import MIN_LEFTOVER_AGE_MS, staging_directories, stale_leftovers
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Operation
 from delta_ops.protocol.units import format_duration
 from delta_ops.storage import Storage
-from delta_ops.storage.tree import TreeListing
 from delta_ops.table.commit_times import version_at
 from delta_ops.table.snapshot import Snapshot
 from delta_ops.table.transaction import Transaction
@@ -121,6 +121,7 @@ class VacuumPlan:
     kept_in_flight: tuple[str, ...] = ()  # young untracked files a running write may own
     requested_now_ms: int | None = None  # what the caller asked for, when the clock clamped it
     oldest_reconstructable_version: int = 0
+    engine: str = "local"  # where the listing ran and the deletes run (ops/engines.py)
     snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -144,6 +145,7 @@ class VacuumPlan:
         return {
             "table": self.table,
             "mode": self.mode,
+            "engine": self.engine,
             "retention_ms": self.retention_ms,
             "table_retention_ms": self.table_retention_ms,
             "now_ms": self.now_ms,
@@ -380,18 +382,10 @@ def oldest_reconstructable_version(snapshot: Snapshot) -> int:
 
 
 # ----------------------------------------------------------------------------- listing (FULL)
-def list_table(
-    storage: Storage,
-    partition_columns: tuple[str, ...],
-    known_names: Sequence[str] = (),
-    omit: Container[str] = frozenset(),
-) -> TreeListing:
-    """All data-area files and directories under the root, skipping hidden names and symlinks
-    and the files in `omit` (protected ones: never candidates, so never examined);
-    `known_names` (the table's files) spread an object-store listing over parallel ranges."""
-    return storage.walk(
-        lambda name: name[0] in "_." and is_hidden(name, partition_columns), known_names, omit
-    )
+def hidden_filter(partition_columns: tuple[str, ...]) -> Callable[[str], bool]:
+    """The names a listing of the data area prunes: hidden ones (``_``/``.``) that are not
+    partition directories or change data (Spark's rule)."""
+    return lambda name: name[0] in "_." and is_hidden(name, partition_columns)
 
 
 def _reason(path: str, tombstone_paths: set[str]) -> str:
@@ -434,6 +428,7 @@ def plan_vacuum(
     mode: str = "full",
     force: bool = False,
     in_flight_grace_ms: int = DEFAULT_IN_FLIGHT_GRACE_MS,
+    engine: str = "local",
 ) -> VacuumPlan:
     """Plan a vacuum of `snapshot`'s table as of `now_ms`.
 
@@ -443,6 +438,8 @@ def plan_vacuum(
         mode: "full" (list the table) or "lite" (removes since the last vacuum).
         force: allow a retention shorter than the table's.
         in_flight_grace_ms: keep files no commit removed that are younger than this.
+        engine: where the listing (FULL) and the deletes run: ``local`` or ``spark``
+            (`delta_ops.ops.engines`); the plan is the same either way.
     """
     if mode not in ("full", "lite"):
         raise DeltaOpsError(f"vacuum mode must be 'full' or 'lite', got {mode!r}")
@@ -463,12 +460,15 @@ def plan_vacuum(
     )
     oldest = oldest_reconstructable_version(snapshot)
     directories: list[str] = []
+    runner = engine_named(engine)  # an unknown name is refused before anything is read
     if mode == "full":
         protected_set = set(pc.unique(protected).drop_null().to_pylist())
         known: list[str] = []
         if not storage.is_local:  # cut points for a parallel listing of the store
             known = [*protected_set, *tombstone_paths]
-        listing = list_table(storage, snapshot.partition_columns, known, omit=protected_set)
+        listing = runner.list_unprotected(
+            storage, hidden_filter(snapshot.partition_columns), protected_set, known
+        )
         paths = pa.array(listing.paths, pa.string())
         mtimes = pa.array(listing.mtimes, pa.int64())
         old = pc.less(mtimes, delete_before)
@@ -523,6 +523,7 @@ def plan_vacuum(
         kept_in_flight=tuple(sorted(c.path for c in young)),
         requested_now_ms=requested_now,
         oldest_reconstructable_version=oldest,
+        engine=runner.name,
         snapshot=snapshot,
     )
 
@@ -617,7 +618,7 @@ def execute_vacuum(plan: VacuumPlan) -> VacuumResult:
     dirs_removed = 0
     status, error = "COMPLETED", None
     try:
-        deleted = _delete_files(storage, to_delete)
+        deleted = _delete_files(storage, to_delete, engine_named(plan.engine))
         dirs_removed = storage.remove_empty_dirs(
             [d for d in plan.directories if d not in referenced_dirs]
         )
@@ -688,7 +689,7 @@ def committed_since(storage: Storage, version: int) -> tuple[int, set[str]]:
     return latest, referenced
 
 
-def _delete_files(storage: Storage, candidates: list[Candidate]) -> list[Candidate]:
+def _delete_files(storage: Storage, candidates: list[Candidate], engine: Engine) -> list[Candidate]:
     """Delete the candidates' files (never outside the root), reporting progress; the ones
     deleted or already gone."""
     sizes = {c.path: c.size for c in candidates}
@@ -699,7 +700,7 @@ def _delete_files(storage: Storage, candidates: list[Candidate]) -> list[Candida
         def done(paths: Sequence[str]) -> None:
             task.advance(files=len(paths), bytes=sum(sizes[p] for p in paths))
 
-        deleted = set(storage.delete_many(list(sizes), done))
+        deleted = set(engine.delete(storage, list(sizes), done))
     return [c for c in candidates if c.path in deleted]
 
 

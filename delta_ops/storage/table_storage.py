@@ -215,10 +215,13 @@ class Storage:
         *,
         local: bool | None = None,
         single_writer: bool = False,
+        options: Mapping[str, Any] | None = None,
     ):
         self._fs = fs
         self.root = root.rstrip("/") or "/"
         self.url = url
+        #: the storage options it was opened with, so another process can open it the same way
+        self.options: dict[str, Any] = dict(options or {})
         self._local = local if local is not None else _is_local_fs(fs)
         #: the caller declared that no other process writes this table (a store without
         #: conditional writes may then commit with a plain PUT)
@@ -235,7 +238,8 @@ class Storage:
         the table: only then may commits on a store without conditional writes go ahead.
         """
         text = os.fspath(url)
-        options = dict(storage_options or {})
+        given = dict(storage_options or {})
+        options = dict(given)
         single_writer = _flag(options.pop(SINGLE_WRITER_OPTION, False), SINGLE_WRITER_OPTION)
         storage_options = options
         if not text.strip() or text.rstrip("/").endswith("://"):
@@ -244,7 +248,14 @@ class Storage:
                 " (an unset shell variable?)"
             )
         if "://" not in text and not storage_options:
-            return cls(None, os.path.abspath(text), text, local=True, single_writer=single_writer)
+            return cls(
+                None,
+                os.path.abspath(text),
+                text,
+                local=True,
+                single_writer=single_writer,
+                options=given,
+            )
         scheme = text.split("://", 1)[0].lower() if "://" in text else "file"
         try:
             fs, path = _filesystem_for(text, scheme, storage_options)
@@ -267,7 +278,13 @@ class Storage:
             raise InvalidLocation(f"{text}: cannot open the {scheme}:// store: {first}") from None
         if _is_local_fs(fs):
             path = os.path.abspath(path)
-        return cls(fs, path, text, single_writer=single_writer)
+        return cls(fs, path, text, single_writer=single_writer, options=given)
+
+    @property
+    def location(self) -> str:
+        """Where another process (a Spark executor) opens this table: the absolute root of a
+        local table, else its URL (with :attr:`options`)."""
+        return self.root if self.is_local and "://" not in self.url else self.url
 
     @property
     def _filesystem(self) -> Any:
@@ -638,11 +655,15 @@ class Storage:
         skip_name: Callable[[str], bool],
         known_names: Sequence[str] = (),
         omit: Container[str] = frozenset(),
+        *,
+        under: str = "",
+        recursive: bool = True,
     ) -> TreeListing:
-        """Files and directories under the root, pruning names `skip_name` accepts;
-        `known_names` (paths expected to exist) let a store list in parallel ranges; files in
-        `omit` (relative paths the caller needs no facts about) are left out unexamined."""
-        return tree.walk(self, skip_name, known_names, omit)
+        """Files and directories under the root (or the directory `under`; only its own
+        entries when not `recursive`), pruning names `skip_name` accepts; `known_names` (paths
+        expected to exist) let a store list in parallel ranges; files in `omit` (relative
+        paths the caller needs no facts about) are left out unexamined."""
+        return tree.walk(self, skip_name, known_names, omit, under=under, recursive=recursive)
 
     def delete_many(
         self,

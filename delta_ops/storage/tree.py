@@ -49,29 +49,40 @@ def walk(
     skip_name: Callable[[str], bool],
     known_names: Sequence[str] = (),
     omit: Container[str] = frozenset(),
+    *,
+    under: str = "",
+    recursive: bool = True,
 ) -> TreeListing:
     """Every file and directory under the root except names (at any level) that `skip_name`
     accepts; symlinks are skipped, entries deleted meanwhile are not errors. `known_names`
     (relative paths the caller expects, such as the table's files) let S3 list in parallel
     key ranges. Files in `omit` are left out of the listing; locally they are not even
-    `stat`ed (vacuum omits the files the table protects: most of a table's files)."""
+    `stat`ed (vacuum omits the files the table protects: most of a table's files).
+
+    `under` walks one directory's subtree only (paths stay relative to the root);
+    ``recursive=False`` lists that directory's own entries (a parallel walk's first step)."""
     listing = TreeListing()
-    if not storage.is_local and is_s3(storage._filesystem):
+    if not under and recursive and not storage.is_local and is_s3(storage._filesystem):
         return _omitted(_walk_ranges(storage, skip_name, known_names), omit)
     if storage.is_local:
-        stack = [""]
+        stack = [under]
         while stack:
             rel = stack.pop()
             try:
-                _scan_local(storage, rel, skip_name, listing, stack, omit)
+                _scan_local(storage, rel, skip_name, listing, stack if recursive else [], omit)
             except FileNotFoundError:
                 continue  # removed meanwhile: nothing left to list
         return listing
     from delta_ops.storage.table_storage import _mtime_ms
 
     root = storage.root.rstrip("/")
-    storage._filesystem.invalidate_cache(root)
-    for path, info in storage._filesystem.find(root, withdirs=True, detail=True).items():
+    top = f"{root}/{under}" if under else root
+    storage._filesystem.invalidate_cache(top)
+    if recursive:
+        found_items = storage._filesystem.find(top, withdirs=True, detail=True).items()
+    else:
+        found_items = ((i["name"], i) for i in storage._filesystem.ls(top, detail=True))
+    for path, info in found_items:
         found = path[len(root) :].lstrip("/") if path.startswith(root) else None
         if not found or any(skip_name(part) for part in found.split("/")):
             continue

@@ -1,0 +1,99 @@
+"""Where an operation's heavy I/O runs: here (threads), or on Spark's executors.
+
+An engine does the two things that grow with a table's file count and that an operation
+cannot do from the log alone: list the table's data area (leaving out the files the caller
+protects) and delete many files. Plans and results are the same whichever engine did the I/O;
+only who lists and who deletes changes.
+
+* ``local`` (:data:`LOCAL`): the storage layer's own walk and parallel deletes.
+* ``spark``: the listing and the deletes run as Spark tasks, one per top-level directory or
+  batch of files (`delta_ops.spark.engine`, loaded on first use like a plugin, because Spark
+  is a front end above this layer and an optional extra). The driver never holds the whole
+  file list: tasks return only the files the caller did not protect.
+
+    engine = engine_named("spark")
+    listing = engine.list_unprotected(storage, ("day",), protected)
+    deleted = engine.delete(storage, ["day=1/part-0.parquet"])
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from delta_ops.errors import InvalidValue
+from delta_ops.storage import Storage
+from delta_ops.storage.tree import TreeListing
+
+#: engines that live in a front-end package, by name: module whose `ENGINE` is the engine
+_PLUGINS = {"spark": "delta_ops.spark.engine"}
+ENGINE_NAMES = ("local", *_PLUGINS)
+
+
+class Engine(Protocol):
+    """Runs the listing and deleting an operation needs."""
+
+    name: str
+
+    def list_unprotected(
+        self,
+        storage: Storage,
+        skip_name: Callable[[str], bool],
+        protected: set[str],
+        known_names: Sequence[str] = (),
+    ) -> TreeListing:
+        """Files under the root that are not in `protected` (table-relative paths), with
+        their sizes and modification times, and every directory; names `skip_name` accepts
+        are pruned at any level."""
+        ...
+
+    def delete(
+        self,
+        storage: Storage,
+        relative_paths: Sequence[str],
+        on_deleted: Callable[[Sequence[str]], object] | None = None,
+    ) -> list[str]:
+        """Delete table-relative files (never outside the root); the ones deleted or gone."""
+        ...
+
+
+class LocalEngine:
+    """This process: the storage layer's walk (which does not even stat protected files)
+    and its parallel deletes."""
+
+    name = "local"
+
+    def list_unprotected(
+        self,
+        storage: Storage,
+        skip_name: Callable[[str], bool],
+        protected: set[str],
+        known_names: Sequence[str] = (),
+    ) -> TreeListing:
+        return storage.walk(skip_name, known_names, omit=protected)
+
+    def delete(
+        self,
+        storage: Storage,
+        relative_paths: Sequence[str],
+        on_deleted: Callable[[Sequence[str]], object] | None = None,
+    ) -> list[str]:
+        return storage.delete_many(relative_paths, on_deleted)
+
+
+LOCAL = LocalEngine()
+
+
+def engine_named(name: str) -> Engine:
+    """The engine called `name` (``local`` or ``spark``)."""
+    if name == "local":
+        return LOCAL
+    module = _PLUGINS.get(name)
+    if module is None:
+        raise InvalidValue(f"--engine: {name!r} is not one of {', '.join(ENGINE_NAMES)}")
+    engine: Engine = importlib.import_module(module).ENGINE
+    return engine
+
+
+__all__ = ["ENGINE_NAMES", "LOCAL", "Engine", "LocalEngine", "engine_named"]

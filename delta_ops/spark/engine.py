@@ -1,0 +1,117 @@
+"""The Spark engine: an operation's listing and deletes run as Spark tasks on executors.
+
+`delta_ops.ops.engines.engine_named("spark")` loads :data:`ENGINE`; operations pass it their
+storage and get back what the local engine would give, computed elsewhere:
+
+* listing: the driver lists only the table root's own entries; each top-level directory (a
+  partition, `_change_data`, ...) is walked by one task, which leaves out the protected paths
+  (broadcast to the executors) and returns only the rest. The driver therefore receives the
+  files that may be candidates, never the table's whole file list.
+* deleting: the paths are spread over tasks that delete through the same storage layer (never
+  outside the root, batch deletes and retries on object stores).
+
+The session is the running one (`get_spark()` reuses it: a `PySparkResource`'s session in
+Dagster, the pipeline's own in a script), so executors are wherever that session's are.
+Executors open the table by its URL and storage options, so credentials must reach them the
+way they reach the driver (instance roles, environment, or the storage options).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from delta_ops.storage import Storage
+from delta_ops.storage.tree import TreeListing
+
+#: files per delete task
+DELETE_BATCH = 1000
+
+
+class SparkEngine:
+    """Lists and deletes with Spark tasks (see the module doc)."""
+
+    name = "spark"
+
+    def _spark(self) -> Any:
+        from delta_ops.spark.session import get_spark
+
+        return get_spark()
+
+    def list_unprotected(
+        self,
+        storage: Storage,
+        skip_name: Callable[[str], bool],
+        protected: set[str],
+        known_names: Sequence[str] = (),
+    ) -> TreeListing:
+        top = storage.walk(skip_name, omit=protected, recursive=False)
+        listing = TreeListing(
+            paths=list(top.paths),
+            sizes=list(top.sizes),
+            mtimes=list(top.mtimes),
+            dirs=list(top.dirs),
+        )
+        if not top.dirs:
+            return listing
+        spark = self._spark()
+        context = spark.sparkContext
+        shared = context.broadcast(protected)
+        url, options = storage.location, storage.options
+
+        def walk_subtree(directories: Iterator[str]) -> Iterator[tuple[str, int, int, bool]]:
+            task_storage = Storage.open(url, options or None)
+            for directory in directories:
+                found = task_storage.walk(
+                    skip_name, omit=shared.value, under=directory, recursive=True
+                )
+                for path, size, mtime in zip(found.paths, found.sizes, found.mtimes):
+                    yield path, size, mtime, False
+                for d in found.dirs:
+                    yield d, 0, 0, True
+
+        rows = (
+            context.parallelize(
+                top.dirs, max(1, min(len(top.dirs), context.defaultParallelism * 4))
+            )
+            .mapPartitions(walk_subtree)
+            .collect()
+        )
+        shared.unpersist()
+        for path, size, mtime, is_dir in rows:
+            if is_dir:
+                listing.dirs.append(path)
+            else:
+                listing.paths.append(path)
+                listing.sizes.append(size)
+                listing.mtimes.append(mtime)
+        return listing
+
+    def delete(
+        self,
+        storage: Storage,
+        relative_paths: Sequence[str],
+        on_deleted: Callable[[Sequence[str]], object] | None = None,
+    ) -> list[str]:
+        if not relative_paths:
+            return []
+        context = self._spark().sparkContext
+        url, options = storage.location, storage.options
+
+        def delete_batch(paths: Iterator[str]) -> Iterator[str]:
+            batch = list(paths)
+            if batch:
+                yield from Storage.open(url, options or None).delete_many(batch)
+
+        slices = max(1, -(-len(relative_paths) // DELETE_BATCH))
+        deleted: list[str] = (
+            context.parallelize(list(relative_paths), slices).mapPartitions(delete_batch).collect()
+        )
+        if on_deleted is not None:
+            on_deleted(deleted)
+        return deleted
+
+
+ENGINE = SparkEngine()
+
+__all__ = ["DELETE_BATCH", "ENGINE", "SparkEngine"]
