@@ -34,9 +34,12 @@ class SparkEngine:
     name = "spark"
 
     def _spark(self) -> Any:
+        """The running session (a PySparkResource's, the pipeline's), else a new one."""
+        from pyspark.sql import SparkSession
+
         from delta_ops.spark.session import get_spark
 
-        return get_spark()
+        return SparkSession.getActiveSession() or get_spark()
 
     def list_unprotected(
         self,
