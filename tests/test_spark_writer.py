@@ -426,3 +426,22 @@ def test_both_spark_writers_lay_files_out_by_the_tables_column_mapping(spark, tm
         (r["id"], r["who"]["first"], r["who"]["last"], r["day"]) for r in deltalake_rows(table)
     )
     assert peer == expected
+
+
+@pytest.mark.spark
+def test_merge_schema_from_both_spark_writers(spark, tmp_path):
+    table = tmp_path / "merged"
+    write_delta(spark.createDataFrame([(1, "a")], "id long, day string"), table)
+    wider = spark.createDataFrame([(2, "b", 2.5)], "id long, day string, score double")
+    with pytest.raises(DeltaOpsError, match="mergeSchema"):
+        write_delta(wider, table)
+    write_delta(wider, table, merge_schema=True)
+    widest = spark.createDataFrame(
+        [(3, "c", 3.5, "x")], "id long, day string, score double, tag string"
+    )
+    widest.write.format("delta").mode("append").option("mergeSchema", "true").save(str(table))
+    snapshot = load_snapshot(table)
+    assert snapshot.schema.names == ["id", "day", "score", "tag"]
+    assert snapshot.version == 2
+    got = sorted((r["id"], r["day"], r["score"], r["tag"]) for r in deltalake_rows(table))
+    assert got == [(1, "a", None, None), (2, "b", 2.5, None), (3, "c", 3.5, "x")]

@@ -237,3 +237,45 @@ def test_partitioning_that_differs_from_the_tables_is_refused(tmp_path: Path) ->
             table, pa.table({"id": pa.array([2], pa.int64()), "day": ["b"]}), partition_by=["id"]
         )
     assert file_digests(table) == before
+
+
+@pytest.mark.parametrize("mapping", ["none", "name"])
+def test_merge_schema_adds_new_columns_in_the_same_commit(tmp_path: Path, mapping: str) -> None:
+    table = tmp_path / "t"
+    config = {"delta.columnMapping.mode": mapping} if mapping != "none" else {}
+    first = pa.table({"id": pa.array([1], pa.int64()), "day": ["a"]})
+    write_arrow(table, first, partition_by=["day"], configuration=config)
+    wider = pa.table(
+        {"id": pa.array([2], pa.int64()), "day": ["b"], "note": ["new"], "n": pa.array([7])}
+    )
+    before = file_digests(table)
+    with pytest.raises(DeltaOpsError, match=r"columns the table does not: \['note', 'n'\]"):
+        write_arrow(table, wider)
+    assert file_digests(table) == before
+    result = write_arrow(table, wider, merge_schema=True)
+    snapshot = load_snapshot(table)
+    assert snapshot.version == result.version == 1  # schema and rows in one commit
+    assert snapshot.schema.names == ["id", "day", "note", "n"]
+    if mapping != "none":
+        ids = [f.metadata["delta.columnMapping.id"] for f in snapshot.schema.fields]
+        assert ids == [1, 2, 3, 4]
+        assert snapshot.metadata.configuration["delta.columnMapping.maxColumnId"] == "4"
+        [add] = _last_adds(table)
+        stored = pq.read_schema(table / add["path"])
+        assert stored.names == [snapshot.schema.fields[i].physical_name for i in (0, 2, 3)]
+    got = sorted((r["id"], r["day"], r["note"], r["n"]) for r in deltalake_rows(table))
+    assert got == [(1, "a", None, None), (2, "b", "new", 7)]
+    if mapping == "none":  # DuckDB nulls mapped partition columns (duckdb-delta#343)
+        assert sorted(r["note"] or "" for r in duckdb_rows(table)) == ["", "new"]
+
+
+def test_merge_schema_refuses_a_table_whose_schema_changed_meanwhile(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    write_arrow(table, pa.table({"id": pa.array([1], pa.int64())}))
+    wider = pa.table({"id": pa.array([2], pa.int64()), "note": ["x"]})
+    target = resolve_write_target(Storage.open(table), wider.schema, merge_schema=True)
+    other = pa.table({"id": pa.array([3], pa.int64()), "other": ["y"]})
+    write_arrow(table, other, merge_schema=True)  # another writer changed the schema first
+    with pytest.raises(DeltaOpsError, match="changed while the data was written"):
+        commit_data_files(table, [], target)
+    assert load_snapshot(table).schema.names == ["id", "other"]

@@ -9,7 +9,9 @@ row ids where row tracking is on), or deletes them if the job failed::
     df.write.format("delta").mode("overwrite").option("partitionBy", "day").save(path)
 
 Options: ``partitionBy`` (comma-separated, for a new table; an existing table keeps its own),
-``storage.*`` (the table's storage options), and ``delta.*`` table properties for a new table.
+``mergeSchema`` (``true`` adds the DataFrame's new columns to the table's schema in the same
+commit), ``storage.*`` (the table's storage options), and ``delta.*`` table properties for a
+new table.
 :func:`delta_ops.spark.write_delta` is the function form of the same write.
 """
 
@@ -91,6 +93,7 @@ class DeltaWriter(DataSourceArrowWriter):
             partition_by=wanted,
             mode=self.mode,
             configuration=self.configuration or None,
+            merge_schema=lowered.get("mergeschema", "false").strip().lower() == "true",
         )
 
     def _storage(self) -> Storage:

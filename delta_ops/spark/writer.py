@@ -99,6 +99,7 @@ def write_delta(
     configuration: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     spark_url: str | None = None,
+    merge_schema: bool = False,
 ) -> CommitResult:
     """Write a DataFrame into a Delta table (created when absent) and commit it as one version.
 
@@ -117,6 +118,8 @@ def write_delta(
         spark_url: the table's location as Spark's Hadoop filesystems name it, when that
             differs from `url` (``s3a://`` is derived from ``s3://``; local paths become
             ``file://``).
+        merge_schema: add the DataFrame's columns the table lacks to its schema, in the same
+            commit (nullable; column-mapped where the table maps columns).
 
     Returns:
         The commit's :class:`~delta_ops.table.transaction.CommitResult` (version, attempts, row id
@@ -152,6 +155,7 @@ def write_delta(
         partition_by=wanted,
         mode=mode,
         configuration=configuration,
+        merge_schema=merge_schema,
     )
     partition_columns = list(target.partition_columns)
     spark = df.sparkSession

@@ -35,8 +35,15 @@ import pyarrow.compute as pc
 
 from delta_ops.errors import DeltaOpsError, NotADeltaTable
 from delta_ops.protocol.features import Operation, Protocol
-from delta_ops.protocol.properties import TableProperties
-from delta_ops.protocol.schema import StructType, parse_schema, physical_name, to_arrow_field
+from delta_ops.protocol.properties import COLUMN_MAPPING_MAX_COLUMN_ID, TableProperties
+from delta_ops.protocol.schema import (
+    StructType,
+    assign_column_mapping,
+    from_arrow_schema,
+    parse_schema,
+    physical_name,
+    to_arrow_field,
+)
 from delta_ops.storage import Storage
 from delta_ops.table.new_table import new_table_actions
 from delta_ops.table.snapshot import Snapshot, load_snapshot
@@ -67,6 +74,10 @@ class WriteTarget:
         new_table: the `protocol` and `metaData` actions that create the table (new tables).
         mode: ``append`` or ``overwrite``.
         data_schema: the schema of the rows, as asked (checked again at commit).
+        schema_update: the `metaData` action's body that adds the data's new columns to the
+            table (``merge_schema``); None when the schema stays.
+        base_schema: the table's schemaString the update was made from (the commit refuses
+            to apply it over any other).
     """
 
     url: str
@@ -78,6 +89,8 @@ class WriteTarget:
     new_table: tuple[Mapping[str, Any], ...] = ()
     mode: str = "append"
     data_schema: pa.Schema | None = None
+    schema_update: Mapping[str, Any] | None = None
+    base_schema: str | None = None
 
     @property
     def exists(self) -> bool:
@@ -105,6 +118,7 @@ def resolve_write_target(
     mode: str = "append",
     configuration: Mapping[str, str] | None = None,
     snapshot: Snapshot | None = None,
+    merge_schema: bool = False,
 ) -> WriteTarget:
     """Decide how rows of `schema` are written into the table at `storage`.
 
@@ -116,6 +130,9 @@ def resolve_write_target(
         mode: ``append`` or ``overwrite``.
         configuration: table properties of a new table (ignored for an existing one).
         snapshot: the table's latest snapshot when the caller already loaded it.
+        merge_schema: columns of the data the table lacks are added to its schema (nullable,
+            with column-mapping ids and physical names where the table maps columns), in the
+            same commit as the rows; otherwise they are refused.
 
     Raises:
         UnsupportedFeature: a table feature does not allow data writes.
@@ -139,12 +156,17 @@ def resolve_write_target(
         protocol = Protocol.from_action(actions[0]["protocol"])
         target = _target(storage.url, None, table_schema, wanted, props, protocol, tuple(actions))
     else:
-        target = _existing_target(storage, snapshot, schema, wanted, mode)
+        target = _existing_target(storage, snapshot, schema, wanted, mode, merge_schema)
     return replace(target, mode=mode, data_schema=schema)
 
 
 def _existing_target(
-    storage: Storage, snapshot: Snapshot, schema: pa.Schema, wanted: Sequence[str], mode: str
+    storage: Storage,
+    snapshot: Snapshot,
+    schema: pa.Schema,
+    wanted: Sequence[str],
+    mode: str,
+    merge_schema: bool = False,
 ) -> WriteTarget:
     columns = schema.names
     snapshot.protocol.check_allows(Operation.WRITE)
@@ -155,11 +177,16 @@ def _existing_target(
     table_schema = snapshot.schema
     by_lower = {f.name.lower(): f for f in table_schema.fields}
     extra = [c for c in columns if c.lower() not in by_lower]
-    if extra:
+    schema_update = None
+    if extra and not merge_schema:
         raise DeltaOpsError(
             f"{storage.url}: the data has columns the table does not: {extra} "
-            f"(the table has {table_schema.names}; schema evolution is not supported)"
+            f"(the table has {table_schema.names}); write with merge_schema=True "
+            "(Spark: option mergeSchema=true) to add them"
         )
+    if extra:
+        table_schema, schema_update = _merged_schema(snapshot, schema, extra)
+        by_lower = {f.name.lower(): f for f in table_schema.fields}
     present = {c.lower() for c in columns}
     missing_required = [
         f.name for f in table_schema.fields if not f.nullable and f.name.lower() not in present
@@ -167,14 +194,42 @@ def _existing_target(
     if missing_required:
         raise DeltaOpsError(f"{storage.url}: the data lacks NOT NULL columns {missing_required}")
     _check_columns_exist(storage.url, existing, columns, "the table's partition columns")
-    return _target(
+    target = _target(
         storage.url,
         snapshot.version,
         table_schema,
         [by_lower[c.lower()].name for c in existing],
-        snapshot.properties,
+        TableProperties.from_configuration(schema_update["configuration"])
+        if schema_update
+        else snapshot.properties,
         snapshot.protocol,
     )
+    if schema_update is None:
+        return target
+    return replace(target, schema_update=schema_update, base_schema=snapshot.metadata.schema_string)
+
+
+def _merged_schema(
+    snapshot: Snapshot, data_schema: pa.Schema, extra: Sequence[str]
+) -> tuple[StructType, dict[str, Any]]:
+    """The table schema with the data's `extra` columns appended (nullable; ids and physical
+    names under column mapping, numbered after delta.columnMapping.maxColumnId) and the
+    `metaData` action that records it."""
+    added = from_arrow_schema(pa.schema([data_schema.field(c) for c in extra]))
+    props = snapshot.properties
+    metadata = snapshot.metadata.to_action()
+    configuration = dict(metadata.get("configuration") or {})
+    if props.column_mapping_mode != "none":
+        added, highest = assign_column_mapping(added, start=props.column_mapping_max_column_id)
+        configuration[COLUMN_MAPPING_MAX_COLUMN_ID] = str(highest)
+    if '"timestamp_ntz"' in added.to_json() and not snapshot.protocol.supports("timestampNtz"):
+        raise DeltaOpsError(
+            f"{snapshot.storage.url}: new columns {list(extra)} need the timestampNtz table "
+            "feature, which adding columns does not enable; add it first"
+        )
+    merged = StructType((*snapshot.schema.fields, *added.fields))
+    metadata.update(schemaString=merged.to_json(), configuration=configuration)
+    return merged, metadata
 
 
 def _target(

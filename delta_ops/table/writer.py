@@ -83,6 +83,7 @@ def commit_data_files(
     except NotADeltaTable:
         snapshot = None
     mode = target.mode
+    update = target.schema_update
     if snapshot is not None:
         now_target = resolve_write_target(
             storage,
@@ -90,14 +91,25 @@ def commit_data_files(
             partition_by=target.partition_columns,
             mode=mode,
             snapshot=snapshot,
+            merge_schema=update is not None,
         )
-        if not target.same_layout(now_target):
+        unchanged = (
+            target.same_layout(now_target)
+            if update is None  # a schema update applies only to the schema it was made from
+            else snapshot.metadata.schema_string == target.base_schema
+            and now_target.partition_columns == target.partition_columns
+        )
+        if not unchanged:
             raise DeltaOpsError(
                 f"{storage.url} changed while the data was written (created, re-partitioned "
-                "or its columns re-mapped); nothing was committed, write again"
+                "or its columns changed); nothing was committed, write again"
             )
-        table_schema = snapshot.schema
-        props = snapshot.properties
+        table_schema = parse_schema(update["schemaString"]) if update else snapshot.schema
+        props = (
+            TableProperties.from_configuration(update["configuration"])
+            if update
+            else snapshot.properties
+        )
         tight_bounds = True if snapshot.protocol.supports("deletionVectors") else None
     else:
         if target.exists:
@@ -105,7 +117,10 @@ def commit_data_files(
         table_schema = parse_schema(target.new_table[1]["metaData"]["schemaString"])
         props = TableProperties.from_configuration(target.new_table[1]["metaData"]["configuration"])
         tight_bounds = None
-    setup = [dict(a) for a in target.new_table] if snapshot is None else []
+    if snapshot is None:
+        setup = [dict(a) for a in target.new_table]
+    else:
+        setup = [{"metaData": dict(update)}] if update else []
     partition_columns = list(target.partition_columns)
     txn = Transaction(
         snapshot,
@@ -264,14 +279,21 @@ def write_arrow(
     partition_by: Sequence[str] = (),
     configuration: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    merge_schema: bool = False,
 ) -> CommitResult:
     """Write an Arrow table into a Delta table (created if absent) and commit it. An existing
     table keeps its own partitioning and column mapping (see
-    :mod:`delta_ops.table.write_target`); a write the table refuses fails before any file is
-    written, and files of a commit that fails are deleted again."""
+    :mod:`delta_ops.table.write_target`); `merge_schema` adds the data's new columns to it in
+    the same commit. A write the table refuses fails before any file is written, and files of
+    a commit that fails are deleted again."""
     storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
     target = resolve_write_target(
-        storage, data.schema, partition_by=partition_by, mode=mode, configuration=configuration
+        storage,
+        data.schema,
+        partition_by=partition_by,
+        mode=mode,
+        configuration=configuration,
+        merge_schema=merge_schema,
     )
     files = write_data_files(storage, data, target)
     try:
