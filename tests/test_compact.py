@@ -57,7 +57,7 @@ def test_target_size_and_where_limit_the_work(tmp_path: Path) -> None:
     table = tmp_path / "t"
     _many_small_appends(table)
     snapshot = load_snapshot(table)
-    only_a = plan_compact(snapshot, where=parse_where("day=a", snapshot.partition_columns))
+    only_a = plan_compact(snapshot, where=parse_where("day=a", snapshot))
     assert len(only_a.bins) == 1 and only_a.files_to_rewrite == 6
     execute_compact(only_a)
     files = load_snapshot(table).files.to_pylist()
@@ -66,7 +66,7 @@ def test_target_size_and_where_limit_the_work(tmp_path: Path) -> None:
     tiny = plan_compact(load_snapshot(table), target_size=smallest)  # nothing fits two files
     assert tiny.nothing_to_do
     with pytest.raises(InvalidValue, match="partition columns: day"):
-        parse_where("id=3", snapshot.partition_columns)
+        parse_where("id=3", snapshot)
 
 
 def test_deletion_vectors_are_applied_and_row_ids_kept(tmp_path: Path) -> None:

@@ -445,3 +445,27 @@ def test_merge_schema_from_both_spark_writers(spark, tmp_path):
     assert snapshot.version == 2
     got = sorted((r["id"], r["day"], r["score"], r["tag"]) for r in deltalake_rows(table))
     assert got == [(1, "a", None, None), (2, "b", 2.5, None), (3, "c", 3.5, "x")]
+
+
+@pytest.mark.spark
+def test_replace_where_from_both_spark_writers(spark, tmp_path):
+    table = tmp_path / "replaced"
+    days = spark.createDataFrame([(1, "a"), (2, "b"), (3, "c")], "id long, day string")
+    write_delta(days, table, partition_by=["day"])
+    b = spark.createDataFrame([(20, "b")], "id long, day string")
+    write_delta(b, table, mode="overwrite", replace_where="day = 'b'")
+    c = spark.createDataFrame([(30, "c"), (31, "c")], "id long, day string")
+    c.write.format("delta").mode("overwrite").option("replaceWhere", "day >= 'c'").save(str(table))
+    assert sorted((r["id"], r["day"]) for r in deltalake_rows(table)) == [
+        (1, "a"),
+        (20, "b"),
+        (30, "c"),
+        (31, "c"),
+    ]
+    before = sorted(str(p.relative_to(table)) for p in table.rglob("*") if p.is_file())
+    with pytest.raises(Exception, match="outside replaceWhere"):
+        c.write.format("delta").mode("overwrite").option("replaceWhere", "day = 'a'").save(
+            str(table)
+        )
+    after = sorted(str(p.relative_to(table)) for p in table.rglob("*") if p.is_file())
+    assert after == before  # no commit, and the tasks' files were deleted again

@@ -179,4 +179,11 @@ def test_dagster_run_config_is_generated_from_the_registry() -> None:
     vacuum = CONFIGS["vacuum"](retention="7d", mode="lite", force=True)
     assert OPERATIONS["vacuum"].parse(
         {k: v for k, v in vacuum.model_dump().items() if k not in ("tables", "dry_run")}
-    ) == {"retention": WEEK_MS, "mode": "lite", "force": True, "now": None, "in_flight_grace": None}
+    ) == {
+        "retention": WEEK_MS,
+        "mode": "lite",
+        "force": True,
+        "engine": "local",
+        "now": None,
+        "in_flight_grace": None,
+    }

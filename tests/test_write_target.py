@@ -279,3 +279,72 @@ def test_merge_schema_refuses_a_table_whose_schema_changed_meanwhile(tmp_path: P
     with pytest.raises(DeltaOpsError, match="changed while the data was written"):
         commit_data_files(table, [], target)
     assert load_snapshot(table).schema.names == ["id", "other"]
+
+
+def _days_table(tmp_path: Path) -> Path:
+    table = tmp_path / "days"
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "day": ["a", "b", "c"]})
+    write_arrow(table, rows, partition_by=["day"])
+    return table
+
+
+def _ids_by_day(table: Path) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for r in deltalake_rows(table):
+        out.setdefault(r["day"], []).append(r["id"])
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def test_replace_where_overwrites_only_the_partitions_it_selects(tmp_path: Path) -> None:
+    table = _days_table(tmp_path)
+    new = pa.table({"id": pa.array([20, 21], pa.int64()), "day": ["b", "b"]})
+    write_arrow(table, new, mode="overwrite", replace_where="day = 'b'")
+    assert _ids_by_day(table) == {"a": [1], "b": [20, 21], "c": [3]}
+    assert sorted(r["id"] for r in duckdb_rows(table)) == [1, 3, 20, 21]
+    info = json.loads((table / "_delta_log" / commit_file_name(1)).read_text().splitlines()[0])
+    assert json.loads(info["commitInfo"]["operationParameters"]["predicate"]) == ["day = 'b'"]
+
+
+def test_replace_where_refuses_rows_outside_it_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    table = _days_table(tmp_path)
+    before = file_digests(table)
+    stray = pa.table({"id": pa.array([20, 30], pa.int64()), "day": ["b", "c"]})
+    with pytest.raises(DeltaOpsError, match=r"outside replaceWhere .day = 'b'."):
+        write_arrow(table, stray, mode="overwrite", replace_where="day = 'b'")
+    assert file_digests(table) == before  # the written files were deleted again
+    with pytest.raises(DeltaOpsError, match="needs mode overwrite"):
+        write_arrow(table, stray, replace_where="day = 'b'")
+    with pytest.raises(DeltaOpsError, match="replaceWhere 'id = 1'.*not a partition column"):
+        write_arrow(table, stray, mode="overwrite", replace_where="id = 1")
+    assert file_digests(table) == before
+
+
+def test_an_append_into_a_replaced_partition_while_committing_is_a_conflict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The overwrite replaces what the table holds when it commits; a commit that lands in
+    the replaced partitions between that read and the put would survive it, so it is a
+    conflict; one elsewhere is not."""
+    from delta_ops.errors import ConcurrentModification
+    from delta_ops.table import writer
+    from delta_ops.table.transaction import Transaction
+
+    table = _days_table(tmp_path)
+    race_day: list[str] = []
+
+    class Racing(Transaction):
+        def commit(self):  # type: ignore[no-untyped-def]
+            if race_day:
+                day = race_day.pop()
+                write_arrow(table, pa.table({"id": pa.array([22], pa.int64()), "day": [day]}))
+            return super().commit()
+
+    monkeypatch.setattr(writer, "Transaction", Racing)
+    new = pa.table({"id": pa.array([20], pa.int64()), "day": ["b"]})
+    race_day.append("b")
+    with pytest.raises(ConcurrentModification, match="to partitions that replaceWhere"):
+        write_arrow(table, new, mode="overwrite", replace_where="day = 'b'")
+    assert _ids_by_day(table) == {"a": [1], "b": [2, 22], "c": [3]}
+    race_day.append("c")
+    write_arrow(table, new, mode="overwrite", replace_where="day = 'b'")
+    assert _ids_by_day(table) == {"a": [1], "b": [20], "c": [3, 22]}

@@ -1,7 +1,8 @@
 """Compaction: many small files of a partition bin-packed into files near a target size
 (Delta's and delta-rs's `OPTIMIZE`), the same rows in fewer files.
 
-    plan = plan_compact(load_snapshot(path), target_size=128 * 1024**2, where={"day": "2026-11-01"})
+    snapshot = load_snapshot(path)
+    plan = plan_compact(snapshot, target_size=128 * 1024**2, where=parse_where("day = '2026-11-01'", snapshot))
     result = execute_compact(plan)
 
 Per partition, files smaller than the target are taken in path order and packed greedily into
@@ -15,8 +16,8 @@ compacted file does (re-run to compact what is left).
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from delta_ops.ops import progress
 from delta_ops.ops.results import fields_data
 from delta_ops.ops.rewrite import Rewriter, live_file_rows
 from delta_ops.protocol.features import Operation
+from delta_ops.protocol.partition_predicate import PartitionPredicate, parse_partition_predicate
 from delta_ops.protocol.units import format_bytes
 from delta_ops.table.snapshot import Snapshot
 
@@ -52,7 +54,7 @@ class CompactPlan:
     table: str
     version: int
     target_size: int
-    where: dict[str, str]
+    where: str | None  # the partition predicate, as given
     bins: tuple[Bin, ...]
     files_before: int
     snapshot: Snapshot = field(repr=False, compare=False)
@@ -86,34 +88,35 @@ class CompactResult:
         return fields_data(self)
 
 
-def parse_where(text: str | None, partition_columns: tuple[str, ...]) -> dict[str, str]:
-    """`day=2026-11-01,region=eu` as {column: value}; only partition columns, equality only."""
-    out: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in (text or "").split(","))):
-        column, sep, value = part.partition("=")
-        column = column.strip()
-        if not sep or column not in partition_columns:
-            accepted = ", ".join(partition_columns) or "none: the table is not partitioned"
-            raise InvalidValue(
-                f"--where {text!r}: use PARTITION_COLUMN=VALUE[,...]; partition columns: {accepted}"
-            )
-        out[column] = value.strip()
-    return out
+def parse_where(text: str | None, snapshot: Snapshot) -> PartitionPredicate | None:
+    """`--where` as a predicate on the table's partition columns (None when not given);
+    see `delta_ops.protocol.partition_predicate` for the forms."""
+    if text is None or not text.strip():
+        return None
+    return parse_partition_predicate(
+        text,
+        snapshot.schema,
+        snapshot.partition_columns,
+        mapped=snapshot.properties.column_mapping_mode != "none",
+        option="--where",
+    )
 
 
 def plan_compact(
     snapshot: Snapshot,
     *,
     target_size: int = DEFAULT_TARGET_SIZE,
-    where: Mapping[str, str] | None = None,
+    where: PartitionPredicate | None = None,
 ) -> CompactPlan:
-    """Bin-pack each partition's small files (pure: reads only the log)."""
+    """Bin-pack each partition's small files (pure: reads only the log); `where` limits it
+    to the partitions it selects."""
     if target_size < 1:
         raise InvalidValue(f"--target-size {target_size}: a size such as 128MB")
     snapshot.protocol.check_allows(Operation.REWRITE)
-    wanted = dict(where or {})
     files = snapshot.files
     small = files.filter(pc.less(pc.fill_null(files.column("size"), 0), target_size))
+    if where is not None:
+        small = small.filter(where.mask(small))
     by_partition: dict[tuple[tuple[str, str | None], ...], list[tuple[str, int, bool]]] = {}
     for path, size, values_list, has_dv in zip(
         small.column("path").to_pylist(),
@@ -123,8 +126,6 @@ def plan_compact(
         strict=True,
     ):
         values = tuple(sorted(values_list or ()))
-        if wanted and any(dict(values).get(c) != v for c, v in wanted.items()):
-            continue
         by_partition.setdefault(values, []).append((path, int(size or 0), bool(has_dv)))
     bins: list[Bin] = []
     for values, members in sorted(by_partition.items(), key=lambda item: str(item[0])):
@@ -141,7 +142,7 @@ def plan_compact(
         table=snapshot.storage.url,
         version=snapshot.version,
         target_size=target_size,
-        where=wanted,
+        where=str(where) if where is not None else None,
         bins=tuple(bins),
         files_before=snapshot.num_files,
         snapshot=snapshot,
@@ -194,7 +195,10 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
         raise
     version = rewriter.commit(
         "OPTIMIZE",
-        {"predicate": str(plan.where or "[]"), "targetSize": plan.target_size},
+        {
+            "predicate": json.dumps([plan.where]) if plan.where else "[]",
+            "targetSize": plan.target_size,
+        },
         actions,
         {
             "numRemovedFiles": len(rows),

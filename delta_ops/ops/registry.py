@@ -458,12 +458,17 @@ COMPACT = Operation(
     help="bin-pack small files of each partition into files near a target size (OPTIMIZE)",
     options=(
         Option("target_size", "size", "size of the files to write", "128MB"),
-        Option("where", "text", "only partitions matching COLUMN=VALUE[,COLUMN=VALUE]"),
+        Option(
+            "where",
+            "text",
+            "only partitions this predicate on partition columns selects, e.g. "
+            "\"day >= '2026-11-01'\" or day=2026-11-01,region=eu",
+        ),
     ),
     plan_with=lambda snapshot, values: compact.plan_compact(
         snapshot,
         target_size=values["target_size"],
-        where=compact.parse_where(values["where"], snapshot.partition_columns),
+        where=compact.parse_where(values["where"], snapshot),
     ),
     execute_with=lambda plan, progress: compact.execute_compact(plan),
     describe_plan=lambda plan: compact.describe_plan(plan),

@@ -10,7 +10,8 @@ row ids where row tracking is on), or deletes them if the job failed::
 
 Options: ``partitionBy`` (comma-separated, for a new table; an existing table keeps its own),
 ``mergeSchema`` (``true`` adds the DataFrame's new columns to the table's schema in the same
-commit), ``storage.*`` (the table's storage options), and ``delta.*`` table properties for a
+commit), ``replaceWhere`` (an overwrite replaces only the partitions the predicate selects),
+``storage.*`` (the table's storage options), and ``delta.*`` table properties for a
 new table.
 :func:`delta_ops.spark.write_delta` is the function form of the same write.
 """
@@ -94,6 +95,7 @@ class DeltaWriter(DataSourceArrowWriter):
             mode=self.mode,
             configuration=self.configuration or None,
             merge_schema=lowered.get("mergeschema", "false").strip().lower() == "true",
+            replace_where=lowered.get("replacewhere"),
         )
 
     def _storage(self) -> Storage:

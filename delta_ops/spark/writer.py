@@ -100,6 +100,7 @@ def write_delta(
     storage_options: Mapping[str, Any] | None = None,
     spark_url: str | None = None,
     merge_schema: bool = False,
+    replace_where: str | None = None,
 ) -> CommitResult:
     """Write a DataFrame into a Delta table (created when absent) and commit it as one version.
 
@@ -120,6 +121,8 @@ def write_delta(
             ``file://``).
         merge_schema: add the DataFrame's columns the table lacks to its schema, in the same
             commit (nullable; column-mapped where the table maps columns).
+        replace_where: with ``mode="overwrite"``, replace only the partitions this predicate
+            on partition columns selects (``day >= '2026-11-01'``); every row must be in them.
 
     Returns:
         The commit's :class:`~delta_ops.table.transaction.CommitResult` (version, attempts, row id
@@ -156,6 +159,7 @@ def write_delta(
         mode=mode,
         configuration=configuration,
         merge_schema=merge_schema,
+        replace_where=replace_where,
     )
     partition_columns = list(target.partition_columns)
     spark = df.sparkSession

@@ -27,7 +27,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -35,8 +35,10 @@ import pyarrow.compute as pc
 
 from delta_ops.errors import DeltaOpsError, NotADeltaTable
 from delta_ops.protocol.features import Operation, Protocol
+from delta_ops.protocol.partition_predicate import PartitionPredicate, parse_partition_predicate
 from delta_ops.protocol.properties import COLUMN_MAPPING_MAX_COLUMN_ID, TableProperties
 from delta_ops.protocol.schema import (
+    StructField,
     StructType,
     assign_column_mapping,
     from_arrow_schema,
@@ -78,6 +80,8 @@ class WriteTarget:
             table (``merge_schema``); None when the schema stays.
         base_schema: the table's schemaString the update was made from (the commit refuses
             to apply it over any other).
+        replace_where: an overwrite replaces only the partitions this predicate selects
+            (`delta_ops.protocol.partition_predicate`), and every written row must be in them.
     """
 
     url: str
@@ -91,6 +95,8 @@ class WriteTarget:
     data_schema: pa.Schema | None = None
     schema_update: Mapping[str, Any] | None = None
     base_schema: str | None = None
+    replace_where: str | None = None
+    partition_types: Mapping[str, Any] = field(default_factory=dict)  # column -> Delta type
 
     @property
     def exists(self) -> bool:
@@ -99,6 +105,20 @@ class WriteTarget:
     def file_name(self, column: str) -> str:
         """The name of logical column `column` in data files and `partitionValues`."""
         return self.file_names.get(column, column)
+
+    def replace_predicate(self, text: str | None = None) -> PartitionPredicate | None:
+        """`replace_where` (or `text`) parsed against this target's partition columns."""
+        text = text if text is not None else self.replace_where
+        if text is None:
+            return None
+        columns = [StructField(c, self.partition_types[c]) for c in self.partition_columns]
+        return parse_partition_predicate(
+            text,
+            StructType(tuple(columns)),
+            self.partition_columns,
+            keys={c: self.file_name(c) for c in self.partition_columns},
+            option="replaceWhere",
+        )
 
     def same_layout(self, other: WriteTarget) -> bool:
         """Whether files written for `self` are laid out as `other` needs them."""
@@ -119,6 +139,7 @@ def resolve_write_target(
     configuration: Mapping[str, str] | None = None,
     snapshot: Snapshot | None = None,
     merge_schema: bool = False,
+    replace_where: str | None = None,
 ) -> WriteTarget:
     """Decide how rows of `schema` are written into the table at `storage`.
 
@@ -133,6 +154,8 @@ def resolve_write_target(
         merge_schema: columns of the data the table lacks are added to its schema (nullable,
             with column-mapping ids and physical names where the table maps columns), in the
             same commit as the rows; otherwise they are refused.
+        replace_where: with ``overwrite``, replace only the partitions this predicate on
+            partition columns selects (Delta's replaceWhere); the rows must all fall in them.
 
     Raises:
         UnsupportedFeature: a table feature does not allow data writes.
@@ -157,7 +180,11 @@ def resolve_write_target(
         target = _target(storage.url, None, table_schema, wanted, props, protocol, tuple(actions))
     else:
         target = _existing_target(storage, snapshot, schema, wanted, mode, merge_schema)
-    return replace(target, mode=mode, data_schema=schema)
+    if replace_where is not None:
+        if mode != "overwrite":
+            raise DeltaOpsError(f"replaceWhere {replace_where!r} needs mode overwrite, not {mode}")
+        target.replace_predicate(replace_where)  # refuse a bad predicate before any file
+    return replace(target, mode=mode, data_schema=schema, replace_where=replace_where)
 
 
 def _existing_target(
@@ -255,6 +282,11 @@ def _target(
         file_names={f.name: physical_name(f) if mapped else f.name for f in table_schema.fields},
         not_null=tuple(f.name for f in table_schema.fields if not f.nullable),
         new_table=new_table,
+        partition_types={
+            f.name: f.type
+            for f in table_schema.fields
+            if f.name.lower() in {c.lower() for c in partition_columns}
+        },
     )
 
 

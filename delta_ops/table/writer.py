@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import posixpath
 import time
@@ -31,7 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from delta_ops.errors import DeltaOpsError, NotADeltaTable
+from delta_ops.errors import ConcurrentModification, DeltaOpsError, NotADeltaTable
+from delta_ops.protocol.partition_predicate import PartitionPredicate
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.protocol.schema import parse_schema
 from delta_ops.protocol.stats import (
@@ -41,7 +43,7 @@ from delta_ops.protocol.stats import (
 )
 from delta_ops.storage import Location, Storage
 from delta_ops.table.snapshot import Snapshot, load_snapshot
-from delta_ops.table.transaction import CommitResult, Transaction
+from delta_ops.table.transaction import CommitResult, Transaction, WinningCommit
 from delta_ops.table.write_target import WriteTarget, resolve_write_target, to_file_table
 
 logger = logging.getLogger(__name__)
@@ -122,6 +124,14 @@ def commit_data_files(
     else:
         setup = [{"metaData": dict(update)}] if update else []
     partition_columns = list(target.partition_columns)
+    replaced = target.replace_predicate()
+    if replaced is not None:
+        outside = [f.relative_path for f in files if not replaced.matches(dict(f.partition_values))]
+        if outside:
+            raise DeltaOpsError(
+                f"{storage.url}: {len(outside)} written file(s) hold rows outside replaceWhere "
+                f"{replaced.text!r} (e.g. {outside[0]}); nothing was committed"
+            )
     txn = Transaction(
         snapshot,
         storage=storage,
@@ -129,13 +139,15 @@ def commit_data_files(
         parameters={
             "mode": mode.capitalize(),
             "partitionBy": list(partition_columns),
+            **({"predicate": json.dumps([replaced.text])} if replaced is not None else {}),
             **(operation_parameters or {}),
         },
+        on_conflict=_appends_into(replaced) if replaced is not None else None,
     )
     txn.add_actions(setup)
     now = int(time.time() * 1000)
     if mode == "overwrite" and snapshot is not None:
-        txn.add_actions(_removes_of_all_live_files(snapshot, now))
+        txn.add_actions(_removes_of_live_files(snapshot, now, replaced))
     num_records = 0
     for f in files:
         full = storage.join(f.relative_path)
@@ -203,11 +215,35 @@ def _check_footer_not_null(footer: pq.FileMetaData, target: WriteTarget, relativ
             )
 
 
-def _removes_of_all_live_files(snapshot: Snapshot, now: int) -> list[dict[str, Any]]:
+def _appends_into(
+    predicate: PartitionPredicate,
+) -> Callable[[Transaction, WinningCommit], set[str]]:
+    """Conflict hook of a replaceWhere overwrite: a concurrent commit that added files to the
+    partitions being replaced would survive the overwrite, so it is a conflict (retry)."""
+
+    def check(txn: Transaction, winner: WinningCommit) -> set[str]:
+        for add in winner.of_kind("add"):
+            if add.get("dataChange", True) and predicate.matches(
+                dict(add.get("partitionValues") or {})
+            ):
+                raise ConcurrentModification(
+                    f"version {winner.version} added {add.get('path')} to partitions that "
+                    f"replaceWhere {predicate.text!r} replaces; write again"
+                )
+        return set()
+
+    return check
+
+
+def _removes_of_live_files(
+    snapshot: Snapshot, now: int, only: PartitionPredicate | None = None
+) -> list[dict[str, Any]]:
+    """`remove` actions for the live files (those `only` selects, when given)."""
     from delta_ops.log.actions import file_rows_as_actions
 
+    files = snapshot.files if only is None else snapshot.files.filter(only.mask(snapshot.files))
     bodies = file_rows_as_actions(
-        snapshot.files,
+        files,
         columns=(
             "path",
             "partitionValues",
@@ -280,12 +316,14 @@ def write_arrow(
     configuration: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     merge_schema: bool = False,
+    replace_where: str | None = None,
 ) -> CommitResult:
     """Write an Arrow table into a Delta table (created if absent) and commit it. An existing
     table keeps its own partitioning and column mapping (see
     :mod:`delta_ops.table.write_target`); `merge_schema` adds the data's new columns to it in
-    the same commit. A write the table refuses fails before any file is written, and files of
-    a commit that fails are deleted again."""
+    the same commit; `replace_where` (with ``mode="overwrite"``) replaces only the partitions a
+    predicate selects. A write the table refuses fails before any file is written, and files
+    of a commit that fails are deleted again."""
     storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
     target = resolve_write_target(
         storage,
@@ -294,6 +332,7 @@ def write_arrow(
         mode=mode,
         configuration=configuration,
         merge_schema=merge_schema,
+        replace_where=replace_where,
     )
     files = write_data_files(storage, data, target)
     try:
