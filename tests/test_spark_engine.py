@@ -88,3 +88,34 @@ def test_cli_engine_flag_gives_the_same_dry_run(spark, tmp_path, capsys):
     assert outputs["spark"]["engine"] == "spark"
     assert outputs["spark"]["deleted"] == outputs["local"]["deleted"] != []
     assert file_digests(table) == before  # a dry run on either engine changes nothing
+
+
+@pytest.mark.spark
+def test_row_tracking_footer_counts_on_spark_match_the_local_engine(spark, tmp_path):
+    """delta-rs' simple_table has no numRecords in its stats: every file's rows are counted
+    from its footer, by threads here and by Spark tasks there; the ids must come out equal."""
+    from delta_ops.ops.row_tracking import (
+        execute_enable_row_tracking,
+        plan_enable_row_tracking,
+    )
+
+    results = {}
+    for engine in ("local", "spark"):
+        table = tmp_path / engine
+        shutil.copytree(TABLES / "delta-rs" / "simple_table", table)
+        plan = plan_enable_row_tracking(load_snapshot(table), engine=engine)
+        assert plan.files_without_num_records > 0 and plan.engine == engine
+        result = execute_enable_row_tracking(plan)
+        assert result.files_counted_from_footer == plan.files_without_num_records
+        files = load_snapshot(table).files
+        results[engine] = (
+            sorted(
+                zip(
+                    files.column("path").to_pylist(),
+                    files.column("baseRowId").to_pylist(),
+                    strict=True,
+                )
+            ),
+            result.row_id_high_water_mark,
+        )
+    assert results["spark"] == results["local"]

@@ -5,7 +5,10 @@ cannot do from the log alone: list the table's data area (leaving out the files 
 protects) and delete many files. Plans and results are the same whichever engine did the I/O;
 only who lists and who deletes changes.
 
-* ``local`` (:data:`LOCAL`): the storage layer's own walk and parallel deletes.
+An engine also reads parquet footers in bulk (row counts for the row-tracking backfill).
+
+* ``local`` (:data:`LOCAL`): the storage layer's own walk and parallel deletes, footers read
+  by a thread pool.
 * ``spark``: the listing and the deletes run as Spark tasks, one per top-level directory or
   batch of files (`delta_ops.spark.engine`, loaded on first use like a plugin, because Spark
   is a front end above this layer and an optional extra). The driver never holds the whole
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from delta_ops.errors import InvalidValue
@@ -29,6 +33,7 @@ from delta_ops.storage.tree import TreeListing
 #: engines that live in a front-end package, by name: module whose `ENGINE` is the engine
 _PLUGINS = {"spark": "delta_ops.spark.engine"}
 ENGINE_NAMES = ("local", *_PLUGINS)
+FOOTER_THREADS = 8  # parquet footers read at once by the local engine
 
 
 class Engine(Protocol):
@@ -57,6 +62,11 @@ class Engine(Protocol):
         """Delete table-relative files (never outside the root); the ones deleted or gone."""
         ...
 
+    def count_rows(self, storage: Storage, paths: Sequence[str]) -> list[int]:
+        """Rows of each parquet file (storage paths, as `Storage.table_path` gives them),
+        from its footer, in order."""
+        ...
+
 
 class LocalEngine:
     """This process: the storage layer's walk (which does not even stat protected files)
@@ -80,6 +90,14 @@ class LocalEngine:
         on_deleted: Callable[[Sequence[str]], object] | None = None,
     ) -> list[str]:
         return storage.delete_many(relative_paths, on_deleted)
+
+    def count_rows(self, storage: Storage, paths: Sequence[str]) -> list[int]:
+        from delta_ops.protocol.stats import num_records_from_parquet_file
+
+        if len(paths) < 2:
+            return [num_records_from_parquet_file(storage.reader, p) for p in paths]
+        with ThreadPoolExecutor(FOOTER_THREADS) as pool:  # footer reads wait on I/O
+            return list(pool.map(lambda p: num_records_from_parquet_file(storage.reader, p), paths))
 
 
 LOCAL = LocalEngine()

@@ -138,6 +138,17 @@ _PARSERS: dict[OptionKind, Callable[[Option, Any], Any]] = {
 }
 
 
+#: where an operation's heavy I/O runs (`delta_ops.ops.engines`): vacuum's listing and
+#: deletes, the row-tracking backfill's footer reads
+ENGINE_OPTION = Option(
+    "engine",
+    "choice",
+    "where the heavy I/O runs: local (this process), or spark (executors)",
+    "local",
+    ENGINE_NAMES,
+)
+
+
 @dataclass(frozen=True)
 class Operation:
     """An operation as every front end sees it."""
@@ -356,13 +367,7 @@ VACUUM = Operation(
             ("full", "lite"),
         ),
         Option("force", "flag", "allow a retention shorter than the table's", False),
-        Option(
-            "engine",
-            "choice",
-            "where the listing and the deletes run: local, or spark (executors)",
-            "local",
-            ENGINE_NAMES,
-        ),
+        ENGINE_OPTION,
         Option("now", "time", "judge ages as of this time (never later than now)", cli_only=True),
         Option(
             "in_flight_grace",
@@ -415,9 +420,10 @@ ROW_TRACKING = Operation(
             "files per backfill commit",
             row_tracking.DEFAULT_BATCH_FILES,
         ),
+        ENGINE_OPTION,
     ),
     plan_with=lambda snapshot, values: row_tracking.plan_enable_row_tracking(
-        snapshot, batch_files=values["batch_files"]
+        snapshot, batch_files=values["batch_files"], engine=values["engine"]
     ),
     execute_with=lambda plan, progress: row_tracking.execute_enable_row_tracking(
         plan, progress=progress

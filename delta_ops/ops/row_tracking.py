@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 
 from delta_ops.errors import ConcurrentModification, DeltaOpsError
 from delta_ops.log.actions import ADD_FIELDS, file_rows_as_actions
+from delta_ops.ops.engines import LOCAL, Engine, engine_named
 from delta_ops.ops.progress import Task
 from delta_ops.ops.progress import task as progress_task
 from delta_ops.ops.results import fields_data
@@ -73,6 +74,7 @@ class RowTrackingPlan:
     num_batches: int
     set_property: bool
     snapshot: Snapshot = field(repr=False, compare=False)
+    engine: str = "local"  # where footers lacking counts are read (ops/engines.py)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -104,9 +106,11 @@ def _missing_row_ids(snapshot: Snapshot) -> pa.Table:
 
 
 def plan_enable_row_tracking(
-    snapshot: Snapshot, *, batch_files: int = DEFAULT_BATCH_FILES
+    snapshot: Snapshot, *, batch_files: int = DEFAULT_BATCH_FILES, engine: str = "local"
 ) -> RowTrackingPlan:
-    """What enabling row tracking on `snapshot`'s table takes."""
+    """What enabling row tracking on `snapshot`'s table takes; `engine` reads the footers of
+    files whose stats lack `numRecords` (``local`` threads or ``spark`` tasks)."""
+    engine_named(engine)  # an unknown engine is refused before anything is read
     if batch_files < 1:
         raise DeltaOpsError(f"--batch-files must be at least 1, got {batch_files}")
     snapshot.protocol.check_allows(Operation.ENABLE_ROW_TRACKING)
@@ -142,6 +146,7 @@ def plan_enable_row_tracking(
         num_batches=-(-missing.num_rows // batch_files),
         set_property=not enabled,
         snapshot=snapshot,
+        engine=engine,
     )
 
 
@@ -167,7 +172,7 @@ def execute_enable_row_tracking(
         return RowTrackingResult(
             plan.table, True, None, (), 0, 0, None, plan.snapshot.row_id_high_water_mark, 0
         )
-    backfill = _Backfill(storage, plan.batch_files, say)
+    backfill = _Backfill(storage, plan.batch_files, say, engine_named(plan.engine))
     snapshot = plan.snapshot
     base = _Base(snapshot.version, snapshot.row_id_high_water_mark)
     upgrade_version = None
@@ -228,19 +233,22 @@ def _upgrade_protocol(
     return result.version, upgraded, _Base(result.version, result.row_id_high_water_mark)
 
 
-def _with_num_records(storage: Storage, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """The add body with `numRecords` in its stats, counted from the footer when missing."""
-    if num_records_in_stats(body.get("stats")) is not None:
-        return body, False
-    from delta_ops.protocol.stats import num_records_from_parquet_file
-
-    stats = json.loads(body["stats"]) if body.get("stats") else {}
-    stats = stats if isinstance(stats, dict) else {}
-
-    stats["numRecords"] = num_records_from_parquet_file(
-        storage.reader, storage.table_path(body["path"])
-    )
-    return {**body, "stats": json.dumps(stats, separators=(",", ":"))}, True
+def _with_num_records(
+    storage: Storage, bodies: list[dict[str, Any]], engine: Engine
+) -> tuple[list[dict[str, Any]], int]:
+    """The add bodies with `numRecords` in their stats: counted from the parquet footers
+    (by the engine, in parallel) for the files whose stats lack it; and how many were."""
+    lacking = [i for i, b in enumerate(bodies) if num_records_in_stats(b.get("stats")) is None]
+    if not lacking:
+        return bodies, 0
+    counts = engine.count_rows(storage, [storage.table_path(bodies[i]["path"]) for i in lacking])
+    out = list(bodies)
+    for i, count in zip(lacking, counts, strict=True):
+        stats = json.loads(out[i]["stats"]) if out[i].get("stats") else {}
+        stats = stats if isinstance(stats, dict) else {}
+        stats["numRecords"] = count
+        out[i] = {**out[i], "stats": json.dumps(stats, separators=(",", ":"))}
+    return out, len(lacking)
 
 
 class _Backfill:
@@ -252,8 +260,15 @@ class _Backfill:
     and every later one, so no batch re-adds a file that is gone or out of date. Files others
     add after the protocol upgrade get row ids from their own writers."""
 
-    def __init__(self, storage: Storage, batch_files: int, say: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        batch_files: int,
+        say: Callable[[str], None],
+        engine: Engine = LOCAL,
+    ) -> None:
         self.storage = storage
+        self.engine = engine
         self.batch_files = batch_files
         self.say = say
         self.task: Task | None = None
@@ -286,13 +301,13 @@ class _Backfill:
         missing = _missing_row_ids(snapshot).sort_by("path")
         for start in range(0, missing.num_rows, self.batch_files):
             batch = missing.slice(start, self.batch_files)
-            bodies = []
-            for body in file_rows_as_actions(batch, columns=ADD_FIELDS):
-                if body["path"] in self.changed_by_others:
-                    continue
-                body, from_footer = _with_num_records(self.storage, body)
-                self.counted += from_footer
-                bodies.append({**body, "dataChange": False})
+            bodies = [
+                {**body, "dataChange": False}
+                for body in file_rows_as_actions(batch, columns=ADD_FIELDS)
+                if body["path"] not in self.changed_by_others
+            ]
+            bodies, counted = _with_num_records(self.storage, bodies, self.engine)
+            self.counted += counted
             if not bodies:
                 continue
             txn = Transaction(

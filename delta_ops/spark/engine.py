@@ -9,6 +9,8 @@ storage and get back what the local engine would give, computed elsewhere:
   files that may be candidates, never the table's whole file list.
 * deleting: the paths are spread over tasks that delete through the same storage layer (never
   outside the root, batch deletes and retries on object stores).
+* counting rows: parquet footers are read by tasks, 200 files each (the row-tracking backfill
+  of files whose stats lack `numRecords`).
 
 The session is the running one (`get_spark()` reuses it: a `PySparkResource`'s session in
 Dagster, the pipeline's own in a script), so executors are wherever that session's are.
@@ -26,6 +28,8 @@ from delta_ops.storage.tree import TreeListing
 
 #: files per delete task
 DELETE_BATCH = 1000
+#: parquet footers per counting task
+FOOTER_BATCH = 200
 
 
 class SparkEngine:
@@ -114,7 +118,26 @@ class SparkEngine:
             on_deleted(deleted)
         return deleted
 
+    def count_rows(self, storage: Storage, paths: Sequence[str]) -> list[int]:
+        if not paths:
+            return []
+        context = self._spark().sparkContext
+        url, options = storage.location, storage.options
+
+        def count(batch: Iterator[tuple[int, str]]) -> Iterator[tuple[int, int]]:
+            from delta_ops.protocol.stats import num_records_from_parquet_file
+
+            reader = Storage.open(url, options or None).reader
+            for index, path in batch:
+                yield index, num_records_from_parquet_file(reader, path)
+
+        slices = max(1, -(-len(paths) // FOOTER_BATCH))
+        counted = dict(
+            context.parallelize(list(enumerate(paths)), slices).mapPartitions(count).collect()
+        )
+        return [counted[i] for i in range(len(paths))]
+
 
 ENGINE = SparkEngine()
 
-__all__ = ["DELETE_BATCH", "ENGINE", "SparkEngine"]
+__all__ = ["DELETE_BATCH", "ENGINE", "FOOTER_BATCH", "SparkEngine"]
