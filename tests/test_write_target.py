@@ -122,15 +122,19 @@ def test_narrower_types_are_written_as_the_table_declares_them(tmp_path: Path) -
     assert sorted((r["id"], r["v"]) for r in duckdb_rows(table)) == [(1, 1.5), (2, None)]
 
 
-def _with_metadata(tmp_path: Path, *, configuration=None, field_metadata=None, nullable=True):
-    """A table whose metaData carries a rule, written by hand as Delta Spark would."""
+def _with_metadata(
+    tmp_path: Path, *, configuration=None, field_metadata=None, nullable=True, field="id"
+):
+    """A table whose metaData carries a rule on column `field`, written by hand as Delta Spark
+    would."""
     table = tmp_path / "ruled"
     write_arrow(table, pa.table({"id": pa.array([1], pa.int64()), "day": ["a"]}))
     snapshot = load_snapshot(table)
     metadata = snapshot.metadata.to_action()
     schema = json.loads(metadata["schemaString"])
-    schema["fields"][0]["metadata"].update(field_metadata or {})
-    schema["fields"][0]["nullable"] = nullable
+    index = [f["name"] for f in schema["fields"]].index(field)
+    schema["fields"][index]["metadata"].update(field_metadata or {})
+    schema["fields"][index]["nullable"] = nullable
     metadata["schemaString"] = json.dumps(schema)
     metadata["configuration"] = {**metadata.get("configuration", {}), **(configuration or {})}
     commit = table / "_delta_log" / commit_file_name(snapshot.version + 1)
@@ -160,6 +164,11 @@ REFUSED = {
         "append",
         "column id has identity values",
     ),
+    "column default": (
+        {"field_metadata": {"CURRENT_DEFAULT": "'z'"}, "field": "day"},
+        "append-without-day",
+        "whose DEFAULT values delta-ops cannot evaluate",
+    ),
     "append-only overwrite": (
         {"configuration": {"delta.appendOnly": "true"}},
         "overwrite",
@@ -175,8 +184,11 @@ def test_rules_delta_ops_cannot_enforce_refuse_the_write_before_any_file(
     kwargs, mode, message = REFUSED[case]
     table = _with_metadata(tmp_path, **kwargs)
     before = file_digests(table)
+    rows = pa.table({"id": pa.array([2], pa.int64()), "day": ["b"]})
+    if mode == "append-without-day":
+        rows, mode = rows.select(["id"]), "append"
     with pytest.raises(DeltaOpsError, match=message):
-        write_arrow(table, pa.table({"id": pa.array([2], pa.int64()), "day": ["b"]}), mode=mode)
+        write_arrow(table, rows, mode=mode)
     assert file_digests(table) == before
 
 
@@ -204,15 +216,18 @@ def test_rows_that_break_the_schema_are_refused_before_any_file(
     assert file_digests(table) == before
 
 
+@pytest.mark.parametrize("column", ["id", "day"])  # a number, and text (not fixed-width)
 def test_another_engines_file_with_nulls_in_a_not_null_column_is_not_committed(
-    tmp_path: Path,
+    tmp_path: Path, column: str
 ) -> None:
-    table = _with_metadata(tmp_path, nullable=False)
-    pq.write_table(pa.table({"id": pa.array([None, 3], pa.int64())}), table / "late.parquet")
-    target = resolve_write_target(Storage.open(table), pa.schema([("id", pa.int64())]))
+    table = _with_metadata(tmp_path, nullable=False, field=column)
+    rows = {"id": pa.array([1, 3], pa.int64()), "day": pa.array(["x", "y"])}
+    rows[column] = pa.array([None, rows[column][1].as_py()], rows[column].type)
+    pq.write_table(pa.table(rows), table / "late.parquet")
+    target = resolve_write_target(Storage.open(table), pa.table(rows).schema)
     version = load_snapshot(table).version
-    with pytest.raises(DeltaOpsError, match="late.parquet has 1 rows without a value"):
-        commit_data_files(table, [DataFile("late.parquet", {"day": None})], target)
+    with pytest.raises(DeltaOpsError, match=f"'{column}' is NOT NULL but late.parquet has 1 rows"):
+        commit_data_files(table, [DataFile("late.parquet", {})], target)
     assert load_snapshot(table).version == version
 
 

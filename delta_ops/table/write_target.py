@@ -220,6 +220,16 @@ def _existing_target(
     ]
     if missing_required:
         raise DeltaOpsError(f"{storage.url}: the data lacks NOT NULL columns {missing_required}")
+    defaulted = [
+        f.name
+        for f in table_schema.fields
+        if "CURRENT_DEFAULT" in f.metadata and f.name.lower() not in present
+    ]
+    if defaulted:
+        raise DeltaOpsError(
+            f"{storage.url}: the data lacks columns {defaulted}, whose DEFAULT values delta-ops "
+            "cannot evaluate; include them in the data"
+        )
     _check_columns_exist(storage.url, existing, columns, "the table's partition columns")
     target = _target(
         storage.url,

@@ -197,7 +197,7 @@ def _check_footer_not_null(footer: pq.FileMetaData, target: WriteTarget, relativ
     arrow_schema = footer.schema.to_arrow_schema()
     for index in range(footer.num_columns):
         top = footer.schema.column(index).path.split(".")[0]
-        if top not in wanted or not pa.types.is_primitive(arrow_schema.field(top).type):
+        if top not in wanted or pa.types.is_nested(arrow_schema.field(top).type):
             continue
         nulls = 0
         for group in range(footer.num_row_groups):
