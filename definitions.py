@@ -10,6 +10,7 @@ maintain them the same way.
 """
 
 import os
+import sys
 from pathlib import Path
 
 import dagster as dg
@@ -33,7 +34,9 @@ class EventsConfig(dg.Config):
 
 #: The pipeline's Spark session: two local cores, with delta-ops' defaults (UTC session time
 #: zone, microsecond timestamps, workers on this interpreter); point spark.master at a cluster
-#: to run elsewhere.
+#: to run elsewhere. Spark starts the `delta` source's planner with $PYSPARK_PYTHON as the JVM
+#: saw it at launch, so it is set before the resource starts the session.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 SPARK = PySparkResource(
     spark_config={
         "spark.master": "local[2]",
