@@ -100,4 +100,25 @@ def get_spark(
     return spark
 
 
-__all__ = ["DEFAULT_CONF", "get_spark", "session_conf"]
+def warn_if_workers_lack_this_python(spark: SparkSession) -> None:
+    """Log a warning when a local session's Python workers will not run this interpreter.
+
+    Spark starts the `delta` source's planner and its readers with $PYSPARK_PYTHON as the JVM
+    saw it when the session started (else `python3` from the PATH, which may lack pyarrow and
+    delta-ops); a session built elsewhere (a notebook, `PySparkResource`) may not have set it.
+    """
+    import logging
+
+    master = spark.sparkContext.master or ""
+    if master.startswith("local") and os.environ.get("PYSPARK_PYTHON") != sys.executable:
+        logging.getLogger(__name__).warning(
+            "this Spark session's Python workers may not run %s (PYSPARK_PYTHON is %r); if "
+            "reading with format('delta') fails with 'No module named pyarrow', set "
+            "PYSPARK_PYTHON=%s before the session starts (get_spark() does)",
+            sys.executable,
+            os.environ.get("PYSPARK_PYTHON"),
+            sys.executable,
+        )
+
+
+__all__ = ["DEFAULT_CONF", "get_spark", "session_conf", "warn_if_workers_lack_this_python"]

@@ -58,6 +58,9 @@ BYTES_PER_TASK = 128 * 1024 * 1024
 def register(spark: SparkSession) -> None:
     """Make `spark.read.format("delta")` read through delta-ops in this session (and let
     Python sources take filters, which prune files by partition values)."""
+    from delta_ops.spark.session import warn_if_workers_lack_this_python
+
+    warn_if_workers_lack_this_python(spark)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(DeltaDataSource)
 
