@@ -1,0 +1,119 @@
+"""Benchmark: how loading a table grows with its file count, delta-ops against delta-rs.
+
+Synthetic tables of 10,000, 100,000 and 1,000,000 live files (commits of 100 adds with stats,
+no removes), each checkpointed at its last version by delta-ops (untimed, once) so that both
+tools load a classic checkpoint, as they would a real table of that size. For each size, fresh
+processes load the latest state (ours: `load_snapshot`; theirs: `DeltaTable` + `file_uris()`),
+alternating after one warm-up; the median wall time and the highest peak RSS are plotted on
+log-log axes, so the growth rate shows, not just one point.
+
+Writes `benchmarks/results/growth.png` (linked from BENCHMARKS.md) and prints the table.
+
+    python benchmarks/bench_growth.py [--runs 2] [--sizes 10000 100000 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_load import OURS, THEIRS
+from benchmarks.harness import compare
+from benchmarks.synthetic import ensure_synthetic_table
+
+DATA = ROOT / "benchmarks" / ".data"
+PLOT = ROOT / "benchmarks" / "results" / "growth.png"
+ADDS_PER_COMMIT = 100
+
+
+def prepare(files: int) -> Path:
+    """The synthetic table with `files` live files, checkpointed at its latest version."""
+    table = DATA / f"growth-{files}"
+    ensure_synthetic_table(
+        table,
+        commits=files // ADDS_PER_COMMIT,
+        adds_per_commit=ADDS_PER_COMMIT,
+        remove_every=0,
+        seed=0,
+    )
+    version = files // ADDS_PER_COMMIT - 1
+    if not (table / "_delta_log" / f"{version:020d}.checkpoint.parquet").exists():
+        from delta_ops.ops.checkpoint import checkpoint
+
+        checkpoint(str(table))
+    return table
+
+
+def plot(rows: list[dict[str, float]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [r["files"] for r in rows]
+    figure, (time_axis, memory_axis) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for key, label, style in (("ours", "delta-ops", "o-"), ("theirs", "delta-rs", "s--")):
+        time_axis.plot(sizes, [r[f"{key}_s"] for r in rows], style, label=label)
+        memory_axis.plot(sizes, [r[f"{key}_mb"] for r in rows], style, label=label)
+    for axis, unit in ((time_axis, "wall time (s)"), (memory_axis, "peak RSS (MB)")):
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xlabel("live files (checkpointed table)")
+        axis.set_ylabel(unit)
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend()
+    time_axis.set_title("load the latest snapshot")
+    memory_axis.set_title("peak memory of the loading process")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    args = parser.parse_args(argv)
+    rows = []
+    for files in args.sizes:
+        table = prepare(files)
+        result = compare(
+            [sys.executable, "-c", OURS, str(table)],
+            [sys.executable, "-c", THEIRS, str(table)],
+            runs=args.runs,
+            warmup=1,
+        )
+        ours, theirs = result.ours, result.theirs
+        if ours.error or theirs.error:
+            raise SystemExit(f"{files} files: {ours.error or theirs.error}")
+        rows.append(
+            {
+                "files": files,
+                "ours_s": ours.median_wall_s,
+                "theirs_s": theirs.median_wall_s,
+                "ours_mb": ours.max_rss_mb,
+                "theirs_mb": theirs.max_rss_mb,
+            }
+        )
+        print(
+            f"{files:>9,} files: delta-ops {ours.median_wall_s:7.3f} s {ours.max_rss_mb:7.0f} MB"
+            f" | delta-rs {theirs.median_wall_s:7.3f} s {theirs.max_rss_mb:7.0f} MB"
+            f" | ratio {ours.median_wall_s / theirs.median_wall_s:.2f} time,"
+            f" {ours.max_rss_mb / theirs.max_rss_mb:.2f} memory",
+            flush=True,
+        )
+    plot(rows, PLOT)
+    (DATA / "results").mkdir(parents=True, exist_ok=True)
+    (DATA / "results" / "bench_growth.json").write_text(json.dumps(rows, indent=2) + "\n")
+    print(f"plot: {PLOT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
