@@ -232,6 +232,9 @@ class ActionBatch:
     domains: pa.Table | None = None  # domain, configuration, removed, seq
     high_water_marks: list[tuple[int, int]] = field(default_factory=list)  # (seq, hwm), draft form
     sidecars: pa.Table | None = None  # path, sizeInBytes, modificationTime
+    #: the sources are one checkpoint and nothing else: already reconciled, every file key
+    #: appears once (the protocol's checkpoint content; delta-kernel relies on it too)
+    reconciled: bool = False
 
     @property
     def num_rows(self) -> int:

@@ -107,14 +107,21 @@ def last_occurrence_mask(paths: pa.Array, dv_ids: pa.Array) -> np.ndarray:
     return mask
 
 
-def reconcile_files(sources: list[ActionSource]) -> tuple[pa.Table, pa.Table]:
-    """The winning file actions of all sources (in log order) as (live adds, tombstones)."""
+def reconcile_files(
+    sources: list[ActionSource], *, reconciled: bool = False
+) -> tuple[pa.Table, pa.Table]:
+    """The winning file actions of all sources (in log order) as (live adds, tombstones).
+    `reconciled` sources (one checkpoint, nothing after it) have unique keys: every file
+    action wins, and the de-duplication is skipped."""
     keys = [file_action_keys(src) for src in sources]
     paths = pa.concat_arrays([_as_array(k[0]) for k in keys]) if keys else pa.array([], pa.string())
-    dv_ids = (
-        pa.concat_arrays([_as_array(k[1]) for k in keys]) if keys else pa.array([], pa.string())
-    )
-    winners = last_occurrence_mask(paths, dv_ids)
+    if reconciled:
+        winners = to_bool_numpy(pc.is_valid(paths)) if len(paths) else np.zeros(0, dtype=bool)
+    else:
+        dv_ids = (
+            pa.concat_arrays([_as_array(k[1]) for k in keys]) if keys else pa.array([], pa.string())
+        )
+        winners = last_occurrence_mask(paths, dv_ids)
     adds, tombstones = [], []
     offset = 0
     for src, (_, _, is_add) in zip(sources, keys):
@@ -184,7 +191,7 @@ def high_water_mark_from_domain(domain: DomainMetadata | None) -> int | None:
 
 def reconcile(batch: ActionBatch) -> ReconciledState:
     """The table state of a complete log segment's actions."""
-    adds, tombstones = reconcile_files(batch.sources)
+    adds, tombstones = reconcile_files(batch.sources, reconciled=batch.reconciled)
     protocol = max(batch.protocols, key=lambda p: p[0])[1] if batch.protocols else None
     metadata = max(batch.metadatas, key=lambda m: m[0])[1] if batch.metadatas else None
     domains, removed_domains, domain_seq = _latest_domains(batch.domains)

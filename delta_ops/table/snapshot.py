@@ -351,7 +351,10 @@ def _load_segment(storage: Storage, segment: LogSegment) -> Snapshot:
         seq = cp.batch.num_rows
     commits = read_commits(storage, segment.commits, seq_start=seq)
     batches.append(commits.batch)
-    state = reconcile(concat_batches(batches))
+    batch = concat_batches(batches)
+    # a checkpoint with no commit after it is the table's reconciled state already
+    batch.reconciled = segment.checkpoint is not None and not segment.commits
+    state = reconcile(batch)
     commit_times = pa.table(
         {
             "version": pa.array(commits.versions, pa.int64()),
