@@ -119,3 +119,32 @@ def test_row_tracking_footer_counts_on_spark_match_the_local_engine(spark, tmp_p
             result.row_id_high_water_mark,
         )
     assert results["spark"] == results["local"]
+
+
+@pytest.mark.spark
+def test_purge_and_compact_on_spark_keep_rows_and_row_ids_as_the_local_engine(spark, tmp_path):
+    """Both rewrites on a deletion-vector table with row tracking: each unit is one Spark task;
+    the rows, the row ids and the shape of the commits equal the local engine's."""
+    from delta_ops.ops.compact import execute_compact, plan_compact
+    from delta_ops.ops.purge import execute_purge, plan_purge
+    from tests.rewrite_support import dv_table, ids_by_value
+
+    outcome = {}
+    for engine in ("local", "spark"):
+        table = dv_table(tmp_path / engine, {"delta.enableRowTracking": "true"})
+        ids_before = ids_by_value(table)
+        purged = execute_purge(plan_purge(load_snapshot(table), engine=engine))
+        assert purged.files_rewritten == 2 and purged.rows_dropped == 4
+        snapshot = load_snapshot(table)
+        assert snapshot.files.column("deletionVector").null_count == snapshot.num_files
+        compacted = execute_compact(plan_compact(load_snapshot(table), engine=engine))
+        assert compacted.files_removed == 2 and compacted.files_added == 1
+        assert ids_by_value(table) == ids_before  # every remaining row keeps its row id
+        outcome[engine] = (
+            sorted(r["id"] for r in deltalake_rows(table)),
+            ids_by_value(table),
+            purged.rows_kept,
+            load_snapshot(table).num_files,
+        )
+    assert outcome["spark"] == outcome["local"]
+    assert outcome["local"][0] == [0, 2, 3, 11]

@@ -24,9 +24,9 @@ from typing import Any
 import pyarrow.compute as pc
 
 from delta_ops.errors import InvalidValue
-from delta_ops.ops import progress
+from delta_ops.ops.engines import engine_named
 from delta_ops.ops.results import fields_data
-from delta_ops.ops.rewrite import Rewriter, live_file_rows
+from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_units
 from delta_ops.protocol.features import Operation
 from delta_ops.protocol.partition_predicate import PartitionPredicate, parse_partition_predicate
 from delta_ops.protocol.units import format_bytes
@@ -58,6 +58,7 @@ class CompactPlan:
     bins: tuple[Bin, ...]
     files_before: int
     snapshot: Snapshot = field(repr=False, compare=False)
+    engine: str = "local"  # where the bins are rewritten (ops/engines.py)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -107,9 +108,11 @@ def plan_compact(
     *,
     target_size: int = DEFAULT_TARGET_SIZE,
     where: PartitionPredicate | None = None,
+    engine: str = "local",
 ) -> CompactPlan:
     """Bin-pack each partition's small files (pure: reads only the log); `where` limits it
-    to the partitions it selects."""
+    to the partitions it selects; `engine` writes the bins (``local``, or ``spark``: one
+    task per bin)."""
     if target_size < 1:
         raise InvalidValue(f"--target-size {target_size}: a size such as 128MB")
     snapshot.protocol.check_allows(Operation.REWRITE)
@@ -146,6 +149,7 @@ def plan_compact(
         bins=tuple(bins),
         files_before=snapshot.num_files,
         snapshot=snapshot,
+        engine=engine_named(engine).name,
     )
 
 
@@ -166,33 +170,24 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
     snapshot = plan.snapshot
     rows = {r["path"]: r for r in live_file_rows(snapshot, {p for b in plan.bins for p in b.paths})}
     rewriter = Rewriter(snapshot, list(rows.values()))
-    actions: list[dict[str, Any]] = []
-    added_bytes = 0
+    units = [
+        RewriteUnit(
+            tuple(rows[p] for p in b.paths),
+            rewriter.directory_of(rows[b.paths[0]]),
+            dict(b.partition_values),
+        )
+        for b in plan.bins
+    ]
     try:
-        with progress.task(
-            "compact: rewriting", files=len(rows), bytes=sum(b.size for b in plan.bins)
-        ) as task:
-            for b in plan.bins:
-                members = [rows[p] for p in b.paths]
-
-                def tables(members: list[dict[str, Any]] = members) -> Any:
-                    for files, table in rewriter.read_all(members):
-                        yield table
-                        read = sum(int(f["size"] or 0) for f in files)
-                        task.advance(files=len(files), bytes=read)
-
-                add = rewriter.write(
-                    tables(),
-                    rewriter.output_schema(),
-                    rewriter.directory_of(members[0]),
-                    dict(b.partition_values),
-                )
-                actions += [rewriter.remove(row) for row in members]
-                actions.append({"add": add})
-                added_bytes += int(add["size"])
+        written = rewrite_units(rewriter, units, engine_named(plan.engine), "compact: rewriting")
     except BaseException:
         rewriter.discard()
         raise
+    actions: list[dict[str, Any]] = []
+    for unit, new in zip(units, written, strict=True):
+        actions += [rewriter.remove(row) for row in unit.members]
+        actions.append({"add": new.add})
+    added_bytes = sum(int(new.add["size"]) for new in written)
     version = rewriter.commit(
         "OPTIMIZE",
         {

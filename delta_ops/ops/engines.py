@@ -5,7 +5,9 @@ cannot do from the log alone: list the table's data area (leaving out the files 
 protects) and delete many files. Plans and results are the same whichever engine did the I/O;
 only who lists and who deletes changes.
 
-An engine also reads parquet footers in bulk (row counts for the row-tracking backfill).
+An engine also reads parquet footers in bulk (row counts for the row-tracking backfill) and
+rewrites files (purge and compaction: each unit of files becomes one new file; the driver
+commits them all).
 
 * ``local`` (:data:`LOCAL`): the storage layer's own walk and parallel deletes, footers read
   by a thread pool.
@@ -24,11 +26,14 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from delta_ops.errors import InvalidValue
 from delta_ops.storage import Storage
 from delta_ops.storage.tree import TreeListing
+
+if TYPE_CHECKING:
+    from delta_ops.ops.rewrite import Rewriter, RewriteUnit, Rewritten
 
 #: engines that live in a front-end package, by name: module whose `ENGINE` is the engine
 _PLUGINS = {"spark": "delta_ops.spark.engine"}
@@ -67,6 +72,11 @@ class Engine(Protocol):
         from its footer, in order."""
         ...
 
+    def rewrite(self, rewriter: Rewriter, units: Sequence[RewriteUnit]) -> list[Rewritten]:
+        """Each unit's files rewritten into one new file (purge, compaction), in order;
+        `rewriter` is portable (`Rewriter.portable()`)."""
+        ...
+
 
 class LocalEngine:
     """This process: the storage layer's walk (which does not even stat protected files)
@@ -98,6 +108,11 @@ class LocalEngine:
             return [num_records_from_parquet_file(storage.reader, p) for p in paths]
         with ThreadPoolExecutor(FOOTER_THREADS) as pool:  # footer reads wait on I/O
             return list(pool.map(lambda p: num_records_from_parquet_file(storage.reader, p), paths))
+
+    def rewrite(self, rewriter: Rewriter, units: Sequence[RewriteUnit]) -> list[Rewritten]:
+        from delta_ops.ops.rewrite import write_unit
+
+        return [write_unit(rewriter, unit) for unit in units]
 
 
 LOCAL = LocalEngine()

@@ -28,10 +28,10 @@ import pyarrow.compute as pc
 
 from delta_ops import clock
 from delta_ops.errors import InvalidValue
-from delta_ops.ops import progress
 from delta_ops.ops.cleanup import iso
+from delta_ops.ops.engines import engine_named
 from delta_ops.ops.results import fields_data
-from delta_ops.ops.rewrite import Rewriter, live_file_rows
+from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_units
 from delta_ops.protocol.features import Operation
 from delta_ops.table.snapshot import Snapshot, file_num_records
 
@@ -66,6 +66,7 @@ class PurgePlan:
     erased_by_vacuum_after_ms: int  # the old files' earliest vacuum (now + file retention)
     row_tracking: bool
     snapshot: Snapshot = field(repr=False, compare=False)
+    engine: str = "local"  # where the files are rewritten (ops/engines.py)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -93,9 +94,12 @@ class PurgeResult:
         return fields_data(self)
 
 
-def plan_purge(snapshot: Snapshot, *, min_deleted_ratio: float = 0.0) -> PurgePlan:
+def plan_purge(
+    snapshot: Snapshot, *, min_deleted_ratio: float = 0.0, engine: str = "local"
+) -> PurgePlan:
     """Choose the files with deletion vectors whose deleted share is at least
-    `min_deleted_ratio` (0: every file with a deletion vector)."""
+    `min_deleted_ratio` (0: every file with a deletion vector); `engine` rewrites them
+    (``local``, or ``spark``: one task per file)."""
     if not 0.0 <= min_deleted_ratio <= 1.0:
         raise InvalidValue(
             f"--min-deleted-ratio {min_deleted_ratio}: a share of rows, from 0 to 1 (0.1 = 10%)"
@@ -130,6 +134,7 @@ def plan_purge(snapshot: Snapshot, *, min_deleted_ratio: float = 0.0) -> PurgePl
         erased_by_vacuum_after_ms=now + snapshot.properties.deleted_file_retention_ms,
         row_tracking=snapshot.protocol.supports("rowTracking"),
         snapshot=snapshot,
+        engine=engine_named(engine).name,
     )
 
 
@@ -141,30 +146,26 @@ def execute_purge(plan: PurgePlan) -> PurgeResult:
         return PurgeResult(plan.table, None, 0, (), 0, 0, 0, plan.erased_by_vacuum_after_ms, 0)
     rows = live_file_rows(snapshot, {f.path for f in plan.files})
     rewriter = Rewriter(snapshot, rows)
-    actions: list[dict[str, Any]] = []
-    kept_total = dropped_total = bytes_total = 0
+    units = [
+        RewriteUnit(
+            (row,),
+            rewriter.directory_of(row),
+            row["partitionValues"] or {},
+            keep={k: row.get(k) for k in ("tags", "clusteringProvider")},
+        )
+        for row in rows
+    ]
     try:
-        with progress.task(
-            "purge: rewriting", files=len(rows), bytes=sum(int(r["size"] or 0) for r in rows)
-        ) as task:
-            for row in rows:
-                data = rewriter.read(row)
-                deleted = int((row["deletionVector"] or {}).get("cardinality") or 0)
-                add = rewriter.write(
-                    [data],
-                    rewriter.output_schema(),
-                    rewriter.directory_of(row),
-                    row["partitionValues"] or {},
-                    keep={k: row.get(k) for k in ("tags", "clusteringProvider")},
-                )
-                actions += [rewriter.remove(row), {"add": add}]
-                kept_total += data.num_rows
-                dropped_total += deleted
-                bytes_total += int(add["size"])
-                task.advance(files=1, bytes=int(row["size"] or 0))
+        written = rewrite_units(rewriter, units, engine_named(plan.engine), "purge: rewriting")
     except BaseException:
         rewriter.discard()
         raise
+    actions: list[dict[str, Any]] = []
+    for row, new in zip(rows, written, strict=True):
+        actions += [rewriter.remove(row), {"add": new.add}]
+    kept_total = sum(new.rows for new in written)
+    bytes_total = sum(int(new.add["size"]) for new in written)
+    dropped_total = sum(int((row["deletionVector"] or {}).get("cardinality") or 0) for row in rows)
     version = rewriter.commit(
         "REORG",
         {"predicate": "[]", "applyPurge": True},

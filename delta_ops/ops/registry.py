@@ -446,9 +446,10 @@ PURGE = Operation(
             "only files with at least this share of rows deleted",
             0.0,
         ),
+        ENGINE_OPTION,
     ),
     plan_with=lambda snapshot, values: purge.plan_purge(
-        snapshot, min_deleted_ratio=values["min_deleted_ratio"]
+        snapshot, min_deleted_ratio=values["min_deleted_ratio"], engine=values["engine"]
     ),
     execute_with=lambda plan, progress: purge.execute_purge(plan),
     describe_plan=lambda plan: purge.describe_plan(plan),
@@ -470,11 +471,13 @@ COMPACT = Operation(
             "only partitions this predicate on partition columns selects, e.g. "
             "\"day >= '2026-11-01'\" or day=2026-11-01,region=eu",
         ),
+        ENGINE_OPTION,
     ),
     plan_with=lambda snapshot, values: compact.plan_compact(
         snapshot,
         target_size=values["target_size"],
         where=compact.parse_where(values["where"], snapshot),
+        engine=values["engine"],
     ),
     execute_with=lambda plan, progress: compact.execute_compact(plan),
     describe_plan=lambda plan: compact.describe_plan(plan),

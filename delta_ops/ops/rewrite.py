@@ -18,8 +18,9 @@ is deleted again.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,14 +31,19 @@ import pyarrow.parquet as pq
 from delta_ops import clock
 from delta_ops.errors import DeltaOpsError
 from delta_ops.log.actions import file_rows_as_actions
+from delta_ops.ops import progress
+from delta_ops.ops.engines import Engine
 from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
-from delta_ops.protocol.features import Operation
+from delta_ops.protocol.features import Operation, Protocol
 from delta_ops.protocol.properties import (
     MATERIALIZED_ROW_COMMIT_VERSION_COLUMN_NAME,
     MATERIALIZED_ROW_ID_COLUMN_NAME,
+    TableProperties,
 )
 from delta_ops.protocol.row_tracking import materialized_column_names
+from delta_ops.protocol.schema import StructType
 from delta_ops.protocol.stats import stats_json_from_parquet_file
+from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot
 from delta_ops.table.transaction import Transaction
 from delta_ops.table.write_target import conform, data_file_schema
@@ -251,6 +257,15 @@ class Rewriter:
                 body[name] = row[name]
         return {"remove": body}
 
+    def portable(self) -> Rewriter:
+        """A copy that another process can use to write units: the table's facts without its
+        file state (which a Spark task must not receive), and nothing written yet."""
+        copy = object.__new__(Rewriter)
+        copy.__dict__.update(self.__dict__)
+        copy.snapshot = _TableFacts.of(self.snapshot)  # type: ignore[assignment]
+        copy.written = []
+        return copy
+
     # ------------------------------------------------------------------------------ commit
     def commit(
         self,
@@ -285,6 +300,99 @@ class Rewriter:
         self.written = []
 
 
+@dataclass(frozen=True)
+class _TableFacts:
+    """What writing a rewritten file needs of a snapshot: schema, partitioning, properties,
+    protocol and storage; not the file state (portable to Spark tasks)."""
+
+    storage: Storage
+    schema: StructType
+    partition_columns: tuple[str, ...]
+    properties: TableProperties
+    protocol: Protocol
+    metadata: Any
+
+    @classmethod
+    def of(cls, snapshot: Snapshot) -> _TableFacts:
+        return cls(
+            snapshot.storage,
+            snapshot.schema,
+            snapshot.partition_columns,
+            snapshot.properties,
+            snapshot.protocol,
+            snapshot.metadata,
+        )
+
+
+@dataclass(frozen=True)
+class RewriteUnit:
+    """Files rewritten into one new file: a compaction bin, or one file purge rewrites.
+
+    Attributes:
+        members: the files' add bodies (FILE_FIELDS), read in this order.
+        directory: where the new file goes (the members' partition directory).
+        partition_values: the new file's `partitionValues`.
+        keep: add fields carried over to the new file (tags, clusteringProvider).
+    """
+
+    members: tuple[Mapping[str, Any], ...]
+    directory: str
+    partition_values: Mapping[str, str | None]
+    keep: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """One unit's new file: its `add` body, table-relative path and row count."""
+
+    add: dict[str, Any]
+    relative_path: str
+    rows: int
+
+
+def write_unit(
+    rewriter: Rewriter, unit: RewriteUnit, advance: Callable[[int, int], object] | None = None
+) -> Rewritten:
+    """Read a unit's files (deletion vectors applied, row ids materialized) and write them as
+    one new file; `advance(files, bytes)` hears about each chunk read."""
+    rows = 0
+
+    def tables() -> Iterator[pa.Table]:
+        nonlocal rows
+        for files, table in rewriter.read_all(list(unit.members)):
+            rows += table.num_rows
+            yield table
+            if advance is not None:
+                advance(len(files), sum(int(f["size"] or 0) for f in files))
+
+    add = rewriter.write(
+        tables(),
+        rewriter.output_schema(),
+        unit.directory,
+        dict(unit.partition_values),
+        keep=unit.keep,
+    )
+    return Rewritten(add, rewriter.written[-1], rows)
+
+
+def rewrite_units(
+    rewriter: Rewriter, units: Sequence[RewriteUnit], engine: Engine, label: str
+) -> list[Rewritten]:
+    """Every unit rewritten, by this process (with progress) or by the engine's workers;
+    the files written are recorded on `rewriter`, so `discard()` removes them on failure."""
+    if engine.name == "local":
+        members = [m for u in units for m in u.members]
+        with progress.task(
+            label, files=len(members), bytes=sum(int(m["size"] or 0) for m in members)
+        ) as task:
+            return [
+                write_unit(rewriter, u, lambda f, b: task.advance(files=f, bytes=b)) for u in units
+            ]
+    done = engine.rewrite(rewriter.portable(), units)
+    rewriter.written.extend(r.relative_path for r in done)
+    return done
+
+
 def _chunks(rows: Sequence[Mapping[str, Any]]) -> Iterator[Sequence[Mapping[str, Any]]]:
     """Consecutive runs of files of at most READ_AHEAD files and READ_AHEAD_BYTES (a bigger
     file is a run of its own)."""
@@ -314,4 +422,12 @@ def _with_materialized(data: pa.Table, column: str, fallback: pa.Array) -> pa.Ta
     return data.append_column(pa.field(column, pa.int64(), nullable=True), fallback)
 
 
-__all__ = ["FILE_FIELDS", "Rewriter", "live_file_rows"]
+__all__ = [
+    "FILE_FIELDS",
+    "RewriteUnit",
+    "Rewriter",
+    "Rewritten",
+    "live_file_rows",
+    "rewrite_units",
+    "write_unit",
+]

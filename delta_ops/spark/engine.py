@@ -11,6 +11,8 @@ storage and get back what the local engine would give, computed elsewhere:
   outside the root, batch deletes and retries on object stores).
 * counting rows: parquet footers are read by tasks, 200 files each (the row-tracking backfill
   of files whose stats lack `numRecords`).
+* rewriting: each unit (a compaction bin, a file purge rewrites) is one task that reads its
+  files and writes the new one; the driver commits every task's file, or deletes them all.
 
 The session is the running one (`get_spark()` reuses it: a `PySparkResource`'s session in
 Dagster, the pipeline's own in a script), so executors are wherever that session's are.
@@ -21,10 +23,13 @@ way they reach the driver (instance roles, environment, or the storage options).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from delta_ops.storage import Storage
 from delta_ops.storage.tree import TreeListing
+
+if TYPE_CHECKING:
+    from delta_ops.ops.rewrite import Rewriter, RewriteUnit, Rewritten
 
 #: files per delete task
 DELETE_BATCH = 1000
@@ -136,6 +141,24 @@ class SparkEngine:
             context.parallelize(list(enumerate(paths)), slices).mapPartitions(count).collect()
         )
         return [counted[i] for i in range(len(paths))]
+
+    def rewrite(self, rewriter: Rewriter, units: Sequence[RewriteUnit]) -> list[Rewritten]:
+        if not units:
+            return []
+        from delta_ops.ops.rewrite import write_unit
+
+        context = self._spark().sparkContext
+
+        def write_all(batch: Iterator[tuple[int, RewriteUnit]]) -> Iterator[tuple[int, Rewritten]]:
+            for index, unit in batch:
+                yield index, write_unit(rewriter, unit)
+
+        done = dict(
+            context.parallelize(list(enumerate(units)), len(units))
+            .mapPartitions(write_all)
+            .collect()
+        )
+        return [done[i] for i in range(len(units))]
 
 
 ENGINE = SparkEngine()
