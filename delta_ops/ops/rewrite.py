@@ -388,6 +388,9 @@ def rewrite_units(
             return [
                 write_unit(rewriter, u, lambda f, b: task.advance(files=f, bytes=b)) for u in units
             ]
+    # If a worker fails, the files other workers already wrote are not known here and stay as
+    # untracked files, which vacuum removes once they are older than the retention; the table
+    # never references them, so no reader sees them.
     done = engine.rewrite(rewriter.portable(), units)
     rewriter.written.extend(r.relative_path for r in done)
     return done
