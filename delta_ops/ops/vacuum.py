@@ -461,19 +461,16 @@ def plan_vacuum(
     oldest = oldest_reconstructable_version(snapshot)
     directories: list[str] = []
     runner = engine_named(engine)  # an unknown name is refused before anything is read
+    protected_set = set(pc.unique(protected).drop_null().to_pylist())
     if mode == "full":
-        protected_set = set(pc.unique(protected).drop_null().to_pylist())
         known: list[str] = []
         if not storage.is_local:  # cut points for a parallel listing of the store
             known = [*protected_set, *tombstone_paths]
         listing = runner.list_unprotected(
             storage, hidden_filter(snapshot.partition_columns), protected_set, known
         )
-        paths = pa.array(listing.paths, pa.string())
         mtimes = pa.array(listing.mtimes, pa.int64())
-        old = pc.less(mtimes, delete_before)
-        unprotected = pc.invert(pc.is_in(paths, value_set=pc.unique(protected)))
-        chosen = pc.indices_nonzero(pc.and_(old, unprotected)).to_pylist()
+        chosen = pc.indices_nonzero(pc.less(mtimes, delete_before)).to_pylist()
         candidates = [
             Candidate(
                 listing.paths[i],
@@ -482,6 +479,8 @@ def plan_vacuum(
                 _reason(listing.paths[i], tombstone_paths),
             )
             for i in chosen
+            # the engine already left protected files out; a deleting op checks again
+            if listing.paths[i] not in protected_set
         ]
         protected_dirs = parent_directories(protected)
         directories = sorted(
@@ -489,7 +488,7 @@ def plan_vacuum(
         )
     else:
         candidates = _lite_candidates(
-            snapshot, delete_before, latest_outside, set(protected.to_pylist()), tombstone_paths
+            snapshot, delete_before, latest_outside, protected_set, tombstone_paths
         )
     leftovers = stale_leftovers(storage, min(delete_before, now_ms - MIN_LEFTOVER_AGE_MS))
     candidates.extend(

@@ -91,10 +91,12 @@ class PartitionPredicate:
             result = pc.and_(result, pc.fill_null(self._holds(term, column), False))
         return result
 
-    def matches(self, partition_values: dict[str, str | None]) -> bool:
-        """Whether one file's `partitionValues` satisfy the predicate."""
-        row = pa.table({"partitionValues": pa.array([list(partition_values.items())], _MAP)})
-        return bool(self.mask(row)[0].as_py())
+    def selects(self, partition_values: Sequence[Mapping[str, str | None]]) -> list[bool]:
+        """For each file's `partitionValues` (as in an `add`), whether the predicate holds."""
+        rows = pa.table(
+            {"partitionValues": pa.array([list(v.items()) for v in partition_values], _MAP)}
+        )
+        return [bool(b) for b in self.mask(rows).to_pylist()]
 
     def _holds(self, term: Term, column: pa.Array) -> pa.Array:
         if term.op == "is null":

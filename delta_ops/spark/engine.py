@@ -57,14 +57,9 @@ class SparkEngine:
         protected: set[str],
         known_names: Sequence[str] = (),
     ) -> TreeListing:
-        top = storage.walk(skip_name, omit=protected, recursive=False)
-        listing = TreeListing(
-            paths=list(top.paths),
-            sizes=list(top.sizes),
-            mtimes=list(top.mtimes),
-            dirs=list(top.dirs),
-        )
-        if not top.dirs:
+        listing = storage.walk(skip_name, omit=protected, recursive=False)
+        top = list(listing.dirs)  # the tasks' directories; their findings are appended
+        if not top:
             return listing
         spark = self._spark()
         context = spark.sparkContext
@@ -83,9 +78,7 @@ class SparkEngine:
                     yield d, 0, 0, True
 
         rows = (
-            context.parallelize(
-                top.dirs, max(1, min(len(top.dirs), context.defaultParallelism * 4))
-            )
+            context.parallelize(top, max(1, min(len(top), context.defaultParallelism * 4)))
             .mapPartitions(walk_subtree)
             .collect()
         )

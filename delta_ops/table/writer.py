@@ -126,7 +126,8 @@ def commit_data_files(
     partition_columns = list(target.partition_columns)
     replaced = target.replace_predicate()
     if replaced is not None:
-        outside = [f.relative_path for f in files if not replaced.matches(dict(f.partition_values))]
+        inside = replaced.selects([f.partition_values for f in files])
+        outside = [f.relative_path for f, ok in zip(files, inside, strict=True) if not ok]
         if outside:
             raise DeltaOpsError(
                 f"{storage.url}: {len(outside)} written file(s) hold rows outside replaceWhere "
@@ -222,10 +223,10 @@ def _appends_into(
     partitions being replaced would survive the overwrite, so it is a conflict (retry)."""
 
     def check(txn: Transaction, winner: WinningCommit) -> set[str]:
-        for add in winner.of_kind("add"):
-            if add.get("dataChange", True) and predicate.matches(
-                dict(add.get("partitionValues") or {})
-            ):
+        appended = [a for a in winner.of_kind("add") if a.get("dataChange", True)]
+        values = [dict(a.get("partitionValues") or {}) for a in appended]
+        for add, inside in zip(appended, predicate.selects(values), strict=True):
+            if inside:
                 raise ConcurrentModification(
                     f"version {winner.version} added {add.get('path')} to partitions that "
                     f"replaceWhere {predicate.text!r} replaces; write again"
