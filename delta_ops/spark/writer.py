@@ -44,10 +44,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from delta_ops.errors import DeltaOpsError, InvalidValue, NotADeltaTable
+from delta_ops.errors import DeltaOpsError, InvalidValue
 from delta_ops.ops.leftovers import STAGING_DIR  # the name vacuum knows as a leftover
 from delta_ops.storage import Location, Storage
-from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import CommitResult
 from delta_ops.table.write_target import WriteTarget, resolve_write_target
 from delta_ops.table.writer import (
@@ -55,6 +54,7 @@ from delta_ops.table.writer import (
     DataFile,
     commit_data_files,
     discard_uncommitted,
+    latest_snapshot,
 )
 
 if TYPE_CHECKING:
@@ -143,12 +143,14 @@ def write_delta(
             " (leave an existing table alone)"
         )
     storage = Storage.open(url, storage_options)
+    snapshot = latest_snapshot(storage)  # loaded once: the checks, the target and the commit
     if mode in ("error", "errorifexists", "ignore"):
-        existing = _existing_version(storage)
-        if existing is not None:
+        if snapshot is not None:
             if mode == "ignore":
-                return CommitResult(version=existing, attempts=0, num_actions=0)
-            raise DeltaOpsError(f"{storage.url} is already a Delta table (version {existing})")
+                return CommitResult(version=snapshot.version, attempts=0, num_actions=0)
+            raise DeltaOpsError(
+                f"{storage.url} is already a Delta table (version {snapshot.version})"
+            )
         mode = "append"
     wanted = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
     # refusals, partitioning and column mapping, decided before Spark writes a file
@@ -158,6 +160,7 @@ def write_delta(
         partition_by=wanted,
         mode=mode,
         configuration=configuration,
+        snapshot=snapshot,
         merge_schema=merge_schema,
         replace_where=replace_where,
     )
@@ -182,7 +185,7 @@ def write_delta(
             moved.append(staged.relative_path)
             files.append(DataFile(staged.relative_path, staged.partition_values))
         logger.info("Spark wrote %d files for %s; committing", len(files), storage.url)
-        result = commit_data_files(storage, files, target)
+        result = commit_data_files(storage, files, target, known=snapshot)
         committed = True
         return result
     finally:
@@ -194,13 +197,6 @@ def write_delta(
 
 
 # ------------------------------------------------------------------------------ decisions
-def _existing_version(storage: Storage) -> int | None:
-    try:
-        return load_snapshot(storage).version
-    except NotADeltaTable:
-        return None
-
-
 def _in_file_layout(df: DataFrame, target: WriteTarget) -> DataFrame:
     """The DataFrame's columns as the table's data files name and type them: under column
     mapping, physical names (nested ones too: Spark casts structs by position) with parquet

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops.errors import ConcurrentModification, DeltaOpsError, NotADeltaTable
+from delta_ops.log.file_names import commit_file_name
 from delta_ops.protocol.partition_predicate import PartitionPredicate
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.protocol.schema import parse_schema
@@ -71,19 +72,17 @@ def commit_data_files(
     *,
     storage_options: Mapping[str, Any] | None = None,
     operation_parameters: Mapping[str, Any] | None = None,
+    known: Snapshot | None = None,
 ) -> CommitResult:
     """Commit parquet files written inside the table for `target` as one WRITE.
 
     The target is resolved again against the latest version: a table created, re-partitioned
     or re-mapped meanwhile (so the files no longer fit it) is refused, as is anything the
     table now refuses. Each file's footer gives its stats and proves that NOT NULL columns
-    hold no nulls."""
+    hold no nulls. `known` (the snapshot the target was resolved on) is used again when no
+    commit has landed since, which saves loading the table a second time."""
     storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
-    snapshot: Snapshot | None
-    try:
-        snapshot = load_snapshot(storage)
-    except NotADeltaTable:
-        snapshot = None
+    snapshot = latest_snapshot(storage, known)
     mode = target.mode
     update = target.schema_update
     if snapshot is not None:
@@ -187,6 +186,19 @@ def commit_data_files(
         "numOutputBytes": sum(a["add"]["size"] for a in txn.actions if "add" in a),
     }
     return txn.commit()
+
+
+def latest_snapshot(storage: Storage, known: Snapshot | None = None) -> Snapshot | None:
+    """The table's latest snapshot (None when it is no table): `known` if no commit has
+    landed after it (one existence check), else a fresh load."""
+    if known is not None and not storage.exists(
+        storage.log_file(commit_file_name(known.version + 1))
+    ):
+        return known
+    try:
+        return load_snapshot(storage)
+    except NotADeltaTable:
+        return None
 
 
 def _check_footer_not_null(footer: pq.FileMetaData, target: WriteTarget, relative: str) -> None:
@@ -326,18 +338,20 @@ def write_arrow(
     predicate selects. A write the table refuses fails before any file is written, and files
     of a commit that fails are deleted again."""
     storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
+    snapshot = latest_snapshot(storage)
     target = resolve_write_target(
         storage,
         data.schema,
         partition_by=partition_by,
         mode=mode,
         configuration=configuration,
+        snapshot=snapshot,
         merge_schema=merge_schema,
         replace_where=replace_where,
     )
     files = write_data_files(storage, data, target)
     try:
-        return commit_data_files(storage, files, target)
+        return commit_data_files(storage, files, target, known=snapshot)
     except BaseException:
         discard_uncommitted(storage, [f.relative_path for f in files])
         raise
