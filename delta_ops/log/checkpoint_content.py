@@ -3,31 +3,35 @@
 The workflow of writing a checkpoint, in order (see :mod:`delta_ops.ops.checkpoint` for the
 plan/execute operation that drives it):
 
-1. :func:`checkpoint_state` takes a snapshot and `now` and applies expiry: tombstones are kept
-   only while `deletionTimestamp > now - delta.deletedFileRetentionDuration`; txns expire only
-   when `delta.setTransactionRetentionDuration` is set (then a txn without `lastUpdated` goes);
-   removed domains are dropped. `commitInfo` and `cdc` never appear.
+1. :func:`checkpoint_state` takes a loaded snapshot and `now` and applies expiry: tombstones
+   are kept only while `deletionTimestamp > now - delta.deletedFileRetentionDuration`; txns
+   expire only when `delta.setTransactionRetentionDuration` is set (then a txn without
+   `lastUpdated` goes); removed domains are dropped. `commitInfo` and `cdc` never appear.
+   :func:`streamed_checkpoint_state` does the same for a table too big to load, from a
+   :class:`~delta_ops.log.state_stream.StreamedState`. Either way the file actions are handed
+   out a batch at a time, never as one table.
 2. :func:`checkpoint_schema` builds Spark's V1 schema for this table: columns `txn, add,
    remove, metaData, protocol, domainMetadata`, everything nullable; `add` has every field Spark
    writes, `stats` as JSON and, when `delta.checkpoint.writeStatsAsStruct` is true,
    `partitionValues_parsed` / `stats_parsed` typed from the table schema by physical name.
-3. :func:`build_checkpoint_parts` turns the state into row groups per part (file actions
-   clustered by path for multi-part); :func:`sidecar_parts` and :func:`v2_top_level_rows` give
-   the V2 layout.
-   File actions carry `dataChange=false`; `remove` has no `tags`/`stats`.
+3. :func:`checkpoint_rows` turns the state into tables of that schema, one row group each
+   (a part's share by path for multi-part, :func:`part_of_paths`); :func:`cut_rows` cuts the
+   stream into files of planned sizes (V2 sidecars); :func:`v2_top_level_rows` gives the V2
+   top-level file. File actions carry `dataChange=false`; `remove` has no `tags`/`stats`.
 
-Everything is vectorised over the snapshot's Arrow tables.
+Everything is vectorised over Arrow tables of bounded size.
 
 Example::
 
     state = checkpoint_state(snapshot, now_ms)
-    [row_groups] = build_checkpoint_parts(state, checkpoint_schema(snapshot), parsed_columns(snapshot))
+    for row_group in checkpoint_rows(state, checkpoint_schema(snapshot), parsed_columns(snapshot)):
+        writer.write_table(row_group)
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,11 +39,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.log.actions import DELETION_VECTOR_TYPE, STRING_MAP
+from delta_ops.log import state_stream
+from delta_ops.log.actions import (
+    ADD_FIELDS,
+    DELETION_VECTOR_TYPE,
+    REMOVE_FIELDS,
+    STRING_MAP,
+    restrict_partition_values,
+)
 from delta_ops.log.replay import DomainMetadata, Txn
+from delta_ops.protocol.properties import TableProperties
 
 if TYPE_CHECKING:
-    from delta_ops.table.snapshot import Snapshot
+    from delta_ops.table.snapshot import Snapshot, TableHead
 
 TXN_TYPE = pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])
 METADATA_TYPE = pa.struct(
@@ -102,51 +114,121 @@ SIDECAR_TYPE = pa.struct(
 )
 
 
+FileBatches = Callable[[], Iterator[tuple[pa.Table, pa.Table]]]
+
+
 @dataclass
 class CheckpointState:
-    """What a checkpoint at `version` holds, after expiry."""
+    """What a checkpoint at `version` holds, after expiry. The file actions are not held:
+    `file_batches()` yields them (live adds, unexpired tombstones; flat tables) a batch at a
+    time, and can be called again for another pass."""
 
     version: int
     protocol: dict[str, Any]
     metadata: dict[str, Any]
     txns: list[Txn]
     domains: list[DomainMetadata]
-    adds: pa.Table
-    tombstones: pa.Table
+    num_adds: int
+    num_tombstones: int
     expired_tombstones: int
     expired_txns: int
+    file_batches: FileBatches
 
     @property
     def num_non_file_actions(self) -> int:
         return 2 + len(self.txns) + len(self.domains)
 
     @property
+    def num_file_actions(self) -> int:
+        return self.num_adds + self.num_tombstones
+
+    @property
     def num_actions(self) -> int:
-        return int(self.num_non_file_actions + self.adds.num_rows + self.tombstones.num_rows)
+        return self.num_non_file_actions + self.num_file_actions
+
+
+def unexpired_tombstones(tombstones: pa.Table, cutoff_ms: int) -> pa.Table:
+    """Tombstones a checkpoint keeps: deleted after the cutoff (a missing time counts as 0)."""
+    if "deletionTimestamp" not in tombstones.column_names or not tombstones.num_rows:
+        return tombstones
+    deleted_at = pc.fill_null(tombstones.column("deletionTimestamp"), 0)
+    return tombstones.filter(pc.greater(deleted_at, cutoff_ms))
+
+
+def _kept_txns(txns: Mapping[str, Txn], props: TableProperties, now_ms: int) -> list[Txn]:
+    ordered = sorted(txns.values(), key=lambda t: t.app_id)
+    if props.set_transaction_retention_ms is None:
+        return ordered
+    cutoff = now_ms - props.set_transaction_retention_ms
+    return [t for t in ordered if t.last_updated is not None and t.last_updated > cutoff]
 
 
 def checkpoint_state(snapshot: Snapshot, now_ms: int) -> CheckpointState:
-    """The snapshot's state with tombstone and txn expiry applied as of `now_ms`."""
+    """The state of a loaded snapshot with tombstone and txn expiry applied as of `now_ms`."""
     props = snapshot.properties
-    tombstones = snapshot.tombstones
-    cutoff = now_ms - props.deleted_file_retention_ms
-    deleted_at = pc.fill_null(tombstones.column("deletionTimestamp"), 0)
-    kept_tombstones = tombstones.filter(pc.greater(deleted_at, cutoff))
-    txns = sorted(snapshot.txns.values(), key=lambda t: t.app_id)
-    kept_txns = txns
-    if props.set_transaction_retention_ms is not None:
-        txn_cutoff = now_ms - props.set_transaction_retention_ms
-        kept_txns = [t for t in txns if t.last_updated is not None and t.last_updated > txn_cutoff]
+    files = snapshot.files
+    kept = unexpired_tombstones(snapshot.tombstones, now_ms - props.deleted_file_retention_ms)
+    txns = _kept_txns(snapshot.txns, props, now_ms)
+
+    def batches() -> Iterator[tuple[pa.Table, pa.Table]]:
+        step = state_stream.STREAM_BATCH_ROWS
+        for start in range(0, max(files.num_rows, kept.num_rows, 1), step):
+            yield files.slice(start, step), kept.slice(start, step)
+
     return CheckpointState(
         version=snapshot.version,
         protocol=snapshot.protocol.to_action(),
         metadata=snapshot.metadata.to_action(),
-        txns=kept_txns,
+        txns=txns,
         domains=sorted(snapshot.domains.values(), key=lambda d: d.domain),
-        adds=snapshot.files,
-        tombstones=kept_tombstones,
-        expired_tombstones=tombstones.num_rows - kept_tombstones.num_rows,
-        expired_txns=len(txns) - len(kept_txns),
+        num_adds=files.num_rows,
+        num_tombstones=kept.num_rows,
+        expired_tombstones=snapshot.tombstones.num_rows - kept.num_rows,
+        expired_txns=len(snapshot.txns) - len(txns),
+        file_batches=batches,
+    )
+
+
+def streamed_checkpoint_state(
+    streamed: state_stream.StreamedState,
+    *,
+    protocol: dict[str, Any],
+    metadata: dict[str, Any],
+    properties: TableProperties,
+    partition_keys: set[str],
+    now_ms: int,
+) -> CheckpointState:
+    """The state of a table too big to load, streamed from its checkpoint: one pass over the
+    checkpoint's key columns counts what the new checkpoint will hold (its part and sidecar
+    names depend on it); `file_batches()` passes over the whole actions again."""
+    cutoff = now_ms - properties.deleted_file_retention_ms
+    num_adds = num_tombstones = expired = 0
+    for adds, tombstones in streamed.file_batches((), ("deletionTimestamp",)):
+        kept = unexpired_tombstones(tombstones, cutoff)
+        num_adds += adds.num_rows
+        num_tombstones += kept.num_rows
+        expired += tombstones.num_rows - kept.num_rows
+    replayed = streamed.replayed
+    txns = _kept_txns(replayed.txns, properties, now_ms)
+
+    def batches() -> Iterator[tuple[pa.Table, pa.Table]]:
+        for adds, tombstones in streamed.file_batches(ADD_FIELDS, REMOVE_FIELDS):
+            yield (
+                restrict_partition_values(adds, partition_keys),
+                unexpired_tombstones(restrict_partition_values(tombstones, partition_keys), cutoff),
+            )
+
+    return CheckpointState(
+        version=streamed.segment.version,
+        protocol=protocol,
+        metadata=metadata,
+        txns=txns,
+        domains=sorted(replayed.domains.values(), key=lambda d: d.domain),
+        num_adds=num_adds,
+        num_tombstones=num_tombstones,
+        expired_tombstones=expired,
+        expired_txns=len(replayed.txns) - len(txns),
+        file_batches=batches,
     )
 
 
@@ -161,7 +243,7 @@ class ParsedColumns:
     stats_schema: pa.Schema | None
 
 
-def parsed_columns(snapshot: Snapshot) -> ParsedColumns:
+def parsed_columns(snapshot: Snapshot | TableHead) -> ParsedColumns:
     """The typed columns Spark adds to `add` when writeStatsAsStruct is true."""
     from delta_ops.protocol.schema import partition_schema, physical_name, stats_schema
 
@@ -199,7 +281,7 @@ def add_type(parsed: ParsedColumns, *, write_stats_as_json: bool = True) -> pa.S
     return pa.struct(fields)
 
 
-def checkpoint_schema(snapshot: Snapshot) -> pa.Schema:
+def checkpoint_schema(snapshot: Snapshot | TableHead) -> pa.Schema:
     """Spark's V1 classic checkpoint schema for this table (all fields nullable)."""
     parsed = parsed_columns(snapshot)
     return pa.schema(
@@ -329,90 +411,91 @@ def _rows(schema: pa.Schema, filled: dict[str, pa.Array]) -> pa.Table:
     )
 
 
-def checkpoint_row_groups(
-    schema: pa.Schema, leading: dict[str, pa.Array], adds: pa.Array | None, removes: pa.Array | None
-) -> list[pa.Table]:
-    """The rows of one checkpoint file as separate tables (written as row groups, in order):
-    the non-file actions, then the adds, then the removes. Writing them one after another
-    avoids concatenating (copying) the file actions into one table."""
-    groups = []
-    if leading:
-        groups.append(_rows(schema, {k: v for k, v in leading.items() if k in schema.names}))
-    if adds is not None and len(adds):
-        groups.append(_rows(schema, {"add": adds}))
-    if removes is not None and len(removes) and "remove" in schema.names:
-        groups.append(_rows(schema, {"remove": removes}))
-    if not groups:
-        groups.append(schema.empty_table())
-    return groups
+def checkpoint_rows(
+    state: CheckpointState,
+    schema: pa.Schema,
+    parsed: ParsedColumns,
+    *,
+    non_file_actions: bool = True,
+    part: tuple[int, int] | None = None,
+) -> Iterator[pa.Table]:
+    """The rows of a checkpoint as tables of `schema` (Spark's V1 schema, or a V2 sidecar's
+    `add` / `remove` only), a batch at a time, to be written one row group each: the non-file
+    actions first (unless `non_file_actions` is false), then each batch's adds and removes.
 
-
-def parts_of_paths(
-    add_paths: pa.Array, remove_paths: pa.Array, num_parts: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """A part (0-based) per add and per remove such that one path's actions share a part.
-
-    One dictionary encoding over both path columns gives every distinct path one code; the
-    part is the code modulo `num_parts`, which also spreads paths evenly.
+    `part=(i, n)` keeps only the file actions of part `i` of `n` (:func:`part_of_paths`).
+    Spark sorts file actions by path; readers must not depend on order, so we do not.
     """
-    if num_parts <= 1:
-        return np.zeros(len(add_paths), dtype=np.int64), np.zeros(len(remove_paths), dtype=np.int64)
-    codes = (
-        pc.dictionary_encode(pa.concat_arrays([add_paths, remove_paths]))
-        .indices.to_numpy()
-        .astype(np.int64)
-    )
-    parts = codes % num_parts
-    return parts[: len(add_paths)], parts[len(add_paths) :]
+    if non_file_actions:
+        leading = non_file_rows(state)
+        yield _rows(schema, {k: v for k, v in leading.items() if k in schema.names})
+    add_type = schema.field("add").type
+    for adds, tombstones in state.file_batches():
+        if part is not None:
+            index, count = part
+            adds = adds.filter(part_of_paths(adds.column("path"), count) == index)
+            tombstones = tombstones.filter(part_of_paths(tombstones.column("path"), count) == index)
+        if adds.num_rows:
+            yield _rows(schema, {"add": add_struct(adds, add_type, parsed)})
+        if tombstones.num_rows and "remove" in schema.names:
+            yield _rows(schema, {"remove": remove_struct(tombstones)})
 
 
-def build_checkpoint_parts(
-    state: CheckpointState, schema: pa.Schema, parsed: ParsedColumns, num_parts: int = 1
-) -> list[list[pa.Table]]:
-    """Row groups per checkpoint part; non-file actions go to the first part.
-
-    Spark sorts file actions by path; readers must not depend on order, so we skip the sort.
-    """
-    adds = add_struct(state.adds, schema.field("add").type, parsed)
-    removes = remove_struct(state.tombstones)
-    leading = non_file_rows(state)
-    if num_parts <= 1:
-        return [checkpoint_row_groups(schema, leading, adds, removes)]
-    add_part, remove_part = parts_of_paths(
-        pc.struct_field(adds, "path"), pc.struct_field(removes, "path"), num_parts
-    )
-    return [
-        checkpoint_row_groups(
-            schema,
-            leading if part == 0 else {},
-            adds.filter(pa.array(add_part == part)),
-            removes.filter(pa.array(remove_part == part)),
-        )
-        for part in range(num_parts)
+def part_of_paths(paths: pa.Array | pa.ChunkedArray, num_parts: int) -> np.ndarray:
+    """The multi-part checkpoint part (0-based) of each file action, from its path alone, so
+    that every action on one path shares a part (Spark clusters parts by path). The hash is
+    computed over each path's bytes with numpy: stable across batches, runs and processes."""
+    paths = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
+    if num_parts <= 1 or not len(paths):
+        return np.zeros(len(paths), dtype=np.int64)
+    paths = paths.cast(pa.large_string()) if paths.type != pa.large_string() else paths
+    offsets = np.frombuffer(paths.buffers()[1], dtype=np.int64)[
+        paths.offset : paths.offset + len(paths) + 1
     ]
+    data = np.frombuffer(paths.buffers()[2], dtype=np.uint8)
+    first, last = int(offsets[0]), int(offsets[-1])
+    lengths = np.diff(offsets)
+    position = np.arange(first, last, dtype=np.int64) - np.repeat(offsets[:-1], lengths)
+    weights = (position.astype(np.uint64) * np.uint64(2654435761) + np.uint64(97)) & np.uint64(
+        0xFFFFFFFF
+    )
+    contributions = data[first:last].astype(np.uint64) * weights
+    if not len(contributions):
+        return np.zeros(len(paths), dtype=np.int64)
+    starts = np.minimum(offsets[:-1] - first, len(contributions) - 1)
+    sums = np.add.reduceat(contributions, starts)
+    sums[lengths == 0] = 0  # reduceat gives an empty run its next element
+    return (sums % np.uint64(num_parts)).astype(np.int64)
 
 
-def sidecar_parts(
-    state: CheckpointState, schema: pa.Schema, parsed: ParsedColumns, actions_per_sidecar: int
-) -> list[list[pa.Table]]:
-    """V2 sidecars: only `add` and `remove` columns, about `actions_per_sidecar` rows each."""
-    sidecar_schema = pa.schema([schema.field("add"), schema.field("remove")])
-    adds = add_struct(state.adds, schema.field("add").type, parsed)
-    removes = remove_struct(state.tombstones)
-    total = len(adds) + len(removes)
-    count = max(1, -(-total // actions_per_sidecar))
+def cut_rows(tables: Iterator[pa.Table], sizes: Sequence[int]) -> Iterator[Iterator[pa.Table]]:
+    """Cut a stream of tables into consecutive runs of `sizes[i]` rows (one run per file, the
+    tables sliced at the cuts without copying). Each run must be consumed before the next;
+    rows left over after the last run are a programming error."""
+    pending: list[pa.Table] = []
+
+    def take(count: int) -> Iterator[pa.Table]:
+        while count > 0:
+            table = pending.pop() if pending else next(tables, None)
+            if table is None:
+                return
+            if table.num_rows > count:
+                pending.append(table.slice(count))
+                table = table.slice(0, count)
+            count -= table.num_rows
+            yield table
+
+    for size in sizes:
+        yield take(size)
+    leftover = sum(t.num_rows for t in pending) + sum(t.num_rows for t in tables)
+    if leftover:
+        raise AssertionError(f"{leftover} checkpoint rows beyond the planned parts")
+
+
+def even_sizes(total: int, count: int) -> list[int]:
+    """`total` rows in `count` runs of (nearly) equal size, the last ones the shortest."""
     size = -(-total // count) if total else 0
-    parts = []
-    for i in range(count):
-        lo, hi = i * size, min(total, (i + 1) * size)
-        add_slice = (
-            adds.slice(lo, max(0, min(hi, len(adds)) - lo)) if lo < len(adds) else adds.slice(0, 0)
-        )
-        r_lo, r_hi = max(0, lo - len(adds)), max(0, hi - len(adds))
-        parts.append(
-            checkpoint_row_groups(sidecar_schema, {}, add_slice, removes.slice(r_lo, r_hi - r_lo))
-        )
-    return parts
+    return [max(0, min(size, total - i * size)) for i in range(count)]
 
 
 def v2_top_level_rows(

@@ -21,7 +21,7 @@ import io
 import json
 import logging
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -405,6 +405,54 @@ _CHECKPOINT_COLUMNS = {
 }
 
 
+def _projection(schema: pa.Schema, wanted: Mapping[str, tuple[str, ...] | None]) -> list[str]:
+    """Column paths to read from a checkpoint parquet file of `schema`: whole columns, or the
+    named fields of `add` / `remove` (plus `stats_parsed` where a checkpoint written with
+    writeStatsAsJson=false has no `stats`)."""
+    paths = []
+    for column, fields in wanted.items():
+        if schema.get_field_index(column) < 0:
+            continue
+        typ = schema.field(column).type
+        if fields is None or not pa.types.is_struct(typ):
+            paths.append(column)
+            continue
+        paths.extend(f"{column}.{f}" for f in fields if typ.get_field_index(f) >= 0)
+        if (
+            column == "add"
+            and "stats" in fields
+            and typ.get_field_index("stats") < 0
+            and typ.get_field_index("stats_parsed") >= 0
+        ):
+            paths.append("add.stats_parsed")
+    return paths
+
+
+def _assemble_actions(read: pa.Table, wanted: Mapping[str, tuple[str, ...] | None]) -> pa.Table:
+    """The action columns of projected checkpoint rows, `add` / `remove` as structs of the wanted
+    fields in their order; an action is absent exactly where its required `path` is null."""
+    columns: dict[str, pa.Array] = {}
+    for column, fields in wanted.items():
+        if column not in read.column_names:
+            continue
+        col = read.column(column).combine_chunks()
+        if fields is None or not pa.types.is_struct(col.type):
+            columns[column] = col
+            continue
+        present = [f for f in fields if col.type.get_field_index(f) >= 0]
+        arrays = [col.field(f) for f in present]
+        if (
+            "stats" in fields
+            and "stats" not in present
+            and col.type.get_field_index("stats_parsed") >= 0
+        ):
+            present.append("stats")
+            arrays.append(stats_json_from_parsed(col.field("stats_parsed")))
+        mask = arrays[present.index("path")].is_null() if "path" in present else None
+        columns[column] = pa.StructArray.from_arrays(arrays, names=present, mask=mask)
+    return pa.table(columns) if columns else pa.table({"add": pa.nulls(read.num_rows)})
+
+
 def _read_parquet_actions(name: str, data: bytes) -> pa.Table:
     """Read the action columns of a checkpoint or sidecar parquet file.
 
@@ -415,35 +463,42 @@ def _read_parquet_actions(name: str, data: bytes) -> pa.Table:
 
     try:
         pf = pq.ParquetFile(io.BytesIO(data))
-        schema = pf.schema_arrow
-        columns: dict[str, pa.Array] = {}
-        for column, wanted in _CHECKPOINT_COLUMNS.items():
-            if schema.get_field_index(column) < 0:
-                continue
-            typ = schema.field(column).type
-            if wanted is None or not pa.types.is_struct(typ):
-                columns[column] = pf.read(columns=[column]).column(0)
-                continue
-            present = [f for f in wanted if typ.get_field_index(f) >= 0]
-            flat = pq.read_table(io.BytesIO(data), columns=[f"{column}.{f}" for f in present])
-            arrays = [flat.column(i).combine_chunks() for i in range(flat.num_columns)]
-            if (
-                column == "add"
-                and "stats" not in present
-                and typ.get_field_index("stats_parsed") >= 0
-            ):
-                # writeStatsAsJson=false: the stats exist only as a struct; keep them as JSON
-                parsed = (
-                    pq.read_table(io.BytesIO(data), columns=["add.stats_parsed"])
-                    .column(0)
-                    .combine_chunks()
-                )
-                present.append("stats")
-                arrays.append(stats_json_from_parsed(parsed))
-            # the action is absent exactly where its required `path` is null
-            mask = arrays[present.index("path")].is_null() if "path" in present else None
-            columns[column] = pa.StructArray.from_arrays(arrays, names=present, mask=mask)
-        return pa.table(columns) if columns else pa.table({"add": pa.nulls(pf.metadata.num_rows)})
+        read = pf.read(columns=_projection(pf.schema_arrow, _CHECKPOINT_COLUMNS))
+        return _assemble_actions(read, _CHECKPOINT_COLUMNS)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise CorruptLog(name, f"unreadable checkpoint parquet: {exc}") from exc
+
+
+def checkpoint_file_batches(
+    storage: Storage,
+    name: str,
+    wanted: Mapping[str, tuple[str, ...] | None],
+    batch_rows: int,
+) -> Iterator[pa.Table]:
+    """The actions of one checkpoint file (a part, a V2 top-level file or a sidecar, `name`
+    relative to `_delta_log`) in tables of at most `batch_rows` rows, reading only the
+    `wanted` columns and fields: memory stays bounded by one batch whatever the file's size.
+    A JSON file is parsed whole (V2 top-level files are small). CorruptLog names the file."""
+    import pyarrow.parquet as pq
+
+    path = storage.log_file(name)
+    try:
+        if name.endswith(".json"):
+            data = storage.read_bytes(path)
+            if not data.strip():
+                raise CorruptLog(name, "empty checkpoint file")
+            table = _read_json_actions(name, data)
+            yield table.select([c for c in wanted if c in table.column_names])
+            return
+        with storage.open_input(path) as handle:
+            pf = pq.ParquetFile(handle)
+            columns = _projection(pf.schema_arrow, wanted)
+            if not columns:
+                return
+            for batch in pf.iter_batches(batch_size=batch_rows, columns=columns):
+                yield _assemble_actions(pa.Table.from_batches([batch]), wanted)
+    except FileNotFoundError:
+        raise CorruptLog(name, "the file is missing") from None
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptLog(name, f"unreadable checkpoint parquet: {exc}") from exc
 

@@ -27,6 +27,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,12 +39,14 @@ from delta_ops.errors import CheckpointInProgress, CorruptLog, DeltaOpsError
 from delta_ops.log.checkpoint_content import (
     CheckpointState,
     ParsedColumns,
-    build_checkpoint_parts,
+    checkpoint_rows,
     checkpoint_schema,
     checkpoint_state,
+    cut_rows,
+    even_sizes,
     parsed_columns,
-    sidecar_parts,
     spark_schema_json,
+    streamed_checkpoint_state,
     v2_top_level_rows,
 )
 from delta_ops.log.file_names import (
@@ -57,12 +60,19 @@ from delta_ops.log.file_names import (
     v2_checkpoint_name,
 )
 from delta_ops.log.last_checkpoint import read_last_checkpoint, serialize_last_checkpoint
-from delta_ops.log.reader import parse_action_lines, verify_checkpoint
+from delta_ops.log.reader import parse_action_lines, sidecar_names, verify_checkpoint
 from delta_ops.log.segment import CheckpointRef, complete_checkpoints
+from delta_ops.log.state_stream import stream_state
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Operation
 from delta_ops.storage import Storage
-from delta_ops.table.snapshot import Snapshot, load_snapshot
+from delta_ops.table.snapshot import (
+    Snapshot,
+    TableHead,
+    load_head,
+    load_snapshot,
+    partition_value_keys,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +80,9 @@ V2_ACTIONS_PER_SIDECAR = 50_000
 CHECKPOINT_SCHEMA_MAX_CHARS = 20_000
 LAST_CHECKPOINT_LIST_LIMIT = 30
 IN_PROGRESS_GRACE_MS = 60_000  # parts younger than this may belong to a running checkpoint
+#: a previous checkpoint this big (parquet bytes, sidecars included; about 500,000 files with
+#: stats) is streamed rather than loaded: loading holds the whole state, ~2 KB per file
+STREAM_ABOVE_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -91,8 +104,9 @@ class CheckpointPlan:
     expired_txns: int
     last_checkpoint_version: int | None  # what the hint names now
     will_update_last_checkpoint: bool
-    snapshot: Snapshot = field(repr=False, compare=False)
+    snapshot: Snapshot | TableHead = field(repr=False, compare=False)
     state: CheckpointState = field(repr=False, compare=False)
+    streamed: bool = False  # the file state is streamed from the previous checkpoint
     now_ms: int = 0  # the expiry clock used (never later than the wall clock)
     requested_now_ms: int | None = None  # what the caller asked for, when it was clamped
 
@@ -185,11 +199,22 @@ def _existing_checkpoints(storage: Storage, version: int, now_ms: int) -> Existi
     return ExistingCheckpoints(None, tuple(broken), frozenset(busy))
 
 
-def plan_checkpoint(snapshot: Snapshot, now_ms: int, *, parts: int | None = None) -> CheckpointPlan:
+def plan_checkpoint(
+    snapshot: Snapshot | TableHead,
+    now_ms: int,
+    *,
+    parts: int | None = None,
+    stream_above_bytes: int | None = None,
+) -> CheckpointPlan:
     """Plan a checkpoint of `snapshot` as of `now_ms` (tombstone/txn expiry clock).
 
     Args:
-        snapshot: the version to checkpoint.
+        snapshot: the version to checkpoint. A loaded Snapshot is written from memory. A
+            TableHead whose segment starts from a checkpoint is streamed from it (memory
+            bounded by a batch whatever the table's size; the plan counts the actions in one
+            pass over the checkpoint's key columns) when that checkpoint's files hold at least
+            `stream_above_bytes` (default STREAM_ABOVE_BYTES); otherwise, without a
+            checkpoint, or when it cannot be read, the snapshot is loaded (with its fallbacks).
         now_ms: the clock for expiry, epoch milliseconds; clamped to the wall clock
             (`delta_ops.clock.bounded`), so a later time never expires a tombstone or `txn`
             the real clock keeps.
@@ -206,13 +231,15 @@ def plan_checkpoint(snapshot: Snapshot, now_ms: int, *, parts: int | None = None
         )
     requested_now = now_ms
     now_ms = clock.bounded(now_ms)
-    state = checkpoint_state(snapshot, now_ms)
+    if stream_above_bytes is None:
+        stream_above_bytes = STREAM_ABOVE_BYTES
+    snapshot, state = _checkpoint_state(snapshot, now_ms, stream_above_bytes)
     version = snapshot.version
     existing = _existing_checkpoints(snapshot.storage, version, clock.now_ms())
     if use_v2:
         kind, num_parts = (
             "v2",
-            max(1, -(-(state.adds.num_rows + state.tombstones.num_rows) // V2_ACTIONS_PER_SIDECAR)),
+            max(1, -(-state.num_file_actions // V2_ACTIONS_PER_SIDECAR)),
         )
         token = uuid.uuid4()
         files = tuple(
@@ -239,8 +266,8 @@ def plan_checkpoint(snapshot: Snapshot, now_ms: int, *, parts: int | None = None
         files=files,
         existing=existing.readable,
         replaces=existing.broken,
-        num_add_files=state.adds.num_rows,
-        num_tombstones=state.tombstones.num_rows,
+        num_add_files=state.num_adds,
+        num_tombstones=state.num_tombstones,
         num_txns=len(state.txns),
         num_domains=len(state.domains),
         expired_tombstones=state.expired_tombstones,
@@ -251,22 +278,72 @@ def plan_checkpoint(snapshot: Snapshot, now_ms: int, *, parts: int | None = None
         or _existing_ref(snapshot.storage, hint_version) is None,
         snapshot=snapshot,
         state=state,
+        streamed=isinstance(snapshot, TableHead),
         now_ms=now_ms,
         requested_now_ms=requested_now if requested_now != now_ms else None,
     )
 
 
-def _write_parquet(storage: Storage, name: str, row_groups: list[pa.Table]) -> tuple[bool, int]:
-    """Write one checkpoint parquet file (one row group per piece) atomically.
+def _checkpoint_state(
+    snapshot: Snapshot | TableHead, now_ms: int, stream_above_bytes: int
+) -> tuple[Snapshot | TableHead, CheckpointState]:
+    """The state to write: streamed from the head's checkpoint when that is big, else from a
+    loaded snapshot (one read, and the plan then knows the table's bytes and rows too)."""
+    if isinstance(snapshot, Snapshot):
+        return snapshot, checkpoint_state(snapshot, now_ms)
+    head = snapshot
+    if head.segment.checkpoint is not None and _checkpoint_bytes(head) >= stream_above_bytes:
+        try:
+            streamed = stream_state(head.storage, head.segment)
+            state = streamed_checkpoint_state(
+                streamed,
+                protocol=head.protocol.to_action(),
+                metadata=head.metadata.to_action(),
+                properties=head.properties,
+                partition_keys=partition_value_keys(head.metadata, head.schema),
+                now_ms=now_ms,
+            )
+            return head, state
+        except CorruptLog as exc:
+            logger.warning("%s; checkpointing from the whole log instead", exc)
+    loaded = load_snapshot(head.storage, head.version)
+    return loaded, checkpoint_state(loaded, now_ms)
+
+
+def _checkpoint_bytes(head: TableHead) -> int:
+    """The size of the head's checkpoint: its files and, for V2, the sidecars it references."""
+    checkpoint = head.segment.checkpoint
+    if checkpoint is None:
+        return 0
+    total = sum(f.size for f in checkpoint.files)
+    if any(f.kind is LogFileKind.V2_CHECKPOINT for f in checkpoint.files):
+        try:
+            names = sidecar_names(head.storage, checkpoint.files)
+        except CorruptLog:
+            return 0  # unreadable: the loader's fallbacks deal with it
+        for name in names:
+            entry = head.storage.stat(head.storage.log_file(f"{SIDECARS_DIR}/{name}"))
+            total += entry.size if entry is not None else 0
+    return total
+
+
+def _write_parquet(
+    storage: Storage, name: str, schema: pa.Schema, row_groups: Iterable[pa.Table]
+) -> tuple[bool, int]:
+    """Write one checkpoint parquet file (one row group per table, as they stream) atomically.
 
     Returns (created, size). When another writer created the file first, theirs is kept
     (first wins); a 0-byte file under the name, which every reader ignores, is replaced.
     """
 
     def write(sink: Any) -> None:
-        with pq.ParquetWriter(sink, row_groups[0].schema, compression="snappy") as writer:
+        with pq.ParquetWriter(sink, schema, compression="snappy") as writer:
+            empty = True
             for group in row_groups:
                 writer.write_table(group)
+                empty = False
+            if empty:  # an empty part still has a (zero-row) row group, as Spark writes it
+                writer.write_table(schema.empty_table())
 
     created, size = storage.create_new(storage.log_file(name), write, replace_empty=True)
     if not created:
@@ -318,16 +395,21 @@ def execute_checkpoint(plan: CheckpointPlan) -> CheckpointResult:
     if plan.kind == "v2":
         hint, written, sizes = _write_v2(plan, storage, schema, parsed)
     else:
-        parts = build_checkpoint_parts(plan.state, schema, parsed, plan.num_parts)
         written, sizes = [], []
-        for name, row_groups in zip(plan.files, parts):
-            created, size = _write_parquet(storage, name, row_groups)
+        for index, name in enumerate(plan.files):
+            rows = checkpoint_rows(
+                plan.state,
+                schema,
+                parsed,
+                non_file_actions=index == 0,
+                part=(index, plan.num_parts) if plan.num_parts > 1 else None,
+            )
+            created, size = _write_parquet(storage, name, schema, rows)
             if not created:
                 storage.delete(storage.log_file(n) for n in written)  # our parts, not theirs
                 return _lost_race(plan, storage, name)
             sizes.append(size)
             written.append(name)
-        del parts
         hint = {
             "version": plan.version,
             "size": plan.state.num_actions,
@@ -361,31 +443,33 @@ def _write_v2(
 ) -> tuple[dict[str, Any], list[str], list[int]]:
     sidecar_names = [n.split("/", 1)[1] for n in plan.files[:-1]]
     top_name = plan.files[-1]
-    parts = sidecar_parts(plan.state, schema, parsed, V2_ACTIONS_PER_SIDECAR)
+    sidecar_schema = pa.schema([schema.field("add"), schema.field("remove")])
+    rows = checkpoint_rows(plan.state, sidecar_schema, parsed, non_file_actions=False)
+    runs = cut_rows(rows, even_sizes(plan.state.num_file_actions, len(sidecar_names)))
     now = int(time.time() * 1000)
     sidecars, written, sizes = [], [], []
-    sidecar_rows = 0
-    for name, row_groups in zip(sidecar_names, parts):
+    for name, run in zip(sidecar_names, runs):
         _, size = _write_parquet(
-            storage, f"{SIDECARS_DIR}/{name}", row_groups
+            storage, f"{SIDECARS_DIR}/{name}", sidecar_schema, run
         )  # UUID names: always ours
         sidecars.append({"path": name, "sizeInBytes": size, "modificationTime": now})
         written.append(f"{SIDECARS_DIR}/{name}")
         sizes.append(size)
-        sidecar_rows += sum(g.num_rows for g in row_groups)
-    del parts
+    for _ in runs:  # proves no row was left beyond the last sidecar
+        pass
+    sidecar_rows = plan.state.num_file_actions
     tags = {
         "sidecarNumActions": str(sidecar_rows),
         "sidecarSizeInBytes": str(sum(sizes)),
         "numOfAddFiles": str(plan.num_add_files),
     }
-    rows = v2_top_level_rows(plan.state, sidecars, tags)
-    top = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode()
+    top_rows = v2_top_level_rows(plan.state, sidecars, tags)
+    top = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in top_rows).encode()
     _write_new(storage, top_name, top)
     written.append(top_name)
     sizes.append(len(top))
-    non_file = [r for r in rows if "sidecar" not in r and "checkpointMetadata" not in r] + [
-        {"checkpointMetadata": rows[0]["checkpointMetadata"]}
+    non_file = [r for r in top_rows if "sidecar" not in r and "checkpointMetadata" not in r] + [
+        {"checkpointMetadata": top_rows[0]["checkpointMetadata"]}
     ]
     v2_info: dict[str, Any] = {"path": top_name, "sizeInBytes": len(top), "modificationTime": now}
     if len(non_file) <= LAST_CHECKPOINT_LIST_LIMIT:
@@ -394,7 +478,7 @@ def _write_v2(
         v2_info["sidecarFiles"] = sidecars
     hint = {
         "version": plan.version,
-        "size": sidecar_rows + len(rows),
+        "size": sidecar_rows + len(top_rows),
         "sizeInBytes": sum(sizes),
         "numOfAddFiles": plan.num_add_files,
         "v2Checkpoint": v2_info,
@@ -417,9 +501,12 @@ def _count_actions(storage: Storage, name: str) -> dict[str, int]:
             names = pf.schema_arrow.names
             counts = {"rows": pf.metadata.num_rows}
             wanted = [c for c in ("add", "remove") if c in names]
-            table = pf.read(columns=[f"{c}.path" for c in wanted])
-            for c, column in zip(wanted, table.columns):
-                counts[c] = len(column) - column.null_count
+            for c in wanted:
+                counts[c] = 0
+            for batch in pf.iter_batches(columns=[f"{c}.path" for c in wanted]):
+                for c in wanted:
+                    column = batch.column(c).field("path")
+                    counts[c] += len(column) - column.null_count
     except (pa.ArrowException, OSError) as exc:
         raise CorruptLog(name, f"unreadable checkpoint parquet: {exc}") from exc
     return counts
@@ -448,14 +535,12 @@ def _verify(plan: CheckpointPlan, storage: Storage) -> None:
 def _lost_race(plan: CheckpointPlan, storage: Storage, name: str) -> CheckpointResult:
     """Another writer created `name` first: its checkpoint stands (it may differ from ours, e.g.
     another clock expired other tombstones); check it is readable and report it as existing."""
-    from delta_ops.log.reader import read_checkpoint
-
     ref = _existing_ref(storage, plan.version)
     if ref is None:
         raise CheckpointInProgress(
             f"{storage.url}: another process is writing {name}; try again in a minute"
         )
-    read_checkpoint(storage, list(ref.files), plan.version, seq_start=0)
+    verify_checkpoint(storage, list(ref.files))
     updated = _repair_hint_for_existing(plan, storage)
     return CheckpointResult(
         plan.table, plan.version, plan.kind, (), ref.name, 0, plan.num_add_files, 0, updated, 0
@@ -539,10 +624,11 @@ def checkpoint(
     now_ms: int | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> CheckpointResult:
-    """Load, plan and execute a checkpoint in one call (the API behind `delta-ops checkpoint`)."""
-    snapshot = load_snapshot(table, version, storage_options=storage_options)
+    """Plan and execute a checkpoint in one call (the API behind `delta-ops checkpoint`): the
+    file state streams from the table's latest checkpoint when it has one."""
+    head = load_head(table, version, storage_options=storage_options)
     plan = plan_checkpoint(
-        snapshot, now_ms if now_ms is not None else int(time.time() * 1000), parts=parts
+        head, now_ms if now_ms is not None else int(time.time() * 1000), parts=parts
     )
     return execute_checkpoint(plan)
 

@@ -210,7 +210,7 @@ def _requested_now(values: Mapping[str, Any]) -> int:
 
 
 # ------------------------------------------------------------------------------ checkpoint
-def _plan_checkpoint(snapshot: Snapshot, values: Mapping[str, Any]) -> Any:
+def _plan_checkpoint(snapshot: Snapshot | TableHead, values: Mapping[str, Any]) -> Any:
     now = _requested_now(values)
     return checkpoint.plan_checkpoint(snapshot, now, parts=values["parts"])
 
@@ -260,6 +260,7 @@ CHECKPOINT = Operation(
     describe_result=_describe_checkpoint_result,
     idle_reason=lambda plan: f"version {plan.version} already has a checkpoint ({plan.existing})",
     at_version=True,
+    needs_files=False,  # streamed from the latest checkpoint (loaded only when there is none)
 )
 
 

@@ -114,7 +114,7 @@ class Snapshot:
         self.version = segment.version
         self.protocol = Protocol.from_action(state.protocol)
         self.metadata = Metadata.from_action(state.metadata)
-        keys = self._partition_keys()
+        keys = partition_value_keys(self.metadata, self.schema_or_none())
         self.files: pa.Table = restrict_partition_values(state.files, keys)
         self.tombstones: pa.Table = restrict_partition_values(state.tombstones, keys)
         self.txns: dict[str, Txn] = state.txns
@@ -122,19 +122,6 @@ class Snapshot:
         self.removed_domains: dict[str, DomainMetadata] = state.removed_domains
         self.row_id_high_water_mark: int | None = state.row_id_high_water_mark
         self.commit_times = commit_times
-
-    def _partition_keys(self) -> set[str]:
-        """Partition columns as they appear in `partitionValues` (physical names)."""
-        columns = set(self.metadata.partition_columns)
-        if not columns or not self.metadata.schema_string:
-            return columns
-        from delta_ops.protocol.schema import physical_name
-
-        try:
-            by_name = {f.name: f for f in self.schema.fields}
-        except DeltaOpsError:
-            return columns
-        return {physical_name(by_name[c]) if c in by_name else c for c in columns} | columns
 
     # ----------------------------------------------------------------------- derived facts
     @cached_property
@@ -145,14 +132,14 @@ class Snapshot:
     @cached_property
     def schema(self) -> StructType:
         """The Delta schema; a missing schemaString reads as an empty schema, as in Spark."""
-        from delta_ops.protocol.schema import StructType, parse_schema
+        return table_schema(self.metadata, self.segment)
 
-        if not self.metadata.schema_string:
-            return StructType(())
+    def schema_or_none(self) -> StructType | None:
+        """The schema, or None when the schemaString does not parse."""
         try:
-            return parse_schema(self.metadata.schema_string)
-        except DeltaOpsError as exc:
-            raise CorruptLog(_first_file(self.segment), f"invalid schemaString: {exc}") from exc
+            return self.schema
+        except DeltaOpsError:
+            return None
 
     @cached_property
     def arrow_schema(self) -> pa.Schema:
@@ -204,6 +191,31 @@ class Snapshot:
 
     def __repr__(self) -> str:
         return f"Snapshot({self.storage.url!r}, version={self.version}, files={self.num_files})"
+
+
+def table_schema(metadata: Metadata, segment: LogSegment) -> StructType:
+    """The Delta schema of `metadata`; a missing schemaString reads as an empty schema, as in
+    Spark; one that does not parse is a CorruptLog naming the segment's first file."""
+    from delta_ops.protocol.schema import StructType, parse_schema
+
+    if not metadata.schema_string:
+        return StructType(())
+    try:
+        return parse_schema(metadata.schema_string)
+    except DeltaOpsError as exc:
+        raise CorruptLog(_first_file(segment), f"invalid schemaString: {exc}") from exc
+
+
+def partition_value_keys(metadata: Metadata, schema: StructType | None) -> set[str]:
+    """Partition columns as `partitionValues` keys may name them: the logical names and, under
+    column mapping, the physical ones."""
+    columns = set(metadata.partition_columns)
+    if not columns or schema is None:
+        return columns
+    from delta_ops.protocol.schema import physical_name
+
+    by_name = {f.name: f for f in schema.fields}
+    return {physical_name(by_name[c]) if c in by_name else c for c in columns} | columns
 
 
 def file_num_records(files: pa.Table) -> pa.Array:
@@ -266,6 +278,10 @@ class TableHead:
     @property
     def partition_columns(self) -> tuple[str, ...]:
         return self.metadata.partition_columns
+
+    @cached_property
+    def schema(self) -> StructType:
+        return table_schema(self.metadata, self.segment)
 
 
 def load_head(
