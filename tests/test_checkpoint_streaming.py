@@ -146,7 +146,7 @@ def _both_ways(src: Path, tmp_path: Path, **options: Any) -> tuple[Path, Path, A
     shutil.copytree(src, loaded_table)
     shutil.copytree(src, streamed_table)
     loaded = plan_checkpoint(load_snapshot(loaded_table), NOW, **options)
-    streamed = plan_checkpoint(load_head(streamed_table), NOW, stream_above_bytes=0, **options)
+    streamed = plan_checkpoint(load_head(streamed_table), NOW, stream_above=0, **options)
     return loaded_table, streamed_table, loaded, streamed
 
 
@@ -206,11 +206,11 @@ def test_a_streamed_checkpoint_is_the_base_of_the_next(tmp_path):
     """Streaming from a checkpoint that was itself streamed (V2 sidecars cut across batches)."""
     table = tmp_path / "t"
     build_history(table, "v2")
-    first = plan_checkpoint(load_head(table), NOW, stream_above_bytes=0)
+    first = plan_checkpoint(load_head(table), NOW, stream_above=0)
     execute_checkpoint(first)
     lb.write_commit(table, 6, [lb.add("part=a/h.parquet", part="a")])
     before = load_snapshot(table)
-    second = plan_checkpoint(load_head(table), NOW, stream_above_bytes=0)
+    second = plan_checkpoint(load_head(table), NOW, stream_above=0)
     assert second.streamed and second.num_add_files == before.num_files
     execute_checkpoint(second)
     assert state_facts(load_snapshot(table)) == expected_after_checkpoint(before, NOW)
@@ -222,7 +222,7 @@ def test_an_unreadable_base_checkpoint_falls_back_to_the_log(tmp_path):
     base = table / "_delta_log" / f"{3:020d}.checkpoint.parquet"
     base.write_bytes(base.read_bytes()[:-100])  # truncated: the footer is gone
     before = load_snapshot(table)  # the loader itself falls back to JSON replay
-    plan = plan_checkpoint(load_head(table), NOW, stream_above_bytes=0)
+    plan = plan_checkpoint(load_head(table), NOW, stream_above=0)
     assert not plan.streamed and plan.num_add_files == before.num_files
     execute_checkpoint(plan)
     assert state_facts(load_snapshot(table)) == expected_after_checkpoint(before, NOW)

@@ -379,7 +379,8 @@ def materialize_file_actions(
     source: ActionSource, column: str, mask: np.ndarray, fields: tuple[str, ...]
 ) -> pa.Table:
     """Flat rows (FILE_ACTION_SCHEMA columns named in `fields`, plus `version`) of the
-    `add` or `remove` actions selected by a boolean row mask."""
+    `add` or `remove` actions selected by a boolean row mask. A field outside that schema
+    (a checkpoint's `stats_parsed`) is passed through as stored, or left out when absent."""
     struct = _struct_column(source.table, column)
     count = int(mask.sum())
     columns: dict[str, pa.Array] = {}
@@ -389,6 +390,11 @@ def materialize_file_actions(
         else None
     )
     for name in fields:
+        if FILE_ACTION_SCHEMA.get_field_index(name) < 0:
+            # a checkpoint-only field (stats_parsed, ...): passed through where the file has it
+            if selected is not None and selected.type.get_field_index(name) >= 0:
+                columns[name] = pc.struct_field(selected, name)
+            continue
         typ = FILE_ACTION_SCHEMA.field(name).type
         columns[name] = (
             pa.nulls(count, typ) if selected is None else _field_or_null(selected, name, typ)

@@ -115,6 +115,8 @@ SIDECAR_TYPE = pa.struct(
 
 
 FileBatches = Callable[[], Iterator[tuple[pa.Table, pa.Table]]]
+#: typed copies of `add` fields a checkpoint may hold (written when writeStatsAsStruct is on)
+PARSED_FIELDS = ("stats_parsed", "partitionValues_parsed")
 
 
 @dataclass
@@ -212,7 +214,8 @@ def streamed_checkpoint_state(
     txns = _kept_txns(replayed.txns, properties, now_ms)
 
     def batches() -> Iterator[tuple[pa.Table, pa.Table]]:
-        for adds, tombstones in streamed.file_batches(ADD_FIELDS, REMOVE_FIELDS):
+        fields = (*ADD_FIELDS, *PARSED_FIELDS)  # passed through when their type still fits
+        for adds, tombstones in streamed.file_batches(fields, REMOVE_FIELDS):
             yield (
                 restrict_partition_values(adds, partition_keys),
                 unexpired_tombstones(restrict_partition_values(tombstones, partition_keys), cutoff),
@@ -338,6 +341,20 @@ def _stats_parsed(adds: pa.Table, parsed: ParsedColumns) -> pa.Array:
     )
 
 
+def _stored(adds: pa.Table, name: str, typ: pa.DataType, source: str) -> pa.Array | None:
+    """A typed column the previous checkpoint already holds (`stats_parsed`, ...), when it has
+    exactly the type this checkpoint writes and a value wherever `source` has one: then it
+    is what parsing `source` again would give, and is copied instead."""
+    if name not in adds.column_names or adds.schema.field(name).type != typ:
+        return None
+    column = adds.column(name).combine_chunks()
+    if source in adds.column_names:
+        source_column = adds.column(source)
+        if not pc.all(pc.or_(source_column.is_null(), column.is_valid())).as_py():
+            return None
+    return column
+
+
 def add_struct(adds: pa.Table, typ: pa.StructType, parsed: ParsedColumns) -> pa.StructArray:
     """The `add` column for live files: every Spark field, `dataChange=false`."""
     n = adds.num_rows
@@ -346,9 +363,13 @@ def add_struct(adds: pa.Table, typ: pa.StructType, parsed: ParsedColumns) -> pa.
         if field.name == "dataChange":
             children.append(pa.array(np.zeros(n, dtype=bool)))
         elif field.name == "partitionValues_parsed":
-            children.append(_partition_values_parsed(adds, parsed))
+            stored = _stored(adds, field.name, field.type, "partitionValues")
+            children.append(
+                stored if stored is not None else _partition_values_parsed(adds, parsed)
+            )
         elif field.name == "stats_parsed":
-            children.append(_stats_parsed(adds, parsed))
+            stored = _stored(adds, field.name, field.type, "stats")
+            children.append(stored if stored is not None else _stats_parsed(adds, parsed))
         else:
             children.append(_column(adds, field.name, field.type))
     return pa.StructArray.from_arrays(children, fields=list(typ))

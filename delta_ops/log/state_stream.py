@@ -126,11 +126,10 @@ def file_keys(paths: pa.Array, dv_ids: pa.Array) -> pa.Array:
 def _select(table: pa.Table, columns: tuple[str, ...]) -> pa.Table:
     out = {}
     for name in (*columns, "version"):
-        out[name] = (
-            table.column(name)
-            if name in table.column_names
-            else pa.nulls(table.num_rows, FILE_ACTION_SCHEMA.field(name).type)
-        )
+        if name in table.column_names:
+            out[name] = table.column(name)
+        elif FILE_ACTION_SCHEMA.get_field_index(name) >= 0:
+            out[name] = pa.nulls(table.num_rows, FILE_ACTION_SCHEMA.field(name).type)
     return pa.table(out)
 
 

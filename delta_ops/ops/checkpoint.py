@@ -80,9 +80,9 @@ V2_ACTIONS_PER_SIDECAR = 50_000
 CHECKPOINT_SCHEMA_MAX_CHARS = 20_000
 LAST_CHECKPOINT_LIST_LIMIT = 30
 IN_PROGRESS_GRACE_MS = 60_000  # parts younger than this may belong to a running checkpoint
-#: a previous checkpoint this big (parquet bytes, sidecars included; about 500,000 files with
-#: stats) is streamed rather than loaded: loading holds the whole state, ~2 KB per file
-STREAM_ABOVE_BYTES = 64 * 1024 * 1024
+#: a previous checkpoint of this many actions (sidecars included) is streamed rather than
+#: loaded: loading holds the whole state, about 1.5 KB per file with stats
+STREAM_ABOVE_ACTIONS = 500_000
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ def plan_checkpoint(
     now_ms: int,
     *,
     parts: int | None = None,
-    stream_above_bytes: int | None = None,
+    stream_above: int | None = None,
 ) -> CheckpointPlan:
     """Plan a checkpoint of `snapshot` as of `now_ms` (tombstone/txn expiry clock).
 
@@ -212,8 +212,8 @@ def plan_checkpoint(
         snapshot: the version to checkpoint. A loaded Snapshot is written from memory. A
             TableHead whose segment starts from a checkpoint is streamed from it (memory
             bounded by a batch whatever the table's size; the plan counts the actions in one
-            pass over the checkpoint's key columns) when that checkpoint's files hold at least
-            `stream_above_bytes` (default STREAM_ABOVE_BYTES); otherwise, without a
+            pass over the checkpoint's key columns) when that checkpoint holds at least
+            `stream_above` actions (default STREAM_ABOVE_ACTIONS); otherwise, without a
             checkpoint, or when it cannot be read, the snapshot is loaded (with its fallbacks).
         now_ms: the clock for expiry, epoch milliseconds; clamped to the wall clock
             (`delta_ops.clock.bounded`), so a later time never expires a tombstone or `txn`
@@ -231,9 +231,9 @@ def plan_checkpoint(
         )
     requested_now = now_ms
     now_ms = clock.bounded(now_ms)
-    if stream_above_bytes is None:
-        stream_above_bytes = STREAM_ABOVE_BYTES
-    snapshot, state = _checkpoint_state(snapshot, now_ms, stream_above_bytes)
+    if stream_above is None:
+        stream_above = STREAM_ABOVE_ACTIONS
+    snapshot, state = _checkpoint_state(snapshot, now_ms, stream_above)
     version = snapshot.version
     existing = _existing_checkpoints(snapshot.storage, version, clock.now_ms())
     if use_v2:
@@ -285,14 +285,14 @@ def plan_checkpoint(
 
 
 def _checkpoint_state(
-    snapshot: Snapshot | TableHead, now_ms: int, stream_above_bytes: int
+    snapshot: Snapshot | TableHead, now_ms: int, stream_above: int
 ) -> tuple[Snapshot | TableHead, CheckpointState]:
     """The state to write: streamed from the head's checkpoint when that is big, else from a
     loaded snapshot (one read, and the plan then knows the table's bytes and rows too)."""
     if isinstance(snapshot, Snapshot):
         return snapshot, checkpoint_state(snapshot, now_ms)
     head = snapshot
-    if head.segment.checkpoint is not None and _checkpoint_bytes(head) >= stream_above_bytes:
+    if head.segment.checkpoint is not None and _checkpoint_actions(head) >= stream_above:
         try:
             streamed = stream_state(head.storage, head.segment)
             state = streamed_checkpoint_state(
@@ -310,21 +310,24 @@ def _checkpoint_state(
     return loaded, checkpoint_state(loaded, now_ms)
 
 
-def _checkpoint_bytes(head: TableHead) -> int:
-    """The size of the head's checkpoint: its files and, for V2, the sidecars it references."""
+def _checkpoint_actions(head: TableHead) -> int:
+    """How many actions the head's checkpoint holds, from its parquet footers (and those of
+    the sidecars a V2 checkpoint references); an unreadable one counts 0 (the loader's
+    fallbacks deal with it)."""
     checkpoint = head.segment.checkpoint
     if checkpoint is None:
         return 0
-    total = sum(f.size for f in checkpoint.files)
-    if any(f.kind is LogFileKind.V2_CHECKPOINT for f in checkpoint.files):
-        try:
-            names = sidecar_names(head.storage, checkpoint.files)
-        except CorruptLog:
-            return 0  # unreadable: the loader's fallbacks deal with it
+    storage = head.storage
+    try:
+        names = [f.name for f in checkpoint.files if f.format == "parquet"]
+        names += [f"{SIDECARS_DIR}/{n}" for n in sidecar_names(storage, checkpoint.files)]
+        total = 0
         for name in names:
-            entry = head.storage.stat(head.storage.log_file(f"{SIDECARS_DIR}/{name}"))
-            total += entry.size if entry is not None else 0
-    return total
+            with storage.open_input(storage.log_file(name)) as handle:
+                total += pq.ParquetFile(handle).metadata.num_rows
+        return total
+    except (CorruptLog, pa.ArrowException, OSError):
+        return 0
 
 
 def _write_parquet(

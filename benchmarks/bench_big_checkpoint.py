@@ -1,0 +1,265 @@
+"""Benchmark: checkpoint a table of millions of files, delta-ops (streamed) against delta-rs.
+
+The table is made directly (no Delta library, untimed, once): a classic checkpoint at version 1
+holding `--files` adds with full stats (the synthetic benchmark table's 5-column schema,
+partitioned by `part`, 1,000 partitions), written a row group at a time, and `--commits`
+commits after it that each remove `--churn` files of the checkpoint and add as many new ones
+(the log before the checkpoint has been cleaned up, as on a long-lived table). Checkpointing
+the head must therefore drop the files those commits removed and add theirs.
+
+Each run is a fresh process on the same table, after the previous run's checkpoint and
+`_last_checkpoint` are put back (untimed): ours is `delta_ops.ops.checkpoint.checkpoint(T)`
+(which streams a checkpoint this big), theirs `DeltaTable(T).create_checkpoint()`. delta-rs
+holds the whole state in memory, so it runs under an address-space limit (`--limit-gb`,
+default 16 of this machine's 24 GB): its failure is recorded rather than the machine's.
+
+    python benchmarks/bench_big_checkpoint.py --files 10000000 [--runs 1] [--limit-gb 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.harness import run_fresh
+from benchmarks.synthetic import SCHEMA_STRING, TABLE_ID
+
+DATA = ROOT / "benchmarks" / ".data"
+ROW_GROUP = 100_000
+PARTITIONS = 1_000
+VERSION = 1  # the checkpoint's version; commits follow it
+
+OURS = """
+import sys
+from delta_ops.ops.checkpoint import checkpoint
+result = checkpoint(sys.argv[1])
+print(result.kind, result.num_add_files, result.size_in_bytes)
+"""
+
+THEIRS = """
+import resource, sys
+limit = int(float(sys.argv[2]) * 1024**3)
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+from deltalake import DeltaTable
+table = DeltaTable(sys.argv[1])
+table.create_checkpoint()
+print("checkpoint", table.version())
+"""
+
+
+def _add_rows(first: int, count: int, mtime: int):  # -> pa.Table
+    """`count` add actions with stats as a checkpoint's rows (vectorised string building)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from delta_ops.log.actions import DELETION_VECTOR_TYPE, STRING_MAP
+
+    ids = np.arange(first, first + count, dtype=np.int64)
+    text = pc.cast(pa.array(ids), pa.string())
+    part = pc.cast(pa.array(ids % PARTITIONS), pa.string())
+    path = pc.binary_join_element_wise(
+        "part=", part, "/part-", pc.utf8_lpad(text, 10, "0"), "-c000.snappy.parquet", ""
+    )
+    rows = 1000
+    low = pc.cast(pa.array(ids * rows), pa.string())
+    high = pc.cast(pa.array(ids * rows + rows - 1), pa.string())
+    stats = pc.binary_join_element_wise(
+        '{"numRecords":1000,"minValues":{"id":',
+        low,
+        ',"value":0.5,"name":"name-',
+        pc.utf8_lpad(low, 10, "0"),
+        '","ts":"2024-01-01T00:00:00.000Z"},"maxValues":{"id":',
+        high,
+        ',"value":999.5,"name":"name-',
+        pc.utf8_lpad(high, 10, "0"),
+        '","ts":"2024-01-02T00:00:00.000Z"},"nullCount":{"id":0,"value":0,"name":76,"ts":0}}',
+        "",
+    )
+    partition_values = pa.MapArray.from_arrays(
+        pa.array(np.arange(count + 1, dtype=np.int32)),
+        pa.array(["part"] * count, pa.string()),
+        part,
+    ).cast(STRING_MAP)
+    add = pa.StructArray.from_arrays(
+        [
+            path,
+            partition_values,
+            pa.array(np.full(count, 40_000, dtype=np.int64)),
+            pa.array(np.full(count, mtime, dtype=np.int64)),
+            pa.array(np.zeros(count, dtype=bool)),
+            pa.nulls(count, STRING_MAP),
+            pa.nulls(count, DELETION_VECTOR_TYPE),
+            stats,
+        ],
+        names=[
+            "path",
+            "partitionValues",
+            "size",
+            "modificationTime",
+            "dataChange",
+            "tags",
+            "deletionVector",
+            "stats",
+        ],
+    )
+    return add
+
+
+def prepare(files: int, commits: int, churn: int) -> Path:
+    """The table (made once): a checkpoint of `files` adds at version 1, `commits` after it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = DATA / f"big-checkpoint-{files}-{commits}x{churn}"
+    done = table / "_bench_ready"
+    if done.exists():
+        return table
+    if table.exists():
+        shutil.rmtree(table)
+    log = table / "_delta_log"
+    log.mkdir(parents=True)
+    now = int(time.time() * 1000)
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 2}
+    metadata = {
+        "id": TABLE_ID,
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": SCHEMA_STRING,
+        "partitionColumns": ["part"],
+        "configuration": {},
+        "createdTime": now,
+    }
+    started = time.monotonic()
+    add_type = _add_rows(0, 1, now).type
+    from delta_ops.log.checkpoint_content import METADATA_TYPE, to_arrow_value
+
+    metadata_column = pa.array([to_arrow_value(metadata, METADATA_TYPE), None], METADATA_TYPE)
+    protocol_column = pa.array(
+        [None, protocol],
+        pa.struct([("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32())]),
+    )
+    schema = pa.schema(
+        [("add", add_type), ("metaData", metadata_column.type), ("protocol", protocol_column.type)]
+    )
+    name = log / f"{VERSION:020d}.checkpoint.parquet"
+    with pq.ParquetWriter(name, schema, compression="snappy") as writer:
+        writer.write_table(
+            pa.table([pa.nulls(2, add_type), metadata_column, protocol_column], schema=schema)
+        )
+        for first in range(0, files, ROW_GROUP):
+            count = min(ROW_GROUP, files - first)
+            columns = [
+                _add_rows(first, count, now),
+                pa.nulls(count, metadata_column.type),
+                pa.nulls(count, protocol_column.type),
+            ]
+            writer.write_table(pa.table(columns, schema=schema))
+    size = name.stat().st_size
+    (log / "_last_checkpoint").write_text(
+        json.dumps({"version": VERSION, "size": files + 2, "sizeInBytes": size}) + "\n"
+    )
+    for i in range(commits):
+        version = VERSION + 1 + i
+        lines = [
+            json.dumps({"commitInfo": {"timestamp": now, "operation": "WRITE"}}),
+        ]
+        for j in range(churn):
+            old = (i * churn + j) * 7 % files
+            lines.append(
+                json.dumps(
+                    {
+                        "remove": {
+                            "path": f"part={old % PARTITIONS}/part-{old:010d}-c000.snappy.parquet",
+                            "deletionTimestamp": now,
+                            "dataChange": True,
+                            "size": 40_000,
+                            "partitionValues": {"part": str(old % PARTITIONS)},
+                        }
+                    }
+                )
+            )
+            new = files + i * churn + j
+            lines.append(
+                json.dumps(
+                    {
+                        "add": {
+                            "path": f"part={new % PARTITIONS}/part-{new:010d}-c000.snappy.parquet",
+                            "partitionValues": {"part": str(new % PARTITIONS)},
+                            "size": 40_000,
+                            "modificationTime": now,
+                            "dataChange": True,
+                            "stats": '{"numRecords":1000}',
+                        }
+                    }
+                )
+            )
+        (log / f"{version:020d}.json").write_text("\n".join(lines) + "\n")
+    done.write_text("")
+    print(
+        f"made {table.name}: checkpoint of {files:,} files ({size / 1e9:.2f} GB) and {commits}"
+        f" commits in {time.monotonic() - started:.0f} s",
+        flush=True,
+    )
+    return table
+
+
+def reset(table: Path) -> None:
+    """Put the table back as made: only the version-1 checkpoint, the hint naming it."""
+    log = table / "_delta_log"
+    for path in log.iterdir():
+        if ".checkpoint" in path.name and not path.name.startswith(f"{VERSION:020d}."):
+            path.unlink()
+    shutil.rmtree(log / "_sidecars", ignore_errors=True)
+    base = log / f"{VERSION:020d}.checkpoint.parquet"
+    (log / "_last_checkpoint").write_text(
+        json.dumps({"version": VERSION, "sizeInBytes": base.stat().st_size}) + "\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=10_000_000)
+    parser.add_argument("--commits", type=int, default=10)
+    parser.add_argument("--churn", type=int, default=1_000)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--limit-gb", type=float, default=16.0)
+    parser.add_argument("--skip-theirs", action="store_true")
+    args = parser.parse_args(argv)
+    table = prepare(args.files, args.commits, args.churn)
+    results: dict[str, list[dict[str, object]]] = {"delta-ops": [], "delta-rs": []}
+    for _ in range(args.runs):
+        runs = [("delta-ops", [sys.executable, "-c", OURS, str(table)])]
+        if not args.skip_theirs:
+            runs.append(
+                ("delta-rs", [sys.executable, "-c", THEIRS, str(table), str(args.limit_gb)])
+            )
+        for label, cmd in runs:
+            reset(table)
+            run = run_fresh(cmd, timeout=3600)
+            outcome = {
+                "wall_s": round(run.wall_s, 2),
+                "peak_rss_mb": round(run.max_rss_mb),
+                "ok": run.returncode == 0,
+                "output": (run.stdout.strip().splitlines() or [""])[-1]
+                if run.returncode == 0
+                else " ".join(run.stderr.strip().splitlines()[-2:])[:300],
+            }
+            results[label].append(outcome)
+            print(f"{label:9} {outcome}", flush=True)
+    reset(table)
+    out = DATA / "results" / "bench_big_checkpoint.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"files": args.files, **results}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
