@@ -211,17 +211,32 @@ def prepare(files: int, commits: int, churn: int) -> Path:
     return table
 
 
-def reset(table: Path) -> None:
-    """Put the table back as made: only the version-1 checkpoint, the hint naming it."""
+def reset(table: Path, base: int = VERSION) -> None:
+    """Put the table back as made: checkpoints up to `base` only, the hint naming `base`."""
     log = table / "_delta_log"
     for path in log.iterdir():
-        if ".checkpoint" in path.name and not path.name.startswith(f"{VERSION:020d}."):
+        if ".checkpoint" in path.name and int(path.name.split(".")[0].lstrip(".") or 0) > base:
             path.unlink()
-    shutil.rmtree(log / "_sidecars", ignore_errors=True)
-    base = log / f"{VERSION:020d}.checkpoint.parquet"
+    base_file = log / f"{base:020d}.checkpoint.parquet"
     (log / "_last_checkpoint").write_text(
-        json.dumps({"version": VERSION, "sizeInBytes": base.stat().st_size}) + "\n"
+        json.dumps({"version": base, "sizeInBytes": base_file.stat().st_size}) + "\n"
     )
+
+
+def from_own_checkpoint(table: Path) -> int:
+    """Checkpoint the head with delta-ops (untimed) and add one commit after it: later runs
+    then start from a checkpoint that delta-ops wrote (with `stats_parsed`, as a maintained
+    table's would be). Returns that checkpoint's version."""
+    from delta_ops.ops.checkpoint import checkpoint
+
+    log = table / "_delta_log"
+    base = max(int(p.name.split(".")[0]) for p in log.glob("*.json"))
+    if not (log / f"{base:020d}.checkpoint.parquet").exists():
+        checkpoint(str(table))
+    head = log / f"{base + 1:020d}.json"
+    if not head.exists():
+        shutil.copyfile(log / f"{base:020d}.json", head)  # removes of removed files: no-ops
+    return base
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,8 +247,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--limit-gb", type=float, default=16.0)
     parser.add_argument("--skip-theirs", action="store_true")
+    parser.add_argument(
+        "--from-own-checkpoint",
+        action="store_true",
+        help="start from a checkpoint delta-ops wrote (with stats_parsed), one commit behind",
+    )
     args = parser.parse_args(argv)
     table = prepare(args.files, args.commits, args.churn)
+    base = VERSION
+    if args.from_own_checkpoint:
+        reset(table)
+        base = from_own_checkpoint(table)
     results: dict[str, list[dict[str, object]]] = {"delta-ops": [], "delta-rs": []}
     for _ in range(args.runs):
         runs = [("delta-ops", [sys.executable, "-c", OURS, str(table)])]
@@ -242,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("delta-rs", [sys.executable, "-c", THEIRS, str(table), str(args.limit_gb)])
             )
         for label, cmd in runs:
-            reset(table)
+            reset(table, base)
             run = run_fresh(cmd, timeout=3600)
             outcome = {
                 "wall_s": round(run.wall_s, 2),
@@ -254,10 +278,11 @@ def main(argv: list[str] | None = None) -> int:
             }
             results[label].append(outcome)
             print(f"{label:9} {outcome}", flush=True)
-    reset(table)
-    out = DATA / "results" / "bench_big_checkpoint.json"
+    reset(table, base)
+    name = "bench_big_checkpoint" + ("_from_own" if args.from_own_checkpoint else "")
+    out = DATA / "results" / f"{name}-{args.files}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"files": args.files, **results}, indent=2) + "\n")
+    out.write_text(json.dumps({"files": args.files, "base": base, **results}, indent=2) + "\n")
     return 0
 
 

@@ -148,3 +148,48 @@ def test_purge_and_compact_on_spark_keep_rows_and_row_ids_as_the_local_engine(sp
         )
     assert outcome["spark"] == outcome["local"]
     assert outcome["local"][0] == [0, 2, 3, 11]
+
+
+@pytest.mark.spark
+def test_work_on_another_thread_uses_the_running_session_and_makes_it_active(spark, tmp_path):
+    """A Dagster or pipeline worker thread has no active session of its own (PySpark pins
+    each Python thread to its own JVM thread): the writers and the engine take the running
+    session, leave its options alone, and make it active there, so `spark.read` and the SQL
+    functions on that thread find it."""
+    import threading
+
+    from pyspark.sql import SparkSession
+
+    from delta_ops.spark import write_delta
+    from delta_ops.spark.engine import ENGINE
+
+    table = tmp_path / "t"
+    df = spark.createDataFrame([(1, "a"), (2, "b")], "id long, s string")
+    spark.conf.set("spark.sql.shuffle.partitions", "3")  # a user's option, not ours (2)
+    seen: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            seen["active_before"] = SparkSession.getActiveSession()
+            seen["engine_session"] = ENGINE._spark()
+            write_delta(df, str(table))
+            seen["active_after"] = SparkSession.getActiveSession()
+            seen["rows"] = sorted(
+                tuple(r) for r in spark.read.format("delta").load(str(table)).collect()
+            )
+        except BaseException as exc:  # reported by the main thread
+            seen["error"] = exc
+
+    try:
+        worker = threading.Thread(target=work)
+        worker.start()
+        worker.join(120)
+        assert "error" not in seen, seen.get("error")
+        assert seen["active_before"] is None  # the premise: nothing active on a new thread
+        assert seen["engine_session"] is spark
+        assert seen["active_after"] is spark
+        assert seen["rows"] == [(1, "a"), (2, "b")]
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "3"  # not re-applied
+        assert sorted(tuple(r.values()) for r in deltalake_rows(table)) == [(1, "a"), (2, "b")]
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "2")

@@ -43,12 +43,11 @@ class SparkEngine:
     name = "spark"
 
     def _spark(self) -> Any:
-        """The running session (a PySparkResource's, the pipeline's), else a new one."""
-        from pyspark.sql import SparkSession
+        """The running session (a PySparkResource's, the pipeline's, on whatever thread it
+        was started), else a new one."""
+        from delta_ops.spark.session import running_session
 
-        from delta_ops.spark.session import get_spark
-
-        return SparkSession.getActiveSession() or get_spark()
+        return running_session()
 
     def list_unprotected(
         self,

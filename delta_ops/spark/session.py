@@ -100,6 +100,37 @@ def get_spark(
     return spark
 
 
+def activate(spark: SparkSession) -> SparkSession:
+    """Make `spark` the active session of the calling thread, and return it.
+
+    PySpark gives each Python thread its own JVM thread, which does not inherit the session
+    another thread made active: code on a Dagster or pipeline worker thread would find no
+    active session (and `getOrCreate` there would apply a builder's options to the running
+    session). Our writers and engine call this with the session they use, as PySpark's own
+    `createDataFrame` does. A Spark Connect session (no JVM here) is returned unchanged.
+    """
+    from pyspark.sql import SparkSession
+
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return spark
+    SparkSession._activeSession = spark
+    SparkSession._get_j_spark_session_class(jvm).setActiveSession(spark._jsparkSession)
+    return spark
+
+
+def running_session() -> SparkSession:
+    """The session Spark work on this thread should use, made active here: the thread's
+    active session, else the process's running one (started on another thread), else a new
+    one from :func:`get_spark`. A running session's options are left as they are."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession() or SparkSession._instantiatedSession
+    if session is None or session.sparkContext._jsc is None:  # none, or stopped
+        session = get_spark()
+    return activate(session)
+
+
 def warn_if_workers_lack_this_python(spark: SparkSession) -> None:
     """Log a warning when a local session's Python workers will not run this interpreter.
 

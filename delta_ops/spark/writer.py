@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from delta_ops.errors import DeltaOpsError, InvalidValue
 from delta_ops.ops.leftovers import STAGING_DIR  # the name vacuum knows as a leftover
+from delta_ops.spark.session import activate
 from delta_ops.storage import Location, Storage
 from delta_ops.table.transaction import CommitResult
 from delta_ops.table.write_target import WriteTarget, resolve_write_target
@@ -165,7 +166,7 @@ def write_delta(
         replace_where=replace_where,
     )
     partition_columns = list(target.partition_columns)
-    spark = df.sparkSession
+    spark = activate(df.sparkSession)  # a worker thread has no active session of its own
     _check_timestamp_partitions(spark, df.schema, partition_columns, storage.url)
     file_partitions = [target.file_name(c) for c in partition_columns]
     staging_relative = f"{STAGING_DIR}/{uuid.uuid4()}"
