@@ -156,7 +156,7 @@ def test_work_on_another_thread_uses_the_running_session_and_makes_it_active(spa
     each Python thread to its own JVM thread): the writers and the engine take the running
     session, leave its options alone, and make it active there, so `spark.read` and the SQL
     functions on that thread find it."""
-    import threading
+    from concurrent.futures import ThreadPoolExecutor
 
     from pyspark.sql import SparkSession
 
@@ -169,22 +169,17 @@ def test_work_on_another_thread_uses_the_running_session_and_makes_it_active(spa
     seen: dict[str, object] = {}
 
     def work() -> None:
-        try:
-            seen["active_before"] = SparkSession.getActiveSession()
-            seen["engine_session"] = ENGINE._spark()
-            write_delta(df, str(table))
-            seen["active_after"] = SparkSession.getActiveSession()
-            seen["rows"] = sorted(
-                tuple(r) for r in spark.read.format("delta").load(str(table)).collect()
-            )
-        except BaseException as exc:  # reported by the main thread
-            seen["error"] = exc
+        seen["active_before"] = SparkSession.getActiveSession()
+        seen["engine_session"] = ENGINE._spark()
+        write_delta(df, str(table))
+        seen["active_after"] = SparkSession.getActiveSession()
+        seen["rows"] = sorted(
+            tuple(r) for r in spark.read.format("delta").load(str(table)).collect()
+        )
 
     try:
-        worker = threading.Thread(target=work)
-        worker.start()
-        worker.join(120)
-        assert "error" not in seen, seen.get("error")
+        with ThreadPoolExecutor(1) as worker:  # a thread of its own; its errors re-raise here
+            worker.submit(work).result(timeout=120)
         assert seen["active_before"] is None  # the premise: nothing active on a new thread
         assert seen["engine_session"] is spark
         assert seen["active_after"] is spark
@@ -193,3 +188,46 @@ def test_work_on_another_thread_uses_the_running_session_and_makes_it_active(spa
         assert sorted(tuple(r.values()) for r in deltalake_rows(table)) == [(1, "a"), (2, "b")]
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", "2")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("layout,parts", [("v2", None), ("classic", 3)], ids=["v2", "3-part"])
+def test_spark_engine_writes_the_checkpoint_the_local_engine_writes(
+    spark, tmp_path, monkeypatch, layout, parts
+):
+    """Each sidecar or part is written by a Spark task from its share of a streamed state
+    (the tasks read the previous checkpoint themselves); the files hold the same rows as the
+    local engine's, and the table reads the same."""
+    from delta_ops.ops import checkpoint as checkpoint_op
+    from delta_ops.table.snapshot import load_head
+    from tests.support import deltalake_files
+    from tests.test_checkpoint import expected_after_checkpoint, state_facts
+    from tests.test_checkpoint_streaming import NOW, _plan_numbers, _written_rows, build_history
+
+    monkeypatch.setattr(checkpoint_op, "V2_ACTIONS_PER_SIDECAR", 10)  # several sidecars
+    src = tmp_path / "src"
+    build_history(src, layout)
+    before = load_snapshot(src)
+    copies = {engine: tmp_path / engine for engine in ("local", "spark")}
+    plans = {}
+    for engine, table in copies.items():
+        shutil.copytree(src, table)
+        plans[engine] = checkpoint_op.plan_checkpoint(
+            load_head(table), NOW, parts=parts, stream_above=0, engine=engine
+        )
+    assert plans["spark"].streamed and plans["spark"].engine == "spark"
+    assert _plan_numbers(plans["spark"]) == _plan_numbers(plans["local"])
+    assert len(plans["spark"].files) >= 3
+    context = spark.sparkContext
+    context.setJobGroup("checkpoint-engine-test", "checkpoint files in tasks")
+    try:
+        for engine in copies:
+            checkpoint_op.execute_checkpoint(plans[engine])
+        assert context.statusTracker().getJobIdsForGroup("checkpoint-engine-test")
+    finally:
+        context.setJobGroup("", "")
+    assert _written_rows(copies["spark"], plans["spark"]) == _written_rows(
+        copies["local"], plans["local"]
+    )
+    assert state_facts(load_snapshot(copies["spark"])) == expected_after_checkpoint(before, NOW)
+    assert deltalake_files(copies["spark"]) == deltalake_files(copies["local"])

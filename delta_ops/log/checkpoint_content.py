@@ -15,9 +15,9 @@ plan/execute operation that drives it):
    writes, `stats` as JSON and, when `delta.checkpoint.writeStatsAsStruct` is true,
    `partitionValues_parsed` / `stats_parsed` typed from the table schema by physical name.
 3. :func:`checkpoint_rows` turns the state into tables of that schema, one row group each
-   (a part's share by path for multi-part, :func:`part_of_paths`); :func:`cut_rows` cuts the
-   stream into files of planned sizes (V2 sidecars); :func:`v2_top_level_rows` gives the V2
-   top-level file. File actions carry `dataChange=false`; `remove` has no `tags`/`stats`.
+   (a part's share by path for multi-part, :func:`part_of_paths`; a window of the stream for
+   a V2 sidecar, :func:`even_windows`); :func:`v2_top_level_rows` gives the V2 top-level
+   file. Each file is written from its own pass, so files can be written in parallel. File actions carry `dataChange=false`; `remove` has no `tags`/`stats`.
 
 Everything is vectorised over Arrow tables of bounded size.
 
@@ -31,9 +31,9 @@ Example::
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -114,16 +114,79 @@ SIDECAR_TYPE = pa.struct(
 )
 
 
-FileBatches = Callable[[], Iterator[tuple[pa.Table, pa.Table]]]
 #: typed copies of `add` fields a checkpoint may hold (written when writeStatsAsStruct is on)
 PARSED_FIELDS = ("stats_parsed", "partitionValues_parsed")
+#: rows [start, end) of a checkpoint's file actions (live adds, then kept tombstones, batch by
+#: batch), the share of one V2 sidecar
+Window = tuple[int, int]
+#: (offset of the batch's first row in the file-action stream, adds, kept tombstones)
+OffsetBatch = tuple[int, pa.Table, pa.Table]
+
+
+class FileActions(Protocol):
+    """Where a checkpoint's file actions come from; picklable, so that Spark tasks can write
+    their share of a checkpoint from it."""
+
+    def batches(self, window: Window | None = None) -> Iterator[OffsetBatch]:
+        """Every batch, in stream order; with a window, batches wholly outside it may be left
+        out (the offsets still say where each batch starts)."""
+        ...
+
+
+@dataclass
+class LoadedFileActions:
+    """The file actions of a loaded snapshot, after expiry, handed out in slices."""
+
+    files: pa.Table
+    tombstones: pa.Table
+
+    def batches(self, window: Window | None = None) -> Iterator[OffsetBatch]:
+        step = state_stream.STREAM_BATCH_ROWS
+        offset = 0
+        for start in range(0, max(self.files.num_rows, self.tombstones.num_rows, 1), step):
+            adds, tombstones = self.files.slice(start, step), self.tombstones.slice(start, step)
+            count = adds.num_rows + tombstones.num_rows
+            if window is None or (offset < window[1] and offset + count > window[0]):
+                yield offset, adds, tombstones
+            offset += count
+
+
+@dataclass
+class StreamedFileActions:
+    """The file actions of a streamed state, with the expiry and partition-value clean-up
+    a loaded snapshot gets; `unit_rows` (from the plan's counting pass) lets a window skip
+    the units it does not need without reading them."""
+
+    streamed: state_stream.StreamedState
+    partition_keys: set[str]
+    cutoff_ms: int
+    unit_rows: list[tuple[state_stream.Unit, int]]
+
+    def batches(self, window: Window | None = None) -> Iterator[OffsetBatch]:
+        units, starts, offset = [], {}, 0
+        for unit, count in self.unit_rows:
+            if window is None or (offset < window[1] and offset + count > window[0]):
+                units.append(unit)
+                starts[unit] = offset
+            offset += count
+        fields = (*ADD_FIELDS, *PARSED_FIELDS)  # passed through when their type still fits
+        position: dict[state_stream.Unit, int] = {}
+        for unit, adds, tombstones in self.streamed.file_batches(
+            fields, REMOVE_FIELDS, units=units
+        ):
+            adds = restrict_partition_values(adds, self.partition_keys)
+            kept = unexpired_tombstones(
+                restrict_partition_values(tombstones, self.partition_keys), self.cutoff_ms
+            )
+            at = position.get(unit, starts[unit])
+            yield at, adds, kept
+            position[unit] = at + adds.num_rows + kept.num_rows
 
 
 @dataclass
 class CheckpointState:
-    """What a checkpoint at `version` holds, after expiry. The file actions are not held:
-    `file_batches()` yields them (live adds, unexpired tombstones; flat tables) a batch at a
-    time, and can be called again for another pass."""
+    """What a checkpoint at `version` holds, after expiry. The file actions are not held as
+    one table: `files.batches()` hands them out a batch at a time, as often as needed."""
 
     version: int
     protocol: dict[str, Any]
@@ -134,7 +197,7 @@ class CheckpointState:
     num_tombstones: int
     expired_tombstones: int
     expired_txns: int
-    file_batches: FileBatches
+    files: FileActions
 
     @property
     def num_non_file_actions(self) -> int:
@@ -171,12 +234,6 @@ def checkpoint_state(snapshot: Snapshot, now_ms: int) -> CheckpointState:
     files = snapshot.files
     kept = unexpired_tombstones(snapshot.tombstones, now_ms - props.deleted_file_retention_ms)
     txns = _kept_txns(snapshot.txns, props, now_ms)
-
-    def batches() -> Iterator[tuple[pa.Table, pa.Table]]:
-        step = state_stream.STREAM_BATCH_ROWS
-        for start in range(0, max(files.num_rows, kept.num_rows, 1), step):
-            yield files.slice(start, step), kept.slice(start, step)
-
     return CheckpointState(
         version=snapshot.version,
         protocol=snapshot.protocol.to_action(),
@@ -187,7 +244,7 @@ def checkpoint_state(snapshot: Snapshot, now_ms: int) -> CheckpointState:
         num_tombstones=kept.num_rows,
         expired_tombstones=snapshot.tombstones.num_rows - kept.num_rows,
         expired_txns=len(snapshot.txns) - len(txns),
-        file_batches=batches,
+        files=LoadedFileActions(files, kept),
     )
 
 
@@ -202,25 +259,19 @@ def streamed_checkpoint_state(
 ) -> CheckpointState:
     """The state of a table too big to load, streamed from its checkpoint: one pass over the
     checkpoint's key columns counts what the new checkpoint will hold (its part and sidecar
-    names depend on it); `file_batches()` passes over the whole actions again."""
+    names depend on it) and how many rows each unit gives; `files.batches()` passes over the
+    whole actions again."""
     cutoff = now_ms - properties.deleted_file_retention_ms
     num_adds = num_tombstones = expired = 0
-    for adds, tombstones in streamed.file_batches((), ("deletionTimestamp",)):
+    rows: dict[state_stream.Unit, int] = {}
+    for unit, adds, tombstones in streamed.file_batches((), ("deletionTimestamp",)):
         kept = unexpired_tombstones(tombstones, cutoff)
         num_adds += adds.num_rows
         num_tombstones += kept.num_rows
         expired += tombstones.num_rows - kept.num_rows
+        rows[unit] = rows.get(unit, 0) + adds.num_rows + kept.num_rows
     replayed = streamed.replayed
     txns = _kept_txns(replayed.txns, properties, now_ms)
-
-    def batches() -> Iterator[tuple[pa.Table, pa.Table]]:
-        fields = (*ADD_FIELDS, *PARSED_FIELDS)  # passed through when their type still fits
-        for adds, tombstones in streamed.file_batches(fields, REMOVE_FIELDS):
-            yield (
-                restrict_partition_values(adds, partition_keys),
-                unexpired_tombstones(restrict_partition_values(tombstones, partition_keys), cutoff),
-            )
-
     return CheckpointState(
         version=streamed.segment.version,
         protocol=protocol,
@@ -231,7 +282,7 @@ def streamed_checkpoint_state(
         num_tombstones=num_tombstones,
         expired_tombstones=expired,
         expired_txns=len(replayed.txns) - len(txns),
-        file_batches=batches,
+        files=StreamedFileActions(streamed, partition_keys, cutoff, list(rows.items())),
     )
 
 
@@ -439,19 +490,24 @@ def checkpoint_rows(
     *,
     non_file_actions: bool = True,
     part: tuple[int, int] | None = None,
+    window: Window | None = None,
 ) -> Iterator[pa.Table]:
-    """The rows of a checkpoint as tables of `schema` (Spark's V1 schema, or a V2 sidecar's
-    `add` / `remove` only), a batch at a time, to be written one row group each: the non-file
-    actions first (unless `non_file_actions` is false), then each batch's adds and removes.
+    """The rows of a checkpoint file as tables of `schema` (Spark's V1 schema, or a V2
+    sidecar's `add` / `remove` only), a batch at a time, to be written one row group each: the
+    non-file actions first (unless `non_file_actions` is false), then each batch's adds and
+    removes.
 
-    `part=(i, n)` keeps only the file actions of part `i` of `n` (:func:`part_of_paths`).
-    Spark sorts file actions by path; readers must not depend on order, so we do not.
+    `part=(i, n)` keeps only the file actions of part `i` of `n` (:func:`part_of_paths`);
+    `window` keeps rows [start, end) of the file actions (a V2 sidecar's share). Spark sorts
+    file actions by path; readers must not depend on order, so we do not.
     """
     if non_file_actions:
         leading = non_file_rows(state)
         yield _rows(schema, {k: v for k, v in leading.items() if k in schema.names})
     add_type = schema.field("add").type
-    for adds, tombstones in state.file_batches():
+    for offset, adds, tombstones in state.files.batches(window):
+        if window is not None:
+            adds, tombstones = _in_window(offset, adds, tombstones, window)
         if part is not None:
             index, count = part
             adds = adds.filter(part_of_paths(adds.column("path"), count) == index)
@@ -460,6 +516,19 @@ def checkpoint_rows(
             yield _rows(schema, {"add": add_struct(adds, add_type, parsed)})
         if tombstones.num_rows and "remove" in schema.names:
             yield _rows(schema, {"remove": remove_struct(tombstones)})
+
+
+def _in_window(
+    offset: int, adds: pa.Table, tombstones: pa.Table, window: Window
+) -> tuple[pa.Table, pa.Table]:
+    """The rows of one batch (adds, then tombstones, starting at `offset`) inside `window`."""
+    start, end = window[0] - offset, window[1] - offset
+
+    def cut(table: pa.Table, first: int) -> pa.Table:
+        lo, hi = max(start - first, 0), min(end - first, table.num_rows)
+        return table.slice(lo, max(0, hi - lo))
+
+    return cut(adds, 0), cut(tombstones, adds.num_rows)
 
 
 def part_of_paths(paths: pa.Array | pa.ChunkedArray, num_parts: int) -> np.ndarray:
@@ -489,34 +558,11 @@ def part_of_paths(paths: pa.Array | pa.ChunkedArray, num_parts: int) -> np.ndarr
     return (sums % np.uint64(num_parts)).astype(np.int64)
 
 
-def cut_rows(tables: Iterator[pa.Table], sizes: Sequence[int]) -> Iterator[Iterator[pa.Table]]:
-    """Cut a stream of tables into consecutive runs of `sizes[i]` rows (one run per file, the
-    tables sliced at the cuts without copying). Each run must be consumed before the next;
-    rows left over after the last run are a programming error."""
-    pending: list[pa.Table] = []
-
-    def take(count: int) -> Iterator[pa.Table]:
-        while count > 0:
-            table = pending.pop() if pending else next(tables, None)
-            if table is None:
-                return
-            if table.num_rows > count:
-                pending.append(table.slice(count))
-                table = table.slice(0, count)
-            count -= table.num_rows
-            yield table
-
-    for size in sizes:
-        yield take(size)
-    leftover = sum(t.num_rows for t in pending) + sum(t.num_rows for t in tables)
-    if leftover:
-        raise AssertionError(f"{leftover} checkpoint rows beyond the planned parts")
-
-
-def even_sizes(total: int, count: int) -> list[int]:
-    """`total` rows in `count` runs of (nearly) equal size, the last ones the shortest."""
+def even_windows(total: int, count: int) -> list[Window]:
+    """`total` rows in `count` consecutive windows of (nearly) equal size, the last ones the
+    shortest."""
     size = -(-total // count) if total else 0
-    return [max(0, min(size, total - i * size)) for i in range(count)]
+    return [(min(i * size, total), min((i + 1) * size, total)) for i in range(count)]
 
 
 def v2_top_level_rows(

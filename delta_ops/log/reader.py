@@ -474,11 +474,13 @@ def checkpoint_file_batches(
     name: str,
     wanted: Mapping[str, tuple[str, ...] | None],
     batch_rows: int,
+    row_groups: Sequence[int] | None = None,
 ) -> Iterator[pa.Table]:
     """The actions of one checkpoint file (a part, a V2 top-level file or a sidecar, `name`
     relative to `_delta_log`) in tables of at most `batch_rows` rows, reading only the
-    `wanted` columns and fields: memory stays bounded by one batch whatever the file's size.
-    A JSON file is parsed whole (V2 top-level files are small). CorruptLog names the file."""
+    `wanted` columns and fields and (for parquet) only `row_groups` when given: memory stays
+    bounded by one row group whatever the file's size. A JSON file is parsed whole (V2
+    top-level files are small). CorruptLog names the file."""
     import pyarrow.parquet as pq
 
     path = storage.log_file(name)
@@ -495,8 +497,26 @@ def checkpoint_file_batches(
             columns = _projection(pf.schema_arrow, wanted)
             if not columns:
                 return
-            for batch in pf.iter_batches(batch_size=batch_rows, columns=columns):
-                yield _assemble_actions(pa.Table.from_batches([batch]), wanted)
+            groups = range(pf.num_row_groups) if row_groups is None else row_groups
+            for group in groups:
+                table = _assemble_actions(pf.read_row_group(group, columns=columns), wanted)
+                for start in range(0, table.num_rows, batch_rows):
+                    yield table.slice(start, batch_rows)
+    except FileNotFoundError:
+        raise CorruptLog(name, "the file is missing") from None
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise CorruptLog(name, f"unreadable checkpoint parquet: {exc}") from exc
+
+
+def checkpoint_row_groups(storage: Storage, name: str) -> int:
+    """How many row groups a checkpoint parquet file has (1 for a JSON file): its footer."""
+    import pyarrow.parquet as pq
+
+    if name.endswith(".json"):
+        return 1
+    try:
+        with storage.open_input(storage.log_file(name)) as handle:
+            return int(pq.ParquetFile(handle).num_row_groups)
     except FileNotFoundError:
         raise CorruptLog(name, "the file is missing") from None
     except (pa.ArrowException, OSError, ValueError) as exc:

@@ -6,13 +6,17 @@ commit mentions, followed by the winning file actions of the commits after it. T
 every non-file action (protocol, metaData, txn, domainMetadata) are small and reconciled in memory
 (:func:`delta_ops.log.replay.reconcile`); the checkpoint's file actions (its parts, or a V2
 checkpoint's top-level file and sidecars) are read in batches of bounded size, projecting only the
-fields the caller asks for. Memory is one batch plus the commits after the checkpoint, whatever
-the table's size: this is how a checkpoint of a ten-million-file table is written.
+fields the caller asks for. Memory is one row group plus the commits after the checkpoint,
+whatever the table's size: this is how a checkpoint of a ten-million-file table is written.
+
+The stream is cut into units (a row group of a checkpoint file; the commits' winners last), so
+that parallel writers (Spark tasks) can each read only the units their share of it needs, and
+a StreamedState pickles by its table's location.
 
 Example::
 
     state = stream_state(storage, segment)
-    for adds, tombstones in state.file_batches(("path", "size"), ("path", "deletionTimestamp")):
+    for unit, adds, tombstones in state.file_batches(("size",), ("deletionTimestamp",)):
         ...
 """
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +40,12 @@ from delta_ops.log.actions import (
     to_bool_numpy,
 )
 from delta_ops.log.file_names import SIDECARS_DIR
-from delta_ops.log.reader import checkpoint_file_batches, read_commits, sidecar_names
+from delta_ops.log.reader import (
+    checkpoint_file_batches,
+    checkpoint_row_groups,
+    read_commits,
+    sidecar_names,
+)
 from delta_ops.log.replay import ReconciledState, reconcile
 from delta_ops.log.segment import LogSegment
 from delta_ops.storage import Storage
@@ -52,9 +62,16 @@ _NON_FILE_COLUMNS = {
 _KEY_FIELDS = ("path", "deletionVector")  # what a file action's key is computed from
 
 
+#: a piece of the file-action stream: (file under `_delta_log`, row group); the commits'
+#: winners after the checkpoint are the last piece, :data:`COMMITS_UNIT`
+Unit = tuple[str, int]
+COMMITS_UNIT: Unit = ("", 0)
+
+
 @dataclass
 class StreamedState:
     """The state of `segment`'s version with the checkpoint's file actions left on storage.
+    It pickles (to Spark executors) by location, reopening its storage where it lands.
 
     Attributes:
         replayed: the reconciled non-file actions of the checkpoint and the commits after it;
@@ -68,6 +85,18 @@ class StreamedState:
     replayed: ReconciledState
     overridden: pa.Array
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        storage = state.pop("storage")
+        assert isinstance(storage, Storage)
+        state["_location"] = (storage.location, dict(storage.options))
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        location, options = state.pop("_location")
+        self.__dict__.update(state)
+        self.storage = Storage.open(str(location), options or None)
+
     def checkpoint_file_names(self) -> list[str]:
         """The files holding the checkpoint's actions, relative to `_delta_log`: its parts (or
         V2 top-level file), then every sidecar the top-level file references."""
@@ -77,16 +106,27 @@ class StreamedState:
             f"{SIDECARS_DIR}/{n}" for n in sidecar_names(self.storage, files)
         ]
 
+    def units(self) -> list[Unit]:
+        """The stream's pieces in order: every row group of every checkpoint file (from the
+        footers), then the commits' winners."""
+        return [
+            (name, group)
+            for name in self.checkpoint_file_names()
+            for group in range(checkpoint_row_groups(self.storage, name))
+        ] + [COMMITS_UNIT]
+
     def file_batches(
         self,
         add_fields: Sequence[str],
         remove_fields: Sequence[str],
         *,
+        units: Sequence[Unit] | None = None,
         batch_rows: int | None = None,
-    ) -> Iterator[tuple[pa.Table, pa.Table]]:
+    ) -> Iterator[tuple[Unit, pa.Table, pa.Table]]:
         """Live files and tombstones as flat tables (the named fields, FILE_ACTION_SCHEMA
-        types, plus `version`): the checkpoint's surviving rows a batch at a time, then the
-        commits' winners. Raises CorruptLog naming a checkpoint file that cannot be read."""
+        types, plus `version`), each with the unit it came from: the checkpoint's surviving
+        rows a batch at a time, then the commits' winners; only `units` when given. Raises
+        CorruptLog naming a checkpoint file that cannot be read."""
         wanted = {
             "add": tuple(dict.fromkeys([*_KEY_FIELDS, *add_fields])),
             "remove": tuple(dict.fromkeys([*_KEY_FIELDS, *remove_fields])),
@@ -95,8 +135,16 @@ class StreamedState:
         batch_rows = batch_rows or STREAM_BATCH_ROWS
         assert self.segment.checkpoint is not None
         version = self.segment.checkpoint.version
-        for name in self.checkpoint_file_names():
-            for table in checkpoint_file_batches(self.storage, name, wanted, batch_rows):
+        for unit in self.units() if units is None else units:
+            if unit == COMMITS_UNIT:
+                yield (
+                    unit,
+                    _select(self.replayed.files, add_columns),
+                    _select(self.replayed.tombstones, remove_columns),
+                )
+                continue
+            name, group = unit
+            for table in checkpoint_file_batches(self.storage, name, wanted, batch_rows, [group]):
                 if not any(c in table.column_names for c in ("add", "remove")):
                     continue
                 source = ActionSource(table, np.full(table.num_rows, version, dtype=np.int64))
@@ -108,13 +156,10 @@ class StreamedState:
                     )
                 adds = to_bool_numpy(is_add)
                 yield (
+                    unit,
                     materialize_file_actions(source, "add", keep & adds, add_columns),
                     materialize_file_actions(source, "remove", keep & ~adds, remove_columns),
                 )
-        yield (
-            _select(self.replayed.files, add_columns),
-            _select(self.replayed.tombstones, remove_columns),
-        )
 
 
 def file_keys(paths: pa.Array, dv_ids: pa.Array) -> pa.Array:

@@ -39,11 +39,11 @@ from delta_ops.errors import CheckpointInProgress, CorruptLog, DeltaOpsError
 from delta_ops.log.checkpoint_content import (
     CheckpointState,
     ParsedColumns,
+    Window,
     checkpoint_rows,
     checkpoint_schema,
     checkpoint_state,
-    cut_rows,
-    even_sizes,
+    even_windows,
     parsed_columns,
     spark_schema_json,
     streamed_checkpoint_state,
@@ -63,6 +63,7 @@ from delta_ops.log.last_checkpoint import read_last_checkpoint, serialize_last_c
 from delta_ops.log.reader import parse_action_lines, sidecar_names, verify_checkpoint
 from delta_ops.log.segment import CheckpointRef, complete_checkpoints
 from delta_ops.log.state_stream import stream_state
+from delta_ops.ops.engines import engine_named
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Operation
 from delta_ops.storage import Storage
@@ -107,6 +108,7 @@ class CheckpointPlan:
     snapshot: Snapshot | TableHead = field(repr=False, compare=False)
     state: CheckpointState = field(repr=False, compare=False)
     streamed: bool = False  # the file state is streamed from the previous checkpoint
+    engine: str = "local"  # who writes the parquet files (`delta_ops.ops.engines`)
     now_ms: int = 0  # the expiry clock used (never later than the wall clock)
     requested_now_ms: int | None = None  # what the caller asked for, when it was clamped
 
@@ -205,6 +207,7 @@ def plan_checkpoint(
     *,
     parts: int | None = None,
     stream_above: int | None = None,
+    engine: str = "local",
 ) -> CheckpointPlan:
     """Plan a checkpoint of `snapshot` as of `now_ms` (tombstone/txn expiry clock).
 
@@ -219,6 +222,9 @@ def plan_checkpoint(
             (`delta_ops.clock.bounded`), so a later time never expires a tombstone or `txn`
             the real clock keeps.
         parts: write a multi-part V1 checkpoint with this many parts (classic tables only).
+        engine: ``local`` writes the files here, one after another; ``spark`` writes each
+            part or sidecar in a Spark task (each reads only its share of a streamed state);
+            the files are the same.
     """
     snapshot.protocol.check_allows(Operation.CHECKPOINT)
     props = snapshot.properties
@@ -279,6 +285,7 @@ def plan_checkpoint(
         snapshot=snapshot,
         state=state,
         streamed=isinstance(snapshot, TableHead),
+        engine=engine_named(engine).name,
         now_ms=now_ms,
         requested_now_ms=requested_now if requested_now != now_ms else None,
     )
@@ -393,26 +400,28 @@ def execute_checkpoint(plan: CheckpointPlan) -> CheckpointResult:
     # broken files under the names we write go first (unreadable: nothing readable is lost)
     colliding = [n for n in plan.replaces if n in plan.files]
     storage.delete(storage.log_file(n) for n in colliding)
-    schema = checkpoint_schema(plan.snapshot)
-    parsed = parsed_columns(plan.snapshot)
+    writer = CheckpointFileWriter(
+        storage.location,
+        dict(storage.options),
+        plan.state,
+        checkpoint_schema(plan.snapshot),
+        parsed_columns(plan.snapshot),
+    )
+    files = checkpoint_files(plan)
+    outcomes = engine_named(plan.engine).write_checkpoint_files(writer, files)
     if plan.kind == "v2":
-        hint, written, sizes = _write_v2(plan, storage, schema, parsed)
+        hint, written, sizes = _finish_v2(plan, storage, files, outcomes)
     else:
         written, sizes = [], []
-        for index, name in enumerate(plan.files):
-            rows = checkpoint_rows(
-                plan.state,
-                schema,
-                parsed,
-                non_file_actions=index == 0,
-                part=(index, plan.num_parts) if plan.num_parts > 1 else None,
-            )
-            created, size = _write_parquet(storage, name, schema, rows)
-            if not created:
-                storage.delete(storage.log_file(n) for n in written)  # our parts, not theirs
-                return _lost_race(plan, storage, name)
-            sizes.append(size)
-            written.append(name)
+        for file, (created, size) in zip(files, outcomes):
+            if created:
+                written.append(file.name)
+                sizes.append(size)
+        lost = [f.name for f, (created, _) in zip(files, outcomes) if not created]
+        if lost or len(outcomes) < len(files):
+            storage.delete(storage.log_file(n) for n in written)  # our parts, not theirs
+            return _lost_race(plan, storage, lost[0] if lost else files[-1].name)
+        schema = writer.schema
         hint = {
             "version": plan.version,
             "size": plan.state.num_actions,
@@ -441,25 +450,78 @@ def execute_checkpoint(plan: CheckpointPlan) -> CheckpointResult:
     )
 
 
-def _write_v2(
-    plan: CheckpointPlan, storage: Storage, schema: pa.Schema, parsed: ParsedColumns
+@dataclass(frozen=True)
+class CheckpointFile:
+    """One parquet file of a checkpoint and its share of the rows: the non-file actions (the
+    first part of a V1 checkpoint), a multi-part share by path, or a window of the file
+    actions (a V2 sidecar)."""
+
+    name: str  # relative to `_delta_log`
+    non_file_actions: bool = False
+    part: tuple[int, int] | None = None
+    window: Window | None = None
+
+
+@dataclass
+class CheckpointFileWriter:
+    """Writes the files of one checkpoint, each from its own pass over the state; picklable
+    (the table travels as its location), so an engine may write the files in parallel."""
+
+    location: str
+    options: dict[str, Any]
+    state: CheckpointState
+    schema: pa.Schema
+    parsed: ParsedColumns
+
+    def write(self, file: CheckpointFile) -> tuple[bool, int]:
+        """(created, size) of one file; False when another writer created it first."""
+        storage = Storage.open(self.location, self.options or None)
+        schema = self.schema
+        if file.window is not None:  # a V2 sidecar holds only file actions
+            schema = pa.schema([schema.field("add"), schema.field("remove")])
+        rows = checkpoint_rows(
+            self.state,
+            schema,
+            self.parsed,
+            non_file_actions=file.non_file_actions,
+            part=file.part,
+            window=file.window,
+        )
+        return _write_parquet(storage, file.name, schema, rows)
+
+
+def checkpoint_files(plan: CheckpointPlan) -> list[CheckpointFile]:
+    """The parquet files a plan writes and what each holds (a V2 plan's last file, the JSON
+    top-level one, is written afterwards and is not listed)."""
+    if plan.kind == "v2":
+        windows = even_windows(plan.state.num_file_actions, len(plan.files) - 1)
+        return [CheckpointFile(name, window=w) for name, w in zip(plan.files[:-1], windows)]
+    return [
+        CheckpointFile(
+            name,
+            non_file_actions=index == 0,
+            part=(index, plan.num_parts) if plan.num_parts > 1 else None,
+        )
+        for index, name in enumerate(plan.files)
+    ]
+
+
+def _finish_v2(
+    plan: CheckpointPlan,
+    storage: Storage,
+    files: list[CheckpointFile],
+    outcomes: list[tuple[bool, int]],
 ) -> tuple[dict[str, Any], list[str], list[int]]:
-    sidecar_names = [n.split("/", 1)[1] for n in plan.files[:-1]]
+    """Write the V2 top-level file over the sidecars written, and the hint that names it."""
     top_name = plan.files[-1]
-    sidecar_schema = pa.schema([schema.field("add"), schema.field("remove")])
-    rows = checkpoint_rows(plan.state, sidecar_schema, parsed, non_file_actions=False)
-    runs = cut_rows(rows, even_sizes(plan.state.num_file_actions, len(sidecar_names)))
     now = int(time.time() * 1000)
     sidecars, written, sizes = [], [], []
-    for name, run in zip(sidecar_names, runs):
-        _, size = _write_parquet(
-            storage, f"{SIDECARS_DIR}/{name}", sidecar_schema, run
-        )  # UUID names: always ours
-        sidecars.append({"path": name, "sizeInBytes": size, "modificationTime": now})
-        written.append(f"{SIDECARS_DIR}/{name}")
+    for file, (_, size) in zip(files, outcomes):  # UUID names: always ours
+        sidecars.append(
+            {"path": file.name.split("/", 1)[1], "sizeInBytes": size, "modificationTime": now}
+        )
+        written.append(file.name)
         sizes.append(size)
-    for _ in runs:  # proves no row was left beyond the last sidecar
-        pass
     sidecar_rows = plan.state.num_file_actions
     tags = {
         "sidecarNumActions": str(sidecar_rows),

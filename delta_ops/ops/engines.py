@@ -5,9 +5,10 @@ cannot do from the log alone: list the table's data area (leaving out the files 
 protects) and delete many files. Plans and results are the same whichever engine did the I/O;
 only who lists and who deletes changes.
 
-An engine also reads parquet footers in bulk (row counts for the row-tracking backfill) and
+An engine also reads parquet footers in bulk (row counts for the row-tracking backfill),
 rewrites files (purge and compaction: each unit of files becomes one new file; the driver
-commits them all).
+commits them all) and writes the parquet files of a checkpoint (each part or V2 sidecar from
+its own share of the state; the driver writes the V2 top-level file and `_last_checkpoint`).
 
 * ``local`` (:data:`LOCAL`): the storage layer's own walk and parallel deletes, footers read
   by a thread pool.
@@ -33,6 +34,7 @@ from delta_ops.storage import Storage
 from delta_ops.storage.tree import TreeListing
 
 if TYPE_CHECKING:
+    from delta_ops.ops.checkpoint import CheckpointFile, CheckpointFileWriter
     from delta_ops.ops.rewrite import Rewriter, RewriteUnit, Rewritten
 
 #: engines that live in a front-end package, by name: module whose `ENGINE` is the engine
@@ -77,6 +79,14 @@ class Engine(Protocol):
         `rewriter` is portable (`Rewriter.portable()`)."""
         ...
 
+    def write_checkpoint_files(
+        self, writer: CheckpointFileWriter, files: Sequence[CheckpointFile]
+    ) -> list[tuple[bool, int]]:
+        """(created, size) of each checkpoint file written, in order; a file another writer
+        created first is (False, its size), and the files after it may be left unwritten
+        (the list is then shorter)."""
+        ...
+
 
 class LocalEngine:
     """This process: the storage layer's walk (which does not even stat protected files)
@@ -113,6 +123,16 @@ class LocalEngine:
         from delta_ops.ops.rewrite import write_unit
 
         return [write_unit(rewriter, unit) for unit in units]
+
+    def write_checkpoint_files(
+        self, writer: CheckpointFileWriter, files: Sequence[CheckpointFile]
+    ) -> list[tuple[bool, int]]:
+        outcomes = []
+        for file in files:
+            outcomes.append(writer.write(file))
+            if not outcomes[-1][0]:
+                break  # another checkpoint won: the rest would be wasted work
+        return outcomes
 
 
 LOCAL = LocalEngine()

@@ -139,7 +139,7 @@ _PARSERS: dict[OptionKind, Callable[[Option, Any], Any]] = {
 
 
 #: where an operation's heavy I/O runs (`delta_ops.ops.engines`): vacuum's listing and
-#: deletes, the row-tracking backfill's footer reads
+#: deletes, the row-tracking backfill's footer reads, rewrites, checkpoint parts and sidecars
 ENGINE_OPTION = Option(
     "engine",
     "choice",
@@ -212,7 +212,7 @@ def _requested_now(values: Mapping[str, Any]) -> int:
 # ------------------------------------------------------------------------------ checkpoint
 def _plan_checkpoint(snapshot: Snapshot | TableHead, values: Mapping[str, Any]) -> Any:
     now = _requested_now(values)
-    return checkpoint.plan_checkpoint(snapshot, now, parts=values["parts"])
+    return checkpoint.plan_checkpoint(snapshot, now, parts=values["parts"], engine=values["engine"])
 
 
 def _describe_checkpoint_plan(plan: checkpoint.CheckpointPlan) -> str:
@@ -246,6 +246,7 @@ CHECKPOINT = Operation(
     help="write a checkpoint (classic, V2 by table policy, or multi-part)",
     options=(
         Option("parts", "count", "write a multi-part checkpoint with this many parts"),
+        ENGINE_OPTION,
         Option(
             "now",
             "time",

@@ -13,6 +13,9 @@ storage and get back what the local engine would give, computed elsewhere:
   of files whose stats lack `numRecords`).
 * rewriting: each unit (a compaction bin, a file purge rewrites) is one task that reads its
   files and writes the new one; the driver commits every task's file, or deletes them all.
+* checkpoints: each part (multi-part) or sidecar (V2) is one task writing it from its share of
+  the state; a streamed state (a big table) is read by the tasks themselves, each only the
+  row groups its share needs. The driver writes the V2 top-level file and the hint.
 
 The session is the running one (`get_spark()` reuses it: a `PySparkResource`'s session in
 Dagster, the pipeline's own in a script), so executors are wherever that session's are.
@@ -29,6 +32,7 @@ from delta_ops.storage import Storage
 from delta_ops.storage.tree import TreeListing
 
 if TYPE_CHECKING:
+    from delta_ops.ops.checkpoint import CheckpointFile, CheckpointFileWriter
     from delta_ops.ops.rewrite import Rewriter, RewriteUnit, Rewritten
 
 #: files per delete task
@@ -151,6 +155,28 @@ class SparkEngine:
             .collect()
         )
         return [done[i] for i in range(len(units))]
+
+    def write_checkpoint_files(
+        self, writer: CheckpointFileWriter, files: Sequence[CheckpointFile]
+    ) -> list[tuple[bool, int]]:
+        if len(files) < 2:  # one file: no parallelism to gain, no task to start
+            return [writer.write(f) for f in files]
+        context = self._spark().sparkContext
+        shared = context.broadcast(writer)
+
+        def write_all(
+            batch: Iterator[tuple[int, CheckpointFile]],
+        ) -> Iterator[tuple[int, tuple[bool, int]]]:
+            for index, file in batch:
+                yield index, shared.value.write(file)
+
+        done = dict(
+            context.parallelize(list(enumerate(files)), len(files))
+            .mapPartitions(write_all)
+            .collect()
+        )
+        shared.unpersist()
+        return [done[i] for i in range(len(files))]
 
 
 ENGINE = SparkEngine()
