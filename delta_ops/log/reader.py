@@ -453,18 +453,27 @@ def _assemble_actions(read: pa.Table, wanted: Mapping[str, tuple[str, ...] | Non
     return pa.table(columns) if columns else pa.table({"add": pa.nulls(read.num_rows)})
 
 
-def _read_parquet_actions(name: str, data: bytes) -> pa.Table:
+#: the same without `add.stats`, which a snapshot load defers (most of a checkpoint's bytes)
+_CHECKPOINT_COLUMNS_WITHOUT_STATS = {
+    **_CHECKPOINT_COLUMNS,
+    "add": tuple(f for f in ADD_FIELDS if f != "stats"),
+}
+
+
+def _read_parquet_actions(
+    name: str, data: bytes, wanted: Mapping[str, tuple[str, ...] | None] = _CHECKPOINT_COLUMNS
+) -> pa.Table:
     """Read the action columns of a checkpoint or sidecar parquet file.
 
-    `add` and `remove` are projected to the fields replay needs, which skips decoding
-    `stats_parsed` / `partitionValues_parsed`.
+    `add` and `remove` are projected to the fields replay needs (`wanted`), which skips
+    decoding `stats_parsed` / `partitionValues_parsed`.
     """
     import pyarrow.parquet as pq  # only logs with checkpoints need it
 
     try:
         pf = pq.ParquetFile(io.BytesIO(data))
-        read = pf.read(columns=_projection(pf.schema_arrow, _CHECKPOINT_COLUMNS))
-        return _assemble_actions(read, _CHECKPOINT_COLUMNS)
+        read = pf.read(columns=_projection(pf.schema_arrow, wanted))
+        return _assemble_actions(read, wanted)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptLog(name, f"unreadable checkpoint parquet: {exc}") from exc
 
@@ -565,12 +574,19 @@ class CheckpointRead:
 
 
 def read_checkpoint(
-    storage: Storage, files: Sequence[LogFile], version: int, seq_start: int
+    storage: Storage,
+    files: Sequence[LogFile],
+    version: int,
+    seq_start: int,
+    *,
+    with_stats: bool = True,
 ) -> CheckpointRead:
-    """Read a complete checkpoint (all parts, or a V2 top-level file and its sidecars).
+    """Read a complete checkpoint (all parts, or a V2 top-level file and its sidecars);
+    without `add.stats` unless `with_stats` (a JSON V2 top-level file keeps them).
 
     Raises CorruptLog naming the file when any part cannot be read.
     """
+    wanted = _CHECKPOINT_COLUMNS if with_stats else _CHECKPOINT_COLUMNS_WITHOUT_STATS
     names = [f.name for f in files]
     datas = storage.read_many([storage.log_file(n) for n in names])
     tables = []
@@ -580,7 +596,7 @@ def read_checkpoint(
         if f.format == "json":
             tables.append(_read_json_actions(f.name, data))
         else:
-            tables.append(_read_parquet_actions(f.name, data))
+            tables.append(_read_parquet_actions(f.name, data, wanted))
     batches = []
     seq = seq_start
     for t in tables:
@@ -604,7 +620,7 @@ def read_checkpoint(
             raise CorruptLog(names[0], f"a sidecar file it references is missing: {exc}") from exc
         side_batches = []
         for sname, data in zip(sidecar_names, sidecar_datas):
-            t = _read_parquet_actions(f"{SIDECARS_DIR}/{sname}", data)
+            t = _read_parquet_actions(f"{SIDECARS_DIR}/{sname}", data, wanted)
             side_batches.append(
                 normalize_actions(
                     t, versions=np.full(t.num_rows, version, dtype=np.int64), seq_start=seq

@@ -202,7 +202,7 @@ def summarize(
             else "refused: " + ", ".join(sorted(refusing))
             for op, refusing in protocol.allowed_operations().items()
         },
-        files=sorted(snapshot.files.column("path").to_pylist()) if include_files else None,
+        files=sorted(snapshot.file_index.column("path").to_pylist()) if include_files else None,
     )
 
 

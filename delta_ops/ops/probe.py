@@ -121,7 +121,7 @@ def reclaimable_tombstones(snapshot: Snapshot, cutoff_ms: int) -> tuple[int, int
     stamps = pc.fill_null(tombstones.column("deletionTimestamp"), 0)
     # a file given a deletion vector (or re-added) is removed and added under the same path:
     # it is live, and vacuum keeps it
-    live = pc.is_in(tombstones.column("path"), value_set=snapshot.files.column("path"))
+    live = pc.is_in(tombstones.column("path"), value_set=snapshot.file_index.column("path"))
     expired = tombstones.filter(pc.and_(pc.less(stamps, cutoff_ms), pc.invert(live)))
     if not expired.num_rows:
         return 0, 0
@@ -218,7 +218,7 @@ def table_health(snapshot: Snapshot, now_ms: int) -> TableHealth:
     expired_count, reclaimable = reclaimable_tombstones(
         snapshot, now_ms - props.deleted_file_retention_ms
     )
-    files = snapshot.files
+    files = snapshot.file_index
     without_ids = int(files.column("baseRowId").null_count) if files.num_rows else 0
     return TableHealth(
         version=snapshot.version,

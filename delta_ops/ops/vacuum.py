@@ -264,13 +264,13 @@ def protected_array(snapshot: Snapshot, delete_before_ms: int) -> pa.Array:
         )
         tombstones = tombstones.filter(kept)
     parts = [
-        relative_paths(storage, snapshot.files.column("path"))
-        if snapshot.files.num_rows
+        relative_paths(storage, snapshot.file_index.column("path"))
+        if snapshot.file_index.num_rows
         else pa.array([], pa.string()),
         relative_paths(storage, tombstones.column("path"))
         if tombstones.num_rows
         else pa.array([], pa.string()),
-        _dv_relative_paths(snapshot.files),
+        _dv_relative_paths(snapshot.file_index),
         _dv_relative_paths(tombstones),
     ]
     return pa.concat_arrays([p.cast(pa.string()) for p in parts]).drop_null()

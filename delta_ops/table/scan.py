@@ -108,7 +108,7 @@ def plan_scan(
                 else None
             ),
         )
-        for row in snapshot.files.select(
+        for row in snapshot.file_index.select(
             ["path", "size", "partitionValues", "deletionVector"]
         ).to_pylist()
     ]

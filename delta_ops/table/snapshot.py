@@ -26,10 +26,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import CorruptLog, DeltaOpsError
-from delta_ops.log.actions import concat_batches, restrict_partition_values
-from delta_ops.log.reader import read_checkpoint, read_checkpoint_head, read_commits
+from delta_ops.log.actions import (
+    ActionSource,
+    concat_batches,
+    file_action_keys,
+    restrict_partition_values,
+)
+from delta_ops.log.file_names import SIDECARS_DIR
+from delta_ops.log.reader import (
+    checkpoint_file_batches,
+    read_checkpoint,
+    read_checkpoint_head,
+    read_commits,
+    sidecar_names,
+)
 from delta_ops.log.replay import DomainMetadata, ReconciledState, Txn, reconcile
-from delta_ops.log.segment import LogSegment, build_log_segment, list_log_files
+from delta_ops.log.segment import CheckpointRef, LogSegment, build_log_segment, list_log_files
+from delta_ops.log.state_stream import file_keys
+from delta_ops.protocol.deletion_vectors import dv_unique_ids
 from delta_ops.protocol.features import Protocol
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.storage import Location, Storage
@@ -38,6 +52,8 @@ if TYPE_CHECKING:
     from delta_ops.protocol.schema import StructType
 
 logger = logging.getLogger(__name__)
+#: leave a checkpoint's `add.stats` on storage until `Snapshot.files` is first used
+DEFER_CHECKPOINT_STATS = True
 _Loaded = TypeVar("_Loaded", "Snapshot", "TableHead")
 
 
@@ -103,7 +119,13 @@ class Snapshot:
     """
 
     def __init__(
-        self, storage: Storage, segment: LogSegment, state: ReconciledState, commit_times: pa.Table
+        self,
+        storage: Storage,
+        segment: LogSegment,
+        state: ReconciledState,
+        commit_times: pa.Table,
+        *,
+        checkpoint_stats_deferred: bool = False,
     ):
         if state.protocol is None:
             raise CorruptLog(_first_file(segment), "no protocol action in the log segment")
@@ -115,13 +137,40 @@ class Snapshot:
         self.protocol = Protocol.from_action(state.protocol)
         self.metadata = Metadata.from_action(state.metadata)
         keys = partition_value_keys(self.metadata, self.schema_or_none())
-        self.files: pa.Table = restrict_partition_values(state.files, keys)
+        self._files_read = restrict_partition_values(state.files, keys)
+        # the checkpoint's `add.stats` were not read: `files` reads them on first use
+        self._stats_deferred = checkpoint_stats_deferred and segment.checkpoint is not None
         self.tombstones: pa.Table = restrict_partition_values(state.tombstones, keys)
         self.txns: dict[str, Txn] = state.txns
         self.domains: dict[str, DomainMetadata] = state.domains
         self.removed_domains: dict[str, DomainMetadata] = state.removed_domains
         self.row_id_high_water_mark: int | None = state.row_id_high_water_mark
         self.commit_times = commit_times
+
+    # ----------------------------------------------------------------------- file state
+    @cached_property
+    def file_index(self) -> pa.Table:
+        """The live files without their stats: path, partition values, size, times, deletion
+        vector, row ids, ... Loading never reads a checkpoint's stats (most of its bytes), so
+        this costs nothing more; use it wherever stats are not needed."""
+        return self._files_read.drop_columns(["stats"])
+
+    @cached_property
+    def files(self) -> pa.Table:
+        """The live `add` actions with every field, `stats` as JSON text. The stats of the
+        files a checkpoint holds are read from it on first use."""
+        if not self._stats_deferred:
+            return self._files_read
+        assert self.segment.checkpoint is not None
+        try:
+            return with_checkpoint_stats(self.storage, self.segment.checkpoint, self._files_read)
+        except CorruptLog as exc:  # e.g. log cleanup removed that checkpoint since the load
+            logger.warning("%s; reading the stats of version %d anew", exc, self.version)
+            try:
+                fresh = _load_with_fallback(self.storage, self.version, _load_segment_eagerly)
+            except DeltaOpsError:
+                raise exc from None
+            return _stats_from(fresh.files, self._files_read)
 
     # ----------------------------------------------------------------------- derived facts
     @cached_property
@@ -153,11 +202,11 @@ class Snapshot:
 
     @property
     def num_files(self) -> int:
-        return int(self.files.num_rows)
+        return int(self.file_index.num_rows)
 
     @property
     def size_bytes(self) -> int:
-        return int(pc.sum(self.files.column("size")).as_py() or 0)
+        return int(pc.sum(self.file_index.column("size")).as_py() or 0)
 
     @property
     def table_root(self) -> str:
@@ -174,7 +223,7 @@ class Snapshot:
     @property
     def num_deleted_records(self) -> int:
         """Rows hidden by deletion vectors (sum of DV cardinalities)."""
-        card = pc.struct_field(self.files.column("deletionVector"), "cardinality")
+        card = pc.struct_field(self.file_index.column("deletionVector"), "cardinality")
         return int(pc.sum(card).as_py() or 0)
 
     def commit_timestamp(self, version: int) -> int:
@@ -216,6 +265,56 @@ def partition_value_keys(metadata: Metadata, schema: StructType | None) -> set[s
 
     by_name = {f.name: f for f in schema.fields}
     return {physical_name(by_name[c]) if c in by_name else c for c in columns} | columns
+
+
+def with_checkpoint_stats(storage: Storage, checkpoint: CheckpointRef, files: pa.Table) -> pa.Table:
+    """`files` with the stats of the rows that came from `checkpoint` (their `version` is its
+    version; later commits' rows carry their own) read from its `add.stats` (or from
+    `stats_parsed` where it wrote no JSON), matched by file key (path, deletion vector)."""
+    from_checkpoint = pc.equal(files.column("version"), checkpoint.version)
+    if not files.num_rows or not pc.any(from_checkpoint).as_py():
+        return files
+    wanted = {"add": ("path", "deletionVector", "stats")}
+    keys, stats = [], []
+    names = [f.name for f in checkpoint.files]
+    names += [f"{SIDECARS_DIR}/{n}" for n in sidecar_names(storage, checkpoint.files)]
+    for name in names:
+        for table in checkpoint_file_batches(storage, name, wanted, 1 << 20):
+            if "add" not in table.column_names:
+                continue
+            source = ActionSource(table, np.zeros(table.num_rows, dtype=np.int64))
+            path, dv_id, is_add = file_action_keys(source)
+            keys.append(file_keys(path, dv_id).filter(is_add))
+            stats.append(pc.struct_field(table.column("add"), "stats").filter(is_add))
+    if not keys:
+        return files
+    checkpoint_keys = pa.concat_arrays([_array(k) for k in keys])
+    checkpoint_stats = pa.concat_arrays([_array(s) for s in stats])
+    found = checkpoint_stats.take(pc.index_in(_row_keys(files), value_set=checkpoint_keys))
+    merged = pc.if_else(from_checkpoint, found, files.column("stats"))
+    return files.set_column(files.schema.get_field_index("stats"), "stats", merged)
+
+
+def _row_keys(files: pa.Table) -> pa.Array:
+    dv = files.column("deletionVector").combine_chunks()
+    return file_keys(
+        files.column("path").combine_chunks(),
+        dv_unique_ids(dv) if dv.null_count < len(dv) else pa.nulls(len(dv), pa.string()),
+    )
+
+
+def _stats_from(source: pa.Table, files: pa.Table) -> pa.Table:
+    """`files` with the stats `source` (the same version's files, loaded again) has for them."""
+    found = (
+        source.column("stats")
+        .combine_chunks()
+        .take(pc.index_in(_row_keys(files), value_set=_row_keys(source)))
+    )
+    return files.set_column(files.schema.get_field_index("stats"), "stats", found)
+
+
+def _array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
 def file_num_records(files: pa.Table) -> pa.Array:
@@ -356,12 +455,23 @@ def _is_checkpoint_failure(exc: CorruptLog, segment: LogSegment) -> bool:
     return exc.file in _checkpoint_file_names(segment) or exc.file.startswith("_sidecars/")
 
 
-def _load_segment(storage: Storage, segment: LogSegment) -> Snapshot:
+def _load_segment_eagerly(storage: Storage, segment: LogSegment) -> Snapshot:
+    return _load_segment(storage, segment, defer_stats=False)
+
+
+def _load_segment(
+    storage: Storage, segment: LogSegment, *, defer_stats: bool | None = None
+) -> Snapshot:
+    defer = DEFER_CHECKPOINT_STATS if defer_stats is None else defer_stats
     batches = []
     seq = 0
     if segment.checkpoint is not None:
         cp = read_checkpoint(
-            storage, segment.checkpoint.files, segment.checkpoint.version, seq_start=0
+            storage,
+            segment.checkpoint.files,
+            segment.checkpoint.version,
+            seq_start=0,
+            with_stats=not defer,
         )
         batches.append(cp.batch)
         seq = cp.batch.num_rows
@@ -380,4 +490,4 @@ def _load_segment(storage: Storage, segment: LogSegment) -> Snapshot:
             "in_commit_timestamp": pa.array(commits.in_commit_timestamps, pa.int64()),
         }
     )
-    return Snapshot(storage, segment, state, commit_times)
+    return Snapshot(storage, segment, state, commit_times, checkpoint_stats_deferred=defer)

@@ -413,7 +413,7 @@ def discard_uncommitted(storage: Storage, relative_paths: Sequence[str]) -> None
     try:
         try:
             snapshot = load_snapshot(storage)
-            referenced = set(snapshot.files.column("path").to_pylist()) | set(
+            referenced = set(snapshot.file_index.column("path").to_pylist()) | set(
                 snapshot.tombstones.column("path").to_pylist()
             )
         except NotADeltaTable:
