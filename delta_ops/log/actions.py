@@ -382,13 +382,16 @@ def materialize_file_actions(
     `add` or `remove` actions selected by a boolean row mask. A field outside that schema
     (a checkpoint's `stats_parsed`) is passed through as stored, or left out when absent."""
     struct = _struct_column(source.table, column)
-    count = int(mask.sum())
+    positions = np.flatnonzero(mask)
+    count = len(positions)
     columns: dict[str, pa.Array] = {}
-    selected = (
-        pc.filter(struct, pa.array(mask), memory_pool=LOG_MEMORY_POOL)
-        if struct is not None and count
-        else None
-    )
+    selected = None
+    if struct is not None and count:
+        first = int(positions[0])
+        if int(positions[-1]) - first + 1 == count:  # one run of rows (a checkpoint's adds)
+            selected = struct.slice(first, count)  # no copy
+        else:
+            selected = pc.filter(struct, pa.array(mask), memory_pool=LOG_MEMORY_POOL)
     for name in fields:
         if FILE_ACTION_SCHEMA.get_field_index(name) < 0:
             # a checkpoint-only field (stats_parsed, ...): passed through where the file has it

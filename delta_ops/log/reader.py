@@ -460,10 +460,29 @@ _CHECKPOINT_COLUMNS_WITHOUT_STATS = {
 }
 
 
+def _parquet_sources(storage: Storage, paths: Sequence[str]) -> list[bytes | str]:
+    """What to read each checkpoint file from: a local file by its path (Arrow then reads only
+    the column chunks it decodes, not the stats it skips), any other store's whole content in
+    one concurrent request per file. An empty local file is its (empty) content; a missing one
+    raises FileNotFoundError, as reading it would."""
+    if not storage.is_local:
+        return list(storage.read_many(paths))
+    sources: list[bytes | str] = []
+    for path in paths:
+        entry = storage.stat(path)
+        if entry is None:
+            raise FileNotFoundError(path)
+        sources.append(path if entry.size else b"")
+    return sources
+
+
 def _read_parquet_actions(
-    name: str, data: bytes, wanted: Mapping[str, tuple[str, ...] | None] = _CHECKPOINT_COLUMNS
+    name: str,
+    data: bytes | str,
+    wanted: Mapping[str, tuple[str, ...] | None] = _CHECKPOINT_COLUMNS,
 ) -> pa.Table:
-    """Read the action columns of a checkpoint or sidecar parquet file.
+    """Read the action columns of a checkpoint or sidecar parquet file (its bytes, or the path
+    of a local file).
 
     `add` and `remove` are projected to the fields replay needs (`wanted`), which skips
     decoding `stats_parsed` / `partitionValues_parsed`.
@@ -471,7 +490,7 @@ def _read_parquet_actions(
     import pyarrow.parquet as pq  # only logs with checkpoints need it
 
     try:
-        pf = pq.ParquetFile(io.BytesIO(data))
+        pf = pq.ParquetFile(data if isinstance(data, str) else io.BytesIO(data))
         read = pf.read(columns=_projection(pf.schema_arrow, wanted))
         return _assemble_actions(read, wanted)
     except (pa.ArrowException, OSError, ValueError) as exc:
@@ -588,12 +607,14 @@ def read_checkpoint(
     """
     wanted = _CHECKPOINT_COLUMNS if with_stats else _CHECKPOINT_COLUMNS_WITHOUT_STATS
     names = [f.name for f in files]
-    datas = storage.read_many([storage.log_file(n) for n in names])
+    datas = _parquet_sources(storage, [storage.log_file(n) for n in names])
     tables = []
     for f, data in zip(files, datas):
         if not data:
             raise CorruptLog(f.name, "empty checkpoint file")
         if f.format == "json":
+            if isinstance(data, str):
+                data = storage.read_bytes(data)
             tables.append(_read_json_actions(f.name, data))
         else:
             tables.append(_read_parquet_actions(f.name, data, wanted))
@@ -615,7 +636,7 @@ def read_checkpoint(
         ]
         paths = [storage.log_file(f"{SIDECARS_DIR}/{s}") for s in sidecar_names]
         try:
-            sidecar_datas = storage.read_many(paths)
+            sidecar_datas = _parquet_sources(storage, paths)
         except FileNotFoundError as exc:
             raise CorruptLog(names[0], f"a sidecar file it references is missing: {exc}") from exc
         side_batches = []
