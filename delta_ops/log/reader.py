@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import logging
@@ -480,9 +481,10 @@ def _read_parquet_actions(
     name: str,
     data: bytes | str,
     wanted: Mapping[str, tuple[str, ...] | None] = _CHECKPOINT_COLUMNS,
-) -> pa.Table:
+) -> list[pa.Table]:
     """Read the action columns of a checkpoint or sidecar parquet file (its bytes, or the path
-    of a local file).
+    of a local file): a table of its file actions (`add`, `remove`), then tables holding only
+    the rows of its other actions.
 
     `add` and `remove` are projected to the fields replay needs (`wanted`), which skips
     decoding `stats_parsed` / `partitionValues_parsed`.
@@ -491,10 +493,30 @@ def _read_parquet_actions(
 
     try:
         pf = pq.ParquetFile(data if isinstance(data, str) else io.BytesIO(data))
-        read = pf.read(columns=_projection(pf.schema_arrow, wanted))
-        return _assemble_actions(read, wanted)
+        file_actions = {c: f for c, f in wanted.items() if c in _FILE_ACTIONS}
+        others = {c: f for c, f in wanted.items() if c not in _FILE_ACTIONS}
+        columns = _projection(pf.schema_arrow, file_actions)
+        # a row group at a time: decoding holds one group's pages, not the whole file's
+        tables = [
+            _assemble_actions(pf.read_row_group(group, columns=columns), file_actions)
+            for group in range(pf.num_row_groups)
+        ] or [_assemble_actions(pf.read(columns=columns), file_actions)]
+        # the other actions are a few rows: read a batch at a time and keep those rows only,
+        # never a column of a million null structs (metaData alone has a dozen fields)
+        columns = _projection(pf.schema_arrow, others)
+        if columns:
+            for batch in pf.iter_batches(batch_size=65_536, columns=columns):
+                table = _assemble_actions(pa.Table.from_batches([batch]), others)
+                present = [table.column(c).is_valid() for c in table.column_names]
+                rows = table.filter(functools.reduce(pc.or_, present))
+                if rows.num_rows:
+                    tables.append(rows)
+        return tables
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptLog(name, f"unreadable checkpoint parquet: {exc}") from exc
+
+
+_FILE_ACTIONS = ("add", "remove")
 
 
 def checkpoint_file_batches(
@@ -617,7 +639,7 @@ def read_checkpoint(
                 data = storage.read_bytes(data)
             tables.append(_read_json_actions(f.name, data))
         else:
-            tables.append(_read_parquet_actions(f.name, data, wanted))
+            tables.extend(_read_parquet_actions(f.name, data, wanted))
     batches = []
     seq = seq_start
     for t in tables:
@@ -641,13 +663,13 @@ def read_checkpoint(
             raise CorruptLog(names[0], f"a sidecar file it references is missing: {exc}") from exc
         side_batches = []
         for sname, data in zip(sidecar_names, sidecar_datas):
-            t = _read_parquet_actions(f"{SIDECARS_DIR}/{sname}", data, wanted)
-            side_batches.append(
-                normalize_actions(
-                    t, versions=np.full(t.num_rows, version, dtype=np.int64), seq_start=seq
+            for t in _read_parquet_actions(f"{SIDECARS_DIR}/{sname}", data, wanted):
+                side_batches.append(
+                    normalize_actions(
+                        t, versions=np.full(t.num_rows, version, dtype=np.int64), seq_start=seq
+                    )
                 )
-            )
-            seq += t.num_rows
+                seq += t.num_rows
             read.append(f"{SIDECARS_DIR}/{sname}")
         batch = concat_batches([batch, *side_batches])
     if not batch.protocols or not batch.metadatas:
