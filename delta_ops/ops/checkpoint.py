@@ -27,7 +27,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,7 +61,12 @@ from delta_ops.log.file_names import (
 )
 from delta_ops.log.last_checkpoint import read_last_checkpoint, serialize_last_checkpoint
 from delta_ops.log.reader import parse_action_lines, sidecar_names, verify_checkpoint
-from delta_ops.log.segment import CheckpointRef, complete_checkpoints
+from delta_ops.log.segment import (
+    CheckpointRef,
+    LogSegment,
+    build_log_segment,
+    complete_checkpoints,
+)
 from delta_ops.log.state_stream import stream_state
 from delta_ops.ops.engines import engine_named
 from delta_ops.ops.results import fields_data
@@ -299,7 +304,10 @@ def _checkpoint_state(
     if isinstance(snapshot, Snapshot):
         return snapshot, checkpoint_state(snapshot, now_ms)
     head = snapshot
-    if head.segment.checkpoint is not None and _checkpoint_actions(head) >= stream_above:
+    if (
+        head.segment.checkpoint is not None
+        and _checkpoint_actions(head.storage, head.segment) >= stream_above
+    ):
         try:
             streamed = stream_state(head.storage, head.segment)
             state = streamed_checkpoint_state(
@@ -317,14 +325,29 @@ def _checkpoint_state(
     return loaded, checkpoint_state(loaded, now_ms)
 
 
-def _checkpoint_actions(head: TableHead) -> int:
-    """How many actions the head's checkpoint holds, from its parquet footers (and those of
+def load_for_checkpoint(
+    table: str | Storage,
+    version: int | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Snapshot | TableHead:
+    """What a checkpoint plans from: the head when the table's latest checkpoint is big enough
+    to stream (:data:`STREAM_ABOVE_ACTIONS`), else the loaded snapshot; deciding takes a
+    listing and the checkpoint's footers, so the log is read once either way."""
+    storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
+    segment = build_log_segment(storage, version)
+    if _checkpoint_actions(storage, segment) >= STREAM_ABOVE_ACTIONS:
+        return load_head(storage, version)
+    return load_snapshot(storage, version)
+
+
+def _checkpoint_actions(storage: Storage, segment: LogSegment) -> int:
+    """How many actions the segment's checkpoint holds, from its parquet footers (and those of
     the sidecars a V2 checkpoint references); an unreadable one counts 0 (the loader's
     fallbacks deal with it)."""
-    checkpoint = head.segment.checkpoint
+    checkpoint = segment.checkpoint
     if checkpoint is None:
         return 0
-    storage = head.storage
     try:
         names = [f.name for f in checkpoint.files if f.format == "parquet"]
         names += [f"{SIDECARS_DIR}/{n}" for n in sidecar_names(storage, checkpoint.files)]
@@ -690,10 +713,10 @@ def checkpoint(
     storage_options: dict[str, Any] | None = None,
 ) -> CheckpointResult:
     """Plan and execute a checkpoint in one call (the API behind `delta-ops checkpoint`): the
-    file state streams from the table's latest checkpoint when it has one."""
-    head = load_head(table, version, storage_options=storage_options)
+    file state streams from the table's latest checkpoint when that is big."""
+    loaded = load_for_checkpoint(table, version, storage_options=storage_options)
     plan = plan_checkpoint(
-        head, now_ms if now_ms is not None else int(time.time() * 1000), parts=parts
+        loaded, now_ms if now_ms is not None else int(time.time() * 1000), parts=parts
     )
     return execute_checkpoint(plan)
 

@@ -164,6 +164,8 @@ class Operation:
     idle_reason: Callable[[Any], str]  # why a plan with nothing to do has nothing to do
     at_version: bool = False  # plans a chosen version (``--version``) rather than the latest
     needs_files: bool = True  # False: plans from a TableHead (no file state is loaded)
+    #: loads what the op plans from, when neither a snapshot nor a head always fits
+    load_with: Callable[[str | Storage, int | None, Mapping[str, Any] | None], Any] | None = None
 
     def parse(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """Typed option values from raw ones; unknown names are a programming error."""
@@ -179,6 +181,9 @@ class Operation:
         storage_options: Mapping[str, Any] | None = None,
     ) -> Snapshot | TableHead:
         """What the op plans from: the full snapshot, or only the head when it needs no files."""
+        if self.load_with is not None:
+            loaded: Snapshot | TableHead = self.load_with(table, version, storage_options)
+            return loaded
         load = load_snapshot if self.needs_files else load_head
         return load(table, version, storage_options=storage_options)
 
@@ -261,7 +266,10 @@ CHECKPOINT = Operation(
     describe_result=_describe_checkpoint_result,
     idle_reason=lambda plan: f"version {plan.version} already has a checkpoint ({plan.existing})",
     at_version=True,
-    needs_files=False,  # streamed from the latest checkpoint (loaded only when there is none)
+    # the head of a table whose checkpoint is big (streamed), else the snapshot
+    load_with=lambda table, version, options: checkpoint.load_for_checkpoint(
+        table, version, storage_options=options
+    ),
 )
 
 
