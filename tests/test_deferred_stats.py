@@ -109,3 +109,35 @@ def test_a_checkpoint_removed_after_the_load_is_replaced_by_a_fresh_read(
         (table / "_delta_log" / f.name).unlink()
     assert lazy.files.sort_by("path").equals(eager.files.sort_by("path"))
     assert "reading the stats of version" in caplog.text
+
+
+def test_a_checkpoint_by_delta_rs_parquet_rs_reads_exactly_its_files(tmp_path):
+    """parquet-rs (deltalake 1.x) stores a value ("") in `add.path` under the null `add` of a
+    protocol or metaData row: only the struct's own nulls say which rows are adds. Loads,
+    deferred stats, streamed checkpoints and their verification must all see 6 files, not 8."""
+    from deltalake import DeltaTable, write_deltalake
+
+    from delta_ops.ops.checkpoint import execute_checkpoint, plan_checkpoint
+    from delta_ops.table.snapshot import load_head
+
+    table = tmp_path / "t"
+    for i in range(3):
+        data = pa.table({"id": pa.array([2 * i, 2 * i + 1], pa.int64()), "part": ["a", "b"]})
+        write_deltalake(str(table), data, mode="append", partition_by=["part"])
+    DeltaTable(str(table)).create_checkpoint()
+    write_deltalake(
+        str(table), pa.table({"id": pa.array([9], pa.int64()), "part": ["a"]}), mode="append"
+    )
+    import pyarrow.parquet as pq
+
+    checkpoint_file = next((table / "_delta_log").glob("*.checkpoint.parquet"))
+    adds = pq.ParquetFile(checkpoint_file).read(columns=["add.path"]).column("add").combine_chunks()
+    assert adds.null_count == 2 and adds.field("path").null_count == 0  # the premise
+    expected = sorted(DeltaTable(str(table)).file_uris())
+    snap = load_snapshot(table)
+    assert sorted(str(table / p) for p in snap.file_index.column("path").to_pylist()) == expected
+    assert snap.files.column("stats").null_count == 0 and snap.num_records == 7
+    plan = plan_checkpoint(load_head(table), int(time.time() * 1000), stream_above=0)
+    assert plan.streamed and plan.num_add_files == 7
+    execute_checkpoint(plan)  # verification counts adds by the struct's nulls too
+    assert sorted(DeltaTable(str(table)).file_uris()) == expected

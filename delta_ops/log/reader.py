@@ -441,14 +441,15 @@ def _assemble_actions(read: pa.Table, wanted: Mapping[str, tuple[str, ...] | Non
             columns[column] = col
             continue
         present = [f for f in fields if col.type.get_field_index(f) >= 0]
-        arrays = [col.field(f) for f in present]
+        # struct_field, not .field(): a child under a null parent may hold a value ("")
+        arrays = [pc.struct_field(col, f) for f in present]
         if (
             "stats" in fields
             and "stats" not in present
             and col.type.get_field_index("stats_parsed") >= 0
         ):
             present.append("stats")
-            arrays.append(stats_json_from_parsed(col.field("stats_parsed")))
+            arrays.append(stats_json_from_parsed(pc.struct_field(col, "stats_parsed")))
         mask = arrays[present.index("path")].is_null() if "path" in present else None
         columns[column] = pa.StructArray.from_arrays(arrays, names=present, mask=mask)
     return pa.table(columns) if columns else pa.table({"add": pa.nulls(read.num_rows)})

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops import clock
@@ -593,7 +594,7 @@ def _count_actions(storage: Storage, name: str) -> dict[str, int]:
                 counts[c] = 0
             for batch in pf.iter_batches(columns=[f"{c}.path" for c in wanted]):
                 for c in wanted:
-                    column = batch.column(c).field("path")
+                    column = pc.struct_field(batch.column(c), "path")  # null under a null parent
                     counts[c] += len(column) - column.null_count
     except (pa.ArrowException, OSError) as exc:
         raise CorruptLog(name, f"unreadable checkpoint parquet: {exc}") from exc
