@@ -507,9 +507,7 @@ def _read_parquet_actions(
         columns = _projection(pf.schema_arrow, others)
         if columns:
             for batch in pf.iter_batches(batch_size=65_536, columns=columns):
-                table = _assemble_actions(pa.Table.from_batches([batch]), others)
-                present = [table.column(c).is_valid() for c in table.column_names]
-                rows = table.filter(functools.reduce(pc.or_, present))
+                rows = rows_with_actions(_assemble_actions(pa.Table.from_batches([batch]), others))
                 if rows.num_rows:
                     tables.append(rows)
         return tables
@@ -557,6 +555,24 @@ def checkpoint_file_batches(
         raise CorruptLog(name, "the file is missing") from None
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptLog(name, f"unreadable checkpoint parquet: {exc}") from exc
+
+
+def rows_with_actions(table: pa.Table) -> pa.Table:
+    """The rows of a table of action columns where any action is present."""
+    present = [table.column(c).is_valid() for c in table.column_names]
+    return table.filter(functools.reduce(pc.or_, present)) if present else table.slice(0, 0)
+
+
+def non_file_action_rows(
+    storage: Storage, name: str, wanted: Mapping[str, tuple[str, ...] | None]
+) -> Iterator[pa.Table]:
+    """The rows of one checkpoint file holding any of the `wanted` (non-file) actions, read
+    a batch at a time: a checkpoint of millions of files has a handful of them, and reading
+    those columns whole would decode a million null structs each."""
+    for table in checkpoint_file_batches(storage, name, wanted, 65_536):
+        rows = rows_with_actions(table)
+        if rows.num_rows:
+            yield rows
 
 
 def checkpoint_row_groups(storage: Storage, name: str) -> int:
@@ -696,7 +712,7 @@ def _checkpoint_columns(storage: Storage, f: LogFile, columns: Sequence[str]) ->
         raise CorruptLog(f.name, f"unreadable checkpoint: {exc}") from exc
 
 
-_HEAD_COLUMNS = ("protocol", "metaData")
+_HEAD_COLUMNS: dict[str, tuple[str, ...] | None] = {"protocol": None, "metaData": None}
 
 
 def read_checkpoint_head(
@@ -704,22 +720,20 @@ def read_checkpoint_head(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The `protocol` and `metaData` actions of a checkpoint, reading nothing else.
 
-    Parquet parts are opened and only those two column chunks are read (a checkpoint of a
-    million files costs a footer and two small columns); JSON V2 checkpoints are parsed whole
-    (their top-level file holds no file actions when it has sidecars). Raises CorruptLog naming
-    the file when a part cannot be read or neither action is found.
+    Parquet parts are opened and only those two columns are read, a batch at a time keeping
+    their few rows; JSON V2 checkpoints are parsed whole (their top-level file holds no file
+    actions when it has sidecars). Raises CorruptLog naming the file when a part cannot be read
+    or neither action is found.
     """
     protocols: list[tuple[int, dict[str, Any]]] = []
     metadatas: list[tuple[int, dict[str, Any]]] = []
     for f in files:
-        table = _checkpoint_columns(storage, f, _HEAD_COLUMNS)
-        if not table.num_columns:
-            continue
-        batch = normalize_actions(
-            table, versions=np.full(table.num_rows, version, dtype=np.int64), seq_start=0
-        )
-        protocols.extend(batch.protocols)
-        metadatas.extend(batch.metadatas)
+        for table in non_file_action_rows(storage, f.name, _HEAD_COLUMNS):
+            batch = normalize_actions(
+                table, versions=np.full(table.num_rows, version, dtype=np.int64), seq_start=0
+            )
+            protocols.extend(batch.protocols)
+            metadatas.extend(batch.metadatas)
     if not protocols or not metadatas:
         raise CorruptLog(files[0].name, "checkpoint lacks a protocol or metaData action")
     return max(protocols, key=lambda p: p[0])[1], max(metadatas, key=lambda m: m[0])[1]

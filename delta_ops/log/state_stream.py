@@ -43,6 +43,7 @@ from delta_ops.log.file_names import SIDECARS_DIR
 from delta_ops.log.reader import (
     checkpoint_file_batches,
     checkpoint_row_groups,
+    non_file_action_rows,
     read_commits,
     sidecar_names,
 )
@@ -190,15 +191,10 @@ def stream_state(storage: Storage, segment: LogSegment) -> StreamedState:
     batches = []
     seq = 0
     for f in checkpoint.files:  # sidecars hold only file actions
-        for table in checkpoint_file_batches(storage, f.name, _NON_FILE_COLUMNS, STREAM_BATCH_ROWS):
-            present = [table.column(c).is_valid() for c in table.column_names]
-            if not present:
-                continue
-            rows = table.filter(_any(present))
-            if rows.num_rows:
-                versions = np.full(rows.num_rows, checkpoint.version, dtype=np.int64)
-                batches.append(normalize_actions(rows, versions=versions, seq_start=seq))
-                seq += rows.num_rows
+        for rows in non_file_action_rows(storage, f.name, _NON_FILE_COLUMNS):
+            versions = np.full(rows.num_rows, checkpoint.version, dtype=np.int64)
+            batches.append(normalize_actions(rows, versions=versions, seq_start=seq))
+            seq += rows.num_rows
     commits = read_commits(storage, segment.commits, seq_start=seq)
     batches.append(commits.batch)
     replayed = reconcile(concat_batches(batches))
@@ -209,13 +205,6 @@ def stream_state(storage: Storage, segment: LogSegment) -> StreamedState:
         else pa.array([], pa.string())
     )
     return StreamedState(storage, segment, replayed, overridden)
-
-
-def _any(masks: list[pa.Array | pa.ChunkedArray]) -> pa.Array:
-    out = masks[0]
-    for mask in masks[1:]:
-        out = pc.or_(out, mask)
-    return out
 
 
 def _combined(values: pa.Array | pa.ChunkedArray) -> pa.Array:
