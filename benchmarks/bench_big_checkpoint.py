@@ -13,7 +13,12 @@ Each run is a fresh process on the same table, after the previous run's checkpoi
 holds the whole state in memory, so it runs under an address-space limit (`--limit-gb`,
 default 16 of this machine's 24 GB): its failure is recorded rather than the machine's.
 
+With `--engine spark --parts N` ours writes an N-part checkpoint with each part a Spark task
+(the session is started before the clock); ours then also prints the driver's own peak RSS
+(the Python process: the JVM and the executors' Python workers are other processes).
+
     python benchmarks/bench_big_checkpoint.py --files 10000000 [--runs 1] [--limit-gb 16]
+        [--engine local|spark] [--parts N] [--skip-theirs] [--from-own-checkpoint]
 """
 
 from __future__ import annotations
@@ -38,10 +43,19 @@ PARTITIONS = 1_000
 VERSION = 1  # the checkpoint's version; commits follow it
 
 OURS = """
-import sys
-from delta_ops.ops.checkpoint import checkpoint
-result = checkpoint(sys.argv[1])
-print(result.kind, result.num_add_files, result.size_in_bytes)
+import resource, sys, time
+from delta_ops.ops.checkpoint import execute_checkpoint, load_for_checkpoint, plan_checkpoint
+table, engine, parts = sys.argv[1], sys.argv[2], int(sys.argv[3]) or None
+if engine == "spark":
+    from delta_ops.spark import get_spark
+    get_spark()  # started before the clock, as in a Dagster run with a PySparkResource
+started = time.monotonic()
+plan = plan_checkpoint(load_for_checkpoint(table), int(time.time() * 1000), parts=parts,
+                       engine=engine)
+result = execute_checkpoint(plan)
+driver_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(result.kind, result.num_add_files, f"{time.monotonic() - started:.2f}s",
+      f"driver {driver_mb:.0f}MB")
 """
 
 THEIRS = """
@@ -247,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--limit-gb", type=float, default=16.0)
     parser.add_argument("--skip-theirs", action="store_true")
+    parser.add_argument("--engine", choices=("local", "spark"), default="local")
+    parser.add_argument("--parts", type=int, default=0, help="multi-part with this many parts")
     parser.add_argument(
         "--from-own-checkpoint",
         action="store_true",
@@ -260,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         base = from_own_checkpoint(table)
     results: dict[str, list[dict[str, object]]] = {"delta-ops": [], "delta-rs": []}
     for _ in range(args.runs):
-        runs = [("delta-ops", [sys.executable, "-c", OURS, str(table)])]
+        ours = [sys.executable, "-c", OURS, str(table), args.engine, str(args.parts)]
+        runs = [("delta-ops", ours)]
         if not args.skip_theirs:
             runs.append(
                 ("delta-rs", [sys.executable, "-c", THEIRS, str(table), str(args.limit_gb)])
@@ -280,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label:9} {outcome}", flush=True)
     reset(table, base)
     name = "bench_big_checkpoint" + ("_from_own" if args.from_own_checkpoint else "")
+    name += f"_{args.engine}" + (f"_{args.parts}parts" if args.parts else "")
     out = DATA / "results" / f"{name}-{args.files}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"files": args.files, "base": base, **results}, indent=2) + "\n")
