@@ -756,6 +756,12 @@ def sidecar_names(storage: Storage, files: Sequence[LogFile]) -> list[str]:
     return names
 
 
+def checkpoint_file_names(storage: Storage, files: Sequence[LogFile]) -> list[str]:
+    """Every file holding a checkpoint's actions, relative to `_delta_log`: its parts (or V2
+    top-level file), then each sidecar the top-level file references."""
+    return [f.name for f in files] + [f"{SIDECARS_DIR}/{n}" for n in sidecar_names(storage, files)]
+
+
 def verify_checkpoint(storage: Storage, files: Sequence[LogFile]) -> None:
     """Prove a checkpoint can be read without materializing it: every part's (and every
     referenced sidecar's) parquet footer parses and its `add`/`remove` paths decode; JSON

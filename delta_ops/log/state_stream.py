@@ -39,16 +39,15 @@ from delta_ops.log.actions import (
     normalize_actions,
     to_bool_numpy,
 )
-from delta_ops.log.file_names import SIDECARS_DIR
 from delta_ops.log.reader import (
     checkpoint_file_batches,
+    checkpoint_file_names,
     checkpoint_row_groups,
     non_file_action_rows,
     read_commits,
-    sidecar_names,
 )
 from delta_ops.log.replay import ReconciledState, reconcile
-from delta_ops.log.segment import LogSegment
+from delta_ops.log.segment import CheckpointRef, LogSegment
 from delta_ops.storage import Storage
 
 #: rows per batch read from a checkpoint file (a batch of adds with stats is tens of MB)
@@ -98,21 +97,16 @@ class StreamedState:
         self.__dict__.update(state)
         self.storage = Storage.open(str(location), options or None)
 
-    def checkpoint_file_names(self) -> list[str]:
-        """The files holding the checkpoint's actions, relative to `_delta_log`: its parts (or
-        V2 top-level file), then every sidecar the top-level file references."""
+    def _checkpoint(self) -> CheckpointRef:
         assert self.segment.checkpoint is not None
-        files = self.segment.checkpoint.files
-        return [f.name for f in files] + [
-            f"{SIDECARS_DIR}/{n}" for n in sidecar_names(self.storage, files)
-        ]
+        return self.segment.checkpoint
 
     def units(self) -> list[Unit]:
         """The stream's pieces in order: every row group of every checkpoint file (from the
         footers), then the commits' winners."""
         return [
             (name, group)
-            for name in self.checkpoint_file_names()
+            for name in checkpoint_file_names(self.storage, self._checkpoint().files)
             for group in range(checkpoint_row_groups(self.storage, name))
         ] + [COMMITS_UNIT]
 

@@ -61,7 +61,7 @@ from delta_ops.log.file_names import (
     v2_checkpoint_name,
 )
 from delta_ops.log.last_checkpoint import read_last_checkpoint, serialize_last_checkpoint
-from delta_ops.log.reader import parse_action_lines, sidecar_names, verify_checkpoint
+from delta_ops.log.reader import checkpoint_file_names, parse_action_lines, verify_checkpoint
 from delta_ops.log.segment import (
     CheckpointRef,
     LogSegment,
@@ -350,10 +350,10 @@ def _checkpoint_actions(storage: Storage, segment: LogSegment) -> int:
     if checkpoint is None:
         return 0
     try:
-        names = [f.name for f in checkpoint.files if f.format == "parquet"]
-        names += [f"{SIDECARS_DIR}/{n}" for n in sidecar_names(storage, checkpoint.files)]
         total = 0
-        for name in names:
+        for name in checkpoint_file_names(storage, checkpoint.files):
+            if name.endswith(".json"):
+                continue  # a V2 top-level file: its actions are not file actions
             with storage.open_input(storage.log_file(name)) as handle:
                 total += pq.ParquetFile(handle).metadata.num_rows
         return total

@@ -32,13 +32,12 @@ from delta_ops.log.actions import (
     file_action_keys,
     restrict_partition_values,
 )
-from delta_ops.log.file_names import SIDECARS_DIR
 from delta_ops.log.reader import (
     checkpoint_file_batches,
+    checkpoint_file_names,
     read_checkpoint,
     read_checkpoint_head,
     read_commits,
-    sidecar_names,
 )
 from delta_ops.log.replay import DomainMetadata, ReconciledState, Txn, reconcile
 from delta_ops.log.segment import CheckpointRef, LogSegment, build_log_segment, list_log_files
@@ -276,9 +275,7 @@ def with_checkpoint_stats(storage: Storage, checkpoint: CheckpointRef, files: pa
         return files
     wanted = {"add": ("path", "deletionVector", "stats")}
     keys, stats = [], []
-    names = [f.name for f in checkpoint.files]
-    names += [f"{SIDECARS_DIR}/{n}" for n in sidecar_names(storage, checkpoint.files)]
-    for name in names:
+    for name in checkpoint_file_names(storage, checkpoint.files):
         for table in checkpoint_file_batches(storage, name, wanted, 1 << 20):
             if "add" not in table.column_names:
                 continue
