@@ -530,6 +530,19 @@ def checkpoint_file_batches(
     `wanted` columns and fields and (for parquet) only `row_groups` when given: memory stays
     bounded by one row group whatever the file's size. A JSON file is parsed whole (V2
     top-level files are small). CorruptLog names the file."""
+    for _, table in checkpoint_group_batches(storage, name, wanted, batch_rows, row_groups):
+        yield table
+
+
+def checkpoint_group_batches(
+    storage: Storage,
+    name: str,
+    wanted: Mapping[str, tuple[str, ...] | None],
+    batch_rows: int,
+    row_groups: Sequence[int] | None = None,
+) -> Iterator[tuple[int, pa.Table]]:
+    """:func:`checkpoint_file_batches` with the row group each batch came from (0 for a JSON
+    file); the file is opened, and its footer parsed, once."""
     import pyarrow.parquet as pq
 
     path = storage.log_file(name)
@@ -539,7 +552,7 @@ def checkpoint_file_batches(
             if not data.strip():
                 raise CorruptLog(name, "empty checkpoint file")
             table = _read_json_actions(name, data)
-            yield table.select([c for c in wanted if c in table.column_names])
+            yield 0, table.select([c for c in wanted if c in table.column_names])
             return
         with storage.open_input(path) as handle:
             pf = pq.ParquetFile(handle)
@@ -550,7 +563,7 @@ def checkpoint_file_batches(
             for group in groups:
                 table = _assemble_actions(pf.read_row_group(group, columns=columns), wanted)
                 for start in range(0, table.num_rows, batch_rows):
-                    yield table.slice(start, batch_rows)
+                    yield group, table.slice(start, batch_rows)
     except FileNotFoundError:
         raise CorruptLog(name, "the file is missing") from None
     except (pa.ArrowException, OSError, ValueError) as exc:

@@ -22,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,8 +41,8 @@ from delta_ops.log.actions import (
     to_bool_numpy,
 )
 from delta_ops.log.reader import (
-    checkpoint_file_batches,
     checkpoint_file_names,
+    checkpoint_group_batches,
     checkpoint_row_groups,
     non_file_action_rows,
     read_commits,
@@ -130,16 +131,21 @@ class StreamedState:
         batch_rows = batch_rows or STREAM_BATCH_ROWS
         assert self.segment.checkpoint is not None
         version = self.segment.checkpoint.version
-        for unit in self.units() if units is None else units:
-            if unit == COMMITS_UNIT:
+        # consecutive units of one file are read with one open (one footer parse)
+        for name, run in itertools.groupby(
+            self.units() if units is None else units, key=lambda unit: unit[0]
+        ):
+            if name == COMMITS_UNIT[0]:
                 yield (
-                    unit,
+                    COMMITS_UNIT,
                     _select(self.replayed.files, add_columns),
                     _select(self.replayed.tombstones, remove_columns),
                 )
                 continue
-            name, group = unit
-            for table in checkpoint_file_batches(self.storage, name, wanted, batch_rows, [group]):
+            groups = [group for _, group in run]
+            for group, table in checkpoint_group_batches(
+                self.storage, name, wanted, batch_rows, groups
+            ):
                 if not any(c in table.column_names for c in ("add", "remove")):
                     continue
                 source = ActionSource(table, np.full(table.num_rows, version, dtype=np.int64))
@@ -151,7 +157,7 @@ class StreamedState:
                     )
                 adds = to_bool_numpy(is_add)
                 yield (
-                    unit,
+                    (name, group),
                     materialize_file_actions(source, "add", keep & adds, add_columns),
                     materialize_file_actions(source, "remove", keep & ~adds, remove_columns),
                 )
