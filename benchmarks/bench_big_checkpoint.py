@@ -69,8 +69,8 @@ print("checkpoint", table.version())
 """
 
 
-def _add_rows(first: int, count: int, mtime: int):  # -> pa.Table
-    """`count` add actions with stats as a checkpoint's rows (vectorised string building)."""
+def _add_rows(first: int, count: int, mtime: int):  # -> pa.StructArray
+    """The `add` column of `count` checkpoint rows with stats (vectorised string building)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
