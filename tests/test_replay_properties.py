@@ -6,8 +6,11 @@ import tempfile
 from pathlib import Path
 from urllib.parse import unquote
 
+import pyarrow as pa
 from hypothesis import given
+from hypothesis import strategies as st
 
+from delta_ops.log.replay import last_occurrence_mask, winning_rows
 from delta_ops.table.snapshot import load_snapshot
 from tests import log_builder as lb
 from tests.history import histories, naive_state
@@ -63,3 +66,31 @@ def test_histories_without_deletion_vectors(commits):
         for version, actions in enumerate(commits):
             lb.write_commit(table, version, actions)
         assert_matches_naive(table, commits, len(commits) - 1)
+
+
+def _last_occurrences(keys: list[tuple[int, str | None]]) -> list[bool]:
+    """The reference: a dict from key to its last row (path -1: a non-file action)."""
+    last = {key: row for row, key in enumerate(keys) if key[0] >= 0}
+    return [last.get(key) == row for row, key in enumerate(keys)]
+
+
+def _arrays(keys: list[tuple[int, str | None]]) -> tuple[pa.Array, pa.Array]:
+    paths = pa.array([None if p < 0 else f"f{p}" for p, _ in keys], pa.string())
+    return paths, pa.array([d for _, d in keys], pa.string())
+
+
+@given(st.lists(st.tuples(st.integers(-1, 8), st.sampled_from([None, "a", "b"]))))
+def test_the_last_occurrence_of_each_key_wins(keys):
+    assert last_occurrence_mask(*_arrays(keys)).tolist() == _last_occurrences(keys)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.sampled_from([None, "a", "b"])), unique=True),
+    st.lists(st.tuples(st.integers(-1, 8), st.sampled_from([None, "a", "b"]))),
+)
+def test_replaying_only_the_keys_commits_touch_equals_a_full_replay(checkpoint_keys, later_keys):
+    """A checkpoint's keys are unique; with commits after it, replaying only the checkpoint
+    rows whose path the commits mention picks the same winners as replaying every row."""
+    keys = checkpoint_keys + later_keys
+    got = winning_rows(*_arrays(keys), reconciled_rows=len(checkpoint_keys))
+    assert got.tolist() == _last_occurrences(keys)

@@ -39,6 +39,7 @@ from delta_ops.log.actions import (
     file_action_keys,
     materialize_file_actions,
     to_bool_numpy,
+    true_positions,
 )
 
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
@@ -82,46 +83,75 @@ def latest_per_key(table: pa.Table, keys: list[str]) -> pa.Table:
     return table.filter(pc.is_in(table.column("seq"), value_set=winners))
 
 
-def _codes(values: pa.Array) -> np.ndarray:
-    """Dense integer codes of a string array, -1 for null."""
-    encoded = pc.dictionary_encode(values, null_encoding="mask")
-    return np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
-
-
 def last_occurrence_mask(paths: pa.Array, dv_ids: pa.Array) -> np.ndarray:
     """Boolean mask of the rows that are the last occurrence of their (path, dvId) key.
 
-    Rows with a null path (non-file actions) are never selected.
+    Rows with a null path (non-file actions) are never selected. The rows are put in key order
+    by a stable sort, so each run of equal keys keeps log order and its last row wins: this
+    holds only the row order and one copy of the paths (a hash of the keys held several times
+    their size) and is faster than hashing the strings.
     """
     n = len(paths)
     mask = np.zeros(n, dtype=bool)
-    if n == 0:
+    file_rows = n - paths.null_count
+    if file_rows == 0:
         return mask
-    path_codes = _codes(paths)
-    dv_codes = _codes(dv_ids) + 1  # 0 = no deletion vector
-    keys = path_codes * (int(dv_codes.max()) + 1) + dv_codes
-    file_rows = np.flatnonzero(path_codes >= 0)
-    reversed_keys = keys[file_rows][::-1]
-    _, first_in_reversed = np.unique(reversed_keys, return_index=True)
-    mask[file_rows[len(file_rows) - 1 - first_in_reversed]] = True
+    keys = {"path": paths}
+    if dv_ids.null_count != len(dv_ids):  # without deletion vectors the path is the key
+        keys["dv"] = pc.fill_null(dv_ids, "")
+    table = pa.table(keys)
+    order = pc.sort_indices(
+        table, sort_keys=[(name, "ascending", "at_end") for name in keys]
+    ).slice(0, file_rows)  # null paths sort last: they are no file action
+    ordered = table.take(order)
+    ends = np.ones(file_rows, dtype=bool)  # the last row of each run of equal keys
+    if file_rows > 1:
+        same = None
+        for name in keys:
+            column = _as_array(ordered.column(name))
+            equal = pc.equal(column.slice(0, file_rows - 1), column.slice(1))
+            same = equal if same is None else pc.and_(same, equal)
+        ends[:-1] = ~to_bool_numpy(same)
+    mask[order.to_numpy()[ends]] = True
     return mask
 
 
+def winning_rows(paths: pa.Array, dv_ids: pa.Array, reconciled_rows: int = 0) -> np.ndarray:
+    """Boolean mask of the rows whose file action wins: the last occurrence of its key.
+
+    The first `reconciled_rows` rows are a checkpoint, whose keys are unique: such a row wins
+    unless a later row has its key, so only the checkpoint rows whose path the later rows
+    mention are replayed with them (a 1M-file checkpoint and a few commits replay a few keys,
+    not a million).
+    """
+    n = len(paths)
+    if reconciled_rows <= 0:
+        return last_occurrence_mask(paths, dv_ids)
+    winners = to_bool_numpy(pc.is_valid(paths)) if n else np.zeros(0, dtype=bool)
+    if reconciled_rows >= n:
+        return winners
+    later = paths.slice(reconciled_rows).drop_null()
+    if len(later) == 0:
+        return winners
+    touched = true_positions(pc.is_in(paths.slice(0, reconciled_rows), value_set=later))
+    replayed = np.concatenate([touched, np.arange(reconciled_rows, n, dtype=np.int64)])
+    rows = pa.array(replayed)
+    last = last_occurrence_mask(paths.take(rows), dv_ids.take(rows))
+    winners[replayed] = last
+    return winners
+
+
 def reconcile_files(
-    sources: list[ActionSource], *, reconciled: bool = False
+    sources: list[ActionSource], *, reconciled_rows: int = 0
 ) -> tuple[pa.Table, pa.Table]:
     """The winning file actions of all sources (in log order) as (live adds, tombstones).
-    `reconciled` sources (one checkpoint, nothing after it) have unique keys: every file
-    action wins, and the de-duplication is skipped."""
+    The first `reconciled_rows` rows are one checkpoint (unique keys; see `winning_rows`)."""
     keys = [file_action_keys(src) for src in sources]
     paths = pa.concat_arrays([_as_array(k[0]) for k in keys]) if keys else pa.array([], pa.string())
-    if reconciled:
-        winners = to_bool_numpy(pc.is_valid(paths)) if len(paths) else np.zeros(0, dtype=bool)
-    else:
-        dv_ids = (
-            pa.concat_arrays([_as_array(k[1]) for k in keys]) if keys else pa.array([], pa.string())
-        )
-        winners = last_occurrence_mask(paths, dv_ids)
+    dv_ids = (
+        pa.concat_arrays([_as_array(k[1]) for k in keys]) if keys else pa.array([], pa.string())
+    )
+    winners = winning_rows(paths, dv_ids, reconciled_rows)
     adds, tombstones = [], []
     offset = 0
     for src, (_, _, is_add) in zip(sources, keys):
@@ -191,7 +221,7 @@ def high_water_mark_from_domain(domain: DomainMetadata | None) -> int | None:
 
 def reconcile(batch: ActionBatch) -> ReconciledState:
     """The table state of a complete log segment's actions."""
-    adds, tombstones = reconcile_files(batch.sources, reconciled=batch.reconciled)
+    adds, tombstones = reconcile_files(batch.sources, reconciled_rows=batch.reconciled_rows)
     protocol = max(batch.protocols, key=lambda p: p[0])[1] if batch.protocols else None
     metadata = max(batch.metadatas, key=lambda m: m[0])[1] if batch.metadatas else None
     domains, removed_domains, domain_seq = _latest_domains(batch.domains)

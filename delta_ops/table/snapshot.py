@@ -30,6 +30,7 @@ from delta_ops.log.actions import (
     ActionSource,
     concat_batches,
     file_action_keys,
+    release_scratch_memory,
     restrict_partition_values,
 )
 from delta_ops.log.reader import (
@@ -472,11 +473,13 @@ def _load_segment(
         )
         batches.append(cp.batch)
         seq = cp.batch.num_rows
+        release_scratch_memory()
     commits = read_commits(storage, segment.commits, seq_start=seq)
     batches.append(commits.batch)
+    release_scratch_memory()
     batch = concat_batches(batches)
-    # a checkpoint with no commit after it is the table's reconciled state already
-    batch.reconciled = segment.checkpoint is not None and not segment.commits
+    # a checkpoint is reconciled already: only keys the commits after it touch need replaying
+    batch.reconciled_rows = batches[0].num_rows if segment.checkpoint is not None else 0
     state = reconcile(batch)
     commit_times = pa.table(
         {
