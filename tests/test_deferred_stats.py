@@ -141,3 +141,43 @@ def test_a_checkpoint_by_delta_rs_parquet_rs_reads_exactly_its_files(tmp_path):
     assert plan.streamed and plan.num_add_files == 7
     execute_checkpoint(plan)  # verification counts adds by the struct's nulls too
     assert sorted(DeltaTable(str(table)).file_uris()) == expected
+
+
+def test_row_groups_without_an_action_skip_its_columns_and_lose_nothing(tmp_path, monkeypatch):
+    """A row group whose `remove.path` (or `add.path`) statistics say every row is null holds no
+    such action: its columns are not decoded. Rewritten so each row group holds one kind of
+    action, the checkpoint must still give exactly the files and tombstones it gave whole."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from delta_ops.log import reader
+    from delta_ops.ops.checkpoint import checkpoint
+
+    table = tmp_path / "t"
+    lb.write_commit(table, 0, [lb.protocol(), lb.metadata()])
+    lb.write_commit(table, 1, [lb.add(f"f{i}.parquet", num_records=i + 1) for i in range(8)])
+    now_ms = int(time.time() * 1000)  # tombstones within their retention stay in the checkpoint
+    lb.write_commit(
+        table, 2, [lb.remove(f"f{i}.parquet", deletion_timestamp=now_ms) for i in range(3)]
+    )
+    checkpoint(table, now_ms=now_ms)
+    before = _eager(table, monkeypatch)
+    assert before.num_files == 5 and before.tombstones.num_rows == 3
+    (checkpoint_file,) = (table / "_delta_log").glob("*.checkpoint.parquet")
+    whole = pq.read_table(checkpoint_file)
+    is_remove = pc.is_valid(whole.column("remove"))
+    rows = pa.concat_tables([whole.filter(pc.invert(is_remove)), whole.filter(is_remove)])
+    writer = pq.ParquetWriter(checkpoint_file, rows.schema)
+    writer.write_table(rows.slice(0, rows.num_rows - 3))  # protocol, metaData, adds
+    writer.write_table(rows.slice(rows.num_rows - 3))  # the removes alone
+    writer.close()
+
+    groups = reader._read_parquet_actions(
+        "cp", str(checkpoint_file), reader._CHECKPOINT_COLUMNS_WITHOUT_STATS
+    )[:2]
+    assert "remove" not in groups[0].column_names and "add" in groups[0].column_names
+    assert "add" not in groups[1].column_names and groups[1].num_rows == 3
+    after, lazy = _eager(table, monkeypatch), load_snapshot(table)
+    for snap in (after, lazy):
+        assert snap.files.sort_by("path").equals(before.files.sort_by("path"))
+        assert snap.tombstones.sort_by("path").equals(before.tombstones.sort_by("path"))

@@ -584,7 +584,10 @@ def _read_parquet_actions(
         columns = _projection(pf.schema_arrow, file_actions)
         # a row group at a time: decoding holds one group's pages, not the whole file's
         tables = [
-            _assemble_actions(pf.read_row_group(group, columns=columns), file_actions)
+            _assemble_actions(
+                pf.read_row_group(group, columns=_present_in_group(pf, group, columns)),
+                file_actions,
+            )
             for group in range(pf.num_row_groups)
         ] or [_assemble_actions(pf.read(columns=columns), file_actions)]
         # the other actions are a few rows: read a batch at a time and keep those rows only,
@@ -601,6 +604,26 @@ def _read_parquet_actions(
 
 
 _FILE_ACTIONS = ("add", "remove")
+
+
+def _present_in_group(pf: Any, group: int, columns: list[str]) -> list[str]:
+    """`columns` less those of a file action that no row of the row group holds: its required
+    `path` is null in every row by the column chunk's statistics (a checkpoint without
+    tombstones would otherwise decode a struct of nulls per field for every one of its adds)."""
+    metadata = pf.metadata
+    row_group = metadata.row_group(group)
+    absent = []
+    for index in range(metadata.num_columns):
+        chunk = row_group.column(index)
+        action, _, field = chunk.path_in_schema.partition(".")
+        if field != "path" or action not in _FILE_ACTIONS:
+            continue
+        stats = chunk.statistics
+        if stats is not None and stats.has_null_count and stats.null_count == row_group.num_rows:
+            absent.append(action + ".")
+    if not absent:
+        return columns
+    return [c for c in columns if not c.startswith(tuple(absent))]
 
 
 def checkpoint_file_batches(
