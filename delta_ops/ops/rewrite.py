@@ -53,6 +53,8 @@ ROW_GROUP_BYTES = 64 * 1024 * 1024  # in memory (Arrow) per row group written
 READ_THREADS = 4  # files read at once (parquet decoding releases the GIL)
 READ_AHEAD = 2048  # files read ahead of the writer, at most ...
 READ_AHEAD_BYTES = 64 * 1024 * 1024  # ... and this much of them: memory besides a row group
+WHOLE_READ_BYTES = 8 * 1024 * 1024  # files up to this size are read whole, then decoded
+THREADED_READ_BYTES = 1024 * 1024  # chunks of files all below this are read by one thread
 
 FILE_FIELDS = (
     "path",
@@ -101,7 +103,13 @@ class Rewriter:
         """A file's rows as stored, its deletion vector applied, row tracking materialized."""
         try:
             with self.storage.open_input(self.storage.table_path(row["path"])) as handle:
-                data = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us").read()
+                small = (row.get("size") or 0) <= WHOLE_READ_BYTES
+                # a small file in one read and decoded from memory: Arrow's file reader
+                # spends ~4x the decoding on the reads of footer and pages from a handle
+                source = pa.BufferReader(handle.read()) if small else handle
+                data = pq.ParquetFile(source, coerce_int96_timestamp_unit="us").read(
+                    use_threads=not small
+                )
         except (OSError, pa.ArrowException) as exc:
             raise DeltaOpsError(f"{row['path']}: unreadable data file: {exc}") from exc
         n = data.num_rows
@@ -129,39 +137,22 @@ class Rewriter:
     def read_all(
         self, rows: Sequence[Mapping[str, Any]]
     ) -> Iterator[tuple[Sequence[Mapping[str, Any]], pa.Table]]:
-        """(files, their rows) in order, in chunks of at most READ_AHEAD files and
-        READ_AHEAD_BYTES of file. Local files that need nothing but reading (no deletion
-        vector, no row ids to materialize) are read together by Arrow's multi-threaded dataset
-        scan; the others READ_THREADS at a time."""
+        """(files, their rows in the output schema) in order, in chunks of at most READ_AHEAD
+        files and READ_AHEAD_BYTES of file. A chunk of small files is read by this thread
+        (~40 us a file: handing files to threads costs more in GIL switches than it saves);
+        a chunk with bigger files READ_THREADS files at once (their decoding releases the GIL)."""
+        schema = self.output_schema()
+
+        def read(row: Mapping[str, Any]) -> pa.Table:
+            return conform(self.read(row), schema)
+
         with ThreadPoolExecutor(READ_THREADS) as pool:
             for chunk in _chunks(rows):
-                if self.storage.is_local and all(self._plain(r) for r in chunk):
-                    yield chunk, self._read_plain(chunk)
-                    continue
-                for row, table in zip(chunk, pool.map(self.read, chunk), strict=True):
-                    yield [row], table
-
-    def _plain(self, row: Mapping[str, Any]) -> bool:
-        tracked = self.row_id_column and row.get("baseRowId") is not None
-        return row.get("deletionVector") is None and not tracked
-
-    def _read_plain(self, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
-        """Several local files' rows at once, as stored, in file order."""
-        import pyarrow.dataset as ds
-
-        paths = [self.storage.table_path(r["path"]) for r in rows]
-        schema = self.output_schema()
-        try:
-            dataset = ds.dataset(
-                paths,
-                schema=schema,
-                format=ds.ParquetFileFormat(
-                    read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us")
-                ),
-            )
-            return dataset.to_table()
-        except (OSError, pa.ArrowException):  # a file the scan cannot cast: one at a time
-            return pa.concat_tables([conform(self.read(r), schema) for r in rows])
+                if all((row.get("size") or 0) <= THREADED_READ_BYTES for row in chunk):
+                    tables = [read(row) for row in chunk]
+                else:
+                    tables = list(pool.map(read, chunk))
+                yield chunk, pa.concat_tables(tables) if tables else schema.empty_table()
 
     def output_schema(self) -> pa.Schema:
         """What rewritten files hold: the table's columns as data files name them (physical

@@ -341,6 +341,8 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """`table` (already named as files name columns) in `schema`: columns in its order,
     missing ones null, types cast; columns the schema lacks (dropped under column mapping)
     left out."""
+    if table.schema.equals(schema):
+        return table  # a file already in the schema (the common case): nothing to rebuild
     columns = []
     for f in schema:
         if f.name in table.column_names:
