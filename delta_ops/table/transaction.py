@@ -457,7 +457,11 @@ def _actions_body(actions: list[dict[str, Any]]) -> bytes:
         return _ACTION_ORDER.index(kind) if kind in _ACTION_ORDER else len(_ACTION_ORDER)
 
     ordered = sorted(actions, key=rank)
-    return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in ordered).encode()
+    encode = _COMPACT_JSON.encode  # one encoder: json.dumps with options builds one per call
+    return "".join(encode(a) + "\n" for a in ordered).encode()
+
+
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
 def assign_row_ids(
