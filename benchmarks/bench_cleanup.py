@@ -17,7 +17,11 @@ pristine one (mtimes preserved). Runs alternate ours / theirs after one warm-up 
 the report gives the same-run ratio ours/theirs of median wall and peak RSS.
 
     python benchmarks/bench_cleanup.py [--runs 5] [--commits 2000 --adds 50 --remove-every 5
-                                        --checkpoint-every 100]
+                                        --checkpoint-every 100] [--in-process]
+
+``--in-process`` also times both calls in one resident process (imports paid once, as in the
+Dagster daemon or a notebook), each on a freshly restored copy: ours ``load_head`` +
+``plan_cleanup`` + ``execute_cleanup``, theirs ``DeltaTable(WORK).cleanup_metadata()``.
 
 Exit status: 0 (both sides ran), 3 ours failed or deleted nothing, 1 delta-rs failed.
 """
@@ -144,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--adds", type=int, default=50)
     p.add_argument("--remove-every", type=int, default=5)
     p.add_argument("--checkpoint-every", type=int, default=100)
+    p.add_argument("--in-process", action="store_true", help="also time both calls in process")
     a = p.parse_args(argv)
     if not 1 <= a.checkpoint_every <= a.commits:
         p.error("--checkpoint-every must be between 1 and --commits")
@@ -220,9 +225,44 @@ def main(argv: list[str] | None = None) -> int:
         )
         + "\n"
     )
+    if a.in_process:
+        in_process(pristine, work_ours, a.runs)
     if not ours.m.ok:
         return 3
     return 0 if theirs.m.ok else 1
+
+
+def in_process(pristine: Path, work: Path, runs: int) -> None:
+    """Median time of each side's cleanup call in this process, after a warm-up each."""
+    import statistics
+    import time
+
+    from deltalake import DeltaTable
+
+    from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
+    from delta_ops.table.snapshot import load_head
+
+    def ours() -> None:
+        head = load_head(str(work))
+        execute_cleanup(plan_cleanup(head, int(time.time() * 1000), retention_ms=30 * 86_400_000))
+
+    def theirs() -> None:
+        DeltaTable(str(work)).cleanup_metadata()
+
+    times: dict[str, list[float]] = {"delta-ops": [], "delta-rs": []}
+    for run in range(runs + 1):
+        for label, call in (("delta-ops", ours), ("delta-rs", theirs)):
+            restore(pristine, work)
+            start = time.perf_counter()
+            call()
+            if run:  # the first round warms up
+                times[label].append(time.perf_counter() - start)
+    shutil.rmtree(work, ignore_errors=True)
+    median = {label: statistics.median(values) for label, values in times.items()}
+    print(f"== in process, median of {runs} ==")
+    for label, value in median.items():
+        print(f"{label:<10} {value * 1000:8.1f} ms")
+    print(f"wall ratio ours/theirs = {median['delta-ops'] / median['delta-rs']:.3f}")
 
 
 if __name__ == "__main__":
