@@ -2,14 +2,15 @@
 
 Synthetic tables of 10,000, 100,000 and 1,000,000 live files (commits of 100 adds with stats,
 no removes), each checkpointed at its last version by delta-ops (untimed, once) so that both
-tools load a classic checkpoint, as they would a real table of that size. For each size, fresh
+tools load a classic checkpoint, as they would a real table of that size; 10,000,000 files
+(``--sizes ... 10000000``) are made directly as a checkpoint with the same schema and stats. For each size, fresh
 processes load the latest state (ours: `load_snapshot`; theirs: `DeltaTable` + `file_uris()`),
 alternating after one warm-up; the median wall time and the highest peak RSS are plotted on
 log-log axes, so the growth rate shows, not just one point.
 
 Writes `benchmarks/results/growth.png` (linked from BENCHMARKS.md) and prints the table.
 
-    python benchmarks/bench_growth.py [--runs 2] [--sizes 10000 100000 1000000]
+    python benchmarks/bench_growth.py [--runs 2] [--sizes 10000 100000 1000000 10000000]
 """
 
 from __future__ import annotations
@@ -32,8 +33,17 @@ PLOT = ROOT / "benchmarks" / "results" / "growth.png"
 ADDS_PER_COMMIT = 100
 
 
+#: above this many files the table is made directly as a checkpoint (bench_big_checkpoint's
+#: maker: the same 5-column schema with full stats, 1,000 partitions), not from 100k commits
+DIRECT_ABOVE = 1_000_000
+
+
 def prepare(files: int) -> Path:
     """The synthetic table with `files` live files, checkpointed at its latest version."""
+    if files > DIRECT_ABOVE:
+        from benchmarks.bench_big_checkpoint import prepare as make_checkpointed
+
+        return make_checkpointed(files, commits=0, churn=0)
     table = DATA / f"growth-{files}"
     ensure_synthetic_table(
         table,
