@@ -115,3 +115,61 @@ def test_an_append_landing_meanwhile_does_not_conflict(tmp_path: Path) -> None:
     result = execute_compact(plan)
     assert result.version == plan.version + 2
     assert sorted(r["id"] for r in deltalake_rows(table)) == [*range(8), 100]
+
+
+def test_worker_processes_write_what_this_process_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past PROCESS_MIN_FILES the units are written by forked workers: the same rows, one file
+    per partition, the same commit shape as an in-process rewrite of an identical table."""
+    from delta_ops.ops import rewrite
+
+    used: list[int] = []
+    in_processes = rewrite._rewrite_in_processes
+
+    def spy(rewriter, units, workers, task):  # type: ignore[no-untyped-def]
+        used.append(workers)
+        return in_processes(rewriter, units, workers, task)
+
+    monkeypatch.setattr(rewrite, "_rewrite_in_processes", spy)
+    monkeypatch.setattr(rewrite.multiprocessing, "cpu_count", lambda: 2)
+    tables = {}
+    for mode, threshold in (("processes", 1), ("in-process", 10**9)):
+        table = tmp_path / mode
+        _many_small_appends(table)
+        monkeypatch.setattr(rewrite, "PROCESS_MIN_FILES", threshold)
+        result = execute_compact(plan_compact(load_snapshot(table)))
+        assert (result.files_removed, result.files_added) == (12, 2)
+        tables[mode] = table
+    assert used == [2]  # two units, two workers; the in-process run forked none
+    assert duckdb_rows(tables["processes"]) == duckdb_rows(tables["in-process"])
+    assert deltalake_rows(tables["processes"]) == deltalake_rows(tables["in-process"])
+    for table in tables.values():
+        names = {p.name for p in table.rglob("*.parquet")}
+        referenced = {Path(p).name for p in load_snapshot(table).files.column("path").to_pylist()}
+        assert referenced <= names and len(names) == 12 + 2  # no stray file beside the two new
+
+
+def test_a_failing_worker_leaves_no_new_file_and_no_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from delta_ops.errors import DeltaOpsError
+    from delta_ops.ops import rewrite
+
+    table = tmp_path / "t"
+    _many_small_appends(table)
+    before = load_snapshot(table)
+    rows = duckdb_rows(table)
+    corrupt = next(p for p in before.files.column("path").to_pylist() if p.startswith("day=a"))
+    original = (table / corrupt).read_bytes()
+    (table / corrupt).write_bytes(b"not parquet")
+    files_before = {p.name for p in table.rglob("*.parquet")}
+    monkeypatch.setattr(rewrite, "PROCESS_MIN_FILES", 1)
+    monkeypatch.setattr(rewrite.multiprocessing, "cpu_count", lambda: 2)
+    with pytest.raises(DeltaOpsError, match="unreadable data file"):
+        execute_compact(plan_compact(before))
+    assert load_snapshot(table).version == before.version
+    # the other partition's worker wrote its file; the failure discarded it
+    assert {p.name for p in table.rglob("*.parquet")} == files_before
+    (table / corrupt).write_bytes(original)
+    assert duckdb_rows(table) == rows  # the table is as it was

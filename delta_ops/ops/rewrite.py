@@ -17,9 +17,10 @@ is deleted again.
 
 from __future__ import annotations
 
+import multiprocessing
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -376,6 +377,9 @@ def rewrite_units(
         with progress.task(
             label, files=len(members), bytes=sum(int(m["size"] or 0) for m in members)
         ) as task:
+            workers = _worker_processes(rewriter, units)
+            if workers > 1:
+                return _rewrite_in_processes(rewriter, units, workers, task)
             return [
                 write_unit(rewriter, u, lambda f, b: task.advance(files=f, bytes=b)) for u in units
             ]
@@ -385,6 +389,68 @@ def rewrite_units(
     done = engine.rewrite(rewriter.portable(), units)
     rewriter.written.extend(r.relative_path for r in done)
     return done
+
+
+#: a local rewrite of at least this many files spreads its units over worker processes (one
+#: per core): reading many small files is bound by per-file CPU work that threads cannot
+#: share under the GIL, and forking a worker costs a few milliseconds
+PROCESS_MIN_FILES = 2_000
+
+
+def _worker_processes(rewriter: Rewriter, units: Sequence[RewriteUnit]) -> int:
+    """How many worker processes a local rewrite uses (1: this process alone)."""
+    files = sum(len(u.members) for u in units)
+    if files < PROCESS_MIN_FILES or len(units) < 2 or not rewriter.storage.is_local:
+        return 1  # object stores keep their event loop threads: no fork there
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return min(len(units), multiprocessing.cpu_count())
+
+
+#: what forked workers rewrite: set before the pool forks them, so they inherit it instead of
+#: receiving it pickled (units hold read-only mappings; the rewriter its table's facts)
+_FORKED_WORK: tuple[Rewriter, Sequence[RewriteUnit]] | None = None
+
+
+def _write_unit_in_worker(index: int) -> Rewritten:
+    assert _FORKED_WORK is not None, "a rewrite worker runs only in a forked process"
+    rewriter, units = _FORKED_WORK
+    return write_unit(rewriter, units[index])
+
+
+def _rewrite_in_processes(
+    rewriter: Rewriter, units: Sequence[RewriteUnit], workers: int, task: progress.Task
+) -> list[Rewritten]:
+    """Units written by `workers` forked processes, results in unit order. Every file a worker
+    wrote is recorded on `rewriter` before any failure is raised, so `discard()` removes them
+    all."""
+    global _FORKED_WORK
+    context = multiprocessing.get_context("fork")
+    results: list[Rewritten | None] = [None] * len(units)
+    failure: BaseException | None = None
+    _FORKED_WORK = (rewriter.portable(), units)
+    try:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+        futures = {pool.submit(_write_unit_in_worker, index): index for index in range(len(units))}
+    finally:
+        _FORKED_WORK = None  # the workers forked at submit hold their own copy
+    with pool:
+        for future in as_completed(futures):
+            index = futures[future]
+            try:
+                done = future.result()
+            except BaseException as exc:  # noqa: BLE001 - re-raised once every worker is done
+                failure = failure or exc
+                continue
+            results[index] = done
+            rewriter.written.append(done.relative_path)
+            members = units[index].members
+            task.advance(files=len(members), bytes=sum(int(m["size"] or 0) for m in members))
+    if failure is not None:
+        if isinstance(failure, DeltaOpsError):
+            raise failure
+        raise DeltaOpsError(f"a rewrite worker failed: {failure}") from failure
+    return [r for r in results if r is not None]
 
 
 def _chunks(rows: Sequence[Mapping[str, Any]]) -> Iterator[Sequence[Mapping[str, Any]]]:
