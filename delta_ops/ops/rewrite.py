@@ -13,6 +13,10 @@ commit where the table has no names yet), taking a value already materialized in
 deletion vector; adds and removes carry ``dataChange=false``. The commit checks that no
 concurrent commit removed or changed a rewritten file; if the commit fails, every file written
 is deleted again.
+
+Locally, small files are read whole and decoded in memory; a rewrite of many files
+(`PROCESS_MIN_FILES`) on local storage spreads its units over forked worker processes, one per
+core, and the parent commits what they wrote. `engine="spark"` writes units in Spark tasks.
 """
 
 from __future__ import annotations
@@ -144,7 +148,7 @@ class Rewriter:
     ) -> Iterator[tuple[Sequence[Mapping[str, Any]], pa.Table]]:
         """(files, their rows in the output schema) in order, in chunks of at most READ_AHEAD
         files and READ_AHEAD_BYTES of file. A chunk of small files is read by this thread
-        (~40 us a file: handing files to threads costs more in GIL switches than it saves);
+        (tens of us a file: handing them to threads costs more in GIL switches than it saves);
         a chunk with bigger files READ_THREADS files at once (their decoding releases the GIL)."""
         schema = self.output_schema()
 
@@ -434,22 +438,23 @@ def _rewrite_in_processes(
     failure: BaseException | None = None
     _FORKED_WORK = (rewriter.portable(), units)
     try:
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
-        futures = {pool.submit(_write_unit_in_worker, index): index for index in range(len(units))}
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            # every worker forks at the first submit (a forking pool never forks later)
+            futures = {pool.submit(_write_unit_in_worker, i): i for i in range(len(units))}
+            _FORKED_WORK = None
+            for future in as_completed(futures):
+                index = futures[future]
+                try:
+                    done = future.result()
+                except BaseException as exc:  # noqa: BLE001 - raised once every worker is done
+                    failure = failure or exc
+                    continue
+                results[index] = done
+                rewriter.written.append(done.relative_path)
+                members = units[index].members
+                task.advance(files=len(members), bytes=sum(int(m["size"] or 0) for m in members))
     finally:
-        _FORKED_WORK = None  # the workers forked at submit hold their own copy
-    with pool:
-        for future in as_completed(futures):
-            index = futures[future]
-            try:
-                done = future.result()
-            except BaseException as exc:  # noqa: BLE001 - re-raised once every worker is done
-                failure = failure or exc
-                continue
-            results[index] = done
-            rewriter.written.append(done.relative_path)
-            members = units[index].members
-            task.advance(files=len(members), bytes=sum(int(m["size"] or 0) for m in members))
+        _FORKED_WORK = None
     if failure is not None:
         if isinstance(failure, DeltaOpsError):
             raise failure
