@@ -5,7 +5,8 @@ uploaded; the same sequence of CLI runs (inspect, checkpoint classic and multi-p
 sidecars, cleanup, vacuum lite and full, row-tracking enablement) goes against the store and a
 local copy, and the results must agree: the same versions and decisions, the same live files,
 and `deltalake`, through its own client for that store, reads the same rows from the store as
-from the local copy. Commits racing from several processes must each land once.
+from the local copy. Purge and compaction rewrite on the store and read the same rows. Commits
+racing from several processes must each land once.
 """
 
 from __future__ import annotations
@@ -154,3 +155,28 @@ def test_commits_racing_from_several_processes_each_land_once(store: StoreServer
     expected = [-1] + [w * 100 + i for w in range(3) for i in range(3)]
     ids = DeltaTable(url, storage_options=store.peer_options).to_pyarrow_table().column("id")
     assert sorted(ids.to_pylist()) == sorted(expected)
+
+
+def test_compaction_and_purge_on_the_store_read_the_same_rows(
+    store: StoreServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rewrites read the small files they rewrite from the store (whole, concurrently) and
+    write and commit there: the Delta Spark fixture's deletion vectors are purged, its small
+    files compacted, and deltalake reads the same rows from the store as before."""
+    local = tmp_path / "events"
+    shutil.copytree(FIXTURE, local, copy_function=shutil.copyfile)
+    remote = _upload(store, local, "rewrites")
+    rows = deltalake_rows(remote, store.peer_options)
+    before = load_snapshot(remote, storage_options=store.options)
+    assert before.files.column("deletionVector").null_count < before.num_files  # DVs to purge
+    flags = storage_args(store.options)
+    purged = _run(capsys, "purge", remote, *flags)
+    assert purged["files_rewritten"] > 0
+    compacted = _run(capsys, "compact", remote, *flags)
+    assert compacted["files_removed"] > compacted["files_added"] > 0
+    after = load_snapshot(remote, storage_options=store.options)
+    assert after.files.column("deletionVector").null_count == after.num_files
+    assert (
+        after.num_files == before.num_files - compacted["files_removed"] + compacted["files_added"]
+    )
+    assert deltalake_rows(remote, store.peer_options) == rows

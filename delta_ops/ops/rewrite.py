@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -115,10 +115,18 @@ class Rewriter:
                 small = (row.get("size") or 0) <= WHOLE_READ_BYTES
                 # a small file in one read and decoded from memory: Arrow's file reader
                 # spends ~4x the decoding on the reads of footer and pages from a handle
-                source = pa.BufferReader(handle.read()) if small else handle
-                data = pq.ParquetFile(source, coerce_int96_timestamp_unit="us").read(
-                    use_threads=not small
-                )
+                return self.decode(row, handle.read() if small else handle)
+        except OSError as exc:
+            raise DeltaOpsError(f"{row['path']}: unreadable data file: {exc}") from exc
+
+    def decode(self, row: Mapping[str, Any], content: bytes | BinaryIO) -> pa.Table:
+        """`row`'s file from its bytes (decoded by this thread) or an open handle (by Arrow's
+        threads): its rows as stored, its deletion vector applied, row tracking materialized."""
+        whole = isinstance(content, bytes)
+        try:
+            data = pq.ParquetFile(
+                pa.BufferReader(content) if whole else content, coerce_int96_timestamp_unit="us"
+            ).read(use_threads=not whole)
         except (OSError, pa.ArrowException) as exc:
             raise DeltaOpsError(f"{row['path']}: unreadable data file: {exc}") from exc
         n = data.num_rows
@@ -158,10 +166,24 @@ class Rewriter:
         with ThreadPoolExecutor(READ_THREADS) as pool:
             for chunk in _chunks(rows):
                 if all((row.get("size") or 0) <= THREADED_READ_BYTES for row in chunk):
-                    tables = [read(row) for row in chunk]
+                    tables = [
+                        conform(self.decode(row, content), schema)
+                        for row, content in zip(chunk, self._contents(chunk), strict=True)
+                    ]
                 else:
                     tables = list(pool.map(read, chunk))
                 yield chunk, pa.concat_tables(tables) if tables else schema.empty_table()
+
+    def _contents(self, rows: Sequence[Mapping[str, Any]]) -> list[bytes]:
+        """The whole bytes of small files, in order: one concurrent request per file on an
+        object store, where reading one after another would wait out each round trip."""
+        paths = [self.storage.table_path(row["path"]) for row in rows]
+        try:
+            return self.storage.read_many(paths)
+        except OSError as exc:
+            for row in rows:  # name the file that cannot be read
+                self.read(row)
+            raise DeltaOpsError(f"unreadable data files: {exc}") from exc
 
     def output_schema(self) -> pa.Schema:
         """What rewritten files hold: the table's columns as data files name them (physical
