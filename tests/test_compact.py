@@ -127,9 +127,9 @@ def test_worker_processes_write_what_this_process_would(
     used: list[int] = []
     in_processes = rewrite._rewrite_in_processes
 
-    def spy(rewriter, units, workers, task):  # type: ignore[no-untyped-def]
+    def spy(rewriter, units, workers, task, meanwhile):  # type: ignore[no-untyped-def]
         used.append(workers)
-        return in_processes(rewriter, units, workers, task)
+        return in_processes(rewriter, units, workers, task, meanwhile)
 
     monkeypatch.setattr(rewrite, "_rewrite_in_processes", spy)
     monkeypatch.setattr(rewrite.multiprocessing, "cpu_count", lambda: 2)

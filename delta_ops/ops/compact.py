@@ -178,14 +178,21 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
         )
         for b in plan.bins
     ]
+    removes: list[list[dict[str, Any]]] = []  # per unit, built while the files are written
+
+    def build_removes() -> None:
+        removes.extend([rewriter.remove(row) for row in unit.members] for unit in units)
+
     try:
-        written = rewrite_units(rewriter, units, engine_named(plan.engine), "compact: rewriting")
+        written = rewrite_units(
+            rewriter, units, engine_named(plan.engine), "compact: rewriting", build_removes
+        )
     except BaseException:
         rewriter.discard()
         raise
     actions: list[dict[str, Any]] = []
-    for unit, new in zip(units, written, strict=True):
-        actions += [rewriter.remove(row) for row in unit.members]
+    for unit_removes, new in zip(removes, written, strict=True):
+        actions += unit_removes
         actions.append({"add": new.add})
     added_bytes = sum(int(new.add["size"]) for new in written)
     version = rewriter.commit(

@@ -155,14 +155,21 @@ def execute_purge(plan: PurgePlan) -> PurgeResult:
         )
         for row in rows
     ]
+    removes: list[dict[str, Any]] = []  # built while the files are written
+
+    def build_removes() -> None:
+        removes.extend(rewriter.remove(row) for row in rows)
+
     try:
-        written = rewrite_units(rewriter, units, engine_named(plan.engine), "purge: rewriting")
+        written = rewrite_units(
+            rewriter, units, engine_named(plan.engine), "purge: rewriting", build_removes
+        )
     except BaseException:
         rewriter.discard()
         raise
     actions: list[dict[str, Any]] = []
-    for row, new in zip(rows, written, strict=True):
-        actions += [rewriter.remove(row), {"add": new.add}]
+    for remove, new in zip(removes, written, strict=True):
+        actions += [remove, {"add": new.add}]
     kept_total = sum(new.rows for new in written)
     bytes_total = sum(int(new.add["size"]) for new in written)
     dropped_total = sum(int((row["deletionVector"] or {}).get("cardinality") or 0) for row in rows)

@@ -398,10 +398,16 @@ def write_unit(
 
 
 def rewrite_units(
-    rewriter: Rewriter, units: Sequence[RewriteUnit], engine: Engine, label: str
+    rewriter: Rewriter,
+    units: Sequence[RewriteUnit],
+    engine: Engine,
+    label: str,
+    meanwhile: Callable[[], object] | None = None,
 ) -> list[Rewritten]:
     """Every unit rewritten, by this process (with progress) or by the engine's workers;
-    the files written are recorded on `rewriter`, so `discard()` removes them on failure."""
+    the files written are recorded on `rewriter`, so `discard()` removes them on failure.
+    `meanwhile` (the commit's other actions, say) runs while worker processes write, or
+    before the writing where there are none."""
     if engine.name == "local":
         members = [m for u in units for m in u.members]
         with progress.task(
@@ -409,10 +415,14 @@ def rewrite_units(
         ) as task:
             workers = _worker_processes(rewriter, units)
             if workers > 1:
-                return _rewrite_in_processes(rewriter, units, workers, task)
+                return _rewrite_in_processes(rewriter, units, workers, task, meanwhile)
+            if meanwhile is not None:
+                meanwhile()
             return [
                 write_unit(rewriter, u, lambda f, b: task.advance(files=f, bytes=b)) for u in units
             ]
+    if meanwhile is not None:
+        meanwhile()
     # If a worker fails, the files other workers already wrote are not known here and stay as
     # untracked files, which vacuum removes once they are older than the retention; the table
     # never references them, so no reader sees them.
@@ -449,7 +459,11 @@ def _write_unit_in_worker(index: int) -> Rewritten:
 
 
 def _rewrite_in_processes(
-    rewriter: Rewriter, units: Sequence[RewriteUnit], workers: int, task: progress.Task
+    rewriter: Rewriter,
+    units: Sequence[RewriteUnit],
+    workers: int,
+    task: progress.Task,
+    meanwhile: Callable[[], object] | None = None,
 ) -> list[Rewritten]:
     """Units written by `workers` forked processes, results in unit order. Every file a worker
     wrote is recorded on `rewriter` before any failure is raised, so `discard()` removes them
@@ -464,6 +478,8 @@ def _rewrite_in_processes(
             # every worker forks at the first submit (a forking pool never forks later)
             futures = {pool.submit(_write_unit_in_worker, i): i for i in range(len(units))}
             _FORKED_WORK = None
+            if meanwhile is not None:
+                meanwhile()
             for future in as_completed(futures):
                 index = futures[future]
                 try:
