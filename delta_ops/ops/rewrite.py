@@ -125,7 +125,9 @@ class Rewriter:
         whole = isinstance(content, bytes)
         try:
             data = pq.ParquetFile(
-                pa.BufferReader(content) if whole else content, coerce_int96_timestamp_unit="us"
+                pa.BufferReader(content) if whole else content,
+                coerce_int96_timestamp_unit="us",
+                pre_buffer=not whole,  # bytes in memory need no read-ahead of column ranges
             ).read(use_threads=not whole)
         except (OSError, pa.ArrowException) as exc:
             raise DeltaOpsError(f"{row['path']}: unreadable data file: {exc}") from exc
