@@ -100,6 +100,30 @@ def test_console_script_runs_as_a_process(tmp_path):
     assert result.stderr.startswith("delta-ops: error: not a Delta table")
 
 
+def test_process_exit_delivers_the_whole_output_and_the_exit_code(capsys, tmp_path):
+    """The command ends without interpreter teardown (`exit_now`): what it printed must still
+    arrive whole, through a pipe and into a file, with the command's exit code."""
+    table = str(TABLES / "kernel/v2-checkpoints-json-with-sidecars")
+    code, expected, _ = run(capsys, "inspect", table, "--json", "--files")
+    assert code == 0 and len(json.loads(expected)["files"]) == 101
+    command = [sys.executable, "-m", "delta_ops.cli", "inspect", table, "--json", "--files"]
+    piped = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert piped.returncode == 0
+    assert json.loads(piped.stdout) == json.loads(expected)
+    out_file = tmp_path / "out.json"
+    with out_file.open("w") as sink:
+        to_file = subprocess.run(command, stdout=sink, check=False)
+    assert to_file.returncode == 0
+    assert json.loads(out_file.read_text()) == json.loads(expected)
+    failed = subprocess.run(
+        [sys.executable, "-m", "delta_ops.cli", "vacuum", table, "--retention-hours", "-1"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert failed.returncode == 2 and failed.stderr.count("\n") == 1
+
+
 def _age_everything(table, days: float) -> None:
     import os
     import time

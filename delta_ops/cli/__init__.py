@@ -1,4 +1,4 @@
-"""The `delta-ops` command line: ``delta-ops inspect|checkpoint|cleanup|vacuum|enable-row-tracking``.
+"""The `delta-ops` command line: ``delta-ops inspect|checkpoint|cleanup|vacuum|enable-row-tracking|purge|compact``.
 
 Example::
 
@@ -6,6 +6,6 @@ Example::
     main(["inspect", "/data/events", "--json"])
 """
 
-from delta_ops.cli.main import build_parser, main
+from delta_ops.cli.main import build_parser, main, run
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "run"]

@@ -7,6 +7,7 @@ Errors print one line naming the file and problem on stderr and exit non-zero.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import logging
 import os
@@ -196,3 +197,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"delta-ops: error: {exc}", file=sys.stderr)
         return 2
+
+
+def run() -> NoReturn:
+    """The `delta-ops` process: :func:`main`, then :func:`exit_now` with its code."""
+    exit_now(main())
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process once the command's work and output are done, without the interpreter's
+    teardown: freeing every object of a loaded table one by one took ~50 ms after compacting
+    10,000 files, and the operating system reclaims the memory at once. Exit handlers still
+    run (logging's flush, a Spark gateway's shutdown) and the output is flushed first."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing left to deliver
+            code = code or 1
+    os._exit(code)
