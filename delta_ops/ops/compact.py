@@ -30,6 +30,7 @@ from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite
 from delta_ops.protocol.features import Operation
 from delta_ops.protocol.partition_predicate import PartitionPredicate, parse_partition_predicate
 from delta_ops.protocol.units import format_bytes
+from delta_ops.table.remove_lines import EncodedRemoves
 from delta_ops.table.snapshot import Snapshot
 
 DEFAULT_TARGET_SIZE = 128 * 1024 * 1024
@@ -178,10 +179,10 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
         )
         for b in plan.bins
     ]
-    removes: list[list[dict[str, Any]]] = []  # per unit, built while the files are written
+    removes: list[EncodedRemoves] = []  # built while the files are written
 
     def build_removes() -> None:
-        removes.extend([rewriter.remove(row) for row in unit.members] for unit in units)
+        removes.append(rewriter.removes(rows))
 
     try:
         written = rewrite_units(
@@ -190,10 +191,6 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
     except BaseException:
         rewriter.discard()
         raise
-    actions: list[dict[str, Any]] = []
-    for unit_removes, new in zip(removes, written, strict=True):
-        actions += unit_removes
-        actions.append({"add": new.add})
     added_bytes = sum(int(new.add["size"]) for new in written)
     version = rewriter.commit(
         "OPTIMIZE",
@@ -201,14 +198,14 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
             "predicate": json.dumps([plan.where]) if plan.where else "[]",
             "targetSize": plan.target_size,
         },
-        actions,
+        removes[0],
+        [new.add for new in written],
         {
             "numRemovedFiles": len(rows),
             "numAddedFiles": len(plan.bins),
             "numRemovedBytes": sum(b.size for b in plan.bins),
             "numAddedBytes": added_bytes,
         },
-        list(rows),
     )
     return CompactResult(
         table=plan.table,
@@ -217,7 +214,7 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
         files_added=len(plan.bins),
         bytes_removed=sum(b.size for b in plan.bins),
         bytes_added=added_bytes,
-        files_written=tuple(a["add"]["path"] for a in actions if "add" in a),
+        files_written=tuple(new.add["path"] for new in written),
         duration_ms=int((time.monotonic() - started) * 1000),
     )
 

@@ -33,6 +33,7 @@ from delta_ops.ops.engines import engine_named
 from delta_ops.ops.results import fields_data
 from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_units
 from delta_ops.protocol.features import Operation
+from delta_ops.table.remove_lines import EncodedRemoves
 from delta_ops.table.snapshot import Snapshot, file_num_records
 
 
@@ -155,10 +156,10 @@ def execute_purge(plan: PurgePlan) -> PurgeResult:
         )
         for row in rows
     ]
-    removes: list[dict[str, Any]] = []  # built while the files are written
+    removes: list[EncodedRemoves] = []  # built while the files are written
 
     def build_removes() -> None:
-        removes.extend(rewriter.remove(row) for row in rows)
+        removes.append(rewriter.removes(row["path"] for row in rows))
 
     try:
         written = rewrite_units(
@@ -167,29 +168,26 @@ def execute_purge(plan: PurgePlan) -> PurgeResult:
     except BaseException:
         rewriter.discard()
         raise
-    actions: list[dict[str, Any]] = []
-    for remove, new in zip(removes, written, strict=True):
-        actions += [remove, {"add": new.add}]
     kept_total = sum(new.rows for new in written)
     bytes_total = sum(int(new.add["size"]) for new in written)
     dropped_total = sum(int((row["deletionVector"] or {}).get("cardinality") or 0) for row in rows)
     version = rewriter.commit(
         "REORG",
         {"predicate": "[]", "applyPurge": True},
-        actions,
+        removes[0],
+        [new.add for new in written],
         {
             "numRemovedFiles": len(rows),
             "numAddedFiles": len(rows),
             "numDeletionVectorsRemoved": len(rows),
             "numRowsDropped": dropped_total,
         },
-        [r["path"] for r in rows],
     )
     return PurgeResult(
         table=plan.table,
         version=version,
         files_rewritten=len(rows),
-        files_written=tuple(a["add"]["path"] for a in actions if "add" in a),
+        files_written=tuple(new.add["path"] for new in written),
         rows_dropped=dropped_total,
         rows_kept=kept_total,
         bytes_written=bytes_total,

@@ -3,7 +3,8 @@
     rewriter = Rewriter(snapshot, rows)            # rows: the live files' add bodies to rewrite
     data = rewriter.read(row)                      # as stored, deletion vector applied
     add = rewriter.write([data], rewriter.output_schema(), directory, partition_values)
-    version = rewriter.commit("OPTIMIZE", {...}, actions, metrics)
+    removes = rewriter.removes(paths)              # while the new files are written
+    version = rewriter.commit("OPTIMIZE", {...}, removes, [add], metrics)
 
 Files are read as stored (physical column names, field ids), so column mapping carries over
 untouched. On a table with row tracking, every row keeps its row id and row commit version:
@@ -49,6 +50,8 @@ from delta_ops.protocol.row_tracking import materialized_column_names
 from delta_ops.protocol.schema import StructType
 from delta_ops.protocol.stats import stats_json_from_parquet_file
 from delta_ops.storage import Storage
+from delta_ops.table.parquet_bytes import decode_parquet_bytes
+from delta_ops.table.remove_lines import EncodedRemoves, encode_removes
 from delta_ops.table.snapshot import Snapshot
 from delta_ops.table.transaction import Transaction
 from delta_ops.table.write_target import conform, data_file_schema
@@ -61,11 +64,12 @@ READ_AHEAD_BYTES = 64 * 1024 * 1024  # ... and this much of them: memory besides
 WHOLE_READ_BYTES = 8 * 1024 * 1024  # files up to this size are read whole, then decoded
 THREADED_READ_BYTES = 1024 * 1024  # chunks of files all below this are read by one thread
 
+#: what a rewrite needs of each file it rewrites (not its stats: the new files get fresh
+#: ones, and the removes are encoded from the snapshot's files table)
 FILE_FIELDS = (
     "path",
     "partitionValues",
     "size",
-    "stats",
     "tags",
     "deletionVector",
     "baseRowId",
@@ -75,13 +79,20 @@ FILE_FIELDS = (
 
 
 def live_file_rows(snapshot: Snapshot, paths: set[str]) -> list[dict[str, Any]]:
-    """The add bodies (FILE_FIELDS) of the live files named by `paths`, in path order (only
-    those rows become dicts: a rewrite of one partition of a big table converts that one)."""
-    files = snapshot.files
-    if len(paths) < files.num_rows:
-        files = files.filter(pc.is_in(files.column("path"), value_set=pa.array(sorted(paths))))
+    """The add fields (FILE_FIELDS) of the live files named by `paths`, in path order (only
+    those rows become dicts: a rewrite of one partition of a big table converts that one).
+    Read from the file index: a checkpoint's stats are not needed for this."""
+    files = _selected(snapshot.file_index, paths)
     rows = file_rows_as_actions(files, columns=FILE_FIELDS)
     return sorted(rows, key=lambda r: r["path"])
+
+
+def _selected(files: pa.Table, paths: Iterable[str]) -> pa.Table:
+    """The rows of a files table whose path is in `paths` (all of them: the same table)."""
+    wanted = pa.array(sorted(set(paths)), pa.string())
+    if len(wanted) >= files.num_rows:
+        return files
+    return files.filter(pc.is_in(files.column("path"), value_set=wanted))
 
 
 class Rewriter:
@@ -122,13 +133,11 @@ class Rewriter:
     def decode(self, row: Mapping[str, Any], content: bytes | BinaryIO) -> pa.Table:
         """`row`'s file from its bytes (decoded by this thread) or an open handle (by Arrow's
         threads): its rows as stored, its deletion vector applied, row tracking materialized."""
-        whole = isinstance(content, bytes)
         try:
-            data = pq.ParquetFile(
-                pa.BufferReader(content) if whole else content,
-                coerce_int96_timestamp_unit="us",
-                pre_buffer=not whole,  # bytes in memory need no read-ahead of column ranges
-            ).read(use_threads=not whole)
+            if isinstance(content, bytes):
+                data = decode_parquet_bytes(content)
+            else:
+                data = pq.ParquetFile(content, coerce_int96_timestamp_unit="us").read()
         except (OSError, pa.ArrowException) as exc:
             raise DeltaOpsError(f"{row['path']}: unreadable data file: {exc}") from exc
         n = data.num_rows
@@ -266,20 +275,13 @@ class Rewriter:
         relative = self.storage.relative_inside_root(row["path"])
         return relative.rsplit("/", 1)[0] if "/" in relative else ""
 
-    def remove(self, row: Mapping[str, Any]) -> dict[str, Any]:
-        """The `remove` of a rewritten file (its deletion vector included: the pair is removed)."""
-        body = {
-            "path": row["path"],
-            "deletionTimestamp": self.now,
-            "dataChange": False,
-            "extendedFileMetadata": True,
-            "partitionValues": dict(row.get("partitionValues") or {}),
-            "size": row["size"],
-        }
-        for name in ("deletionVector", "stats", "tags", "baseRowId", "defaultRowCommitVersion"):
-            if row.get(name) is not None:
-                body[name] = row[name]
-        return {"remove": body}
+    def removes(self, paths: Iterable[str]) -> EncodedRemoves:
+        """The `remove` lines of the rewritten files `paths` (each file's deletion vector
+        included: the pair is removed), with `dataChange=false` and the stats, tags and row ids
+        of their adds. Reads the snapshot's stats (a checkpoint's, on first use): call it
+        while the new files are written."""
+        files = _selected(self.snapshot.files, paths)
+        return encode_removes(files, deletion_timestamp=self.now, data_change=False)
 
     def portable(self) -> Rewriter:
         """A copy that another process can use to write units: the table's facts without its
@@ -295,11 +297,13 @@ class Rewriter:
         self,
         operation: str,
         parameters: Mapping[str, Any],
-        actions: Sequence[Mapping[str, Any]],
+        removes: EncodedRemoves,
+        adds: Sequence[Mapping[str, Any]],
         metrics: Mapping[str, Any],
-        read_paths: Iterable[str],
     ) -> int:
-        """Commit the removes and adds as one version; on any failure the new files go."""
+        """Commit the removes and the new files' `add` bodies as one version (the removed
+        files are what the rewrite read: a concurrent change to one is a conflict); on any
+        failure the new files go."""
         try:
             txn = Transaction(
                 self.snapshot,
@@ -309,8 +313,9 @@ class Rewriter:
             )
             if self.new_metadata is not None:
                 txn.add_action({"metaData": self.new_metadata})
-            txn.read_files(read_paths)
-            txn.add_actions(actions)
+            txn.read_files(removes.paths)
+            txn.add_encoded_removes(removes)
+            txn.add_actions({"add": add} for add in adds)
             txn.metrics = dict(metrics)
             return txn.commit().version
         except BaseException:

@@ -39,7 +39,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,7 @@ from delta_ops.protocol.features import Operation, Protocol
 from delta_ops.protocol.num_records import num_records_in_stats
 from delta_ops.protocol.properties import ENABLE_IN_COMMIT_TIMESTAMPS
 from delta_ops.storage import Storage
+from delta_ops.table.remove_lines import EncodedRemoves
 from delta_ops.table.snapshot import Snapshot
 from delta_ops.version import __version__
 
@@ -170,6 +171,8 @@ class Transaction:
     known_version: int | None = None  # a newer version already checked for conflicts
     #: the row-id high-water mark at `known_version` (its commit's result), for new row ids
     known_row_id_high_water_mark: int | None = None
+    #: removes already encoded as commit lines (a rewrite's many files), besides `actions`
+    encoded_removes: list[EncodedRemoves] = field(default_factory=list)
     _serialized_actions: bytes | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -194,12 +197,25 @@ class Transaction:
         for a in actions:
             self.add_action(a)
 
+    def add_encoded_removes(self, removes: EncodedRemoves) -> None:
+        """Removes encoded by :func:`delta_ops.table.remove_lines.encode_removes`: committed
+        with the other removes, and checked for conflicts as they are."""
+        self.encoded_removes.append(removes)
+        self._serialized_actions = None
+
     def read_files(self, paths: Iterable[str]) -> None:
         """Record files whose presence this transaction depends on (conflict detection)."""
         self.files_read.update(paths)
 
     def _of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [a[kind] for a in self.actions if kind in a]
+
+    def _removed_paths(self) -> set[str]:
+        removed = {a["path"] for a in self._of_kind("remove")}
+        return removed.union(*(r.paths for r in self.encoded_removes))
+
+    def _num_actions(self) -> int:
+        return len(self.actions) + sum(len(r) for r in self.encoded_removes)
 
     def _effective_protocol(self) -> Protocol | None:
         new = self._of_kind("protocol")
@@ -232,7 +248,7 @@ class Transaction:
                 logger.info(
                     "committed %s as version %d (attempt %d)", self.operation, version, attempt
                 )
-                return CommitResult(version, attempt, len(self.actions), new_hwm)
+                return CommitResult(version, attempt, self._num_actions(), new_hwm)
             latest = _latest_commit_version(storage, version)
             for winner_version in range(version, latest + 1):
                 winner = WinningCommit(winner_version, read_commit_actions(storage, winner_version))
@@ -282,7 +298,7 @@ class Transaction:
             raise ConcurrentModification(f"{where}: a concurrent commit changed the protocol")
         if winner.of_kind("metaData") and not self._can_absorb_enablement(winner):
             raise ConcurrentModification(f"{where}: a concurrent commit changed the table metadata")
-        ours = {a["path"] for a in self._of_kind("remove")} | self.files_read
+        ours = self._removed_paths() | self.files_read
         ours |= {a["path"] for a in self._of_kind("add") if a.get("dataChange") is False}
         clash = (winner.touched_paths & ours) - resolved
         if clash:
@@ -386,9 +402,9 @@ class Transaction:
                 actions, version, hwm, suspended=self._row_tracking_suspended()
             )
             info = self._commit_info_line(txn_id, self._in_commit_timestamp(protocol, version))
-            return info + _actions_body(actions), new_hwm
+            return info + _actions_body(actions, self.encoded_removes), new_hwm
         if self._serialized_actions is None:
-            self._serialized_actions = _actions_body(self.actions)
+            self._serialized_actions = _actions_body(self.actions, self.encoded_removes)
         info = self._commit_info_line(txn_id, self._in_commit_timestamp(protocol, version))
         return info + self._serialized_actions, hwm
 
@@ -405,7 +421,7 @@ class Transaction:
             commit_info["readVersion"] = self.read_version
         commit_info["isolationLevel"] = "Serializable"
         commit_info["isBlindAppend"] = (
-            not self._of_kind("remove") and not self.files_read and bool(self._of_kind("add"))
+            not self._removed_paths() and not self.files_read and bool(self._of_kind("add"))
         )
         if self.metrics:
             commit_info["operationMetrics"] = encode_operation_values(self.metrics)
@@ -447,10 +463,14 @@ class Transaction:
 
 
 _ACTION_ORDER = ("protocol", "metaData", "domainMetadata", "txn", "remove", "add", "cdc")
+_REMOVE_RANK = _ACTION_ORDER.index("remove")
 
 
-def _actions_body(actions: list[dict[str, Any]]) -> bytes:
-    """Actions as commit lines, in the order Delta Spark writes them."""
+def _actions_body(
+    actions: list[dict[str, Any]], encoded_removes: Sequence[EncodedRemoves] = ()
+) -> bytes:
+    """Actions as commit lines, in the order Delta Spark writes them; encoded removes go
+    after the other removes."""
 
     def rank(action: Mapping[str, Any]) -> int:
         kind = next(iter(action))
@@ -458,7 +478,10 @@ def _actions_body(actions: list[dict[str, Any]]) -> bytes:
 
     ordered = sorted(actions, key=rank)
     encode = _COMPACT_JSON.encode  # one encoder: json.dumps with options builds one per call
-    return "".join(encode(a) + "\n" for a in ordered).encode()
+    cut = sum(1 for a in ordered if rank(a) <= _REMOVE_RANK)
+    head = "".join(encode(a) + "\n" for a in ordered[:cut]).encode()
+    tail = "".join(encode(a) + "\n" for a in ordered[cut:]).encode()
+    return b"".join([head, *(r.lines for r in encoded_removes), tail])
 
 
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))

@@ -43,6 +43,7 @@ from delta_ops.protocol.stats import (
     stats_to_json,
 )
 from delta_ops.storage import Location, Storage
+from delta_ops.table.remove_lines import EncodedRemoves, encode_removes
 from delta_ops.table.snapshot import Snapshot, load_snapshot
 from delta_ops.table.transaction import CommitResult, Transaction, WinningCommit
 from delta_ops.table.write_target import WriteTarget, resolve_write_target, to_file_table
@@ -147,7 +148,7 @@ def commit_data_files(
     txn.add_actions(setup)
     now = int(time.time() * 1000)
     if mode == "overwrite" and snapshot is not None:
-        txn.add_actions(_removes_of_live_files(snapshot, now, replaced))
+        txn.add_encoded_removes(_removes_of_live_files(snapshot, now, replaced))
     num_records = 0
     for f in files:
         full = storage.join(f.relative_path)
@@ -250,34 +251,17 @@ def _appends_into(
 
 def _removes_of_live_files(
     snapshot: Snapshot, now: int, only: PartitionPredicate | None = None
-) -> list[dict[str, Any]]:
+) -> EncodedRemoves:
     """`remove` actions for the live files (those `only` selects, when given)."""
-    from delta_ops.log.actions import file_rows_as_actions
-
-    files = snapshot.files if only is None else snapshot.files.filter(only.mask(snapshot.files))
-    bodies = file_rows_as_actions(
+    files = snapshot.file_index
+    if only is not None:
+        files = files.filter(only.mask(files))
+    return encode_removes(
         files,
-        columns=(
-            "path",
-            "partitionValues",
-            "size",
-            "deletionVector",
-            "baseRowId",
-            "defaultRowCommitVersion",
-        ),
+        deletion_timestamp=now,
+        data_change=True,
+        carried=("deletionVector", "baseRowId", "defaultRowCommitVersion"),
     )
-    return [
-        {
-            "remove": {
-                "path": b.pop("path"),
-                "deletionTimestamp": now,
-                "dataChange": True,
-                "extendedFileMetadata": True,
-                **b,
-            }
-        }
-        for b in bodies
-    ]
 
 
 def partition_value_string(value: Any) -> str | None:
