@@ -602,29 +602,34 @@ def file_rows_as_actions(files: pa.Table, *, columns: tuple[str, ...]) -> list[d
     deletion vector keeps only the fields the log carries (no transient maxRowIndex). Used when
     an operation re-commits existing files (row-tracking backfill, overwrite removes).
     """
-    present = [c for c in columns if c in files.column_names]
-    out = []
-    for row in files.select(present).to_pylist():
-        body: dict[str, Any] = {}
-        for key in present:
-            value = row[key]
-            if key in _MAP_COLUMNS:
-                body[key] = (
-                    {k: v for k, v in value}
-                    if value is not None
-                    else ({} if key == "partitionValues" else None)
-                )
-                if body[key] is None:
-                    del body[key]
-            elif key == "deletionVector":
-                if value is not None:
-                    body[key] = {
-                        k: v for k, v in value.items() if v is not None and k != "maxRowIndex"
-                    }
-            elif value is not None:
-                body[key] = value
-        out.append(body)
-    return out
+    present: list[str] = []
+    values_by_column: list[list[Any]] = []
+    for key in columns:
+        if key not in files.column_names:
+            continue
+        column = files.column(key)
+        if column.null_count == len(column) and key != "partitionValues":
+            continue  # absent in every row: left out of every body
+        values: list[Any] = column.to_pylist()
+        if key == "partitionValues":
+            values = [{} if v is None else dict(v) for v in values]
+        elif key in _MAP_COLUMNS:
+            values = [None if v is None else dict(v) for v in values]
+        elif key == "deletionVector":
+            values = [
+                None
+                if v is None
+                else {k: x for k, x in v.items() if x is not None and k != "maxRowIndex"}
+                for v in values
+            ]
+        present.append(key)
+        values_by_column.append(values)
+    if not present:
+        return [{} for _ in range(files.num_rows)]
+    return [
+        {key: value for key, value in zip(present, row) if value is not None}
+        for row in zip(*values_by_column)
+    ]
 
 
 def restrict_partition_values(table: pa.Table, partition_keys: set[str]) -> pa.Table:

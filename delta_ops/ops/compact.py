@@ -121,27 +121,25 @@ def plan_compact(
     small = files.filter(pc.less(pc.fill_null(files.column("size"), 0), target_size))
     if where is not None:
         small = small.filter(where.mask(small))
-    by_partition: dict[tuple[tuple[str, str | None], ...], list[tuple[str, int, bool]]] = {}
-    for path, size, values_list, has_dv in zip(
-        small.column("path").to_pylist(),
-        small.column("size").to_pylist(),
-        small.column("partitionValues").to_pylist(),
-        pc.is_valid(small.column("deletionVector")).to_pylist(),
-        strict=True,
-    ):
-        values = tuple(sorted(values_list or ()))
-        by_partition.setdefault(values, []).append((path, int(size or 0), bool(has_dv)))
+    paths: list[str] = small.column("path").to_pylist()
+    sizes = [int(s or 0) for s in small.column("size").to_pylist()]
+    has_dv: list[bool] = pc.is_valid(small.column("deletionVector")).to_pylist()
+    rows_of: dict[tuple[tuple[str, str | None], ...], list[int]] = {}
+    for i, entries in enumerate(small.column("partitionValues").to_pylist()):
+        rows_of.setdefault(tuple(entries) if entries else (), []).append(i)
+    by_partition: dict[tuple[tuple[str, str | None], ...], list[int]] = {}
+    for entries, rows in rows_of.items():  # the same values in another key order: one partition
+        by_partition.setdefault(tuple(sorted(entries)), []).extend(rows)
     bins: list[Bin] = []
-    for values, members in sorted(by_partition.items(), key=lambda item: str(item[0])):
-        current: list[tuple[str, int, bool]] = []
-        filled = 0
-        for member in sorted(members):
-            if current and filled + member[1] > target_size:
-                bins.extend(_worth_it(values, current))
-                current, filled = [], 0
-            current.append(member)
-            filled += member[1]
-        bins.extend(_worth_it(values, current))
+    for values, rows in sorted(by_partition.items(), key=lambda item: str(item[0])):
+        rows.sort(key=paths.__getitem__)
+        start, filled = 0, 0
+        for position, row in enumerate(rows):
+            if position > start and filled + sizes[row] > target_size:
+                bins.extend(_worth_it(values, rows[start:position], paths, sizes, has_dv))
+                start, filled = position, 0
+            filled += sizes[row]
+        bins.extend(_worth_it(values, rows[start:], paths, sizes, has_dv))
     return CompactPlan(
         table=snapshot.storage.url,
         version=snapshot.version,
@@ -155,12 +153,17 @@ def plan_compact(
 
 
 def _worth_it(
-    values: tuple[tuple[str, str | None], ...], members: list[tuple[str, int, bool]]
+    values: tuple[tuple[str, str | None], ...],
+    rows: list[int],
+    paths: list[str],
+    sizes: list[int],
+    has_dv: list[bool],
 ) -> list[Bin]:
-    """A bin, unless it is one file without a deletion vector (nothing to gain)."""
-    if not members or (len(members) == 1 and not members[0][2]):
+    """The bin of these rows' files, unless it is one file without a deletion vector (nothing
+    to gain)."""
+    if not rows or (len(rows) == 1 and not has_dv[rows[0]]):
         return []
-    return [Bin(values, tuple(m[0] for m in members), sum(m[1] for m in members))]
+    return [Bin(values, tuple(paths[r] for r in rows), sum(sizes[r] for r in rows))]
 
 
 def execute_compact(plan: CompactPlan) -> CompactResult:
