@@ -16,7 +16,7 @@ import pytest
 
 from delta_ops.ops.vacuum import plan_vacuum
 from delta_ops.table import snapshot as snapshot_module
-from delta_ops.table.snapshot import load_snapshot
+from delta_ops.table.snapshot import file_num_records, load_snapshot
 from tests import log_builder as lb
 from tests.support import TABLES, copy_fixture, readable_fixture_names
 
@@ -44,6 +44,20 @@ def test_deferred_stats_equal_eager_ones(tmp_path, monkeypatch, name):
     assert "stats" not in lazy.file_index.column_names
     assert lazy.files.sort_by("path").equals(eager.files.sort_by("path"))
     assert lazy.num_records == eager.num_records
+    _assert_counts_without_stats_text(table, eager)
+
+
+def _assert_counts_without_stats_text(table, eager) -> None:  # type: ignore[no-untyped-def]
+    """A fresh snapshot's row counts come from the checkpoint without its stats text being
+    held (`files` never built), and equal the counts of the eager load's stats."""
+    fresh = load_snapshot(table)
+    counts = dict(zip(fresh.file_index.column("path").to_pylist(), fresh.record_counts.to_pylist()))
+    assert "files" not in fresh.__dict__
+    expected = dict(
+        zip(eager.files.column("path").to_pylist(), file_num_records(eager.files).to_pylist())
+    )
+    assert counts == expected
+    assert fresh.num_records == eager.num_records
 
 
 def test_commits_after_the_checkpoint_keep_their_own_stats(tmp_path, monkeypatch):
@@ -77,6 +91,7 @@ def test_commits_after_the_checkpoint_keep_their_own_stats(tmp_path, monkeypatch
     )
     lazy, eager = load_snapshot(table), _eager(table, monkeypatch)
     assert lazy.files.sort_by("path").equals(eager.files.sort_by("path"))
+    _assert_counts_without_stats_text(table, eager)
     stats = dict(zip(lazy.files.column("path").to_pylist(), lazy.files.column("stats").to_pylist()))
     assert '"numRecords": 100' in stats["f0.parquet"] and stats["g.parquet"] is None
     assert '"numRecords": 3' in stats["f2.parquet"]  # read back from the checkpoint

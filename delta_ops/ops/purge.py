@@ -34,7 +34,7 @@ from delta_ops.ops.results import fields_data
 from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_units
 from delta_ops.protocol.features import Operation
 from delta_ops.table.remove_lines import EncodedRemoves
-from delta_ops.table.snapshot import Snapshot, file_num_records
+from delta_ops.table.snapshot import Snapshot
 
 
 @dataclass(frozen=True)
@@ -106,11 +106,12 @@ def plan_purge(
             f"--min-deleted-ratio {min_deleted_ratio}: a share of rows, from 0 to 1 (0.1 = 10%)"
         )
     snapshot.protocol.check_allows(Operation.REWRITE)
-    files = snapshot.files
+    files = snapshot.file_index  # the counts come from the stats, read for them alone
     chosen: list[FileToPurge] = []
     if files.num_rows:
-        with_dv = files.filter(pc.is_valid(files.column("deletionVector")))
-        counts = file_num_records(with_dv).to_pylist()
+        has_dv = pc.is_valid(files.column("deletionVector"))
+        with_dv = files.filter(has_dv)
+        counts = snapshot.record_counts.filter(has_dv).to_pylist()
         dvs = with_dv.column("deletionVector").to_pylist()
         for path, size, n, dv in zip(
             with_dv.column("path").to_pylist(),

@@ -215,10 +215,29 @@ class Snapshot:
     @cached_property
     def num_records(self) -> int | None:
         """Physical rows over all live files, or None when any file lacks `numRecords`."""
-        counts = file_num_records(self.files)
+        counts = self.record_counts
         if counts.null_count:
             return None
         return int(pc.sum(counts).as_py() or 0)
+
+    @cached_property
+    def record_counts(self) -> pa.Array | pa.ChunkedArray:
+        """`numRecords` of each live file, in `file_index` order (null where its stats lack
+        it). A checkpoint's stats still on storage are read a row group at a time keeping only
+        the counts: a row count of a million-file table does not hold its stats text."""
+        if not self._stats_deferred or "files" in self.__dict__:
+            return file_num_records(self.files)
+        assert self.segment.checkpoint is not None
+        try:
+            return checkpoint_file_values(
+                self.storage,
+                self.segment.checkpoint,
+                self._files_read,
+                _num_records_of,
+                _num_records_of(self._files_read.column("stats")),
+            )
+        except CorruptLog:  # Snapshot.files knows how to recover (and warns)
+            return file_num_records(self.files)
 
     @property
     def num_deleted_records(self) -> int:
@@ -271,11 +290,29 @@ def with_checkpoint_stats(storage: Storage, checkpoint: CheckpointRef, files: pa
     """`files` with the stats of the rows that came from `checkpoint` (their `version` is its
     version; later commits' rows carry their own) read from its `add.stats` (or from
     `stats_parsed` where it wrote no JSON), matched by file key (path, deletion vector)."""
+    own = files.column("stats")
+    merged = checkpoint_file_values(storage, checkpoint, files, lambda stats: stats, own)
+    if merged is own:
+        return files
+    return files.set_column(files.schema.get_field_index("stats"), "stats", merged)
+
+
+def checkpoint_file_values(
+    storage: Storage,
+    checkpoint: CheckpointRef,
+    files: pa.Table,
+    pick: Callable[[pa.Array | pa.ChunkedArray], pa.Array | pa.ChunkedArray],
+    own: pa.Array | pa.ChunkedArray,
+) -> pa.Array | pa.ChunkedArray:
+    """A value per row of `files`: for the rows that came from `checkpoint`, `pick` of the
+    stats it holds for that file (matched by path and deletion vector; read a row group at a
+    time, so only what `pick` returns is kept); for the other rows, `own`. `own` itself when
+    no row came from the checkpoint."""
     from_checkpoint = pc.equal(files.column("version"), checkpoint.version)
     if not files.num_rows or not pc.any(from_checkpoint).as_py():
-        return files
+        return own
     wanted = {"add": ("path", "deletionVector", "stats")}
-    keys, stats = [], []
+    keys, values = [], []
     for name in checkpoint_file_names(storage, checkpoint.files):
         for table in checkpoint_file_batches(storage, name, wanted, 1 << 20):
             if "add" not in table.column_names:
@@ -283,14 +320,14 @@ def with_checkpoint_stats(storage: Storage, checkpoint: CheckpointRef, files: pa
             source = ActionSource(table, np.zeros(table.num_rows, dtype=np.int64))
             path, dv_id, is_add = file_action_keys(source)
             keys.append(file_keys(path, dv_id).filter(is_add))
-            stats.append(pc.struct_field(table.column("add"), "stats").filter(is_add))
+            values.append(pick(pc.struct_field(table.column("add"), "stats").filter(is_add)))
     if not keys:
-        return files
+        return own
     checkpoint_keys = pa.concat_arrays([_array(k) for k in keys])
-    checkpoint_stats = pa.concat_arrays([_array(s) for s in stats])
-    found = checkpoint_stats.take(pc.index_in(_row_keys(files), value_set=checkpoint_keys))
-    merged = pc.if_else(from_checkpoint, found, files.column("stats"))
-    return files.set_column(files.schema.get_field_index("stats"), "stats", merged)
+    checkpoint_values = pa.concat_arrays([_array(v) for v in values])
+    found = checkpoint_values.take(pc.index_in(_row_keys(files), value_set=checkpoint_keys))
+    merged: pa.Array | pa.ChunkedArray = pc.if_else(from_checkpoint, found, own)
+    return merged
 
 
 def _row_keys(files: pa.Table) -> pa.Array:
@@ -317,8 +354,15 @@ def _array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def file_num_records(files: pa.Table) -> pa.Array:
     """`numRecords` from each file's stats JSON (null where stats or the field is missing)."""
-    stats = files.column("stats")
     if files.num_rows == 0:
+        return pa.array([], pa.int64())
+    counts: pa.Array = _num_records_of(files.column("stats"))
+    return counts
+
+
+def _num_records_of(stats: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """`numRecords` of each stats JSON text (null where absent)."""
+    if len(stats) == 0:
         return pa.array([], pa.int64())
     extracted = pc.extract_regex(stats, r'"numRecords"\s*:\s*(?P<n>-?\d+)')
     return pc.cast(pc.struct_field(extracted, "n"), pa.int64())
