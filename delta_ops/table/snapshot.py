@@ -16,7 +16,7 @@ Example::
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -126,6 +126,7 @@ class Snapshot:
         commit_times: pa.Table,
         *,
         checkpoint_stats_deferred: bool = False,
+        checkpoint_files_read: Sequence[str] = (),
     ):
         if state.protocol is None:
             raise CorruptLog(_first_file(segment), "no protocol action in the log segment")
@@ -140,6 +141,8 @@ class Snapshot:
         self._files_read = restrict_partition_values(state.files, keys)
         # the checkpoint's `add.stats` were not read: `files` reads them on first use
         self._stats_deferred = checkpoint_stats_deferred and segment.checkpoint is not None
+        # the checkpoint's parts and sidecars, as the load found them (`_delta_log`-relative)
+        self._checkpoint_files_read = tuple(checkpoint_files_read)
         self.tombstones: pa.Table = restrict_partition_values(state.tombstones, keys)
         self.txns: dict[str, Txn] = state.txns
         self.domains: dict[str, DomainMetadata] = state.domains
@@ -163,7 +166,9 @@ class Snapshot:
             return self._files_read
         assert self.segment.checkpoint is not None
         try:
-            return with_checkpoint_stats(self.storage, self.segment.checkpoint, self._files_read)
+            return with_checkpoint_stats(
+                self.storage, self.segment.checkpoint, self._files_read, self._checkpoint_files_read
+            )
         except CorruptLog as exc:  # e.g. log cleanup removed that checkpoint since the load
             logger.warning("%s; reading the stats of version %d anew", exc, self.version)
             try:
@@ -232,6 +237,7 @@ class Snapshot:
             return checkpoint_file_values(
                 self.storage,
                 self.segment.checkpoint,
+                self._checkpoint_files_read,
                 self._files_read,
                 _num_records_of,
                 _num_records_of(self._files_read.column("stats")),
@@ -286,12 +292,20 @@ def partition_value_keys(metadata: Metadata, schema: StructType | None) -> set[s
     return {physical_name(by_name[c]) if c in by_name else c for c in columns} | columns
 
 
-def with_checkpoint_stats(storage: Storage, checkpoint: CheckpointRef, files: pa.Table) -> pa.Table:
+def with_checkpoint_stats(
+    storage: Storage,
+    checkpoint: CheckpointRef,
+    files: pa.Table,
+    checkpoint_files_read: Sequence[str] = (),
+) -> pa.Table:
     """`files` with the stats of the rows that came from `checkpoint` (their `version` is its
     version; later commits' rows carry their own) read from its `add.stats` (or from
-    `stats_parsed` where it wrote no JSON), matched by file key (path, deletion vector)."""
+    `stats_parsed` where it wrote no JSON), matched by file key (path, deletion vector).
+    `checkpoint_files_read`: its parts and sidecars as a load found them (else listed anew)."""
     own = files.column("stats")
-    merged = checkpoint_file_values(storage, checkpoint, files, lambda stats: stats, own)
+    merged = checkpoint_file_values(
+        storage, checkpoint, checkpoint_files_read, files, lambda stats: stats, own
+    )
     if merged is own:
         return files
     return files.set_column(files.schema.get_field_index("stats"), "stats", merged)
@@ -300,6 +314,7 @@ def with_checkpoint_stats(storage: Storage, checkpoint: CheckpointRef, files: pa
 def checkpoint_file_values(
     storage: Storage,
     checkpoint: CheckpointRef,
+    checkpoint_files_read: Sequence[str],
     files: pa.Table,
     pick: Callable[[pa.Array | pa.ChunkedArray], pa.Array | pa.ChunkedArray],
     own: pa.Array | pa.ChunkedArray,
@@ -307,13 +322,16 @@ def checkpoint_file_values(
     """A value per row of `files`: for the rows that came from `checkpoint`, `pick` of the
     stats it holds for that file (matched by path and deletion vector; read a row group at a
     time, so only what `pick` returns is kept); for the other rows, `own`. `own` itself when
-    no row came from the checkpoint."""
+    no row came from the checkpoint. `checkpoint_files_read`: the checkpoint's parts and
+    sidecars (`_delta_log`-relative), or empty to find them (reading its parts' sidecar
+    column)."""
     from_checkpoint = pc.equal(files.column("version"), checkpoint.version)
     if not files.num_rows or not pc.any(from_checkpoint).as_py():
         return own
     wanted = {"add": ("path", "deletionVector", "stats")}
     keys, values = [], []
-    for name in checkpoint_file_names(storage, checkpoint.files):
+    names = checkpoint_files_read or checkpoint_file_names(storage, checkpoint.files)
+    for name in names:
         for table in checkpoint_file_batches(storage, name, wanted, 1 << 20):
             if "add" not in table.column_names:
                 continue
@@ -507,6 +525,7 @@ def _load_segment(
     defer = DEFER_CHECKPOINT_STATS if defer_stats is None else defer_stats
     batches = []
     seq = 0
+    checkpoint_read: list[str] = []
     if segment.checkpoint is not None:
         cp = read_checkpoint(
             storage,
@@ -516,6 +535,7 @@ def _load_segment(
             with_stats=not defer,
         )
         batches.append(cp.batch)
+        checkpoint_read = cp.files_read
         seq = cp.batch.num_rows
         release_scratch_memory()
     commits = read_commits(storage, segment.commits, seq_start=seq)
@@ -534,4 +554,11 @@ def _load_segment(
             "in_commit_timestamp": pa.array(commits.in_commit_timestamps, pa.int64()),
         }
     )
-    return Snapshot(storage, segment, state, commit_times, checkpoint_stats_deferred=defer)
+    return Snapshot(
+        storage,
+        segment,
+        state,
+        commit_times,
+        checkpoint_stats_deferred=defer,
+        checkpoint_files_read=checkpoint_read,
+    )
