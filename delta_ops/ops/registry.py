@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from delta_ops import clock
 from delta_ops.errors import InvalidValue, RetentionTooShort
-from delta_ops.ops import cleanup, row_tracking, vacuum
+from delta_ops.ops import row_tracking
 from delta_ops.ops.engines import ENGINE_NAMES
 from delta_ops.protocol.units import (
     format_bytes,
@@ -39,18 +39,21 @@ from delta_ops.table.snapshot import Snapshot, TableHead, load_head, load_snapsh
 
 class _OnFirstUse(ModuleType):
     """A module imported when one of its names is first used: the CLI starts without the
-    rewrite and checkpoint writers (pyarrow.parquet, ...) unless it runs them."""
+    operations it does not run (the rewrite and checkpoint writers import pyarrow.parquet,
+    ...)."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(importlib.import_module(self.__name__), name)
 
 
 if TYPE_CHECKING:
-    from delta_ops.ops import checkpoint, compact, purge
+    from delta_ops.ops import checkpoint, cleanup, compact, purge, vacuum
 else:
     checkpoint = _OnFirstUse("delta_ops.ops.checkpoint")
+    cleanup = _OnFirstUse("delta_ops.ops.cleanup")
     compact = _OnFirstUse("delta_ops.ops.compact")
     purge = _OnFirstUse("delta_ops.ops.purge")
+    vacuum = _OnFirstUse("delta_ops.ops.vacuum")
 
 OptionKind = Literal["duration", "time", "count", "flag", "choice", "ratio", "size", "text"]
 Progress = Callable[[str], None] | None
