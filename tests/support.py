@@ -81,12 +81,15 @@ def deltalake_files(path: Path | str) -> tuple[int, list[str]]:
     return table.version(), sorted(adds.column("path").to_pylist())
 
 
-def deltalake_rows(path: Path | str, storage_options: dict[str, str] | None = None) -> list[dict]:
-    """Every row delta-rs returns (deletion vectors applied), sorted for comparison; on an
-    object store, `storage_options` are delta-rs' own (AWS_ENDPOINT_URL, ...)."""
+def deltalake_rows(
+    path: Path | str, storage_options: dict[str, str] | None = None, version: int | None = None
+) -> list[dict]:
+    """Every row delta-rs returns (deletion vectors applied), sorted for comparison, at the
+    latest version or `version`; on an object store, `storage_options` are delta-rs' own
+    (AWS_ENDPOINT_URL, ...)."""
     from deltalake import DeltaTable
 
-    table = DeltaTable(str(path), storage_options=storage_options)
+    table = DeltaTable(str(path), version=version, storage_options=storage_options)
     # to_pyarrow_table() refuses tables with deletion vectors; scan() applies them
     rows = pa.RecordBatchReader.from_stream(table.scan()).read_all().to_pylist()
     return sorted(rows, key=_row_key)

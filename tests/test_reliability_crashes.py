@@ -31,11 +31,13 @@ from deltalake import DeltaTable, PostCommitHookProperties, write_deltalake
 
 from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
+from delta_ops.ops.compact import execute_compact, plan_compact
+from delta_ops.ops.purge import execute_purge, plan_purge
 from delta_ops.ops.row_tracking import execute_enable_row_tracking, plan_enable_row_tracking
 from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
 from delta_ops.table.snapshot import load_snapshot
 from tests.faults import FaultPlan, InjectedCrash, faulty_options, faulty_url
-from tests.support import REPO
+from tests.support import REPO, copy_fixture, deltalake_rows, duckdb_rows
 
 # deltalake is only the independent writer here: no checkpoints or log cleanup of its own
 NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
@@ -243,3 +245,59 @@ def test_kill_9_during_a_vacuum_then_a_rerun(pristine: Path, tmp_path: Path, del
     )
     assert rerun.returncode == 0, rerun.stderr
     assert not list(extra.glob("orphan-*")) and _rows(table) == rows
+
+
+# ------------------------------------------------------------------ rewrites (issue 18)
+#: a real table by Delta Spark: 15 live files in 10 partitions, 2 with a deletion vector, and
+#: a checkpoint
+REWRITE_FIXTURE = "delta-spark/dv-partitioned-with-checkpoint"
+
+
+def _purge(url: str, so: dict[str, Any] | None) -> Any:
+    return execute_purge(plan_purge(load_snapshot(url, storage_options=so)))
+
+
+def _compact(url: str, so: dict[str, Any] | None) -> Any:
+    return execute_compact(plan_compact(load_snapshot(url, storage_options=so)))
+
+
+REWRITE_OPS: dict[str, Op] = {"purge": _purge, "compact": _compact}
+
+
+def _rewrite_end_state(path: Path) -> tuple[int, int, list[dict[str, Any]]]:
+    """What a finished rewrite leaves: live files, how many still have a DV, and the rows."""
+    files = load_snapshot(path).file_index
+    with_dv = files.num_rows - files.column("deletionVector").null_count
+    return files.num_rows, with_dv, deltalake_rows(path)
+
+
+@pytest.mark.parametrize("op", list(REWRITE_OPS))
+def test_a_crash_at_any_write_of_a_rewrite_keeps_every_version_and_a_rerun_finishes(
+    op: str, tmp_path: Path
+) -> None:
+    """Purge and compaction delete nothing: after a crash at any write, every version reads
+    back with its rows (the latest through both peers), and a re-run ends where an
+    uncrashed run does."""
+    source = copy_fixture(REWRITE_FIXTURE, tmp_path / "source")
+    latest = DeltaTable(str(source)).version()
+    promised = {v: deltalake_rows(source, version=v) for v in (latest - 1, latest)}
+    reference = _copy(source, tmp_path / "reference")
+    counting = FaultPlan()
+    REWRITE_OPS[op](faulty_url(reference), faulty_options(counting))
+    expected = _rewrite_end_state(reference)
+    # 15 live files in 10 partitions, 2 with a DV: purge rewrites those 2 (then a commit),
+    # compaction each partition's pair and each lone file with a DV (7 files, then a commit)
+    assert expected[:2] == ((15, 0) if op == "purge" else (10, 0))
+    assert counting.count == (3 if op == "purge" else 8), f"{op}: {counting.writes}"
+
+    for k in range(1, counting.count + 1):
+        for when in ("before", "after"):
+            table = _copy(source, tmp_path / f"k{k}-{when}")
+            with pytest.raises(InjectedCrash):
+                REWRITE_OPS[op](faulty_url(table), faulty_options(FaultPlan(crash_on=k, when=when)))
+            for version, rows in promised.items():
+                assert deltalake_rows(table, version=version) == rows, f"{op}: {when} write {k}"
+            assert duckdb_rows(table) == promised[latest]
+            REWRITE_OPS[op](str(table), None)  # the re-run, no faults
+            assert _rewrite_end_state(table) == expected, f"{op}: re-run after {when} write {k}"
+            shutil.rmtree(table)
