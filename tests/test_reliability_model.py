@@ -39,6 +39,7 @@ from delta_ops.clock import fixed_wall_clock
 from delta_ops.errors import DeltaOpsError, RetentionTooShort
 from delta_ops.ops.checkpoint import execute_checkpoint, plan_checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
+from delta_ops.ops.compact import execute_compact, plan_compact
 from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
 from delta_ops.table.snapshot import load_snapshot
 
@@ -230,6 +231,18 @@ class ReliabilityMachine(RuleBasedStateMachine):
             return
         self.promised &= self._window_versions(effective)
         self._assert_readable(self.promised, f"vacuum {mode} {retention} ms")
+
+    @rule(target_bytes=st.sampled_from([2_000, 128 * 1024 * 1024]))
+    def compact(self, target_bytes: int) -> None:
+        """Compaction rewrites files (a small target splits a partition into several bins)
+        and changes no version's rows; the files it replaces become tombstones that only a
+        vacuum past their retention deletes."""
+        self._ours(
+            lambda: execute_compact(
+                plan_compact(load_snapshot(self.path), target_size=target_bytes)
+            )
+        )
+        self._assert_readable(self.promised, f"a compaction to {target_bytes} bytes")
 
     # ------------------------------------------------------------------ always
     @invariant()
