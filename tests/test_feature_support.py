@@ -120,7 +120,7 @@ def test_inspect_lists_what_the_table_allows(
     assert "write: refused: icebergCompatV2" in capsys.readouterr().out
 
 
-def _geospatial_table(tmp_path: Path) -> Path:
+def _geospatial_table(tmp_path: Path, configuration: dict[str, str] | None = None) -> Path:
     """A geometry column as Delta 4 writes it: WKB values, WKT bounding-box corners as its
     min/max stats, the `geospatial` reader-writer feature; stats also kept as structs."""
     table = tmp_path / "geo"
@@ -149,7 +149,10 @@ def _geospatial_table(tmp_path: Path) -> Path:
                 "format": {"provider": "parquet", "options": {}},
                 "schemaString": json.dumps(schema),
                 "partitionColumns": [],
-                "configuration": {"delta.checkpoint.writeStatsAsStruct": "true"},
+                "configuration": {
+                    "delta.checkpoint.writeStatsAsStruct": "true",
+                    **(configuration or {}),
+                },
             }
         },
     ]
@@ -178,8 +181,16 @@ def _geospatial_table(tmp_path: Path) -> Path:
     return table
 
 
-def test_geospatial_checkpoint_keeps_json_stats_and_types_what_it_can(tmp_path: Path) -> None:
-    table = _geospatial_table(tmp_path)
+@pytest.mark.parametrize("write_stats_as_json", [None, "false"])
+def test_geospatial_checkpoint_keeps_json_stats_and_types_what_it_can(
+    tmp_path: Path, write_stats_as_json: str | None
+) -> None:
+    """The bounding boxes live only in the JSON stats, so the checkpoint keeps them even
+    where the table asks for struct stats alone (`writeStatsAsJson=false`)."""
+    configuration = {}
+    if write_stats_as_json is not None:
+        configuration["delta.checkpoint.writeStatsAsJson"] = write_stats_as_json
+    table = _geospatial_table(tmp_path, configuration)
     before = load_snapshot(table).files.select(["path", "size", "stats"]).sort_by("path")
     checkpoint(str(table))
     written = table / "_delta_log" / "00000000000000000000.checkpoint.parquet"

@@ -335,6 +335,16 @@ def add_type(parsed: ParsedColumns, *, write_stats_as_json: bool = True) -> pa.S
     return pa.struct(fields)
 
 
+def writes_json_stats(snapshot: Snapshot | TableHead) -> bool:
+    """Whether a checkpoint carries `add.stats` as JSON: as `delta.checkpoint.writeStatsAsJson`
+    says (true by default), and always on a table with geospatial columns, whose bounding-box
+    stats exist only in the JSON (`stats_parsed` leaves them out): without it the checkpoint
+    would drop them for every reader."""
+    return snapshot.properties.checkpoint_write_stats_as_json or snapshot.protocol.supports(
+        "geospatial"
+    )
+
+
 def checkpoint_schema(snapshot: Snapshot | TableHead) -> pa.Schema:
     """Spark's V1 classic checkpoint schema for this table (all fields nullable)."""
     parsed = parsed_columns(snapshot)
@@ -343,9 +353,7 @@ def checkpoint_schema(snapshot: Snapshot | TableHead) -> pa.Schema:
             ("txn", TXN_TYPE),
             (
                 "add",
-                add_type(
-                    parsed, write_stats_as_json=snapshot.properties.checkpoint_write_stats_as_json
-                ),
+                add_type(parsed, write_stats_as_json=writes_json_stats(snapshot)),
             ),
             ("remove", REMOVE_TYPE),
             ("metaData", METADATA_TYPE),
