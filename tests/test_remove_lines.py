@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from delta_ops.errors import ConcurrentModification, DeltaOpsError
-from delta_ops.log.actions import file_rows_as_actions
+from delta_ops.log.actions import FILE_ACTION_SCHEMA, file_rows_as_actions
 from delta_ops.table.remove_lines import CARRIED_FIELDS, encode_removes
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import Transaction
@@ -109,28 +109,12 @@ ROW = st.fixed_dictionaries(
         "defaultRowCommitVersion": MAYBE_INT,
     }
 )
+# the generated rows typed as a snapshot's files table types them
 SCHEMA = pa.schema(
     [
-        ("path", pa.string()),
-        ("partitionValues", pa.map_(pa.string(), pa.string())),
-        ("size", pa.int64()),
-        ("stats", pa.string()),
-        ("tags", pa.map_(pa.string(), pa.string())),
-        (
-            "deletionVector",
-            pa.struct(
-                [
-                    ("storageType", pa.string()),
-                    ("pathOrInlineDv", pa.string()),
-                    ("offset", pa.int32()),
-                    ("sizeInBytes", pa.int32()),
-                    ("cardinality", pa.int64()),
-                    ("maxRowIndex", pa.int64()),
-                ]
-            ),
-        ),
-        ("baseRowId", pa.int64()),
-        ("defaultRowCommitVersion", pa.int64()),
+        FILE_ACTION_SCHEMA.field(name)
+        for name in ("path", "partitionValues", "size", "stats", "tags", "deletionVector")
+        + ("baseRowId", "defaultRowCommitVersion")
     ]
 )
 
