@@ -56,3 +56,16 @@ def ids_by_value(table: Path) -> dict[int, int]:
         values = pq.read_table(table / row["path"], columns=["id"]).column("id")
         out[values[row["row_index"]].as_py()] = row["row_id"]
     return out
+
+
+def many_small_appends(table: Path, appends: int = 12, configuration: dict | None = None) -> None:
+    """`appends` writes of 2 rows (ids 0, 1, 2, ...) alternating between partitions day=b and
+    day=a: small files for compaction to pack."""
+    for i in range(appends):
+        ids = pa.array([2 * i, 2 * i + 1], pa.int64())
+        write_arrow(
+            table,
+            pa.table({"id": ids, "day": pa.array(["a" if i % 2 else "b"] * 2)}),
+            partition_by=["day"],
+            configuration=configuration if i == 0 else None,
+        )

@@ -15,26 +15,15 @@ from delta_ops.errors import InvalidValue
 from delta_ops.ops.compact import execute_compact, parse_where, plan_compact
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
-from tests.rewrite_support import dv_table, ids_by_value
+from tests.rewrite_support import dv_table, ids_by_value, many_small_appends
 from tests.support import copy_fixture, deltalake_rows, duckdb_rows
-
-
-def _many_small_appends(table: Path, appends: int = 12, configuration: dict | None = None) -> None:
-    for i in range(appends):
-        ids = pa.array([2 * i, 2 * i + 1], pa.int64())
-        write_arrow(
-            table,
-            pa.table({"id": ids, "day": pa.array(["a" if i % 2 else "b"] * 2)}),
-            partition_by=["day"],
-            configuration=configuration if i == 0 else None,
-        )
 
 
 def test_small_files_become_one_per_partition_and_read_the_same(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     table = tmp_path / "t"
-    _many_small_appends(table)
+    many_small_appends(table)
     rows = duckdb_rows(table)
     before = load_snapshot(table)
     assert before.num_files == 12
@@ -55,7 +44,7 @@ def test_small_files_become_one_per_partition_and_read_the_same(
 
 def test_target_size_and_where_limit_the_work(tmp_path: Path) -> None:
     table = tmp_path / "t"
-    _many_small_appends(table)
+    many_small_appends(table)
     snapshot = load_snapshot(table)
     only_a = plan_compact(snapshot, where=parse_where("day=a", snapshot))
     assert len(only_a.bins) == 1 and only_a.files_to_rewrite == 6
@@ -107,7 +96,7 @@ def test_column_mapping_tables_keep_their_physical_columns(tmp_path: Path) -> No
 
 def test_an_append_landing_meanwhile_does_not_conflict(tmp_path: Path) -> None:
     table = tmp_path / "t"
-    _many_small_appends(table, appends=4)
+    many_small_appends(table, appends=4)
     plan = plan_compact(load_snapshot(table))
     write_arrow(
         table, pa.table({"id": pa.array([100], pa.int64()), "day": ["a"]}), partition_by=["day"]
@@ -136,7 +125,7 @@ def test_worker_processes_write_what_this_process_would(
     tables = {}
     for mode, threshold in (("processes", 1), ("in-process", 10**9)):
         table = tmp_path / mode
-        _many_small_appends(table)
+        many_small_appends(table)
         monkeypatch.setattr(rewrite, "PROCESS_MIN_FILES", threshold)
         result = execute_compact(plan_compact(load_snapshot(table)))
         assert (result.files_removed, result.files_added) == (12, 2)
@@ -157,7 +146,7 @@ def test_a_failing_worker_leaves_no_new_file_and_no_commit(
     from delta_ops.ops import rewrite
 
     table = tmp_path / "t"
-    _many_small_appends(table)
+    many_small_appends(table)
     before = load_snapshot(table)
     rows = duckdb_rows(table)
     corrupt = next(p for p in before.files.column("path").to_pylist() if p.startswith("day=a"))

@@ -180,3 +180,16 @@ def test_compaction_and_purge_on_the_store_read_the_same_rows(
         after.num_files == before.num_files - compacted["files_removed"] + compacted["files_added"]
     )
     assert deltalake_rows(remote, store.peer_options) == rows
+    # how a failed Spark rewrite finds its tasks' files: one directory, by name prefix, fresh
+    storage = Storage.open(remote, store.options)
+    written = compacted["files_written"]
+    directory, name = written[0].rsplit("/", 1)
+    prefix = name[: len("part-00000-") + 17]  # the rewrite's own prefix
+    assert storage.file_names_in(directory, prefix) == sorted(
+        p.rsplit("/", 1)[1] for p in written if p.startswith(f"{directory}/{prefix}")
+    )
+    assert storage.file_names_in("", "deletion_vector_") == sorted(
+        p.name for p in local.glob("deletion_vector_*")
+    )
+    assert storage.file_names_in(directory, "no-such-prefix") == []
+    assert storage.file_names_in("no=such", "") == []

@@ -231,3 +231,30 @@ def test_spark_engine_writes_the_checkpoint_the_local_engine_writes(
     )
     assert state_facts(load_snapshot(copies["spark"])) == expected_after_checkpoint(before, NOW)
     assert deltalake_files(copies["spark"]) == deltalake_files(copies["local"])
+
+
+@pytest.mark.spark
+def test_a_failed_spark_rewrite_task_leaves_no_new_file_and_no_commit(spark, tmp_path):
+    """One partition's file is unreadable: its task fails, the other partition's task has
+    written its file already. The driver finds that file by the rewrite's file prefix and
+    deletes it; no commit, and the table reads as before."""
+    from delta_ops.errors import DeltaOpsError
+    from delta_ops.ops.compact import execute_compact, plan_compact
+    from tests.rewrite_support import many_small_appends
+
+    table = tmp_path / "t"
+    many_small_appends(table)
+    before = load_snapshot(table)
+    rows = deltalake_rows(table)
+    corrupt = next(p for p in before.files.column("path").to_pylist() if p.startswith("day=a"))
+    original = (table / corrupt).read_bytes()
+    (table / corrupt).write_bytes(b"not parquet")
+    files_before = sorted(p.relative_to(table) for p in table.rglob("*.parquet"))
+    plan = plan_compact(before, engine="spark")
+    assert len(plan.bins) == 2  # one task per partition
+    with pytest.raises(DeltaOpsError, match=f"{corrupt}: unreadable data file"):
+        execute_compact(plan)
+    assert load_snapshot(table).version == before.version
+    assert sorted(p.relative_to(table) for p in table.rglob("*.parquet")) == files_before
+    (table / corrupt).write_bytes(original)
+    assert deltalake_rows(table) == rows

@@ -17,11 +17,14 @@ is deleted again.
 
 Locally, small files are read whole and decoded in memory; a rewrite of many files
 (`PROCESS_MIN_FILES`) on local storage spreads its units over forked worker processes, one per
-core, and the parent commits what they wrote. `engine="spark"` writes units in Spark tasks.
+core, and the parent commits what they wrote. `engine="spark"` writes units in Spark tasks;
+every new file's name starts with the rewrite's own prefix, so when a task fails the files the
+finished tasks wrote are found in the units' directories and deleted too.
 """
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -64,6 +67,8 @@ READ_AHEAD_BYTES = 64 * 1024 * 1024  # ... and this much of them: memory besides
 WHOLE_READ_BYTES = 8 * 1024 * 1024  # files up to this size are read whole, then decoded
 THREADED_READ_BYTES = 1024 * 1024  # chunks of files all below this are read by one thread
 
+logger = logging.getLogger(__name__)
+
 #: what a rewrite needs of each file it rewrites (not its stats: the new files get fresh
 #: ones, and the removes are encoded from the snapshot's files table)
 FILE_FIELDS = (
@@ -103,6 +108,9 @@ class Rewriter:
         self.storage = snapshot.storage
         self.now = clock.now_ms()
         self.written: list[str] = []  # table-relative paths of new files
+        # every file this rewrite writes, in any process, is named with this prefix: after a
+        # failure elsewhere (a Spark task), the files of the units that did finish are found
+        self.file_prefix = f"part-00000-{uuid.uuid4().hex[:16]}-"
         config = dict(snapshot.metadata.configuration)
         self.new_metadata: dict[str, Any] | None = None
         tracked = snapshot.protocol.supports("rowTracking") and any(
@@ -226,7 +234,7 @@ class Rewriter:
     ) -> dict[str, Any]:
         """Stream `tables` (one at a time: memory holds one) into one new parquet file in
         `directory`; its `add` body (fresh stats, `keep` fields such as tags copied)."""
-        name = f"part-00000-{uuid.uuid4()}.c000.snappy.parquet"
+        name = f"{self.file_prefix}{uuid.uuid4().hex[:16]}.c000.snappy.parquet"
         relative = f"{directory.strip('/')}/{name}" if directory.strip("/") else name
         full = self.storage.join(relative)
 
@@ -321,6 +329,19 @@ class Rewriter:
         except BaseException:
             self.discard()
             raise
+
+    def files_written_in(self, directories: Iterable[str]) -> list[str]:
+        """Table-relative paths of this rewrite's files in `directories` that `written` does
+        not list yet: what tasks elsewhere wrote before the rewrite failed."""
+        known = set(self.written)
+        found = []
+        for directory in sorted(set(directories)):
+            base = directory.strip("/")
+            for name in self.storage.file_names_in(base, self.file_prefix):
+                relative = f"{base}/{name}" if base else name
+                if relative not in known:
+                    found.append(relative)
+        return found
 
     def discard(self) -> None:
         """Delete the files this rewrite wrote, unless the log references them after all (a
@@ -430,10 +451,16 @@ def rewrite_units(
             ]
     if meanwhile is not None:
         meanwhile()
-    # If a worker fails, the files other workers already wrote are not known here and stay as
-    # untracked files, which vacuum removes once they are older than the retention; the table
-    # never references them, so no reader sees them.
-    done = engine.rewrite(rewriter.portable(), units)
+    try:
+        done = engine.rewrite(rewriter.portable(), units)
+    except BaseException:
+        # the tasks that finished wrote files this process never heard of: find them by the
+        # rewrite's file prefix, so `discard()` removes them with the rest
+        try:
+            rewriter.written.extend(rewriter.files_written_in(u.directory for u in units))
+        except Exception:  # noqa: BLE001 - the task's failure matters more; vacuum removes the rest
+            logger.warning("could not list the files of a failed rewrite; vacuum removes them")
+        raise
     rewriter.written.extend(r.relative_path for r in done)
     return done
 

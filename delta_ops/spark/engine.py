@@ -25,9 +25,11 @@ way they reach the driver (instance roles, environment, or the storage options).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from delta_ops.errors import DeltaOpsError
 from delta_ops.storage import Storage
 from delta_ops.storage.tree import TreeListing
 
@@ -39,6 +41,31 @@ if TYPE_CHECKING:
 DELETE_BATCH = 1000
 #: parquet footers per counting task
 FOOTER_BATCH = 200
+
+
+#: the last line of a failed task's Python traceback when it raised one of ours or an
+#: operating-system error (a file, a store); anything else is a bug and keeps Spark's report
+_TASK_ERROR = re.compile(
+    r"^(?:delta_ops\.errors\.\w+|OSError|FileNotFoundError|PermissionError|TimeoutError"
+    r"|ConnectionError): (.+)$",
+    re.MULTILINE,
+)
+
+
+def _collect(rdd: Any) -> list[Any]:
+    """`rdd.collect()`; a task that failed with a delta-ops error or an OSError (an unreadable
+    file, a store that refused a request) fails the job as a DeltaOpsError with the task's
+    message, one line, instead of Spark's report of the worker's traceback."""
+    try:
+        rows: list[Any] = rdd.collect()
+        return rows
+    except Exception as exc:
+        if type(exc).__name__ not in ("PythonException", "Py4JJavaError"):
+            raise
+        causes = _TASK_ERROR.findall(str(exc))
+        if not causes:
+            raise
+        raise DeltaOpsError(f"a Spark task failed: {causes[-1]}") from exc
 
 
 class SparkEngine:
@@ -80,10 +107,10 @@ class SparkEngine:
                 for d in found.dirs:
                     yield d, 0, 0, True
 
-        rows = (
-            context.parallelize(top, max(1, min(len(top), context.defaultParallelism * 4)))
-            .mapPartitions(walk_subtree)
-            .collect()
+        rows = _collect(
+            context.parallelize(
+                top, max(1, min(len(top), context.defaultParallelism * 4))
+            ).mapPartitions(walk_subtree)
         )
         shared.unpersist()
         for path, size, mtime, is_dir in rows:
@@ -112,8 +139,8 @@ class SparkEngine:
                 yield from Storage.open(url, options or None).delete_many(batch)
 
         slices = max(1, -(-len(relative_paths) // DELETE_BATCH))
-        deleted: list[str] = (
-            context.parallelize(list(relative_paths), slices).mapPartitions(delete_batch).collect()
+        deleted: list[str] = _collect(
+            context.parallelize(list(relative_paths), slices).mapPartitions(delete_batch)
         )
         if on_deleted is not None:
             on_deleted(deleted)
@@ -134,7 +161,7 @@ class SparkEngine:
 
         slices = max(1, -(-len(paths) // FOOTER_BATCH))
         counted = dict(
-            context.parallelize(list(enumerate(paths)), slices).mapPartitions(count).collect()
+            _collect(context.parallelize(list(enumerate(paths)), slices).mapPartitions(count))
         )
         return [counted[i] for i in range(len(paths))]
 
@@ -150,9 +177,9 @@ class SparkEngine:
                 yield index, write_unit(rewriter, unit)
 
         done = dict(
-            context.parallelize(list(enumerate(units)), len(units))
-            .mapPartitions(write_all)
-            .collect()
+            _collect(
+                context.parallelize(list(enumerate(units)), len(units)).mapPartitions(write_all)
+            )
         )
         return [done[i] for i in range(len(units))]
 
@@ -171,9 +198,9 @@ class SparkEngine:
                 yield index, shared.value.write(file)
 
         done = dict(
-            context.parallelize(list(enumerate(files)), len(files))
-            .mapPartitions(write_all)
-            .collect()
+            _collect(
+                context.parallelize(list(enumerate(files)), len(files)).mapPartitions(write_all)
+            )
         )
         shared.unpersist()
         return [done[i] for i in range(len(files))]

@@ -362,6 +362,27 @@ class Storage:
         entries.sort(key=lambda e: e.name)
         return entries
 
+    def file_names_in(self, relative_dir: str, prefix: str = "") -> list[str]:
+        """Names of the files directly in a table-relative directory ("" for the root) that
+        start with `prefix`, sorted; [] when the directory does not exist. Listed fresh (no
+        cached listing), so files other processes just wrote are seen."""
+        directory = self.join(relative_dir) if relative_dir.strip("/") else self.root
+        if self.is_local:
+            try:
+                with os.scandir(directory) as it:
+                    return sorted(e.name for e in it if e.name.startswith(prefix) and e.is_file())
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+        self._filesystem.invalidate_cache(directory)
+        try:
+            infos = self._filesystem.ls(directory, detail=True)
+        except FileNotFoundError:
+            return []
+        names = (
+            posixpath.basename(i["name"].rstrip("/")) for i in infos if i.get("type") != "directory"
+        )
+        return sorted(n for n in names if n.startswith(prefix))
+
     @staticmethod
     def _list_local(directory: str, must_exist: bool) -> list[FileEntry]:
         try:
