@@ -43,6 +43,18 @@ def release_scratch_memory() -> None:
     LOG_MEMORY_POOL.release_unused()
 
 
+def with_shared_null_columns(table: pa.Table) -> pa.Table:
+    """`table` with each column that is null in every row rebuilt as one shared zeroed buffer
+    (`pa.nulls`): equal values and types, less memory. A log's file state has several such
+    columns on most tables (deletion vectors, row ids, tags, clustering), and a struct column
+    of them otherwise holds a buffer per field: ~25 bytes a file of the file index."""
+    for index, name in enumerate(table.column_names):
+        column = table.column(name)
+        if len(column) and column.null_count == len(column) and column.num_chunks:
+            table = table.set_column(index, table.field(index), pa.nulls(len(column), column.type))
+    return table
+
+
 DELETION_VECTOR_TYPE = pa.struct(
     [
         ("storageType", pa.string()),

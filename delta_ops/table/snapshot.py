@@ -32,6 +32,7 @@ from delta_ops.log.actions import (
     file_action_keys,
     release_scratch_memory,
     restrict_partition_values,
+    with_shared_null_columns,
 )
 from delta_ops.log.reader import (
     checkpoint_file_batches,
@@ -138,12 +139,14 @@ class Snapshot:
         self.protocol = Protocol.from_action(state.protocol)
         self.metadata = Metadata.from_action(state.metadata)
         keys = partition_value_keys(self.metadata, self.schema_or_none())
-        self._files_read = restrict_partition_values(state.files, keys)
+        self._files_read = with_shared_null_columns(restrict_partition_values(state.files, keys))
         # the checkpoint's `add.stats` were not read: `files` reads them on first use
         self._stats_deferred = checkpoint_stats_deferred and segment.checkpoint is not None
         # the checkpoint's parts and sidecars, as the load found them (`_delta_log`-relative)
         self._checkpoint_files_read = tuple(checkpoint_files_read)
-        self.tombstones: pa.Table = restrict_partition_values(state.tombstones, keys)
+        self.tombstones: pa.Table = with_shared_null_columns(
+            restrict_partition_values(state.tombstones, keys)
+        )
         self.txns: dict[str, Txn] = state.txns
         self.domains: dict[str, DomainMetadata] = state.domains
         self.removed_domains: dict[str, DomainMetadata] = state.removed_domains
