@@ -93,10 +93,8 @@ def live_file_rows(snapshot: Snapshot, paths: set[str]) -> list[dict[str, Any]]:
 
 
 def _selected(files: pa.Table, paths: Iterable[str]) -> pa.Table:
-    """The rows of a files table whose path is in `paths` (all of them: the same table)."""
+    """The rows of a files table whose path is in `paths`."""
     wanted = pa.array(sorted(set(paths)), pa.string())
-    if len(wanted) >= files.num_rows:
-        return files
     return files.filter(pc.is_in(files.column("path"), value_set=wanted))
 
 
