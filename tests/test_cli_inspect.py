@@ -124,6 +124,21 @@ def test_process_exit_delivers_the_whole_output_and_the_exit_code(capsys, tmp_pa
     assert failed.returncode == 2 and failed.stderr.count("\n") == 1
 
 
+def test_process_started_with_stdout_closed_exits_cleanly():
+    import os
+
+    closed = subprocess.run(
+        [sys.executable, "-m", "delta_ops.cli", "--version"],
+        preexec_fn=lambda: os.close(1),  # the child starts without a stdout
+        capture_output=False,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    # argparse sends the version to stderr when there is no stdout; nothing else is printed
+    assert closed.returncode == 0 and "Traceback" not in closed.stderr
+
+
 def _age_everything(table, days: float) -> None:
     import os
     import time

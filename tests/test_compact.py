@@ -162,3 +162,61 @@ def test_a_failing_worker_leaves_no_new_file_and_no_commit(
     assert {p.name for p in table.rglob("*.parquet")} == files_before
     (table / corrupt).write_bytes(original)
     assert duckdb_rows(table) == rows  # the table is as it was
+
+
+def test_a_failure_while_the_workers_write_leaves_no_new_file_and_no_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent reads the stats and encodes the removes while the workers write: when that
+    fails, the workers' files are still collected and discarded, and the failure is raised."""
+    from delta_ops.errors import CorruptLog
+    from delta_ops.ops import rewrite
+
+    table = tmp_path / "t"
+    many_small_appends(table)
+    before = load_snapshot(table)
+    files_before = {p.name for p in table.rglob("*.parquet")}
+    monkeypatch.setattr(rewrite, "PROCESS_MIN_FILES", 1)
+    monkeypatch.setattr(rewrite.multiprocessing, "cpu_count", lambda: 2)
+
+    def unreadable_stats(self, paths):  # type: ignore[no-untyped-def]
+        raise CorruptLog("00000000000000000010.checkpoint.parquet", "removed meanwhile")
+
+    monkeypatch.setattr(rewrite.Rewriter, "removes", unreadable_stats)
+    with pytest.raises(CorruptLog, match="removed meanwhile"):
+        execute_compact(plan_compact(before))
+    assert load_snapshot(table).version == before.version
+    assert {p.name for p in table.rglob("*.parquet")} == files_before
+
+
+def test_a_worker_killed_after_writing_leaves_no_new_file_and_no_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that dies before reporting its file (killed, out of memory): the file is
+    found by the rewrite's name prefix and discarded."""
+    import os
+
+    from delta_ops.errors import DeltaOpsError
+    from delta_ops.ops import rewrite
+
+    table = tmp_path / "t"
+    many_small_appends(table)
+    before = load_snapshot(table)
+    rows = duckdb_rows(table)
+    files_before = {p.name for p in table.rglob("*.parquet")}
+    monkeypatch.setattr(rewrite, "PROCESS_MIN_FILES", 1)
+    monkeypatch.setattr(rewrite.multiprocessing, "cpu_count", lambda: 2)
+    write_unit = rewrite.write_unit
+
+    def write_then_die(rewriter, unit, advance=None):  # type: ignore[no-untyped-def]
+        done = write_unit(rewriter, unit, advance)
+        if unit.directory == "day=a":
+            os._exit(9)  # in the forked worker: its file is on disk, its result never sent
+        return done
+
+    monkeypatch.setattr(rewrite, "write_unit", write_then_die)
+    with pytest.raises(DeltaOpsError, match="a rewrite worker failed"):
+        execute_compact(plan_compact(before))
+    assert load_snapshot(table).version == before.version
+    assert {p.name for p in table.rglob("*.parquet")} == files_before
+    assert duckdb_rows(table) == rows

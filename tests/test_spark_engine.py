@@ -258,3 +258,60 @@ def test_a_failed_spark_rewrite_task_leaves_no_new_file_and_no_commit(spark, tmp
     assert sorted(p.relative_to(table) for p in table.rglob("*.parquet")) == files_before
     (table / corrupt).write_bytes(original)
     assert deltalake_rows(table) == rows
+
+
+class PythonException(Exception):  # named as pyspark's, which _collect recognises
+    """Stands for pyspark's report of a failed Python task: only its name and text matter."""
+
+
+class _FailingJob:
+    def __init__(self, report: str) -> None:
+        self.report = report
+
+    def collect(self) -> list[object]:
+        raise PythonException(self.report)
+
+
+_WORKER = """An exception was thrown from the Python worker:
+Traceback (most recent call last):
+  File "/x/rewrite.py", line 141, in decode
+    data = decode_parquet_bytes(content)
+pyarrow.lib.ArrowInvalid: Parquet magic bytes not found in footer.
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "/x/worker.py", line 4327, in invoke_udf
+    run_process()
+{final}
+"""
+
+
+@pytest.mark.parametrize(
+    ("final", "translated"),
+    [
+        ("delta_ops.errors.DeltaOpsError: day=a/f.parquet: unreadable data file: bad", True),
+        ("FileNotFoundError: [Errno 2] No such file or directory: 'day=a/f.parquet'", True),
+        ("TypeError: unsupported operand type(s) for +: 'int' and 'str'", False),
+    ],
+)
+def test_a_task_failure_is_one_line_only_for_our_errors_and_os_errors(final, translated):
+    """The exception a task died of decides: one of ours or an OSError becomes a one-line
+    DeltaOpsError; anything else (a bug) keeps Spark's whole report, even when it happened
+    while handling an OSError."""
+    from delta_ops.errors import DeltaOpsError
+    from delta_ops.spark.engine import _collect
+
+    report = _WORKER.format(final=final)
+    if "TypeError" in final:  # a bug raised while handling an OSError
+        report = report.replace(
+            "pyarrow.lib.ArrowInvalid: Parquet magic bytes not found in footer.",
+            "OSError: the store refused",
+        )
+    if translated:
+        with pytest.raises(DeltaOpsError) as caught:
+            _collect(_FailingJob(report))
+        assert str(caught.value) == f"a Spark task failed: {final.split(': ', 1)[1]}"
+    else:
+        with pytest.raises(PythonException):
+            _collect(_FailingJob(report))

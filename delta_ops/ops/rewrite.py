@@ -434,6 +434,28 @@ def rewrite_units(
     the files written are recorded on `rewriter`, so `discard()` removes them on failure.
     `meanwhile` (the commit's other actions, say) runs while worker processes write, or
     before the writing where there are none."""
+    try:
+        return _rewrite_units(rewriter, units, engine, label, meanwhile)
+    except BaseException:
+        # other processes (forked workers, Spark tasks) may have written files this process
+        # never heard of (a worker killed, a job aborted): they carry the rewrite's file
+        # prefix, so they are found and `discard()` removes them with the rest
+        if engine.name == "local" and _worker_processes(rewriter, units) == 1:
+            raise  # this process wrote every file, and recorded each as it wrote it
+        try:
+            rewriter.written.extend(rewriter.files_written_in(u.directory for u in units))
+        except Exception:  # noqa: BLE001 - the first failure matters more; vacuum removes the rest
+            logger.warning("could not list the files of a failed rewrite; vacuum removes them")
+        raise
+
+
+def _rewrite_units(
+    rewriter: Rewriter,
+    units: Sequence[RewriteUnit],
+    engine: Engine,
+    label: str,
+    meanwhile: Callable[[], object] | None,
+) -> list[Rewritten]:
     if engine.name == "local":
         members = [m for u in units for m in u.members]
         with progress.task(
@@ -449,16 +471,7 @@ def rewrite_units(
             ]
     if meanwhile is not None:
         meanwhile()
-    try:
-        done = engine.rewrite(rewriter.portable(), units)
-    except BaseException:
-        # the tasks that finished wrote files this process never heard of: find them by the
-        # rewrite's file prefix, so `discard()` removes them with the rest
-        try:
-            rewriter.written.extend(rewriter.files_written_in(u.directory for u in units))
-        except Exception:  # noqa: BLE001 - the task's failure matters more; vacuum removes the rest
-            logger.warning("could not list the files of a failed rewrite; vacuum removes them")
-        raise
+    done = engine.rewrite(rewriter.portable(), units)
     rewriter.written.extend(r.relative_path for r in done)
     return done
 
@@ -498,12 +511,14 @@ def _rewrite_in_processes(
     meanwhile: Callable[[], object] | None = None,
 ) -> list[Rewritten]:
     """Units written by `workers` forked processes, results in unit order. Every file a worker
-    wrote is recorded on `rewriter` before any failure is raised, so `discard()` removes them
-    all."""
+    reported is recorded on `rewriter` before any failure is raised (a failing `meanwhile`, a
+    failing worker), so `discard()` removes them all; `rewrite_units` finds the files of a
+    worker that died before reporting."""
     global _FORKED_WORK
     context = multiprocessing.get_context("fork")
     results: list[Rewritten | None] = [None] * len(units)
-    failure: BaseException | None = None
+    failure: BaseException | None = None  # a worker's
+    interrupted: BaseException | None = None  # this process's own work meanwhile
     _FORKED_WORK = (rewriter.portable(), units)
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
@@ -511,7 +526,10 @@ def _rewrite_in_processes(
             futures = {pool.submit(_write_unit_in_worker, i): i for i in range(len(units))}
             _FORKED_WORK = None
             if meanwhile is not None:
-                meanwhile()
+                try:
+                    meanwhile()
+                except BaseException as exc:  # noqa: BLE001 - raised once the workers are done
+                    interrupted = exc
             for future in as_completed(futures):
                 index = futures[future]
                 try:
@@ -525,6 +543,8 @@ def _rewrite_in_processes(
                 task.advance(files=len(members), bytes=sum(int(m["size"] or 0) for m in members))
     finally:
         _FORKED_WORK = None
+    if interrupted is not None:
+        raise interrupted
     if failure is not None:
         if isinstance(failure, DeltaOpsError):
             raise failure

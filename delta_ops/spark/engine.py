@@ -62,10 +62,20 @@ def _collect(rdd: Any) -> list[Any]:
     except Exception as exc:
         if type(exc).__name__ not in ("PythonException", "Py4JJavaError"):
             raise
-        causes = _TASK_ERROR.findall(str(exc))
-        if not causes:
+        cause = _TASK_ERROR.match(_final_exception_line(str(exc)))
+        if cause is None:
             raise
-        raise DeltaOpsError(f"a Spark task failed: {causes[-1]}") from exc
+        raise DeltaOpsError(f"a Spark task failed: {cause.group(1)}") from exc
+
+
+def _final_exception_line(report: str) -> str:
+    """The `Type: message` line that ends the last Python traceback in a Spark error report
+    (the exception the task died of, not one it was handling); "" when there is none."""
+    start = report.rfind("Traceback (most recent call last):")
+    if start < 0:
+        return ""
+    lines = report[start:].splitlines()[1:]
+    return next((line for line in lines if line and not line[0].isspace()), "")
 
 
 class SparkEngine:
