@@ -193,3 +193,40 @@ def test_compaction_and_purge_on_the_store_read_the_same_rows(
     )
     assert storage.file_names_in(directory, "no-such-prefix") == []
     assert storage.file_names_in("no=such", "") == []
+
+
+def test_a_data_file_is_streamed_in_parts_and_appears_only_when_complete(
+    store: StoreServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`create_new(..., unique_name=True)` (rewritten data files): the content goes up in parts
+    of STREAM_BLOCK_BYTES (5 MiB here, the smallest S3 part) instead of being held whole; the
+    object has exactly the bytes written; a writer that fails after parts went up leaves no
+    object at all."""
+    import os
+
+    from delta_ops.storage import table_storage
+
+    monkeypatch.setattr(table_storage, "STREAM_BLOCK_BYTES", 5 * 1024 * 1024)
+    storage = Storage.open(store.url("streamed"), store.options)
+    content = os.urandom(11 * 1024 * 1024 + 123)  # three parts, the last one short
+
+    def write_all(sink: Any) -> None:
+        for start in range(0, len(content), 1024 * 1024):
+            sink.write(content[start : start + 1024 * 1024])
+
+    path = storage.join("part=1/part-00000-streamed.c000.snappy.parquet")
+    assert storage.create_new(path, write_all, unique_name=True) == (True, len(content))
+    assert storage.read_bytes(path) == content
+
+    class WriterFailed(RuntimeError):
+        pass
+
+    def fail_midway(sink: Any) -> None:
+        sink.write(content[: 7 * 1024 * 1024])  # one part uploaded, more buffered
+        raise WriterFailed("the rows could not be read")
+
+    broken = storage.join("part=1/part-00000-broken.c000.snappy.parquet")
+    with pytest.raises(WriterFailed):
+        storage.create_new(broken, fail_midway, unique_name=True)
+    assert storage.stat(broken) is None
+    assert storage.file_names_in("part=1") == ["part-00000-streamed.c000.snappy.parquet"]

@@ -250,7 +250,7 @@ class Rewriter:
                 if pending:
                     out.write_table(pa.concat_tables(pending))
 
-        created, size = self.storage.create_new(full, write)
+        created, size = self.storage.create_new(full, write, unique_name=True)
         if not created:
             raise DeltaOpsError(f"{relative}: a file of that name appeared while rewriting")
         self.written.append(relative)

@@ -71,6 +71,10 @@ _TEMPORARY_NAME = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")
 
 
 SINGLE_WRITER_OPTION = "single_writer"
+#: the part size of a streamed upload (`create_new(..., unique_name=True)` on an object
+#: store): what memory holds of a file being written; a multiple of 256 KiB (GCS chunks) and
+#: at least 5 MiB (S3 parts)
+STREAM_BLOCK_BYTES = 16 * 1024 * 1024
 
 
 def _flag(value: object, name: str) -> bool:
@@ -539,7 +543,12 @@ class Storage:
         return _PROBED[key]
 
     def create_new(
-        self, path: str, write: Callable[[BinaryIO], object], *, replace_empty: bool = False
+        self,
+        path: str,
+        write: Callable[[BinaryIO], object],
+        *,
+        replace_empty: bool = False,
+        unique_name: bool = False,
     ) -> tuple[bool, int]:
         """Create `path` from a streaming writer, only if absent; return (created, size).
 
@@ -547,7 +556,14 @@ class Storage:
         never see a partial file and a concurrent creator wins cleanly. Elsewhere the content
         is buffered and put with `put_if_absent` (one request). With `replace_empty`, an
         existing 0-byte file (which every Delta reader ignores) is replaced.
+
+        `unique_name`: the caller made the name unique (a random UUID in it, as data files
+        have), so no other writer can want it. On an object store the content is then
+        streamed in parts of STREAM_BLOCK_BYTES (memory holds one part, not the file), and the
+        object appears whole when the upload completes, or not at all.
         """
+        if unique_name and self._streams_uploads:
+            return self._stream_new(path, write)
         if self.is_local:
             with _staged_local(path, write) as tmp:
                 size = os.path.getsize(tmp)
@@ -576,6 +592,31 @@ class Storage:
             self._filesystem.pipe_file(path, data)
             return True, len(data)
         return False, len(data)
+
+    @property
+    def _streams_uploads(self) -> bool:
+        """An object store whose uploads only appear when complete (not a local filesystem,
+        nor a wrapper of one, where an open file is visible while it is written)."""
+        if self.is_local:
+            return False
+        from fsspec.implementations.local import LocalFileSystem
+
+        return not isinstance(self._filesystem, LocalFileSystem)
+
+    def _stream_new(self, path: str, write: Callable[[BinaryIO], object]) -> tuple[bool, int]:
+        """Upload `path` as `write` produces it; when `write` fails, the upload is abandoned
+        (no object appears: the file is marked closed so that nothing completes it)."""
+        handle = self._filesystem.open(path, "wb", block_size=STREAM_BLOCK_BYTES)
+        try:
+            write(handle)
+            size = int(handle.tell())
+        except BaseException:
+            with suppress(Exception):
+                handle.discard()  # s3fs aborts the multipart upload, gcsfs cancels it
+            handle.closed = True  # never completed, not even by the finalizer
+            raise
+        handle.close()
+        return True, size
 
     def write_atomic(self, path: str, data: bytes) -> None:
         """Write or replace `path` so that readers see either the old or the new content.
