@@ -367,7 +367,9 @@ def _write_parquet(
     """Write one checkpoint parquet file (one row group per table, as they stream) atomically.
 
     Returns (created, size). When another writer created the file first, theirs is kept
-    (first wins); a 0-byte file under the name, which every reader ignores, is replaced.
+    (first wins); a 0-byte file under the name, which every reader ignores, is replaced. A V2
+    sidecar's name is unique (a UUID in it), so on an object store it is uploaded in parts as
+    it is written rather than held whole.
     """
 
     def write(sink: Any) -> None:
@@ -379,7 +381,12 @@ def _write_parquet(
             if empty:  # an empty part still has a (zero-row) row group, as Spark writes it
                 writer.write_table(schema.empty_table())
 
-    created, size = storage.create_new(storage.log_file(name), write, replace_empty=True)
+    created, size = storage.create_new(
+        storage.log_file(name),
+        write,
+        replace_empty=True,
+        unique_name=name.startswith(f"{SIDECARS_DIR}/"),
+    )
     if not created:
         logger.info("%s already exists (a concurrent checkpoint won); keeping it", name)
         entry = storage.stat(storage.log_file(name))
