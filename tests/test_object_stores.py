@@ -198,10 +198,11 @@ def test_compaction_and_purge_on_the_store_read_the_same_rows(
 def test_a_data_file_is_streamed_in_parts_and_appears_only_when_complete(
     store: StoreServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`create_new(..., unique_name=True)` (rewritten data files): the content goes up in parts
-    of STREAM_BLOCK_BYTES (5 MiB here, the smallest S3 part) instead of being held whole; the
-    object has exactly the bytes written; a writer that fails after parts went up leaves no
-    object at all."""
+    """`create_new(..., unique_name=True)` (rewritten data files): on S3 and Azure the content
+    goes up in parts of STREAM_BLOCK_BYTES (5 MiB here, the smallest S3 part) instead of being
+    held whole (GCS through gcsfs' extended filesystem, the default, keeps the whole-file
+    upload); either way the object has exactly the bytes written, and a writer that fails
+    after parts went up leaves no object at all."""
     import os
 
     from delta_ops.storage import table_storage

@@ -112,3 +112,25 @@ def test_move_new_stamps_the_staging_time_and_never_overwrites(tmp_path):
     again.write_bytes(b"other")
     assert not storage.move_new(str(again), "p=1/part-0.parquet")
     assert moved.read_bytes() == b"data" and again.exists()
+
+
+@pytest.mark.parametrize("url", ["memory://unique-names/t", "LOCAL"])
+def test_a_unique_name_on_a_store_that_writes_in_place_is_not_streamed(tmp_path, url):
+    """memory:// and local paths write a file in place, visible while written: a data file
+    with a unique name still goes through the whole-file create there, so a writer that
+    fails leaves nothing and its own error comes back."""
+    storage = Storage.open(str(tmp_path / "t") if url == "LOCAL" else url)
+    path = storage.join("part-00000-unique.c000.snappy.parquet")
+
+    class WriterFailed(RuntimeError):
+        pass
+
+    def fail_midway(sink):  # type: ignore[no-untyped-def]
+        sink.write(b"x" * 10)
+        raise WriterFailed("the rows could not be read")
+
+    with pytest.raises(WriterFailed):
+        storage.create_new(path, fail_midway, unique_name=True)
+    assert storage.stat(path) is None
+    assert storage.create_new(path, lambda sink: sink.write(b"abc"), unique_name=True) == (True, 3)
+    assert storage.read_bytes(path) == b"abc"

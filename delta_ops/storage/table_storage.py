@@ -71,6 +71,8 @@ _TEMPORARY_NAME = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")
 
 
 SINGLE_WRITER_OPTION = "single_writer"
+#: stores whose uploads `create_new(..., unique_name=True)` streams (see `_streams_uploads`)
+STREAMED_UPLOAD_PROTOCOLS = frozenset({"s3", "s3a", "az", "abfs", "abfss"})
 #: the part size of a streamed upload (`create_new(..., unique_name=True)` on an object
 #: store): what memory holds of a file being written; a multiple of 256 KiB (GCS chunks) and
 #: at least 5 MiB (S3 parts)
@@ -595,27 +597,39 @@ class Storage:
 
     @property
     def _streams_uploads(self) -> bool:
-        """An object store whose uploads only appear when complete (not a local filesystem,
-        nor a wrapper of one, where an open file is visible while it is written)."""
-        if self.is_local:
-            return False
-        from fsspec.implementations.local import LocalFileSystem
-
-        return not isinstance(self._filesystem, LocalFileSystem)
+        """A store whose uploads go up in parts and appear only when complete: S3 and Azure
+        Blob (s3fs, adlfs), and GCS through gcsfs' own filesystem. Not GCS through gcsfs'
+        extended filesystem, whose files in zonal buckets are visible while written; nor
+        memory://, local paths or wrappers of them, which write in place."""
+        protocols = self._filesystem.protocol
+        names = set(protocols) if isinstance(protocols, (tuple, list)) else {protocols}
+        if names & STREAMED_UPLOAD_PROTOCOLS:
+            return True
+        if names & {"gs", "gcs"}:
+            return f"{type(self._filesystem).__module__}.{type(self._filesystem).__name__}" == (
+                "gcsfs.core.GCSFileSystem"
+            )
+        return False
 
     def _stream_new(self, path: str, write: Callable[[BinaryIO], object]) -> tuple[bool, int]:
-        """Upload `path` as `write` produces it; when `write` fails, the upload is abandoned
-        (no object appears: the file is marked closed so that nothing completes it)."""
+        """Upload `path` as `write` produces it. When `write` or the upload's completion
+        fails, the upload is abandoned: the file is marked closed first (so that nothing, not
+        even its finalizer, completes it), then aborted (s3fs aborts the multipart upload,
+        gcsfs cancels it, Azure drops uncommitted blocks by itself), and whatever may have
+        appeared under the name, which is this upload's alone, is deleted."""
         handle = self._filesystem.open(path, "wb", block_size=STREAM_BLOCK_BYTES)
         try:
             write(handle)
             size = int(handle.tell())
+            handle.close()
         except BaseException:
+            with suppress(AttributeError):
+                handle.closed = True
             with suppress(Exception):
-                handle.discard()  # s3fs aborts the multipart upload, gcsfs cancels it
-            handle.closed = True  # never completed, not even by the finalizer
+                handle.discard()
+            with suppress(Exception):
+                self._filesystem.rm_file(path)
             raise
-        handle.close()
         return True, size
 
     def write_atomic(self, path: str, data: bytes) -> None:
