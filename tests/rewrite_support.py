@@ -69,3 +69,13 @@ def many_small_appends(table: Path, appends: int = 12, configuration: dict | Non
             partition_by=["day"],
             configuration=configuration if i == 0 else None,
         )
+
+
+def corrupt_a_file(table: Path, partition: str = "day=a") -> tuple[str, bytes]:
+    """Overwrite one live file of `partition` with bytes that are not parquet; returns its
+    path and its original bytes (to restore it)."""
+    paths = load_snapshot(table).files.column("path").to_pylist()
+    corrupt = next(p for p in paths if p.startswith(f"{partition}/"))
+    original = (table / corrupt).read_bytes()
+    (table / corrupt).write_bytes(b"not parquet")
+    return corrupt, original

@@ -15,7 +15,7 @@ from delta_ops.errors import InvalidValue
 from delta_ops.ops.compact import execute_compact, parse_where, plan_compact
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
-from tests.rewrite_support import dv_table, ids_by_value, many_small_appends
+from tests.rewrite_support import corrupt_a_file, dv_table, ids_by_value, many_small_appends
 from tests.support import copy_fixture, deltalake_rows, duckdb_rows
 
 
@@ -147,11 +147,9 @@ def test_a_failing_worker_leaves_no_new_file_and_no_commit(
 
     table = tmp_path / "t"
     many_small_appends(table)
-    before = load_snapshot(table)
     rows = duckdb_rows(table)
-    corrupt = next(p for p in before.files.column("path").to_pylist() if p.startswith("day=a"))
-    original = (table / corrupt).read_bytes()
-    (table / corrupt).write_bytes(b"not parquet")
+    corrupt, original = corrupt_a_file(table)
+    before = load_snapshot(table)
     files_before = {p.name for p in table.rglob("*.parquet")}
     monkeypatch.setattr(rewrite, "PROCESS_MIN_FILES", 1)
     monkeypatch.setattr(rewrite.multiprocessing, "cpu_count", lambda: 2)

@@ -240,15 +240,13 @@ def test_a_failed_spark_rewrite_task_leaves_no_new_file_and_no_commit(spark, tmp
     deletes it; no commit, and the table reads as before."""
     from delta_ops.errors import DeltaOpsError
     from delta_ops.ops.compact import execute_compact, plan_compact
-    from tests.rewrite_support import many_small_appends
+    from tests.rewrite_support import corrupt_a_file, many_small_appends
 
     table = tmp_path / "t"
     many_small_appends(table)
-    before = load_snapshot(table)
     rows = deltalake_rows(table)
-    corrupt = next(p for p in before.files.column("path").to_pylist() if p.startswith("day=a"))
-    original = (table / corrupt).read_bytes()
-    (table / corrupt).write_bytes(b"not parquet")
+    corrupt, original = corrupt_a_file(table)
+    before = load_snapshot(table)
     files_before = sorted(p.relative_to(table) for p in table.rglob("*.parquet"))
     plan = plan_compact(before, engine="spark")
     assert len(plan.bins) == 2  # one task per partition
