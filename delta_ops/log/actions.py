@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -607,6 +608,12 @@ def concat_batches(batches: list[ActionBatch]) -> ActionBatch:
 _MAP_COLUMNS = ("partitionValues", "tags")
 
 
+def deletion_vector_in_log(descriptor: Mapping[str, Any]) -> dict[str, Any]:
+    """A deletion vector descriptor (a row of the files table's struct) as the log carries it:
+    its set fields, without the transient `maxRowIndex`."""
+    return {k: v for k, v in descriptor.items() if v is not None and k != "maxRowIndex"}
+
+
 def file_rows_as_actions(files: pa.Table, *, columns: tuple[str, ...]) -> list[dict[str, Any]]:
     """Rows of a snapshot's files/tombstones table as action bodies for a new commit.
 
@@ -628,12 +635,7 @@ def file_rows_as_actions(files: pa.Table, *, columns: tuple[str, ...]) -> list[d
         elif key in _MAP_COLUMNS:
             values = [None if v is None else dict(v) for v in values]
         elif key == "deletionVector":
-            values = [
-                None
-                if v is None
-                else {k: x for k, x in v.items() if x is not None and k != "maxRowIndex"}
-                for v in values
-            ]
+            values = [None if v is None else deletion_vector_in_log(v) for v in values]
         present.append(key)
         values_by_column.append(values)
     if not present:

@@ -515,16 +515,18 @@ class Storage:
             self._filesystem, LocalFileSystem
         ):  # wrappers of the local filesystem: O_EXCL
             return True
-        protocols = (
-            self._filesystem.protocol
-            if isinstance(self._filesystem.protocol, (tuple, list))
-            else (self._filesystem.protocol,)
-        )
+        protocols = self._protocols
         if set(protocols) & CONDITIONAL_CREATE_PROTOCOLS:
             return True
         if set(protocols) & PROBED_CONDITIONAL_PROTOCOLS:
             return self._probe_conditional_create(protocols[0])
         return False
+
+    @property
+    def _protocols(self) -> tuple[str, ...]:
+        """The filesystem's protocol names (fsspec gives one or a tuple)."""
+        protocol = self._filesystem.protocol
+        return tuple(protocol) if isinstance(protocol, (tuple, list)) else (protocol,)
 
     def _probe_conditional_create(self, protocol: str) -> bool:
         """Create a probe object twice, exclusively: a store that honours conditional writes
@@ -601,8 +603,7 @@ class Storage:
         Blob (s3fs, adlfs), and GCS through gcsfs' own filesystem. Not GCS through gcsfs'
         extended filesystem, whose files in zonal buckets are visible while written; nor
         memory://, local paths or wrappers of them, which write in place."""
-        protocols = self._filesystem.protocol
-        names = set(protocols) if isinstance(protocols, (tuple, list)) else {protocols}
+        names = set(self._protocols)
         if names & STREAMED_UPLOAD_PROTOCOLS:
             return True
         if names & {"gs", "gcs"}:

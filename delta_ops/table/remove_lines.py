@@ -23,6 +23,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from delta_ops.log.actions import deletion_vector_in_log
+
 #: optional fields a remove carries over from the file's add, in the order they are written
 CARRIED_FIELDS = ("deletionVector", "stats", "tags", "baseRowId", "defaultRowCommitVersion")
 
@@ -107,13 +109,7 @@ def _extra_field(files: pa.Table, name: str) -> list[str] | None:
         return ["" if v is None else prefix + str(int(v)) for v in values]
     if name == "tags":  # a map: Arrow gives a list of pairs
         return ["" if v is None else prefix + _ENCODE(dict(v)) for v in values]
-    # the deletion vector: its descriptor's fields as the log carries them
-    return [
-        ""
-        if v is None
-        else prefix + _ENCODE({k: x for k, x in v.items() if x is not None and k != "maxRowIndex"})
-        for v in values
-    ]
+    return ["" if v is None else prefix + _ENCODE(deletion_vector_in_log(v)) for v in values]
 
 
 __all__ = ["CARRIED_FIELDS", "EncodedRemoves", "encode_removes"]

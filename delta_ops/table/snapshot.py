@@ -375,8 +375,6 @@ def _array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def file_num_records(files: pa.Table) -> pa.Array:
     """`numRecords` from each file's stats JSON (null where stats or the field is missing)."""
-    if files.num_rows == 0:
-        return pa.array([], pa.int64())
     counts: pa.Array = _num_records_of(files.column("stats"))
     return counts
 
