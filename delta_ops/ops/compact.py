@@ -26,11 +26,10 @@ import pyarrow.compute as pc
 from delta_ops.errors import InvalidValue
 from delta_ops.ops.engines import engine_named
 from delta_ops.ops.results import fields_data
-from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_units
+from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_with_removes
 from delta_ops.protocol.features import Operation
 from delta_ops.protocol.partition_predicate import PartitionPredicate, parse_partition_predicate
 from delta_ops.protocol.units import format_bytes
-from delta_ops.table.remove_lines import EncodedRemoves
 from delta_ops.table.snapshot import Snapshot
 
 DEFAULT_TARGET_SIZE = 128 * 1024 * 1024
@@ -182,18 +181,9 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
         )
         for b in plan.bins
     ]
-    removes: list[EncodedRemoves] = []  # built while the files are written
-
-    def build_removes() -> None:
-        removes.append(rewriter.removes(rows))
-
-    try:
-        written = rewrite_units(
-            rewriter, units, engine_named(plan.engine), "compact: rewriting", build_removes
-        )
-    except BaseException:
-        rewriter.discard()
-        raise
+    written, removes = rewrite_with_removes(
+        rewriter, units, engine_named(plan.engine), "compact: rewriting"
+    )
     added_bytes = sum(int(new.add["size"]) for new in written)
     version = rewriter.commit(
         "OPTIMIZE",
@@ -201,7 +191,7 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
             "predicate": json.dumps([plan.where]) if plan.where else "[]",
             "targetSize": plan.target_size,
         },
-        removes[0],
+        removes,
         [new.add for new in written],
         {
             "numRemovedFiles": len(rows),

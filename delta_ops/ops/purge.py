@@ -31,9 +31,8 @@ from delta_ops.errors import InvalidValue
 from delta_ops.ops.cleanup import iso
 from delta_ops.ops.engines import engine_named
 from delta_ops.ops.results import fields_data
-from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_units
+from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_with_removes
 from delta_ops.protocol.features import Operation
-from delta_ops.table.remove_lines import EncodedRemoves
 from delta_ops.table.snapshot import Snapshot
 
 
@@ -157,25 +156,16 @@ def execute_purge(plan: PurgePlan) -> PurgeResult:
         )
         for row in rows
     ]
-    removes: list[EncodedRemoves] = []  # built while the files are written
-
-    def build_removes() -> None:
-        removes.append(rewriter.removes(row["path"] for row in rows))
-
-    try:
-        written = rewrite_units(
-            rewriter, units, engine_named(plan.engine), "purge: rewriting", build_removes
-        )
-    except BaseException:
-        rewriter.discard()
-        raise
+    written, removes = rewrite_with_removes(
+        rewriter, units, engine_named(plan.engine), "purge: rewriting"
+    )
     kept_total = sum(new.rows for new in written)
     bytes_total = sum(int(new.add["size"]) for new in written)
     dropped_total = sum(int((row["deletionVector"] or {}).get("cardinality") or 0) for row in rows)
     version = rewriter.commit(
         "REORG",
         {"predicate": "[]", "applyPurge": True},
-        removes[0],
+        removes,
         [new.add for new in written],
         {
             "numRemovedFiles": len(rows),

@@ -476,6 +476,24 @@ def _rewrite_units(
     return done
 
 
+def rewrite_with_removes(
+    rewriter: Rewriter, units: Sequence[RewriteUnit], engine: Engine, label: str
+) -> tuple[list[Rewritten], EncodedRemoves]:
+    """Every unit rewritten (:func:`rewrite_units`), and the removes of all their files,
+    encoded while the new files are written; if anything fails, the new files are discarded."""
+    removes: list[EncodedRemoves] = []
+
+    def build_removes() -> None:
+        removes.append(rewriter.removes(m["path"] for u in units for m in u.members))
+
+    try:
+        written = rewrite_units(rewriter, units, engine, label, build_removes)
+    except BaseException:
+        rewriter.discard()
+        raise
+    return written, removes[0]
+
+
 #: a local rewrite of at least this many files spreads its units over worker processes (one
 #: per core): reading many small files is bound by per-file CPU work that threads cannot
 #: share under the GIL, and forking a worker costs a few milliseconds
@@ -588,5 +606,6 @@ __all__ = [
     "Rewritten",
     "live_file_rows",
     "rewrite_units",
+    "rewrite_with_removes",
     "write_unit",
 ]
