@@ -96,9 +96,21 @@ def _progress_reporter(say: Any) -> progress.Reporter | None:
     return progress.LogLines(say) if say is not None else None
 
 
+def _literal(text: str) -> str:
+    """`text` as an argparse help string shows it: argparse %-formats every help string
+    (``%(default)s``), so a ``%`` written in the registry ("10%") must be doubled."""
+    return text.replace("%", "%%")
+
+
 def _add_operation(sub: Any, operation: Operation) -> None:
-    """A subcommand generated from the registry: the table, the op's options, --dry-run."""
-    parser = sub.add_parser(operation.name, help=operation.help, description=operation.help)
+    """A subcommand generated from the registry: the table, the op's options, --dry-run. Every
+    text from the registry passes through :func:`_literal` (a bare ``%`` broke `--help`)."""
+    parser = sub.add_parser(
+        operation.name,
+        help=_literal(operation.help),
+        # argparse formats a description only when it holds "%(prog)", and then all of it
+        description=_literal(operation.help) if "%(prog)" in operation.help else operation.help,
+    )
     _add_table_args(parser)
     if operation.at_version:
         parser.add_argument(
@@ -106,7 +118,7 @@ def _add_operation(sub: Any, operation: Operation) -> None:
         )
     for option in operation.options:
         if option.kind == "flag":
-            parser.add_argument(option.flag, action="store_true", help=option.help)
+            parser.add_argument(option.flag, action="store_true", help=_literal(option.help))
             continue
         hint = {
             "duration": "e.g. 7d, 168h, P7D, '7 days'",
@@ -123,7 +135,7 @@ def _add_operation(sub: Any, operation: Operation) -> None:
             dest=option.name,
             default=None,
             metavar=option.name.upper(),
-            help=f"{option.help} ({hint}{default})",
+            help=_literal(f"{option.help} ({hint}{default})"),
         )
     parser.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     parser.set_defaults(func=lambda args: _run_operation(operation, args))

@@ -1,0 +1,63 @@
+"""`delta-ops --help` and every subcommand's `--help` render (argparse %-formats help texts)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from delta_ops import cli
+from delta_ops.ops import registry
+from delta_ops.ops.registry import OPERATIONS, Operation, Option
+
+
+def _subcommands() -> list[str]:
+    """Every subcommand the parser has, read from the parser itself."""
+    parser = cli.build_parser()
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert len(subparsers) == 1
+    return sorted(subparsers[0].choices)
+
+
+def test_the_parser_has_a_subcommand_for_every_operation():
+    assert set(_subcommands()) == {"inspect", *OPERATIONS}
+
+
+def test_top_level_help_renders(capsys):
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: delta-ops")
+    for name in _subcommands():
+        assert name in out
+
+
+@pytest.mark.parametrize("name", _subcommands())
+def test_every_subcommand_help_renders(capsys, name):
+    assert cli.main([name, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: delta-ops {name} ")
+
+
+def test_a_percent_sign_in_any_registry_text_renders(capsys, monkeypatch):
+    """Help texts, option help, defaults and choices from the registry are shown literally."""
+    base = OPERATIONS["purge"]
+    odd = Operation(
+        **{
+            **{f: getattr(base, f) for f in base.__dataclass_fields__},
+            "name": "odd",
+            "help": "rewrite 100% of the files (%d, %(prog)s stays literal)",
+            "options": (
+                Option("share", "ratio", "at least 5% deleted", "5%"),
+                Option("loud", "flag", "say 100%"),
+                Option("mode", "choice", "one of them", "a%", ("a%", "b")),
+            ),
+        }
+    )
+    monkeypatch.setitem(registry.OPERATIONS, "odd", odd)
+    assert cli.main(["--help"]) == 0
+    assert "rewrite 100% of the files (%d, %(prog)s stays literal)" in capsys.readouterr().out
+    assert cli.main(["odd", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "rewrite 100% of the files (%d, %(prog)s stays literal)" in out
+    assert "at least 5% deleted (e.g. 0.1 or 10%; default 5%)" in out
+    assert "say 100%" in out and "(a% | b; default a%)" in out
