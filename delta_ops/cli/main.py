@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -59,12 +60,35 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         args.table, args.version, storage_options=_storage_options(args.storage_option)
     )
     summary = summarize(snapshot, include_files=args.files)
-    print(json.dumps(summary.to_dict()) if args.json else format_summary(summary))
+    _output(json.dumps(summary.to_dict()) if args.json else format_summary(summary))
     return 0
 
 
 def _print(args: argparse.Namespace, data: dict[str, Any], human: str) -> None:
-    print(json.dumps(data) if args.json else human)
+    _output(json.dumps(data) if args.json else human)
+
+
+class _ReaderGone(Exception):
+    """The reader of stdout went away before the result was written
+    (`delta-ops inspect t --json | head -c 100`)."""
+
+
+def _output(text: str) -> None:
+    """Print the command's result on stdout; a closed pipe is :class:`_ReaderGone` (any other
+    broken pipe, such as a store's connection, stays an error of its own)."""
+    try:
+        print(text)
+    except BrokenPipeError as exc:
+        raise _ReaderGone from exc
+
+
+def _discard(stream: Any) -> None:
+    """Send what is left of `stream` to /dev/null, so neither a later flush nor the
+    interpreter's teardown fails again on a closed pipe (Python's `signal` docs, SIGPIPE)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
 
 
 def _run_operation(operation: Operation, args: argparse.Namespace) -> int:
@@ -194,10 +218,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
         return code
-    except BrokenPipeError:
-        # the reader went away (`delta-ops inspect t | head`): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    except _ReaderGone:
+        # the reader went away (`delta-ops inspect t | head -c 100`): it got a cut-off result,
+        # which must not look like success; quiet, exit 1 as Python's SIGPIPE notes advise
+        _discard(sys.stdout)
+        return 1
     except (InvalidValue, InvalidLocation, MissingExtra, NotADeltaTable, VersionNotFound) as exc:
         # the user's input is wrong (a value, a location, a store without its extra): a usage
         # error, exit 2 as argparse's own
@@ -222,10 +247,11 @@ def exit_now(code: int) -> NoReturn:
     10,000 files, and the operating system reclaims the memory at once. Exit handlers still
     run (logging's flush, a Spark gateway's shutdown) and the output is flushed first. Under a
     profiler or tracer (pyinstrument, cProfile, coverage), which reports at teardown, the
-    process exits the usual way."""
-    if sys.getprofile() is not None or sys.gettrace() is not None:
-        sys.exit(code)
-    atexit._run_exitfuncs()
+    process exits the usual way. Output that cannot be delivered (its reader went away) makes
+    a successful code 1: the reader got a cut-off result."""
+    traced = sys.getprofile() is not None or sys.gettrace() is not None
+    if not traced:
+        atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         if stream is None:  # started with that descriptor closed: nothing to deliver
             continue
@@ -233,4 +259,7 @@ def exit_now(code: int) -> NoReturn:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe or stream: nothing left to deliver
             code = code or 1
+            _discard(stream)
+    if traced:
+        sys.exit(code)
     os._exit(code)
