@@ -44,11 +44,30 @@ def test_every_form_of_a_week_is_a_week(text: str) -> None:
     assert parse_duration_ms(text) == WEEK_MS
 
 
-@pytest.mark.parametrize("text", ["168", "7", "7x", "P", "PT", "", "-1d", "soon", "1 month"])
+@pytest.mark.parametrize(
+    "text",
+    ["168", "7", "00", "0.0", "-0", "+0", "7x", "P", "PT", "", "-1d", "soon", "1 month"],
+)
 def test_malformed_durations_name_the_value_and_the_forms(text: str) -> None:
     with pytest.raises(ValueError, match="7d, 168h") as info:
         parse_duration_ms(text)
     assert repr(text) in str(info.value)
+
+
+@pytest.mark.parametrize("text", ["0", " 0 ", "0s", "0d", "PT0S", "0 days"])
+def test_zero_needs_no_unit(text: str) -> None:
+    """Zero is zero in every unit (as Go's ParseDuration says); any other bare number stays
+    refused."""
+    assert parse_duration_ms(text) == 0
+
+
+def test_retention_0_is_accepted_by_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = copy_fixture("delta-rs/simple_table", tmp_path)
+    code = cli.main(["vacuum", str(table), "--retention", "0", "--force", "--dry-run", "--json"])
+    plan = json.loads(capsys.readouterr().out)
+    assert code == 0 and plan["retention_ms"] == 0
 
 
 def test_times() -> None:

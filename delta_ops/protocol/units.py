@@ -3,8 +3,9 @@ table properties.
 
 Durations (:func:`parse_duration_ms`): ``7d``, ``168h``, ``90m``, ``30s``, ``500ms``, ``2w``
 (units may combine: ``1d12h``), ISO 8601 ``P7D`` / ``PT168H`` / ``P1DT12H``, and Delta's
-table-property syntax ``7 days`` / ``interval 7 days``. A bare number is refused: nobody can
-tell whether ``168`` means hours or seconds.
+table-property syntax ``7 days`` / ``interval 7 days``, and ``0`` (zero needs no unit, as in Go's
+`ParseDuration`). Any other bare number (``168``, ``00``, ``0.0``) is refused: nobody can tell
+whether ``168`` means hours or seconds.
 
 Times (:func:`parse_time_ms`): ``now``, ISO 8601 with a zone (``2026-11-25T10:00:00Z``,
 ``...+01:00``; a date alone is midnight UTC), or epoch seconds / milliseconds with an explicit
@@ -39,7 +40,7 @@ _ISO = re.compile(
 _EPOCH = re.compile(r"^(-?\d+)(s|ms)$")
 _MAX_MS = 2**63 // 1_000_000 - 1  # what fits as nanoseconds, far beyond any real retention
 
-DURATION_FORMS = "7d, 168h, 90m, 30s, P7D, PT168H, '7 days' or 'interval 7 days'"
+DURATION_FORMS = "7d, 168h, 90m, 30s, P7D, PT168H, '7 days', 'interval 7 days' or 0"
 TIME_FORMS = "now, ISO 8601 with a zone (2026-11-25T10:00:00Z) or epoch 1700000000s / ...ms"
 
 
@@ -50,6 +51,8 @@ def parse_duration_ms(text: str) -> int:
         ValueError: naming the value and the accepted forms.
     """
     value = text.strip()
+    if value == "0":  # zero is zero in every unit
+        return 0
     lowered = value.lower().replace(" ", "") if _looks_short(value) else value.lower()
     try:
         if _SHORT.match(lowered):
