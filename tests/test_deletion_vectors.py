@@ -179,11 +179,104 @@ def test_z85_round_trip(data: bytes):
 
 @pytest.mark.parametrize(
     "text, problem",
-    [("abcd", "multiple of 5"), ("abc~d", "'~'"), ("#####", "overflows"), ("abcdé", "non-ASCII")],
+    [
+        ("abcd", "multiple of 5"),
+        ("abc~d", "'~'"),
+        ("abcdé", "non-ASCII"),
+        ("#####~", "multiple of 5"),
+        ("%nSc1~~~~~", "'~'"),
+        ("%nSc1%nSc ", "' '"),
+    ],
 )
 def test_z85_decode_rejects_invalid_text(text, problem):
     with pytest.raises(InvalidDeletionVector, match=problem):
         z85_decode(text)
+
+
+# The Z85 alphabet of ZeroMQ RFC 32, which Delta Spark's Base85Codec uses.
+Z85_ALPHABET = (
+    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+)
+Z85_MAX_BLOCK = 85**5 - 1  # above 2**32 - 1: five digits can encode a value 32 bits cannot hold
+
+
+def spark_z85_decode(text: str) -> bytes:
+    """Delta Spark's ``Base85Codec.decodeBlocks`` rewritten independently: per 5-character block
+    the sum of digit * 85**k as a Long, then ``sum.toInt`` (its low 32 bits), big-endian."""
+    out = bytearray()
+    for start in range(0, len(text), 5):
+        block = text[start : start + 5]
+        total = sum(Z85_ALPHABET.index(ch) * 85 ** (4 - k) for k, ch in enumerate(block))
+        out += (total & 0xFFFFFFFF).to_bytes(4, "big")
+    return bytes(out)
+
+
+def z85_block(value: int) -> str:
+    """The five Z85 digits of ``value`` (0 <= value <= 85**5 - 1, so possibly above 32 bits)."""
+    assert 0 <= value <= Z85_MAX_BLOCK
+    digits = []
+    for _ in range(5):
+        value, digit = divmod(value, 85)
+        digits.append(Z85_ALPHABET[digit])
+    return "".join(reversed(digits))
+
+
+def overflow_last_block(data: bytes, padding: int = 0) -> str:
+    """Z85 text for ``data`` (not a multiple of 4 bytes) whose last block, holding the trailing
+    data bytes then ``padding`` in the padding bytes, is worth 2**32 more than 32 bits hold: the
+    low 32 bits, all Spark keeps, still carry ``data``'s bytes."""
+    data_bytes = len(data) % 4
+    assert data_bytes, "a length that is a multiple of 4 has no padding to overflow"
+    pad_bits = 8 * (4 - data_bytes)
+    head, tail = data[: len(data) - data_bytes], data[len(data) - data_bytes :]
+    value = 2**32 + (int.from_bytes(tail, "big") << pad_bits) + padding
+    assert padding < 2**pad_bits and 0xFFFFFFFF < value <= Z85_MAX_BLOCK
+    return z85_encode(head) + z85_block(value)
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("%nSc0", 0xFFFFFFFF),  # the largest block that fits 32 bits
+        ("%nSc1", 0),  # 2**32: Spark keeps the low 32 bits
+        ("%nSc2", 1),
+        ("#####", Z85_MAX_BLOCK - 2**32),
+        ("HelloWorld#####", None),
+    ],
+)
+def test_z85_decode_keeps_the_low_32_bits_of_every_block(text, value):
+    assert z85_decode(text) == spark_z85_decode(text)
+    if value is not None:
+        assert z85_decode(text) == value.to_bytes(4, "big")
+
+
+@given(st.lists(st.text(alphabet=Z85_ALPHABET, min_size=5, max_size=5), max_size=40))
+def test_z85_decode_matches_spark_on_any_text(blocks: list[str]):
+    text = "".join(blocks)
+    assert z85_decode(text) == spark_z85_decode(text)
+
+
+@given(
+    head=st.binary(max_size=64).map(lambda b: b[: len(b) - len(b) % 4]),
+    # The top byte of the last block must leave room for 2**32 below 85**5.
+    first=st.integers(min_value=0, max_value=7),
+    rest=st.binary(max_size=2),
+    padding=st.integers(min_value=0, max_value=2**32 - 1),
+)
+def test_z85_overflowing_padding_leaves_data_bytes_alone(head, first, rest, padding):
+    data = head + bytes([first]) + rest
+    padding %= 2 ** (8 * (4 - len(data) % 4))
+    text = overflow_last_block(data, padding)
+    assert z85_decode(text) == spark_z85_decode(text)
+    assert z85_decode(text)[: len(data)] == data
+
+
+def test_inline_dv_with_overflowing_padding_loads_like_spark():
+    rows = [1, 3, 5]  # three 16-bit values: the serialized bitmap ends 2 bytes into a block
+    data = encode_bitmap(rows)
+    assert len(data) % 4 == 2
+    dv = DeletionVectorDescriptor("i", overflow_last_block(data, 0xFFFF), None, len(data), 3)
+    assert list(load_deletion_vector(dv, "unused-by-inline-dvs", LOCAL)) == rows
 
 
 def test_z85_encode_requires_whole_blocks():
@@ -581,3 +674,146 @@ def test_written_inline_dv_is_honoured_by_deltalake_and_duckdb(plain_table):
     dv = inline_descriptor(deleted)
     _commit_with_dv(plain_table, dv)
     _assert_readers_see(plain_table, deleted)
+
+
+# --- an inline DV whose last block overflows, at every version ----------------------------
+
+FIRST = pa.table({"id": pa.array(range(8), pa.int64()), "name": [f"r{i}" for i in range(8)]})
+APPENDED = pa.table({"id": pa.array([8, 9], pa.int64()), "name": ["r8", "r9"]})
+
+
+def _hand_commit(root: Path, version: int, actions: list[dict]) -> None:
+    with open(root / "_delta_log" / f"{version:020d}.json", "x") as handle:
+        handle.write("".join(json.dumps(action) + "\n" for action in actions))
+
+
+def _file_actions(path: str, size: int, rows: int, dv: dict | None) -> tuple[dict, dict]:
+    """The add of ``path`` carrying ``dv``, and the remove that retires it in a later commit."""
+    add = {
+        "path": path,
+        "partitionValues": {},
+        "size": size,
+        "modificationTime": 1_700_000_000_000,
+        "dataChange": True,
+        "stats": json.dumps({"numRecords": rows, "tightBounds": dv is None}),
+    }
+    remove = {
+        "path": path,
+        "deletionTimestamp": 1_700_000_000_000,
+        "dataChange": True,
+        "extendedFileMetadata": True,
+        "partitionValues": {},
+        "size": size,
+    }
+    if dv is not None:
+        add["deletionVector"] = remove["deletionVector"] = dv
+    return add, remove
+
+
+def _dv_history(root: Path, v2_inline_dv: str) -> None:
+    """v0 a deltalake write of FIRST; v1 an inline DV deleting rows 1 and 3; v2 the inline DV
+    text ``v2_inline_dv`` deleting rows 1, 3 and 5; v3 an append of APPENDED."""
+    import deltalake
+
+    deltalake.write_deltalake(str(root), FIRST)
+    [data_file] = root.glob("*.parquet")
+    assert pq.read_table(data_file).to_pylist() == FIRST.to_pylist()  # row index = position
+    size = data_file.stat().st_size
+
+    # v1: upgrade to deletion vectors (writer 2 implies appendOnly and invariants, which a
+    # table-features protocol lists) and delete rows 1 and 3 with a correctly padded inline DV.
+    actions = {k: v for _, a in _commit_actions(root) for k, v in a.items()}
+    assert actions["protocol"] == {"minReaderVersion": 1, "minWriterVersion": 2}
+    metadata = {**actions["metaData"], "configuration": {"delta.enableDeletionVectors": "true"}}
+    protocol = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": ["deletionVectors"],
+        "writerFeatures": ["appendOnly", "invariants", "deletionVectors"],
+    }
+    _, plain_remove = _file_actions(data_file.name, size, 8, None)
+    v1_add, v1_remove = _file_actions(data_file.name, size, 8, inline_descriptor([1, 3]).to_dict())
+    commit_info = {"timestamp": 1_700_000_000_000, "operation": "DELETE"}
+    _hand_commit(
+        root,
+        1,
+        [
+            {"commitInfo": commit_info},
+            {"protocol": protocol},
+            {"metaData": metadata},
+            {"remove": plain_remove},
+            {"add": v1_add},
+        ],
+    )
+
+    v2_dv = {
+        "storageType": "i",
+        "pathOrInlineDv": v2_inline_dv,
+        "sizeInBytes": len(encode_bitmap([1, 3, 5])),
+        "cardinality": 3,
+    }
+    v2_add, _ = _file_actions(data_file.name, size, 8, v2_dv)
+    _hand_commit(root, 2, [{"commitInfo": commit_info}, {"remove": v1_remove}, {"add": v2_add}])
+
+    pq.write_table(APPENDED, root / "appended.parquet")
+    appended_size = (root / "appended.parquet").stat().st_size
+    appended, _ = _file_actions("appended.parquet", appended_size, 2, None)
+    _hand_commit(
+        root, 3, [{"commitInfo": {**commit_info, "operation": "WRITE"}}, {"add": appended}]
+    )
+
+
+def _duckdb_rows_at(table: Path, version: int) -> list[dict]:
+    con = duckdb_connection()
+    try:
+        sql = f"SELECT * FROM delta_scan('{table}', version => {version})"
+        return con.sql(sql).to_arrow_table().to_pylist()
+    finally:
+        con.close()
+
+
+def test_inline_dv_with_overflowing_padding_reads_as_spark_at_every_version(tmp_path):
+    """At v2 the serialized bitmap of rows {1, 3, 5} ends 2 bytes into its last 4-byte block; in
+    ``table`` that block's padding makes its Z85 value exceed 2**32, which Delta Spark decodes
+    to its low 32 bits (``sum.toInt``): the data bytes, the same rows as the zero-padded
+    encoding in ``twin``. delta-ops reads ``table`` at every version as DuckDB's delta
+    extension and delta-rs read ``twin`` (both refuse ``table`` from v2 on: delta-kernel-rs'
+    Z85 decoder rejects blocks above 32 bits), and as the rows computed here."""
+    from delta_ops.table.scan import read_table
+    from delta_ops.table.snapshot import load_snapshot
+    from tests.support import deltalake_rows
+
+    bitmap = encode_bitmap([1, 3, 5])
+    assert len(bitmap) % 4 == 2
+    canonical = inline_descriptor([1, 3, 5]).path_or_inline_dv
+    overflowing = overflow_last_block(bitmap, 0xABCD)
+    assert overflowing != canonical and overflowing[:-5] == canonical[:-5]
+    last = sum(Z85_ALPHABET.index(ch) * 85 ** (4 - k) for k, ch in enumerate(overflowing[-5:]))
+    assert last > 0xFFFFFFFF
+    assert spark_z85_decode(overflowing)[: len(bitmap)] == bitmap
+
+    table, twin = tmp_path / "table", tmp_path / "twin"
+    _dv_history(table, overflowing)
+    _dv_history(twin, canonical)
+
+    def keep(deleted: set[int]) -> list[dict]:
+        return [row for index, row in enumerate(FIRST.to_pylist()) if index not in deleted]
+
+    expected = {
+        0: keep(set()),
+        1: keep({1, 3}),
+        2: keep({1, 3, 5}),
+        3: keep({1, 3, 5}) + APPENDED.to_pylist(),
+    }
+
+    def by_id(rows: list[dict]) -> list[dict]:
+        return sorted(rows, key=lambda row: row["id"])
+
+    for version, rows in expected.items():
+        ours = read_table(load_snapshot(str(table), version=version)).to_pylist()
+        assert by_id(ours) == by_id(rows), version
+        assert by_id(_duckdb_rows_at(twin, version)) == by_id(rows), version
+        assert by_id(deltalake_rows(twin, version=version)) == by_id(rows), version
+        if version < 2:  # before the overflowing DV the peers read ``table`` itself
+            assert by_id(_duckdb_rows_at(table, version)) == by_id(rows), version
+    assert by_id(read_table(load_snapshot(str(table))).to_pylist()) == by_id(expected[3])

@@ -130,9 +130,15 @@ def z85_encode(data: bytes) -> str:
 def z85_decode(text: str) -> bytes:
     """Decode Z85 text back to bytes.
 
+    Every 5-character block keeps the low 32 bits of its value, as Delta Spark's
+    ``Base85Codec.decodeBlocks`` does (``sum.toInt``). Five digits reach 85**5 - 1, above
+    2**32 - 1; an inline DV whose last block is such a value (its padding bytes, which
+    ``sizeInBytes`` excludes, are not data: protocol, "Deletion Vector Descriptor Schema")
+    is read as Spark and DuckDB read it instead of being refused.
+
     Raises:
-        InvalidDeletionVector: the length is not a multiple of 5, a character is outside the
-            Z85 alphabet, or a block encodes a value above 2**32 - 1.
+        InvalidDeletionVector: the length is not a multiple of 5 or a character is outside the
+            Z85 alphabet.
     """
     if len(text) % 5:
         raise InvalidDeletionVector(f"invalid Z85 text: length {len(text)} is not a multiple of 5")
@@ -152,11 +158,7 @@ def z85_decode(text: str) -> bytes:
     for start in range(0, len(digits), 5):
         d0, d1, d2, d3, d4 = digits[start : start + 5]
         value = (((d0 * 85 + d1) * 85 + d2) * 85 + d3) * 85 + d4
-        if value > 0xFFFFFFFF:
-            raise InvalidDeletionVector(
-                f"invalid Z85 text: block at position {start} overflows 32 bits"
-            )
-        values.append(value)
+        values.append(value & 0xFFFFFFFF)
     return struct.pack(f">{len(values)}I", *values)
 
 
