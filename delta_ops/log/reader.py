@@ -36,6 +36,8 @@ from delta_ops.log.actions import (
     ADD_FIELDS,
     COMMIT_INFO_JSON_SCHEMA,
     COMMIT_JSON_SCHEMA,
+    DELETION_VECTOR_TYPE,
+    FILE_ACTION_SCHEMA,
     LOG_MEMORY_POOL,
     REMOVE_FIELDS,
     ActionBatch,
@@ -525,19 +527,54 @@ def _assemble_actions(read: pa.Table, wanted: Mapping[str, tuple[str, ...] | Non
         if fields is None or not pa.types.is_struct(col.type):
             columns[column] = col
             continue
-        present = [f for f in fields if col.type.get_field_index(f) >= 0]
-        # struct_field, not .field(): a child under a null parent may hold a value ("")
-        arrays = [pc.struct_field(col, f) for f in present]
-        if (
-            "stats" in fields
-            and "stats" not in present
-            and col.type.get_field_index("stats_parsed") >= 0
-        ):
-            present.append("stats")
-            arrays.append(stats_json_from_parsed(pc.struct_field(col, "stats_parsed")))
-        mask = arrays[present.index("path")].is_null() if "path" in present else None
-        columns[column] = pa.StructArray.from_arrays(arrays, names=present, mask=mask)
+        columns[column] = _conformed_file_actions(col, fields)
     return pa.table(columns) if columns else pa.table({"add": pa.nulls(read.num_rows)})
+
+
+def _conformed_file_actions(col: pa.Array, fields: tuple[str, ...]) -> pa.Array:
+    """`add` / `remove` structs of one checkpoint file as structs of exactly `fields`, in
+    their order: a field the file's schema lacks is null (Delta Spark writes each part of a
+    multi-part checkpoint, and each sidecar, with the schema of the rows in it, so one part's
+    `add` may have no `stats` and another's `remove` no `deletionVector`), as is a field of a
+    deletion vector it lacks. Fields outside the action schema (`stats_parsed`) are kept only
+    where present. An action is absent exactly where its required `path` is null."""
+    names: list[str] = []
+    arrays: list[pa.Array] = []
+    for name in fields:
+        if col.type.get_field_index(name) >= 0:
+            # struct_field, not .field(): a child under a null parent may hold a value ("")
+            child = pc.struct_field(col, name)
+            if name == "deletionVector":
+                child = _with_all_fields(child, DELETION_VECTOR_TYPE)
+        elif name == "stats" and col.type.get_field_index("stats_parsed") >= 0:
+            child = stats_json_from_parsed(pc.struct_field(col, "stats_parsed"))
+        elif FILE_ACTION_SCHEMA.get_field_index(name) >= 0:
+            child = pa.nulls(len(col), FILE_ACTION_SCHEMA.field(name).type)
+        else:
+            continue
+        names.append(name)
+        arrays.append(child)
+    mask = arrays[names.index("path")].is_null() if "path" in names else None
+    return pa.StructArray.from_arrays(arrays, names=names, mask=mask)
+
+
+def _with_all_fields(struct: pa.Array, typ: pa.StructType) -> pa.Array:
+    """A struct array with every field of `typ` (those it lacks null), its own fields as stored
+    and in `typ`'s order; fields `typ` does not name are dropped."""
+    if pa.types.is_null(struct.type):
+        return pa.nulls(len(struct), typ)
+    if not pa.types.is_struct(struct.type):
+        return struct
+    own = struct.type
+    if [own.field(i).name for i in range(own.num_fields)] == [f.name for f in typ]:
+        return struct
+    children = [
+        pc.struct_field(struct, f.name)
+        if own.get_field_index(f.name) >= 0
+        else pa.nulls(len(struct), f.type)
+        for f in typ
+    ]
+    return pa.StructArray.from_arrays(children, names=[f.name for f in typ], mask=struct.is_null())
 
 
 #: the same without `add.stats`, which a snapshot load defers (most of a checkpoint's bytes)
