@@ -3,6 +3,7 @@ away, a data file is missing, or delta-ops itself has a bug."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -10,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from delta_ops.cli import main
+from delta_ops.table.snapshot import load_snapshot
 from tests import log_builder as lb
+from tests.rewrite_support import dv_table
 from tests.support import TABLES
 
 
@@ -52,3 +56,27 @@ def test_a_reader_that_goes_away_gets_exit_1_and_no_traceback(tmp_path, output):
     stderr = child.stderr.read().decode()
     assert child.wait(timeout=60) == 1
     assert stderr == ""
+
+
+def _sha256_of_every_file(root: Path) -> dict[str, str]:
+    """Every file under `root` and the sha256 of its bytes, read now (never cached)."""
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+@pytest.mark.parametrize("command", ["compact", "purge"])
+def test_a_missing_data_file_says_what_to_do_and_changes_nothing(tmp_path, capsys, command):
+    table = dv_table(tmp_path)  # two small files, both with deletion vectors
+    missing = load_snapshot(table).files.column("path")[0].as_py()
+    (table / missing).unlink()
+    before = _sha256_of_every_file(table)
+    code = main([command, str(table)])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"delta-ops: error: {missing}: ")
+    assert "missing from storage" in err and "restore it from a backup" in err
+    assert "repair" in err and "FSCK REPAIR TABLE" in err
+    assert _sha256_of_every_file(table) == before

@@ -83,6 +83,18 @@ FILE_FIELDS = (
 )
 
 
+def _unreadable_data_file(path: str, exc: BaseException) -> DeltaOpsError:
+    """The error for a live data file that cannot be read, naming it; a file missing from
+    storage (the log still lists it) also says what to do, as delta-ops cannot repair that."""
+    if isinstance(exc, FileNotFoundError):
+        return DeltaOpsError(
+            f"{path}: data file missing from storage, though the table's log still lists it:"
+            " restore it from a backup, or remove it from the table with a repair operation"
+            " (planned in delta-ops; until then FSCK REPAIR TABLE in Delta Spark / Databricks)"
+        )
+    return DeltaOpsError(f"{path}: unreadable data file: {exc}")
+
+
 def live_file_rows(snapshot: Snapshot, paths: set[str]) -> list[dict[str, Any]]:
     """The add fields (FILE_FIELDS) of the live files named by `paths`, in path order (only
     those rows become dicts: a rewrite of one partition of a big table converts that one).
@@ -134,7 +146,7 @@ class Rewriter:
                 # spends ~4x the decoding on the reads of footer and pages from a handle
                 return self.decode(row, handle.read() if small else handle)
         except OSError as exc:
-            raise DeltaOpsError(f"{row['path']}: unreadable data file: {exc}") from exc
+            raise _unreadable_data_file(row["path"], exc) from exc
 
     def decode(self, row: Mapping[str, Any], content: bytes | BinaryIO) -> pa.Table:
         """`row`'s file from its bytes (decoded by this thread) or an open handle (by Arrow's
@@ -145,7 +157,7 @@ class Rewriter:
             else:
                 data = pq.ParquetFile(content, coerce_int96_timestamp_unit="us").read()
         except (OSError, pa.ArrowException) as exc:
-            raise DeltaOpsError(f"{row['path']}: unreadable data file: {exc}") from exc
+            raise _unreadable_data_file(row["path"], exc) from exc
         n = data.num_rows
         if self.row_id_column and row.get("baseRowId") is not None:
             ids = pa.array(int(row["baseRowId"]) + np.arange(n, dtype=np.int64))
