@@ -3,11 +3,19 @@
 Every error says *what* went wrong and *where* (the file, the line, the property, the feature),
 so a failed maintenance run can be diagnosed from its one-line message. Callers that want to
 handle any delta-ops failure catch :class:`DeltaOpsError`.
+
+Any other exception is a bug in delta-ops (or a library under it). To say which file it was
+reading, storage reads each file inside :func:`reading`, which notes the path on such an
+exception (:func:`file_being_read` finds it again)::
+
+    with reading(path):
+        data = decode(open(path, "rb").read())
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from types import TracebackType
 
 
 class DeltaOpsError(Exception):
@@ -122,3 +130,46 @@ class CheckpointInProgress(DeltaOpsError):
     younger than the grace); running again once it has finished or died succeeds."""
 
     retryable = True
+
+
+_READING_NOTE = "delta-ops was reading "
+
+
+class _Reading:
+    """The context of :func:`reading`: a class, so entering it costs a few attribute looks."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if (
+            isinstance(exc, Exception)
+            and not isinstance(exc, DeltaOpsError)  # names its file itself
+            and file_being_read(exc) is None  # the innermost file is the one
+        ):
+            exc.add_note(_READING_NOTE + self.path)
+
+
+def reading(path: str) -> _Reading:
+    """A block that reads (or decodes) the file `path`: an unexpected exception leaving it gets
+    the path as a note (:func:`file_being_read`), kept across threads and processes (it
+    travels with the exception), so a bug's one-line report can say which file it was on."""
+    return _Reading(path)
+
+
+def file_being_read(exc: BaseException) -> str | None:
+    """The file `exc` was raised while reading (the innermost :func:`reading` block), if any."""
+    for note in getattr(exc, "__notes__", ()):
+        if isinstance(note, str) and note.startswith(_READING_NOTE):
+            return note[len(_READING_NOTE) :]
+    return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,109 @@ def test_a_missing_data_file_says_what_to_do_and_changes_nothing(tmp_path, capsy
     assert "missing from storage" in err and "restore it from a backup" in err
     assert "repair" in err and "FSCK REPAIR TABLE" in err
     assert _sha256_of_every_file(table) == before
+
+
+HINT = (
+    "(run with -v, or set DELTA_OPS_TRACEBACK=1, for the traceback;"
+    " please report it at the project's issue tracker)"
+)
+
+
+def _inspect_fails_with(monkeypatch, exc: BaseException) -> None:
+    """`inspect` raises `exc` once it has loaded the table (a bug in the summary)."""
+    import delta_ops.ops.inspect
+
+    def broken(*args, **kwargs):
+        raise exc
+
+    monkeypatch.setattr(delta_ops.ops.inspect, "summarize", broken)
+
+
+def test_an_internal_error_is_one_line_and_exit_70(capsys, monkeypatch):
+    monkeypatch.delenv("DELTA_OPS_TRACEBACK", raising=False)
+    _inspect_fails_with(monkeypatch, KeyError("boom"))
+    code = main(["inspect", str(TABLES / "delta-rs/simple_table")])
+    out, err = capsys.readouterr()
+    assert code == 70 and out == ""
+    assert err == f"delta-ops: internal error in inspect: KeyError: 'boom' {HINT}\n"
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("ask", ["DELTA_OPS_TRACEBACK=1", "-v"])
+def test_the_traceback_of_an_internal_error_on_request(capsys, monkeypatch, ask):
+    monkeypatch.delenv("DELTA_OPS_TRACEBACK", raising=False)
+    if ask == "-v":
+        flags = ["-v"]
+    else:
+        flags = []
+        monkeypatch.setenv("DELTA_OPS_TRACEBACK", "1")
+    _inspect_fails_with(monkeypatch, KeyError("boom"))
+    code = main([*flags, "inspect", str(TABLES / "delta-rs/simple_table")])
+    err = capsys.readouterr().err
+    assert code == 70
+    assert err.startswith("Traceback (most recent call last):\n")
+    assert "in broken\n" in err and "\nKeyError: 'boom'\n" in err
+    last = err.splitlines()[-1]
+    assert last.startswith("delta-ops: internal error in inspect: KeyError: 'boom' (please report")
+
+
+def test_an_internal_error_names_the_file_being_read(capsys, monkeypatch, tmp_path):
+    """An unexpected exception while storage reads a file names that file (here pyarrow's,
+    with a message of two lines, still reported in one)."""
+    import builtins
+
+    import pyarrow as pa
+
+    from delta_ops.storage import table_storage
+
+    def open_(path, *args, **kwargs):
+        if str(path).endswith("_last_checkpoint"):
+            raise pa.ArrowInvalid("bad\nthing")
+        return builtins.open(path, *args, **kwargs)
+
+    monkeypatch.delenv("DELTA_OPS_TRACEBACK", raising=False)
+    monkeypatch.setattr(table_storage, "open", open_, raising=False)
+    table = TABLES / "delta-spark/dv-partitioned-with-checkpoint"
+    code = main(["inspect", str(table)])
+    err = capsys.readouterr().err
+    hint = table / "_delta_log" / "_last_checkpoint"
+    assert code == 70
+    assert err == (
+        f"delta-ops: internal error in inspect while reading {hint}: ArrowInvalid: bad thing"
+        f" {HINT}\n"
+    )
+
+
+def test_a_keyboard_interrupt_is_no_internal_error(tmp_path):
+    """Ctrl-C ends the command as Python does (killed by SIGINT: 130 in a shell)."""
+    script = (
+        "import sys, delta_ops.ops.inspect as i\n"
+        "def stop(*a, **k): raise KeyboardInterrupt\n"
+        "i.summarize = stop\n"
+        f"sys.argv = ['delta-ops', 'inspect', {str(TABLES / 'delta-rs/simple_table')!r}]\n"
+        "from delta_ops.cli import run\n"
+        "run()\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert child.returncode == -signal.SIGINT
+    assert "internal error" not in child.stderr
+
+
+def test_reading_notes_the_innermost_file_on_unexpected_exceptions_only():
+    import pickle
+
+    from delta_ops.errors import CorruptLog, file_being_read, reading
+
+    with pytest.raises(KeyError) as bug, reading("outer"), reading("inner"):
+        raise KeyError("boom")
+    assert file_being_read(bug.value) == "inner"
+    again = pickle.loads(pickle.dumps(bug.value))  # as from a worker process
+    assert file_being_read(again) == "inner"
+    with pytest.raises(CorruptLog) as known, reading("f"):
+        raise CorruptLog("f", "bad")  # names its file itself
+    assert file_being_read(known.value) is None
+    with pytest.raises(KeyboardInterrupt) as stop, reading("f"):
+        raise KeyboardInterrupt
+    assert file_being_read(stop.value) is None

@@ -1,7 +1,11 @@
 """The `delta-ops` command: the operations for people and scripts.
 
 Thin by design: parse arguments, call the library, print the result (JSON with `--json`).
-Errors print one line naming the file and problem on stderr and exit non-zero.
+Errors print one line naming the file and problem on stderr and exit non-zero: 2 for the
+user's input (a value, a location, argparse's usage errors), 1 for an operation that failed
+(a conflict, a corrupt log) or a reader of stdout that went away (a cut-off result), 70 for an
+internal error (a bug: the one line names the exception; -v or DELTA_OPS_TRACEBACK=1 prints
+the traceback too).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import json
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -23,11 +28,16 @@ from delta_ops.errors import (
     MissingExtra,
     NotADeltaTable,
     VersionNotFound,
+    file_being_read,
 )
 from delta_ops.ops import progress
 from delta_ops.ops.registry import OPERATIONS, Operation
 from delta_ops.ops.results import to_data
 from delta_ops.version import __version__
+
+#: the exit code of an internal error (a bug): EX_SOFTWARE of sysexits.h, apart from a user
+#: error (2, as argparse's) and a failed operation (1)
+EXIT_INTERNAL_ERROR = 70
 
 
 def _add_table_args(p: argparse.ArgumentParser) -> None:
@@ -234,6 +244,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"delta-ops: error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 - a bug: one line (a traceback on request)
+        _report_internal_error(args.command, exc, args.verbose)
+        return EXIT_INTERNAL_ERROR
+
+
+def _report_internal_error(command: str, exc: Exception, verbose: bool) -> None:
+    """One line on stderr for an exception delta-ops did not expect (a bug, here or in a
+    library under it), naming the operation, the file it was reading if known, and the
+    exception; the traceback too with -v or DELTA_OPS_TRACEBACK=1."""
+    show = verbose or os.environ.get("DELTA_OPS_TRACEBACK", "") not in ("", "0")
+    if show:
+        traceback.print_exception(exc, file=sys.stderr)
+    path = file_being_read(exc)
+    where = f" while reading {path}" if path else ""
+    message = " ".join(str(exc).split())  # one line, whatever the exception says
+    what = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    how = (
+        "please report it, with the traceback above, at the project's issue tracker"
+        if show
+        else "run with -v, or set DELTA_OPS_TRACEBACK=1, for the traceback;"
+        " please report it at the project's issue tracker"
+    )
+    print(f"delta-ops: internal error in {command}{where}: {what} ({how})", file=sys.stderr)
 
 
 def run() -> NoReturn:

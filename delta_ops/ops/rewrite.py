@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops import clock
-from delta_ops.errors import DeltaOpsError
+from delta_ops.errors import DeltaOpsError, reading
 from delta_ops.log.actions import file_rows_as_actions
 from delta_ops.ops import progress
 from delta_ops.ops.engines import Engine
@@ -190,13 +190,18 @@ class Rewriter:
         schema = self.output_schema()
 
         def read(row: Mapping[str, Any]) -> pa.Table:
-            return conform(self.read(row), schema)
+            with reading(row["path"]):  # a bug's report names the file
+                return conform(self.read(row), schema)
+
+        def decode(row: Mapping[str, Any], content: bytes) -> pa.Table:
+            with reading(row["path"]):
+                return conform(self.decode(row, content), schema)
 
         with ThreadPoolExecutor(READ_THREADS) as pool:
             for chunk in _chunks(rows):
                 if all((row.get("size") or 0) <= THREADED_READ_BYTES for row in chunk):
                     tables = [
-                        conform(self.decode(row, content), schema)
+                        decode(row, content)
                         for row, content in zip(chunk, self._contents(chunk), strict=True)
                     ]
                 else:

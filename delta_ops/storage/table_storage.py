@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any, BinaryIO, TypeAlias
 from urllib.parse import unquote
 
-from delta_ops.errors import InvalidLocation, MissingExtra, NotADeltaTable, UnsafePath
+from delta_ops.errors import InvalidLocation, MissingExtra, NotADeltaTable, UnsafePath, reading
 from delta_ops.storage import tree
 from delta_ops.storage.tree import TreeListing
 
@@ -129,7 +129,7 @@ class FileReader:
             return ranges
         out = []
         for path, start, end in zip(paths, starts, ends):
-            with open(path, "rb") as f:
+            with reading(path), open(path, "rb") as f:
                 f.seek(start)
                 out.append(f.read(end - start))
         return out
@@ -420,11 +420,12 @@ class Storage:
     # ----------------------------------------------------------------------------- reading
     def read_bytes(self, path: str) -> bytes:
         """Read a whole file given its absolute filesystem path."""
-        if self.is_local:
-            with open(path, "rb") as f:
-                return f.read()
-        data: bytes = self._filesystem.cat_file(path)
-        return data
+        with reading(path):
+            if self.is_local:
+                with open(path, "rb") as f:
+                    return f.read()
+            data: bytes = self._filesystem.cat_file(path)
+            return data
 
     def read_many(self, paths: Sequence[str]) -> list[bytes]:
         """Read several whole files, in order; concurrently where the filesystem supports it."""
@@ -433,7 +434,7 @@ class Storage:
         if self.is_local:
             out = []
             for p in paths:
-                with open(p, "rb") as f:
+                with reading(p), open(p, "rb") as f:
                     out.append(f.read())
             return out
         data = self._filesystem.cat(list(paths), on_error="raise")
@@ -447,7 +448,7 @@ class Storage:
         The file may have grown since it was listed (only `_last_checkpoint`-like files do;
         commits are immutable), so at most `len(target)` bytes are read.
         """
-        with open(path, "rb", buffering=0) as f:
+        with reading(path), open(path, "rb", buffering=0) as f:
             total = 0
             while total < len(target):
                 n = f.readinto(target[total:])
@@ -686,10 +687,11 @@ class Storage:
 
     def open_input(self, path: str) -> BinaryIO:
         """A seekable binary reader of a file given its filesystem path."""
-        if self.is_local:
-            return open(path, "rb")
-        handle: BinaryIO = self._filesystem.open(path, "rb")
-        return handle
+        with reading(path):
+            if self.is_local:
+                return open(path, "rb")
+            handle: BinaryIO = self._filesystem.open(path, "rb")
+            return handle
 
     @property
     def reader(self) -> FileReader:
