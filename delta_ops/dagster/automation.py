@@ -65,11 +65,17 @@ def build_maintenance_schedule(
                 if a != "row_tracking" and getattr(work, "cleanup" if a == "log_cleanup" else a)
             ]
             if "row_tracking" in actions and table.enable_row_tracking:
-                plan = resource.plan(
-                    "row_tracking", table.url, storage_options=dict(table.storage_options) or None
-                )
-                if not plan.nothing_to_do:
-                    wanted.append("row_tracking")
+                try:
+                    plan = resource.plan(
+                        "row_tracking",
+                        table.url,
+                        storage_options=dict(table.storage_options) or None,
+                    )
+                except DeltaOpsError as exc:  # a feature refusing it: said, not a failed tick
+                    skipped.append(f"{table.name}: row tracking: {exc}")
+                else:
+                    if not plan.nothing_to_do:
+                        wanted.append("row_tracking")
             if not wanted:
                 skipped.append(f"{table.name}: nothing to do ({'; '.join(work.reasons)})")
                 continue
@@ -87,6 +93,17 @@ def build_maintenance_schedule(
         return requests
 
     return _schedule
+
+
+def _checkpoint_refusal(resource: DeltaMaintenanceResource, table: DeltaTableTarget) -> str | None:
+    """Why the table's features refuse a checkpoint (a run requested anyway would fail), or
+    None; an unreadable head is left to the run, which reports it in full."""
+    try:
+        return resource.refusal(
+            "checkpoint", table.url, storage_options=dict(table.storage_options) or None
+        )
+    except DeltaOpsError:
+        return None
 
 
 def build_commit_sensor(
@@ -131,7 +148,10 @@ def build_commit_sensor(
                 "requested": seen.get("requested"),
             }
             due = probe.commits_since_checkpoint >= probe.checkpoint_interval
-            if due and seen.get("requested") != probe.latest_version:
+            refused = _checkpoint_refusal(resource, table) if due else None
+            if refused is not None:
+                reasons.append(f"{table.name}: not checkpointed: {refused}")
+            elif due and seen.get("requested") != probe.latest_version:
                 requests.append(
                     dg.RunRequest(
                         run_key=f"{table.name}:{probe.latest_version}",

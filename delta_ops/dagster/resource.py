@@ -25,7 +25,7 @@ from delta_ops.ops.registry import BY_ACTION, OPERATIONS, Operation
 from delta_ops.ops.results import to_data
 from delta_ops.protocol.units import format_duration
 from delta_ops.storage import Storage
-from delta_ops.table.snapshot import Snapshot, load_snapshot
+from delta_ops.table.snapshot import Snapshot, load_head, load_snapshot
 
 #: `*_ms` values from here on are times (2001-09-09), below it durations
 _EPOCH_MS_FROM = 1_000_000_000_000
@@ -84,6 +84,14 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
         self, url: str, *, storage_options: Mapping[str, str] | None = None
     ) -> MaintenanceWork:
         return maintenance_work(self.snapshot(url, storage_options=storage_options), clock.now_ms())
+
+    def refusal(
+        self, operation: str, url: str, *, storage_options: Mapping[str, str] | None = None
+    ) -> str | None:
+        """Why the table's protocol refuses a registered operation, or None when it allows it
+        (reads only the latest protocol and metadata)."""
+        head = load_head(self._storage(url, storage_options))
+        return head.protocol.refusal(operation_named(operation).needs)
 
     def health(self, url: str, *, storage_options: Mapping[str, str] | None = None) -> TableHealth:
         return table_health(self.snapshot(url, storage_options=storage_options), clock.now_ms())

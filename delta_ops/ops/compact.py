@@ -115,7 +115,7 @@ def plan_compact(
     task per bin)."""
     if target_size < 1:
         raise InvalidValue(f"--target-size {target_size}: a size such as 128MB")
-    snapshot.protocol.check_allows(Operation.REWRITE)
+    snapshot.protocol.check_allows(Operation.COMPACT)
     files = snapshot.file_index  # sizes, partitions and DVs: no stats needed to plan
     small = files.filter(pc.less(pc.fill_null(files.column("size"), 0), target_size))
     if where is not None:
@@ -172,7 +172,7 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
         return CompactResult(plan.table, None, 0, 0, 0, 0, (), 0)
     snapshot = plan.snapshot
     rows = {r["path"]: r for r in live_file_rows(snapshot, {p for b in plan.bins for p in b.paths})}
-    rewriter = Rewriter(snapshot, list(rows.values()))
+    rewriter = Rewriter(snapshot, list(rows.values()), Operation.COMPACT)
     units = [
         RewriteUnit(
             tuple(rows[p] for p in b.paths),

@@ -113,8 +113,14 @@ def _selected(files: pa.Table, paths: Iterable[str]) -> pa.Table:
 class Rewriter:
     """One rewrite of some of a snapshot's live files into new ones, committed as one version."""
 
-    def __init__(self, snapshot: Snapshot, rows: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        rows: Sequence[Mapping[str, Any]],
+        purpose: Operation = Operation.REWRITE,
+    ) -> None:
         self.snapshot = snapshot
+        self.purpose = purpose  # what the table's features must allow at commit time too
         self.storage = snapshot.storage
         self.now = clock.now_ms()
         self.written: list[str] = []  # table-relative paths of new files
@@ -332,7 +338,7 @@ class Rewriter:
                 self.snapshot,
                 operation=operation,
                 parameters=dict(parameters),
-                purpose=Operation.REWRITE,
+                purpose=self.purpose,
             )
             if self.new_metadata is not None:
                 txn.add_action({"metaData": self.new_metadata})

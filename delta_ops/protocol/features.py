@@ -78,6 +78,7 @@ class Operation(str, Enum):
     ENABLE_ROW_TRACKING = "enable row tracking on"
     WRITE = "write data to"
     REWRITE = "rewrite data files of"  # purge, compaction: the same rows in new files
+    COMPACT = "compact"  # a rewrite that also chooses the files' layout (which rows go together)
 
 
 READS = frozenset({Operation.READ_LOG, Operation.READ_ROWS})
@@ -278,8 +279,24 @@ _REGISTRY: tuple[TableFeature, ...] = (
     # and keep the high-water mark domain; VACUUM commits add no files.
     _writer("rowTracking", writable=True, requires=("domainMetadata",)),
     # Liquid clustering lives in the `delta.clustering` domain, which we preserve; re-adds keep
-    # `clusteringProvider`. We never change clustering columns.
-    _writer("clustering", writable=True, requires=("domainMetadata",)),
+    # `clusteringProvider`. We never change clustering columns. Checkpoints, cleanup, vacuum,
+    # the row-tracking backfill and purge (a file rewritten without its deleted rows, in the
+    # same place of the layout) lay out no data; appends land unclustered, as Spark's do.
+    # Compaction chooses which rows share a file, and on a clustered table that must cluster
+    # (Delta Spark's OPTIMIZE does): bin-packing would undo the layout, so it is refused.
+    TableFeature(
+        "clustering",
+        FeatureKind.WRITER,
+        1,
+        7,
+        False,
+        True,
+        True,
+        ("domainMetadata",),
+        allows=frozenset(Operation) - {Operation.COMPACT},
+        reason="compaction of a clustered table must cluster its rows, which delta-ops does "
+        "not do yet; run OPTIMIZE in Delta Spark or Databricks",
+    ),
     # Column defaults only apply to inserted rows; we insert none.
     _writer("allowColumnDefaults", writable=True),
     # Metadata cleanup must follow `delta.requireCheckpointProtectionBeforeVersion` (all or
@@ -332,6 +349,11 @@ FEATURES: Mapping[str, TableFeature] = {f.name: f for f in _REGISTRY}
 # protocol written with "timestampNTZ" (as an old PROTOCOL.md spelled it) means timestampNtz.
 _BY_LOWER: Mapping[str, TableFeature] = {f.name.lower(): f for f in _REGISTRY}
 assert len(_BY_LOWER) == len(FEATURES), "feature names must differ in more than letter case"
+
+#: Older names of a feature, as tables written before its release list them: Databricks
+#: wrote liquid clustering as `liquid` before Delta named the feature `clustering`.
+FEATURE_ALIASES: Mapping[str, str] = {"liquid": "clustering"}
+_BY_LOWER = {**_BY_LOWER, **{a.lower(): FEATURES[n] for a, n in FEATURE_ALIASES.items()}}
 
 _LEGACY: tuple[TableFeature, ...] = tuple(f for f in _REGISTRY if f.legacy)
 
@@ -421,10 +443,11 @@ def _feature_list(d: Mapping[str, Any], key: str) -> frozenset[str] | None:
 
 
 def _spelled(names: Iterable[str]) -> dict[str, str]:
-    """lower-case name -> the first spelling seen, so raw names survive a rewrite."""
+    """lower-case canonical name -> the first spelling seen (an alias such as `liquid`
+    included), so raw names survive a rewrite."""
     out: dict[str, str] = {}
     for name in names:
-        out.setdefault(name.lower(), name)
+        out.setdefault(canonical_feature_name(name).lower(), name)
     return out
 
 
@@ -558,7 +581,11 @@ class Protocol:
         """The features (unknown names included) that stop `operation` on this table. Reads
         consider reader features only: writer features never bind readers."""
         features = self.effective_reader_features if operation in READS else self.effective_features
-        return frozenset(n for n in features if operation not in _allowed(n))
+        # named as the table lists them (`liquid`, not `clustering`), so a user finds them
+        spelled = _spelled([*(self.reader_features or ()), *(self.writer_features or ())])
+        return frozenset(
+            spelled.get(n.lower(), n) for n in features if operation not in _allowed(n)
+        )
 
     def check_allows(self, operation: Operation) -> None:
         """Raise UnsupportedFeature naming the operation and the features that refuse it (with
@@ -571,6 +598,16 @@ class Protocol:
         if refusing:
             reasons = sorted({f.reason for n in refusing if (f := lookup_feature(n)) and f.reason})
             raise UnsupportedFeature(refusing, action=operation.value, reasons=reasons)
+
+    def refusal(self, operation: Operation) -> str | None:
+        """Why `operation` is refused on this table, as :meth:`check_allows` would say it, or
+        None when it is allowed: for reads that report instead of failing (inspect, health
+        checks, sensors)."""
+        try:
+            self.check_allows(operation)
+        except (UnsupportedFeature, UnsupportedProtocolVersion) as exc:
+            return str(exc)
+        return None
 
     def allowed_operations(self) -> dict[Operation, frozenset[str]]:
         """Each operation and the features refusing it (empty: allowed), for `inspect`."""
