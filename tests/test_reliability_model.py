@@ -1,59 +1,123 @@
 """Model-based reliability: random histories by an independent writer, every op of ours in
-between, and the promise checked after every step (issue 11).
+between, and the promise checked after every step (issue 11, widened by issue 27).
 
 The promise (README, "Guarantees"): every version whose commit is younger than the retention an
 op was asked for, and the version time travel to the start of that window reads, keeps reading
 back with exactly the rows it had, as long as its log is present; log cleanup keeps the log of
-every version younger than the log retention.
+every version younger than the log retention. And the other half (liveness): a FULL vacuum does
+delete every data or deletion-vector file that no version inside its window references and that
+is older than its retention and the in-flight grace; log cleanup does delete the commits before
+a checkpoint when all of them are past the cutoff.
 
-How time works here. `deltalake` writes at the real clock; our ops read the wall clock through
-`delta_ops.clock`. The machine keeps a fake clock that only moves forward (`advance`), runs our
-ops with the wall clock fixed at it, and after every step dates whatever the step created
-(commit files, checkpoints, data and deletion-vector files) at the fake time: mtimes with
-`os.utime`, and the timestamps inside a new commit's JSON (`commitInfo.timestamp`,
-`remove.deletionTimestamp`, `add.modificationTime`). So ages are consistent: a file is as old as
-the fake clock says, whoever wrote it.
+The histories. A table starts plain or with deletion vectors enabled (`flavor`), has columns of
+several types (long, string, double, timestamp, a partition column), and is written by
+`deltalake` (appends, deletes, overwrites, property changes) and by hand-written commits as
+Delta Spark writes them (deletes by deletion vectors, inline or in a DV file). Untracked files
+appear as a crashed writer leaves them (orphans, young and old), and restored backups make
+files look younger than their commits (`touch`). Our ops run in between: checkpoints (classic,
+multi-part, V2 when the policy says so), log cleanup, vacuum (full and lite, any retention,
+`--force`, a past or future `now`), compaction, purge and the row-tracking backfill. Once row
+tracking is on, `deltalake` cannot write the table, and our own writer appends instead.
 
-The model is the rows `deltalake` read right after it wrote each version (its own view, before
-any op of ours touched the table). `make check` runs a CI-sized profile; `make soak` runs
+How time works. `deltalake` writes at the real clock; our ops read the wall clock through
+`delta_ops.clock`. The machine keeps a fake clock that only moves forward (`advance`) and runs
+our ops with the wall clock fixed at it. What the *other* writers create (commit files, data and
+DV files) is dated at the fake clock after each step: mtimes, and the timestamps inside their
+commits. What *our* ops write is never rewritten: their commits must already carry the fake
+clock (`commitInfo.timestamp`, every `remove.deletionTimestamp`), which is checked, because a
+wrong deletion timestamp would make a later vacuum expire files early.
+
+The model is the rows `deltalake` read right after each version was written (its own view,
+before any op of ours touched the table), checked against the rows the model computes itself
+for the hand-written deletes. `make check` runs a CI-sized profile; `make soak` runs
 `HYPOTHESIS_PROFILE=soak` for as long as it is given.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import shutil
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from deltalake import DeltaTable, PostCommitHookProperties, write_deltalake
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from delta_ops.clock import fixed_wall_clock
 from delta_ops.errors import DeltaOpsError, RetentionTooShort
 from delta_ops.ops.checkpoint import execute_checkpoint, plan_checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.compact import execute_compact, plan_compact
-from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
+from delta_ops.ops.purge import execute_purge, plan_purge
+from delta_ops.ops.row_tracking import execute_enable_row_tracking, plan_enable_row_tracking
+from delta_ops.ops.vacuum import DEFAULT_IN_FLIGHT_GRACE_MS, execute_vacuum, plan_vacuum
+from delta_ops.protocol.deletion_vectors import (
+    encode_deletion_vector_file,
+    inline_descriptor,
+    z85_encode,
+)
 from delta_ops.table.snapshot import load_snapshot
+from delta_ops.table.writer import write_arrow
 
 # deltalake is only the independent writer here: no checkpoints or log cleanup of its own
 NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 HOUR = 3_600_000
 DAY = 24 * HOUR
 SOAK = settings.default.max_examples > 100
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+COLUMNS = ("id", "part", "name", "amount", "at")
 
 
 def _rows(path: Path, version: int) -> list[tuple[Any, ...]]:
-    table = DeltaTable(str(path), version=version).to_pyarrow_table()
-    columns = sorted(table.column_names)
-    return sorted(tuple(row[c] for c in columns) for row in table.to_pylist())
+    table = DeltaTable(str(path), version=version)
+    data = pa.RecordBatchReader.from_stream(table.scan()).read_all()  # DVs applied
+    return sorted(tuple(row[c] for c in COLUMNS) for row in data.to_pylist())
+
+
+def _dv_file_name(storage_type: str | None, path_or_inline: str | None) -> str | None:
+    """The table-relative file of a `u` deletion vector (protocol, "Deletion Vector
+    Descriptor Schema"), decoded here without delta-ops' code."""
+    if storage_type != "u" or not path_or_inline:
+        return None
+    prefix, encoded = path_or_inline[:-20], path_or_inline[-20:]
+    raw = bytearray()
+    for i in range(0, 20, 5):
+        value = 0
+        for ch in encoded[i : i + 5]:
+            value = value * 85 + _Z85.index(ch)
+        raw += (value & 0xFFFFFFFF).to_bytes(4, "big")
+    name = f"deletion_vector_{uuid.UUID(bytes=bytes(raw))}.bin"
+    return f"{prefix}/{name}" if prefix else name
+
+
+def _referenced(path: Path, version: int) -> set[str]:
+    """Data and deletion-vector files `version` reads, as `deltalake` lists them."""
+    adds = pa.table(DeltaTable(str(path), version=version).get_add_actions(flatten=True))
+    files = set(adds.column("path").to_pylist())
+    if "deletionVector.storageType" in adds.column_names:
+        kinds = adds.column("deletionVector.storageType").to_pylist()
+        values = adds.column("deletionVector.pathOrInlineDv").to_pylist()
+        files |= {f for k, v in zip(kinds, values) if (f := _dv_file_name(k, v))}
+    return files
+
+
+def _untracked_candidates(path: Path) -> dict[str, float]:
+    """Every file vacuum may consider: outside `_delta_log`, no hidden part. -> mtime (ms)."""
+    out = {}
+    for file in path.rglob("*"):
+        rel = file.relative_to(path)
+        if file.is_file() and not any(p.startswith(("_", ".")) for p in rel.parts):
+            out[str(rel)] = file.stat().st_mtime * 1000
+    return out
 
 
 class ReliabilityMachine(RuleBasedStateMachine):
@@ -71,6 +135,11 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.promised: set[int] = set()
         self.next_id = 0
         self.log_retention_ms = 30 * DAY
+        self.dvs = False
+        # the rows each file's deletion vector deletes, for the DVs this model wrote (no other
+        # writer here writes DVs; rewrites drop them, the row-tracking backfill keeps them)
+        self.deleted: dict[str, set[int]] = {}
+        self.tracked = False  # row tracking on: deltalake can no longer write the table
         self.steps = 0
 
     def teardown(self) -> None:
@@ -80,10 +149,21 @@ class ReliabilityMachine(RuleBasedStateMachine):
     def _batch(self, n: int) -> pa.Table:
         ids = list(range(self.next_id, self.next_id + n))
         self.next_id += n
-        return pa.table({"id": pa.array(ids, pa.int64()), "part": pa.array([i % 3 for i in ids])})
+        base = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+        return pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "part": pa.array([i % 3 for i in ids], pa.int64()),
+                "name": pa.array([None if i % 5 == 4 else f"n-{i}-é" for i in ids]),
+                "amount": pa.array([i * 1.5 for i in ids], pa.float64()),
+                "at": pa.array(
+                    [base + datetime.timedelta(seconds=i) for i in ids], pa.timestamp("us", "UTC")
+                ),
+            }
+        )
 
     def _date_new_files(self) -> None:
-        """Date every file the last step created at the fake clock (see the module doc)."""
+        """Date every file another writer created at the fake clock (see the module doc)."""
         when = self.now / 1000
         for file in self.path.rglob("*"):
             if not file.is_file() or file in self.seen:
@@ -104,27 +184,49 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 action["add"]["modificationTime"] = self.now
         file.write_text("".join(json.dumps(a) + "\n" for a in actions))
 
-    def _record_version(self) -> None:
-        """After an independent write: remember the new version's rows and commit time."""
+    def _latest(self) -> int:
+        return max(self.rows)
+
+    def _record_version(self, expected: list[tuple[Any, ...]] | None = None) -> None:
+        """After another writer's commit: remember the new version's rows and commit time."""
         self._date_new_files()
         version = DeltaTable(str(self.path)).version()
         if version in self.committed_at:
             return  # the writer committed nothing (a delete that matched no row)
         self.rows[version] = _rows(self.path, version)
+        if expected is not None:
+            assert self.rows[version] == sorted(expected), "the hand-written commit reads wrong"
         self.committed_at[version] = self.now
         self.promised.add(version)
 
     def _ours(self, op: Any) -> Any:
-        """Run one of our ops with the wall clock at the fake time; date what it wrote."""
+        """Run one of our ops with the wall clock at the fake time. Its commits must carry the
+        fake clock; they are not redated. The files it writes keep their real mtimes."""
+        before = set(self.path.rglob("*"))
         with fixed_wall_clock(self.now, all_threads=True):
             result = op()
-        self._date_new_files()
+        when = self.now / 1000
+        for file in set(self.path.rglob("*")) - before:
+            if file.is_file():  # the file system's clock is the fake one too
+                os.utime(file, (when, when))
+                self.seen.add(file)
         latest = load_snapshot(self.path).version
         for version in range(max(self.committed_at, default=-1) + 1, latest + 1):
-            self.committed_at[version] = self.now  # our commits (VACUUM START / END)
-            self.rows[version] = self.rows[version - 1]  # they change no rows
+            self._check_our_commit(version)
+            self.committed_at[version] = self.now
+            self.rows[version] = self.rows[version - 1]  # our commits change no rows
             self.promised.add(version)
         return result
+
+    def _check_our_commit(self, version: int) -> None:
+        file = self.path / "_delta_log" / f"{version:020d}.json"
+        actions = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
+        info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+        assert info["timestamp"] == self.now, f"our commit {version} is dated {info['timestamp']}"
+        for action in actions:
+            if "remove" in action:
+                stamp = action["remove"].get("deletionTimestamp")
+                assert stamp == self.now, f"our commit {version} removes at {stamp}"
 
     def _window_versions(self, retention_ms: int) -> set[int]:
         """Versions a retention protects at the fake clock: younger ones, and the one time
@@ -140,33 +242,83 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 f"version {version} changed after {why}"
             )
 
-    # ------------------------------------------------------------------ independent writer
-    @initialize(n=st.integers(1, 4))
-    def create(self, n: int) -> None:
+    def _window_by_file_times(self, retention_ms: int) -> set[int]:
+        start = self.now - retention_ms
+        times = {
+            int(p.name[:20]): p.stat().st_mtime * 1000
+            for p in (self.path / "_delta_log").glob("*.json")
+            if p.stem.isdigit()
+        }
+        before = [v for v, t in times.items() if t <= start]
+        return {v for v, t in times.items() if t > start} | ({max(before)} if before else set())
+
+    def _loads(self, version: int) -> bool:
+        from deltalake.exceptions import DeltaError
+
+        try:
+            DeltaTable(str(self.path), version=version)
+        except DeltaError:
+            return False  # its log is gone (cleanup): nothing reads it any more
+        return True
+
+    # ------------------------------------------------------------------ independent writers
+    @initialize(n=st.integers(1, 4), dvs=st.booleans(), v2=st.booleans())
+    def create(self, n: int, dvs: bool, v2: bool) -> None:
+        configuration = {"delta.enableDeletionVectors": "true"} if dvs else None
         write_deltalake(
             str(self.path),
             self._batch(n),
             partition_by=["part"],
+            configuration=configuration,
             post_commithook_properties=NO_HOOKS,
         )
+        self.dvs = dvs
+        self._record_version()
+        if v2:  # as Delta Spark upgrades a table to V2 checkpoints: protocol and policy
+            self._upgrade_to_v2_checkpoints()
+
+    def _upgrade_to_v2_checkpoints(self) -> None:
+        log = self.path / "_delta_log"
+        version = self._latest() + 1
+        actions = [json.loads(x) for x in (log / f"{0:020d}.json").read_text().splitlines()]
+        protocol = next(a["protocol"] for a in actions if "protocol" in a)
+        metadata = next(a["metaData"] for a in actions if "metaData" in a)
+        protocol = {
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": sorted({*protocol.get("readerFeatures", []), "v2Checkpoint"}),
+            "writerFeatures": sorted({*protocol.get("writerFeatures", []), "v2Checkpoint"}),
+        }
+        metadata["configuration"] = {**metadata["configuration"], "delta.checkpointPolicy": "v2"}
+        commit = [
+            {"commitInfo": {"timestamp": self.now, "operation": "SET TBLPROPERTIES"}},
+            {"protocol": protocol},
+            {"metaData": metadata},
+        ]
+        (log / f"{version:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in commit))
         self._record_version()
 
     @rule(n=st.integers(1, 4))
     def append(self, n: int) -> None:
-        write_deltalake(
-            str(self.path),
-            self._batch(n),
-            mode="append",
-            partition_by=["part"],
-            post_commithook_properties=NO_HOOKS,
-        )
+        if self.tracked:  # deltalake refuses row tracking: our writer appends
+            write_arrow(self.path, self._batch(n))
+        else:
+            write_deltalake(
+                str(self.path),
+                self._batch(n),
+                mode="append",
+                partition_by=["part"],
+                post_commithook_properties=NO_HOOKS,
+            )
         self._record_version()
 
+    @precondition(lambda self: not self.tracked)
     @rule(modulo=st.integers(2, 4))
     def delete_some(self, modulo: int) -> None:
         DeltaTable(str(self.path)).delete(f"id % {modulo} = 0", post_commithook_properties=NO_HOOKS)
         self._record_version()
 
+    @precondition(lambda self: not self.tracked)
     @rule(n=st.integers(1, 3))
     def overwrite(self, n: int) -> None:
         write_deltalake(
@@ -178,6 +330,110 @@ class ReliabilityMachine(RuleBasedStateMachine):
         )
         self._record_version()
 
+    @precondition(lambda self: self.dvs)
+    @rule(pick=st.integers(0, 1000), share=st.integers(1, 3), in_file=st.booleans())
+    def delete_by_deletion_vector(self, pick: int, share: int, in_file: bool) -> None:
+        """Delete some rows of one live file with a deletion vector, as Delta Spark does: the
+        file is removed with its old descriptor and added back with one holding more rows."""
+        snapshot = load_snapshot(self.path)
+        files = snapshot.files.to_pylist()
+        if not files:
+            return
+        add = _plain(files[pick % len(files)])
+        data = pq.read_table(self.path / add["path"])
+        old = self.deleted.get(add["path"], set()) if add.get("deletionVector") else set()
+        alive = [i for i in range(data.num_rows) if i not in old]
+        gone = set(alive[:: share + 1])
+        if not gone:
+            return
+        deleted = sorted(old | gone)
+        if in_file:
+            dv_bytes, [(offset, size, cardinality)] = encode_deletion_vector_file([deleted])
+            file_id = uuid.uuid4()
+            (self.path / f"deletion_vector_{file_id}.bin").write_bytes(dv_bytes)
+            descriptor = {
+                "storageType": "u",
+                "pathOrInlineDv": z85_encode(file_id.bytes),
+                "offset": offset,
+                "sizeInBytes": size,
+                "cardinality": cardinality,
+            }
+        else:
+            descriptor = inline_descriptor(deleted).to_dict()
+        body = {k: v for k, v in add.items() if k not in ("version", "deletionTimestamp")}
+        remove = {
+            "path": add["path"],
+            "deletionTimestamp": self.now,
+            "dataChange": True,
+            "extendedFileMetadata": True,
+            "partitionValues": body["partitionValues"],
+            "size": body["size"],
+        }
+        if add.get("deletionVector"):
+            remove["deletionVector"] = body["deletionVector"]
+        new_add = {**body, "deletionVector": descriptor, "dataChange": True}
+        self.deleted[add["path"]] = set(deleted)
+        gone_rows = {
+            tuple(row[c] for c in COLUMNS)
+            for i, row in enumerate(
+                data.append_column(
+                    "part", pa.array([int(add["partitionValues"]["part"])] * data.num_rows)
+                ).to_pylist()
+            )
+            if i in gone
+        }
+        expected = list(self.rows[self._latest()])
+        for row in gone_rows:
+            expected.remove(row)
+        version = self._latest() + 1
+        commit = [
+            {"commitInfo": {"timestamp": self.now, "operation": "DELETE"}},
+            {"remove": remove},
+            {"add": new_add},
+        ]
+        (self.path / "_delta_log" / f"{version:020d}.json").write_text(
+            "".join(json.dumps(a, default=_json_default) + "\n" for a in commit)
+        )
+        self._record_version(expected)
+
+    @precondition(lambda self: not self.tracked)
+    @rule(
+        file_days=st.sampled_from([1, 7, 30]),
+        log_days=st.sampled_from([2, 30]),
+    )
+    def set_retentions(self, file_days: int, log_days: int) -> None:
+        DeltaTable(str(self.path)).alter.set_table_properties(
+            {
+                "delta.deletedFileRetentionDuration": f"interval {file_days} days",
+                "delta.logRetentionDuration": f"interval {log_days} days",
+            },
+            post_commithook_properties=NO_HOOKS,
+        )
+        self.log_retention_ms = log_days * DAY
+        self._record_version()
+
+    @rule(young=st.booleans())
+    def leave_an_orphan(self, young: bool) -> None:
+        """A crashed writer's file: never committed. Dated now (a write in flight) or a month
+        ago (long dead)."""
+        name = self.path / f"part={self.steps % 3}" / f"orphan-{uuid.uuid4().hex[:8]}.parquet"
+        name.parent.mkdir(exist_ok=True)
+        name.write_bytes(b"PAR1 not committed")
+        when = (self.now if young else self.now - 30 * DAY) / 1000
+        os.utime(name, (when, when))
+        self.seen.add(name)
+        self.steps += 1
+
+    @rule(log=st.booleans())
+    def restore_from_backup(self, log: bool) -> None:
+        """A restored backup or a copied table: files look as young as now, whatever their
+        commits say (mtimes, commit times and deletion timestamps disagree)."""
+        when = self.now / 1000
+        for file in self.path.rglob("*"):
+            in_log = "_delta_log" in file.relative_to(self.path).parts
+            if file.is_file() and in_log == log:
+                os.utime(file, (when, when))
+
     @rule(hours=st.sampled_from([1, 12, 24 * 3, 24 * 8, 24 * 31]))
     def advance(self, hours: int) -> None:
         self.now += hours * HOUR
@@ -185,58 +441,111 @@ class ReliabilityMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ our ops
     @rule(parts=st.sampled_from([None, 2, 3]))
     def checkpoint(self, parts: int | None) -> None:
-        self._ours(
-            lambda: execute_checkpoint(
-                plan_checkpoint(load_snapshot(self.path), self.now, parts=parts)
-            )
-        )
+        snapshot = load_snapshot(self.path)
+        if parts and snapshot.properties.checkpoint_policy == "v2":
+            parts = None  # multi-part is refused under the V2 policy (tested elsewhere)
+        self._ours(lambda: execute_checkpoint(plan_checkpoint(snapshot, self.now, parts=parts)))
         self._assert_readable(self.promised, "a checkpoint")
 
-    @rule(retention_days=st.sampled_from([None, 1, 10]))
-    def cleanup(self, retention_days: int | None) -> None:
+    @rule(retention_days=st.sampled_from([None, 1, 10]), now_shift=st.sampled_from([0, -2, 3]))
+    def cleanup(self, retention_days: int | None, now_shift: int) -> None:
+        """`now_shift` days: a past `now` keeps more, a future one is clamped to the clock."""
         retention = self.log_retention_ms if retention_days is None else retention_days * DAY
         keep = {v for v, t in self.committed_at.items() if t > self.now - retention}
         self._ours(
             lambda: execute_cleanup(
-                plan_cleanup(load_snapshot(self.path), self.now, retention_ms=retention)
+                plan_cleanup(
+                    load_snapshot(self.path), self.now + now_shift * DAY, retention_ms=retention
+                )
             )
         )
-        self.promised &= keep | {max(self.rows)}
+        self.promised &= keep | {self._latest()}
         self._assert_readable(self.promised, f"log cleanup with retention {retention} ms")
+        if now_shift >= 0:
+            self._check_cleanup_deleted(retention)
+
+    def _check_cleanup_deleted(self, retention_ms: int) -> None:
+        """Liveness, as Delta Spark decides it (protocol notes on metadata cleanup): the log
+        before a checkpoint c older than the latest one (`_last_checkpoint`) goes once every
+        file up to c is past the cutoff (the truncated day), c's files being strictly younger
+        than everything before them (an older-looking checkpoint is not a boundary)."""
+        cutoff = (self.now - retention_ms) // DAY * DAY - 60_000
+        log = self.path / "_delta_log"
+        hint = log / "_last_checkpoint"
+        if not hint.exists():
+            return  # no checkpoint yet: nothing may go
+        latest = json.loads(hint.read_text())["version"]
+        times: dict[int, list[float]] = {}
+        checkpoints: dict[int, list[float]] = {}
+        for p in log.iterdir():
+            if not p.name[:20].isdigit():
+                continue
+            version, mtime = int(p.name[:20]), p.stat().st_mtime * 1000
+            if ".checkpoint." in p.name:
+                checkpoints.setdefault(version, []).append(mtime)
+            elif p.name[20:] == ".json":
+                times.setdefault(version, []).append(mtime)
+        for c in sorted((v for v in checkpoints if v < latest), reverse=True):
+            older = [t for v, ts in times.items() if v < c for t in ts]
+            older += [t for v, ts in checkpoints.items() if v < c for t in ts]
+            if (
+                older
+                and max(older) < cutoff
+                and max(checkpoints[c]) < cutoff
+                and min(checkpoints[c]) > max(older)
+            ):
+                left = sorted(v for v in times if v < c)
+                assert not left, f"cleanup left commits {left} before old checkpoint {c}"
+                return
 
     @rule(
         retention_days=st.sampled_from([None, 0, 2, 7, 30]),
         force=st.booleans(),
         mode=st.sampled_from(["full", "lite"]),
+        now_shift=st.sampled_from([0, 0, -1, 2]),
     )
-    def vacuum(self, retention_days: int | None, force: bool, mode: str) -> None:
+    def vacuum(self, retention_days: int | None, force: bool, mode: str, now_shift: int) -> None:
         retention = None if retention_days is None else retention_days * DAY
         snapshot = load_snapshot(self.path)
         effective = (
             snapshot.properties.deleted_file_retention_ms if retention is None else retention
         )
+        window = self._window_versions(effective)
+        before = _untracked_candidates(self.path)
+        # the files of every version inside the window, by the model's commit times and by
+        # the commit files' own (a restored log looks younger): what vacuum must keep
+        loose = window | self._window_by_file_times(effective)
+        referenced = set().union(*(_referenced(self.path, v) for v in loose if self._loads(v)))
 
         def run() -> Any:
-            return execute_vacuum(
-                plan_vacuum(snapshot, self.now, retention_ms=retention, force=force, mode=mode)
+            plan = plan_vacuum(
+                snapshot, self.now + now_shift * DAY, retention_ms=retention, force=force, mode=mode
             )
+            return execute_vacuum(plan)
 
         try:
             self._ours(run)
         except RetentionTooShort:
-            assert not force and retention is not None and retention < 7 * DAY
+            assert not force and retention is not None and retention < effective_default(snapshot)
             return
         except DeltaOpsError as exc:
             assert mode == "lite" and "LITE" in str(exc), exc  # history cleaned up: use FULL
             return
-        self.promised &= self._window_versions(effective)
+        self.promised &= window
         self._assert_readable(self.promised, f"vacuum {mode} {retention} ms")
+        for path in referenced:
+            assert (self.path / path).exists(), f"vacuum deleted {path}, read inside its window"
+        if mode == "full" and now_shift >= 0:
+            oldest_kept = self.now - max(effective, DEFAULT_IN_FLIGHT_GRACE_MS)
+            stale = {p for p, t in before.items() if t < oldest_kept - 1000} - referenced
+            left = sorted(p for p in stale if (self.path / p).exists())
+            assert not left, f"vacuum full kept {left}, past its retention and unreferenced"
 
     @rule(target_bytes=st.sampled_from([2_000, 128 * 1024 * 1024]))
     def compact(self, target_bytes: int) -> None:
-        """Compaction rewrites files (a small target splits a partition into several bins)
-        and changes no version's rows; the files it replaces become tombstones that only a
-        vacuum past their retention deletes."""
+        """Compaction rewrites files (a small target splits a partition into several bins),
+        applies deletion vectors and changes no version's rows; the files it replaces become
+        tombstones that only a vacuum past their retention deletes."""
         self._ours(
             lambda: execute_compact(
                 plan_compact(load_snapshot(self.path), target_size=target_bytes)
@@ -244,13 +553,52 @@ class ReliabilityMachine(RuleBasedStateMachine):
         )
         self._assert_readable(self.promised, f"a compaction to {target_bytes} bytes")
 
+    @precondition(lambda self: self.dvs)
+    @rule()
+    def purge(self) -> None:
+        self._ours(lambda: execute_purge(plan_purge(load_snapshot(self.path))))
+        self._assert_readable(self.promised, "a purge")
+        files = load_snapshot(self.path).files
+        assert files.column("deletionVector").null_count == files.num_rows
+
+    @rule(batch_files=st.sampled_from([1, 3, 1000]))
+    def enable_row_tracking(self, batch_files: int) -> None:
+        self._ours(
+            lambda: execute_enable_row_tracking(
+                plan_enable_row_tracking(load_snapshot(self.path), batch_files=batch_files)
+            )
+        )
+        self.tracked = True
+        self._assert_readable(self.promised, "the row-tracking backfill")
+        files = load_snapshot(self.path).files
+        assert files.column("baseRowId").null_count == 0
+
     # ------------------------------------------------------------------ always
     @invariant()
     def latest_version_reads(self) -> None:
         if self.rows:
-            latest = max(self.rows)
+            latest = self._latest()
             assert _rows(self.path, latest) == self.rows[latest]
             assert load_snapshot(self.path).version == latest
+
+
+def effective_default(snapshot: Any) -> int:
+    """The table's file retention: a shorter one needs `force`."""
+    retention: int = snapshot.properties.deleted_file_retention_ms
+    return retention
+
+
+def _plain(value: Any) -> Any:
+    """A file row of a snapshot as a commit's JSON body: maps as objects, no null fields."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list) and all(isinstance(x, tuple) and len(x) == 2 for x in value):
+        return {k: v for k, v in value}  # an Arrow map: [(key, value), ...]
+    return value
+
+
+def _json_default(value: Any) -> Any:
+    raise TypeError(f"not JSON: {value!r}")
 
 
 ReliabilityMachine.TestCase.settings = settings(

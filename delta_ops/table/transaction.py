@@ -413,7 +413,7 @@ class Transaction:
         if in_commit_timestamp is not None:
             commit_info["inCommitTimestamp"] = in_commit_timestamp
         commit_info |= {
-            "timestamp": in_commit_timestamp or int(time.time() * 1000),
+            "timestamp": in_commit_timestamp or clock.now_ms(),
             "operation": self.operation,
             "operationParameters": encode_operation_values(self.parameters),
         }
