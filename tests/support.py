@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import time
-from functools import lru_cache
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,10 +20,10 @@ DATA = REPO / "tests" / "data"
 TABLES = DATA / "tables"
 
 
-@lru_cache(maxsize=1)
 def file_digests(root: Path) -> dict[str, str]:
     """Every file under `root` (relative path -> sha256 of its bytes): compare before and after
-    an operation that must change nothing."""
+    an operation that must change nothing. Read afresh on every call, never cached: a cached
+    answer would make every "before == after" hold whatever the operation did."""
     import hashlib
 
     return {
