@@ -13,7 +13,9 @@ Plan (pure except for listing and reading the log):
    checkpoint < crc < json), making modification times monotonic. A complete, non-empty
    checkpoint whose time needed no adjustment is a flush point: if the newest file before it
    is older than the cutoff and within the version cap, that whole segment is deleted. So
-   every retained version can be rebuilt from the boundary checkpoint C plus JSON.
+   every retained version can be rebuilt from the boundary checkpoint C plus JSON. Another
+   complete checkpoint of a flush point's version (left by concurrent writers) is no flush
+   point: it stays with the files after C.
 4. The boundary checkpoint must be readable (it is read before anything is deleted; an
    unreadable one falls back to the previous boundary). Compacted files ending below C, and
    (V2 tables) sidecars no remaining checkpoint references that are older than the cutoff, go
@@ -172,6 +174,11 @@ def _segments(
             flush_files = [(f, adjusted)]
         if flush_files is None:
             buffer.append((f, adjusted))
+            continue
+        if segments and segments[-1].checkpoint_version == f.version:
+            # a second complete checkpoint of the flush point's version (concurrent writers):
+            # not a boundary of its own, whose segment would hold the first one's files
+            buffer.extend(flush_files)
             continue
         newest = buffer[-1] if buffer else None
         deletable = (
