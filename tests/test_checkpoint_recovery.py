@@ -17,7 +17,7 @@ import pytest
 from delta_ops import cli
 from delta_ops.ops.checkpoint import checkpoint, execute_checkpoint, plan_checkpoint
 from delta_ops.table.snapshot import load_snapshot
-from tests.support import copy_fixture, deltalake_rows
+from tests.support import copy_fixture, deltalake_rows, duckdb_rows
 
 VERSION = 4  # delta-rs/simple_table's latest version
 
@@ -62,18 +62,24 @@ def test_a_rerun_completes_a_killed_multi_part_checkpoint(tmp_path: Path, keep: 
     assert deltalake_rows(table) == rows
 
 
-def test_a_young_partial_set_is_left_alone_and_the_rerun_uses_other_names(
+def test_a_young_partial_set_of_the_same_size_is_waited_for_then_completed(
     tmp_path: Path,
 ) -> None:
     # Parts written seconds ago may be another process's checkpoint in progress: the re-run
-    # neither deletes nor collides with them; it writes a set with another part count.
+    # waits for it (here briefly), then, its writer presumed dead, writes the missing parts
+    # under the same names. The young parts are kept, not deleted nor duplicated by a set of
+    # another size: one complete set results ("Multi-part checkpoint").
     table, rows = _killed_multi_part_run(tmp_path, 2)
-    young = _parts(table)
-    result = checkpoint(table, parts=4)
-    assert result.skipped_existing is None and len(result.written) == 5
-    assert all(p.exists() for p in young)
-    assert len(load_snapshot(table).segment.checkpoint.files) == 5  # type: ignore[union-attr]
+    young = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in _parts(table)}
+    result = checkpoint(table, parts=4, wait_ms=300)
+    assert result.skipped_existing is None and result.waited_ms >= 300
+    assert result.written == tuple(p.name for p in _parts(table)[2:])
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in _parts(table)[:2]} == young
+    assert len(_parts(table)) == 4
+    assert len(load_snapshot(table).segment.checkpoint.files) == 4  # type: ignore[union-attr]
+    assert json.loads((_log(table) / "_last_checkpoint").read_text())["parts"] == 4
     assert deltalake_rows(table) == rows
+    assert duckdb_rows(table) == rows
 
 
 def test_an_empty_part_is_replaced(tmp_path: Path) -> None:

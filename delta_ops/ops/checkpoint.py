@@ -3,7 +3,8 @@
 Plan: decide the version, the layout (classic single file by default; V2 with sidecars when the
 table's `delta.checkpointPolicy` is `v2`; multi-part only when asked), the file names, and what
 expiry drops. Refuses tables whose writer features delta-ops does not support. A checkpoint
-that already exists at the version makes the plan a no-op.
+that already exists at the version makes the plan a no-op, but for removing other complete
+checkpoints of the version that rank below it (left by concurrent runs).
 
 Execute, in an order where a crash at any point leaves a table every reader reads:
 
@@ -13,6 +14,22 @@ Execute, in an order where a crash at any point leaves a table every reader read
 2. read the written checkpoint back and compare action and add counts with the snapshot;
 3. only then write `_last_checkpoint` (with Spark's checksum), unless it already names a newer
    version: the hint never moves back.
+
+Concurrent runs at one version leave exactly one complete V1 checkpoint (protocol sections
+"Checkpoints", "Multi-part checkpoint", "Last Checkpoint File"): a reader that lists two, such
+as DuckDB's delta extension, fails when `_last_checkpoint` names the other one. So:
+
+* a run that finds another run's young partial multi-part set waits for it (bounded by
+  :data:`IN_PROGRESS_WAIT_MS`); once it completes there is nothing to do; a set that stays
+  partial is presumed dead and ours is written (a stale set, older than the in-flight grace,
+  never delays anyone);
+* two runs with the same part count write the same names: each part goes to the first
+  writer, and the parts another run wrote are checked to be valid parts of this set (same
+  path partitioning, the non-file actions in part 1) before the set is used;
+* after writing, the run keeps the complete classic and multi-part checkpoints at the version
+  that Delta Spark would pick (multi-part over classic, more parts first) and deletes the
+  others, before `_last_checkpoint` is written; after writing the hint it re-reads the version
+  and repairs the hint if a concurrent run settled it differently meanwhile.
 
 Example::
 
@@ -27,7 +44,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +63,7 @@ from delta_ops.log.checkpoint_content import (
     checkpoint_state,
     even_windows,
     parsed_columns,
+    part_of_paths,
     spark_schema_json,
     streamed_checkpoint_state,
     v2_top_level_rows,
@@ -60,7 +78,11 @@ from delta_ops.log.file_names import (
     parse_log_file_name,
     v2_checkpoint_name,
 )
-from delta_ops.log.last_checkpoint import read_last_checkpoint, serialize_last_checkpoint
+from delta_ops.log.last_checkpoint import (
+    LastCheckpointInfo,
+    read_last_checkpoint,
+    serialize_last_checkpoint,
+)
 from delta_ops.log.reader import checkpoint_file_names, parse_action_lines, verify_checkpoint
 from delta_ops.log.segment import (
     CheckpointRef,
@@ -87,6 +109,10 @@ V2_ACTIONS_PER_SIDECAR = 50_000
 CHECKPOINT_SCHEMA_MAX_CHARS = 20_000
 LAST_CHECKPOINT_LIST_LIMIT = 30
 IN_PROGRESS_GRACE_MS = 60_000  # parts younger than this may belong to a running checkpoint
+#: how long a run waits at most for another run's young partial multi-part set to complete
+IN_PROGRESS_WAIT_MS = 30_000
+IN_PROGRESS_POLL_MS = 250
+V1_KINDS = frozenset({LogFileKind.CLASSIC_CHECKPOINT, LogFileKind.MULTI_PART_CHECKPOINT})
 #: a previous checkpoint of this many actions (sidecars included) is streamed rather than
 #: loaded: loading holds the whole state, about 1.5 KB per file with stats
 STREAM_ABOVE_ACTIONS = 500_000
@@ -117,10 +143,14 @@ class CheckpointPlan:
     engine: str = "local"  # who writes the parquet files (`delta_ops.ops.engines`)
     now_ms: int = 0  # the expiry clock used (never later than the wall clock)
     requested_now_ms: int | None = None  # what the caller asked for, when it was clamped
+    #: other complete checkpoints at this version, ranked below `existing`: removed, so that
+    #: readers see one (a reader listing two may pick the one `_last_checkpoint` does not name)
+    redundant: tuple[str, ...] = ()
+    in_progress: tuple[str, ...] = ()  # young parts of another run's set: waited for
 
     @property
     def nothing_to_do(self) -> bool:
-        return self.existing is not None
+        return self.existing is not None and not self.redundant
 
     def to_dict(self) -> dict[str, Any]:
         return fields_data(self)
@@ -140,6 +170,8 @@ class CheckpointResult:
     size_in_bytes: int
     last_checkpoint_updated: bool
     duration_ms: int
+    removed: tuple[str, ...] = ()  # other checkpoints' files at this version, deleted
+    waited_ms: int = 0  # time spent waiting for another run's checkpoint of this version
 
     def to_dict(self) -> dict[str, Any]:
         return fields_data(self)
@@ -148,30 +180,56 @@ class CheckpointResult:
 @dataclass(frozen=True)
 class ExistingCheckpoints:
     """What `_delta_log` already holds at one version: a readable checkpoint (then there is
-    nothing to do), and the files of broken or abandoned ones, which a new checkpoint
-    replaces (they are unreadable, so removing them loses nothing)."""
+    nothing to do but to remove the `redundant` complete ones ranked below it), the files of
+    broken or abandoned ones, which a new checkpoint replaces (they are unreadable, so
+    removing them loses nothing), and the young parts of a set another run may be writing."""
 
     readable: str | None
     broken: tuple[str, ...]
-    busy_part_counts: frozenset[int] = frozenset()  # part counts of young partial sets
+    in_progress: tuple[str, ...] = ()
+    redundant: tuple[str, ...] = ()
 
 
-def _existing_checkpoints(storage: Storage, version: int, now_ms: int) -> ExistingCheckpoints:
-    """Classify the checkpoint files at `version`.
-
-    A complete checkpoint is verified (footers, paths, sidecars); the first that reads is
-    kept. Parts of an incomplete multi-part set (a run killed mid-write, a missing or 0-byte
-    part) are abandoned once the newest is older than the in-flight grace. A younger set may
-    be another process writing right now, so it is left alone and a new multi-part checkpoint
-    avoids its part count (its names): both sets are valid checkpoints once complete.
-    """
-    files = [
+def _checkpoint_files_at(storage: Storage, version: int) -> list[LogFile]:
+    """The checkpoint files at `version`, from one listing of `_delta_log`."""
+    return [
         f
         for f in (
             parse_log_file_name(e.name, e.size, e.modification_time) for e in storage.list_log()
         )
         if f is not None and f.version == version and f.is_checkpoint
     ]
+
+
+def _partial_sets(files: list[LogFile], complete: list[CheckpointRef]) -> dict[int, list[LogFile]]:
+    """Parts of incomplete multi-part sets, by part count."""
+    in_complete = {f.name for ref in complete for f in ref.files}
+    sets: dict[int, list[LogFile]] = {}
+    for f in files:
+        if f.kind is LogFileKind.MULTI_PART_CHECKPOINT and f.name not in in_complete:
+            sets.setdefault(f.num_parts or 0, []).append(f)
+    return sets
+
+
+def _young(parts: list[LogFile], now_ms: int) -> bool:
+    """Whether a partial set may still be being written (its newest part is within the grace)."""
+    return now_ms - max(f.modification_time for f in parts) < IN_PROGRESS_GRACE_MS
+
+
+def _existing_checkpoints(
+    storage: Storage, version: int, now_ms: int, files: list[LogFile] | None = None
+) -> ExistingCheckpoints:
+    """Classify the checkpoint files at `version`.
+
+    A complete checkpoint is verified (footers, paths, sidecars); the first that reads is
+    kept. Parts of an incomplete multi-part set (a run killed mid-write, a missing or 0-byte
+    part) are abandoned once the newest is older than the in-flight grace. A younger set may
+    be another process writing right now: it is left alone, and `execute_checkpoint` waits
+    for it (a bounded time) rather than writing a second set beside it. `files` is a listing
+    of the version's checkpoint files just taken, if any.
+    """
+    if files is None:
+        files = _checkpoint_files_at(storage, version)
     broken: list[str] = []
     complete = complete_checkpoints(files)
     for ref in reversed(complete):  # the reader's preference first
@@ -186,25 +244,23 @@ def _existing_checkpoints(storage: Storage, version: int, now_ms: int) -> Existi
             )
             broken.extend(f.name for f in ref.files)
             continue
-        return ExistingCheckpoints(ref.name, ())
+        v1 = [r for r in complete if r.kind in V1_KINDS]
+        losers = [r for r in v1 if r.sort_key < ref.sort_key] if ref.kind in V1_KINDS else v1[:-1]
+        redundant = tuple(f.name for r in losers for f in r.files)
+        return ExistingCheckpoints(ref.name, (), redundant=redundant)
     in_complete = {f.name for ref in complete for f in ref.files}
-    partial = [
-        f
-        for f in files
-        if f.kind is LogFileKind.MULTI_PART_CHECKPOINT and f.name not in in_complete
-    ]
-    empty = [f for f in files if f.size == 0 and f.name not in in_complete and f not in partial]
-    sets: dict[int, list[LogFile]] = {}
-    for f in partial:
-        sets.setdefault(f.num_parts or 0, []).append(f)
-    busy: set[int] = set()
-    for count, parts in sets.items():
-        if now_ms - max(f.modification_time for f in parts) < IN_PROGRESS_GRACE_MS:
-            busy.add(count)  # maybe a running checkpoint: leave it alone
+    sets = _partial_sets(files, complete)
+    partial = {f.name for parts in sets.values() for f in parts}
+    empty = [f for f in files if f.size == 0 and f.name not in in_complete | partial]
+    in_progress: list[str] = []
+    for parts in sets.values():
+        if _young(parts, now_ms):
+            in_progress.extend(f.name for f in parts)  # maybe a running checkpoint
         else:
             broken.extend(f.name for f in parts)
+    busy = {count for count, parts in sets.items() if _young(parts, now_ms)}
     broken.extend(f.name for f in empty if (f.num_parts or 0) not in busy)
-    return ExistingCheckpoints(None, tuple(broken), frozenset(busy))
+    return ExistingCheckpoints(None, tuple(broken), tuple(sorted(in_progress)))
 
 
 def plan_checkpoint(
@@ -260,8 +316,6 @@ def plan_checkpoint(
         ) + (v2_checkpoint_name(version, str(token), "json"),)
     elif parts and parts > 1:
         kind, num_parts = "multi-part", parts
-        while num_parts in existing.busy_part_counts:
-            num_parts += 1  # another set of this size is being written: use other names
         files = tuple(
             multi_part_checkpoint_name(version, i, num_parts) for i in range(1, num_parts + 1)
         )
@@ -294,6 +348,8 @@ def plan_checkpoint(
         engine=engine_named(engine).name,
         now_ms=now_ms,
         requested_now_ms=requested_now if requested_now != now_ms else None,
+        redundant=existing.redundant,
+        in_progress=existing.in_progress,
     )
 
 
@@ -404,32 +460,29 @@ def _write_new(storage: Storage, name: str, data: bytes) -> bool:
     return created
 
 
-def execute_checkpoint(plan: CheckpointPlan) -> CheckpointResult:
-    """Write the planned checkpoint, verify it, then update `_last_checkpoint`."""
+def execute_checkpoint(plan: CheckpointPlan, *, wait_ms: int | None = None) -> CheckpointResult:
+    """Write the planned checkpoint, verify it, then update `_last_checkpoint`.
+
+    `wait_ms` bounds the wait for another run's young partial multi-part set at this version
+    (default :data:`IN_PROGRESS_WAIT_MS`; 0 does not wait): when it completes, it stands and
+    nothing is written.
+    """
     started = time.monotonic()
     storage = plan.snapshot.storage
-    if plan.nothing_to_do:
+    existing, waited_ms = _await_other_run(
+        plan, storage, IN_PROGRESS_WAIT_MS if wait_ms is None else wait_ms
+    )
+    if existing.readable is not None:
         logger.info(
             "%s: a checkpoint already exists at version %d (%s)",
             plan.table,
             plan.version,
-            plan.existing,
+            existing.readable,
         )
-        updated = _repair_hint_for_existing(plan, storage)
-        return CheckpointResult(
-            plan.table,
-            plan.version,
-            plan.kind,
-            (),
-            plan.existing,
-            0,
-            plan.num_add_files,
-            0,
-            updated,
-            0,
-        )
+        return _keep_existing(plan, storage, started, waited_ms, verified=(existing.readable,))
+    replaces = existing.broken
     # broken files under the names we write go first (unreadable: nothing readable is lost)
-    colliding = [n for n in plan.replaces if n in plan.files]
+    colliding = [n for n in replaces if n in plan.files]
     storage.delete(storage.log_file(n) for n in colliding)
     writer = CheckpointFileWriter(
         storage.location,
@@ -440,33 +493,62 @@ def execute_checkpoint(plan: CheckpointPlan) -> CheckpointResult:
     )
     files = checkpoint_files(plan)
     outcomes = engine_named(plan.engine).write_checkpoint_files(writer, files)
+    removed: tuple[str, ...] = ()
     if plan.kind == "v2":
         hint, written, sizes = _finish_v2(plan, storage, files, outcomes)
+        _verify(plan, storage)
     else:
-        written, sizes = [], []
-        for file, (created, size) in zip(files, outcomes):
-            if created:
-                written.append(file.name)
-                sizes.append(size)
-        lost = [f.name for f, (created, _) in zip(files, outcomes) if not created]
-        if lost or len(outcomes) < len(files):
-            storage.delete(storage.log_file(n) for n in written)  # our parts, not theirs
-            return _lost_race(plan, storage, lost[0] if lost else files[-1].name)
-        schema = writer.schema
+        if plan.kind == "multi-part":
+            # a run with the same part count writes the same names: its parts count as ours
+            # once checked, so the rest are written too and the set completes either way
+            outcomes = outcomes + [writer.write(f) for f in files[len(outcomes) :]]
+        written = [f.name for f, (created, _) in zip(files, outcomes) if created]
+        foreign = [f for f, (created, _) in zip(files, outcomes) if not created]
+        sizes = [size for _, size in outcomes]
+        if foreign and plan.kind == "classic":
+            return _keep_existing(plan, storage, started, waited_ms, lost=foreign[0].name)
+        if foreign:
+            try:
+                _check_foreign_parts(storage, foreign)
+            except CorruptLog as exc:
+                logger.warning("%s; withdrawing our parts of the set", exc)
+                storage.delete(storage.log_file(n) for n in written)
+                return _keep_existing(plan, storage, started, waited_ms, lost=foreign[0].name)
+        try:
+            rows = _verify(plan, storage, foreign={f.name for f in foreign})
+        except CorruptLog:
+            if _is_complete(storage, plan.version, plan.files):
+                raise  # ours is there and does not read back: a real failure
+            # a concurrent run kept another checkpoint of this version and removed ours
+            return _keep_existing(plan, storage, started, waited_ms, lost=plan.files[0])
+        winner, removed = _settle(storage, plan.version, verified=(plan.files[0],))
+        if winner is None or winner.name != plan.files[0]:
+            logger.info(
+                "%s: a concurrent run wrote a checkpoint of version %d that readers prefer "
+                "(%s); ours is withdrawn",
+                plan.table,
+                plan.version,
+                winner.name if winner else None,
+            )
+            return _keep_existing(
+                plan, storage, started, waited_ms, lost=plan.files[0], removed=removed
+            )
         hint = {
             "version": plan.version,
-            "size": plan.state.num_actions,
+            "size": rows,
             "parts": plan.num_parts if plan.kind == "multi-part" else None,
             "sizeInBytes": sum(sizes),
             "numOfAddFiles": plan.num_add_files,
         }
-        schema_json = spark_schema_json(schema)
+        schema_json = spark_schema_json(writer.schema)
         if len(json.dumps(schema_json, separators=(",", ":"))) <= CHECKPOINT_SCHEMA_MAX_CHARS:
             hint["checkpointSchema"] = schema_json
-    _verify(plan, storage)
     # the rest of the broken or abandoned files at this version, now that ours reads
-    storage.delete(storage.log_file(n) for n in plan.replaces if n not in colliding)
+    storage.delete(storage.log_file(n) for n in replaces if n not in colliding)
     updated = _update_last_checkpoint(storage, plan.version, hint)
+    if plan.kind != "v2":
+        # a run that finished after our settling may have kept another set: name that one
+        updated = _repair_hint_for_existing(plan, storage) or updated
     return CheckpointResult(
         table=plan.table,
         version=plan.version,
@@ -478,7 +560,179 @@ def execute_checkpoint(plan: CheckpointPlan) -> CheckpointResult:
         size_in_bytes=sum(sizes),
         last_checkpoint_updated=updated,
         duration_ms=int((time.monotonic() - started) * 1000),
+        removed=removed,
+        waited_ms=waited_ms,
     )
+
+
+def _await_other_run(
+    plan: CheckpointPlan, storage: Storage, wait_ms: int
+) -> tuple[ExistingCheckpoints, int]:
+    """What is at the plan's version now, after waiting (at most `wait_ms`) while another run's
+    young partial multi-part set is there and no complete checkpoint is; and how long we
+    waited. A set still partial after the wait is presumed dead: ours is written (a set of the
+    same part count is completed with its parts, another one stays partial and is ignored by
+    readers, and removed by a later run once past the in-flight grace)."""
+    began = time.monotonic()
+    deadline = began + wait_ms / 1000
+    waited = False
+    while True:
+        files = _checkpoint_files_at(storage, plan.version)
+        complete = complete_checkpoints(files)
+        now = clock.now_ms()
+        busy = [p for p in _partial_sets(files, complete).values() if _young(p, now)]
+        remaining = deadline - time.monotonic()
+        if complete or not busy or remaining <= 0:
+            break
+        if not waited:
+            logger.info(
+                "%s: another run is writing a checkpoint of version %d (%s); waiting up to %d ms",
+                plan.table,
+                plan.version,
+                busy[0][0].name,
+                wait_ms,
+            )
+            waited = True
+        time.sleep(min(IN_PROGRESS_POLL_MS / 1000, remaining))
+    waited_ms = int((time.monotonic() - began) * 1000) if waited else 0
+    existing = _existing_checkpoints(storage, plan.version, clock.now_ms(), files)
+    if waited and existing.readable is None and existing.in_progress:
+        logger.warning(
+            "%s: the checkpoint being written at version %d (%s) is still incomplete after "
+            "%d ms; its writer is presumed dead: writing ours",
+            plan.table,
+            plan.version,
+            existing.in_progress[0],
+            waited_ms,
+        )
+    return existing, waited_ms
+
+
+def _settle(
+    storage: Storage, version: int, verified: Collection[str] = ()
+) -> tuple[CheckpointRef | None, tuple[str, ...]]:
+    """Leave one complete classic or multi-part checkpoint at `version`: the one Delta Spark
+    reads (`CheckpointRef.sort_key`: multi-part over classic, more parts first) among those
+    that read (`verified` names ones known to), and delete those ranked below it. Returns it
+    and the names deleted.
+
+    Every run that sees two complete sets settles them the same way, whoever wrote them: a run
+    that finished first cannot see a set that completes after it, so the later one settles. A
+    better-ranked checkpoint that does not read is left alone (a transient read error must not
+    make two runs delete each other's); V2 checkpoints are not touched.
+    """
+    refs = [
+        r
+        for r in complete_checkpoints(_checkpoint_files_at(storage, version))
+        if r.kind in V1_KINDS
+    ]
+    if len(refs) < 2:
+        return (refs[0] if refs else None), ()  # nothing to settle (the caller verifies it)
+    winner = None
+    for ref in reversed(refs):
+        if ref.name in verified:
+            winner = ref
+            break
+        try:
+            verify_checkpoint(storage, list(ref.files))
+        except CorruptLog as exc:
+            logger.warning("%s: checkpoint %s is unreadable (%s)", storage.url, ref.name, exc)
+            continue
+        winner = ref
+        break
+    if winner is None:
+        return None, ()
+    doomed = tuple(f.name for r in refs if r.sort_key < winner.sort_key for f in r.files)
+    if doomed:
+        logger.info(
+            "%s: %d complete checkpoints at version %d; keeping %s, removing the others",
+            storage.url,
+            len(refs),
+            version,
+            winner.name,
+        )
+        storage.delete(storage.log_file(n) for n in doomed)
+    return winner, doomed
+
+
+def _keep_existing(
+    plan: CheckpointPlan,
+    storage: Storage,
+    started: float,
+    waited_ms: int,
+    *,
+    verified: Collection[str] = (),
+    lost: str | None = None,
+    removed: tuple[str, ...] = (),
+) -> CheckpointResult:
+    """Another checkpoint of this version stands: settle the version (one complete checkpoint
+    left), check the one that stands is readable and point `_last_checkpoint` at it. `lost`
+    names the file another writer created first, or ours that a concurrent run withdrew; the
+    other checkpoint may differ from ours (e.g. another clock expired other tombstones).
+    `removed` names files the caller's settling deleted already."""
+    removed += _settle(storage, plan.version, verified)[1]
+    ref = _existing_ref(storage, plan.version)
+    if ref is None:
+        if lost is not None:
+            raise CheckpointInProgress(
+                f"{storage.url}: another process is writing {lost}; try again in a minute"
+            )
+        existing = plan.existing
+    else:
+        if ref.name not in verified:
+            verify_checkpoint(storage, list(ref.files))
+        existing = ref.name
+    updated = _repair_hint_for_existing(plan, storage)
+    return CheckpointResult(
+        table=plan.table,
+        version=plan.version,
+        kind=plan.kind,
+        written=(),
+        skipped_existing=existing,
+        num_actions=0,
+        num_add_files=plan.num_add_files,
+        size_in_bytes=0,
+        last_checkpoint_updated=updated,
+        duration_ms=int((time.monotonic() - started) * 1000),
+        removed=removed,
+        waited_ms=waited_ms,
+    )
+
+
+def _check_foreign_parts(storage: Storage, files: Sequence[CheckpointFile]) -> None:
+    """Check that parts another run created under our names are parts of the same set: every
+    file action in part `i` of `n` is on a path of that part (:func:`part_of_paths`, as we
+    partition), and the non-file actions are all in part 1. A run of delta-ops at the same
+    version writes exactly that (its tombstones may differ if its clock expired others: each
+    path's tombstone is then one run's valid choice); another writer's partitioning would
+    lose or double actions in a mixed set. Raises CorruptLog naming the first misfit."""
+    for file in files:
+        if file.part is None:
+            continue
+        index, count = file.part
+        try:
+            with storage.open_input(storage.log_file(file.name)) as handle:
+                pf = pq.ParquetFile(handle)
+                names = pf.schema_arrow.names
+                file_kinds = [c for c in ("add", "remove") if c in names]
+                non_file = [c for c in ("protocol", "metaData") if c in names]
+                table = pf.read(columns=[f"{c}.path" for c in file_kinds] + non_file)
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptLog(file.name, f"unreadable checkpoint parquet: {exc}") from exc
+        for kind in file_kinds:
+            paths = pc.struct_field(table.column(kind), "path").drop_null()
+            if len(paths) and bool((part_of_paths(paths, count) != index).any()):
+                raise CorruptLog(
+                    file.name, f"holds {kind} actions of other parts: not part of our set"
+                )
+        expected = 1 if index == 0 else 0
+        for kind in ("protocol", "metaData"):
+            column = table.column(kind) if kind in non_file else None
+            found = len(column) - column.null_count if column is not None else 0
+            if found != expected:
+                raise CorruptLog(
+                    file.name, f"holds {found} {kind} actions, {expected} expected in this part"
+                )
 
 
 @dataclass(frozen=True)
@@ -608,8 +862,10 @@ def _count_actions(storage: Storage, name: str) -> dict[str, int]:
     return counts
 
 
-def _verify(plan: CheckpointPlan, storage: Storage) -> None:
-    """Read the written files back: every row is one action; add and remove counts match."""
+def _verify(plan: CheckpointPlan, storage: Storage, foreign: Collection[str] = ()) -> int:
+    """Read the written files back: every row is one action; add and remove counts match.
+    With parts another run wrote (`foreign`), only the adds must match (its clock may have
+    expired other tombstones). Returns the number of actions read back."""
     totals = {"add": 0, "remove": 0, "rows": 0}
     for name in plan.files:
         counts = _count_actions(storage, name)
@@ -620,27 +876,13 @@ def _verify(plan: CheckpointPlan, storage: Storage) -> None:
     problems = []
     if totals["add"] != plan.num_add_files:
         problems.append(f"{totals['add']} adds read back, {plan.num_add_files} expected")
-    if totals["remove"] != plan.num_tombstones:
+    if totals["remove"] != plan.num_tombstones and not foreign:
         problems.append(f"{totals['remove']} removes read back, {plan.num_tombstones} expected")
-    if totals["rows"] != expected_rows:
+    if totals["rows"] != expected_rows and not foreign:
         problems.append(f"{totals['rows']} actions read back, {expected_rows} expected")
     if problems:
         raise CorruptLog(plan.files[-1], "checkpoint verification failed: " + "; ".join(problems))
-
-
-def _lost_race(plan: CheckpointPlan, storage: Storage, name: str) -> CheckpointResult:
-    """Another writer created `name` first: its checkpoint stands (it may differ from ours, e.g.
-    another clock expired other tombstones); check it is readable and report it as existing."""
-    ref = _existing_ref(storage, plan.version)
-    if ref is None:
-        raise CheckpointInProgress(
-            f"{storage.url}: another process is writing {name}; try again in a minute"
-        )
-    verify_checkpoint(storage, list(ref.files))
-    updated = _repair_hint_for_existing(plan, storage)
-    return CheckpointResult(
-        plan.table, plan.version, plan.kind, (), ref.name, 0, plan.num_add_files, 0, updated, 0
-    )
+    return totals["rows"]
 
 
 def _existing_ref(storage: Storage, version: int) -> CheckpointRef | None:
@@ -655,12 +897,28 @@ def _existing_ref(storage: Storage, version: int) -> CheckpointRef | None:
     return refs[-1] if refs else None
 
 
+def _is_complete(storage: Storage, version: int, names: Sequence[str]) -> bool:
+    """Whether the checkpoint made of `names` is complete at `version` right now."""
+    wanted = set(names)
+    files = _checkpoint_files_at(storage, version)
+    return any({f.name for f in ref.files} == wanted for ref in complete_checkpoints(files))
+
+
+def _hint_names(info: LastCheckpointInfo, ref: CheckpointRef) -> bool:
+    """Whether `_last_checkpoint` (at `ref`'s version) describes `ref`: its part count, as a
+    reader that lists the version checks it against the parts it finds."""
+    if ref.kind is LogFileKind.MULTI_PART_CHECKPOINT:
+        return info.parts == len(ref.files)
+    if ref.kind is LogFileKind.CLASSIC_CHECKPOINT:
+        return info.parts in (None, 1) and info.v2_checkpoint_path is None
+    return info.parts in (None, 1)
+
+
 def _repair_hint_for_existing(plan: CheckpointPlan, storage: Storage) -> bool:
-    """Point `_last_checkpoint` at an existing checkpoint when it names an older one or none
-    (a run that crashed after writing the checkpoint, or another writer's checkpoint)."""
+    """Point `_last_checkpoint` at the checkpoint of the plan's version when it names an older
+    one or none (a run that crashed after writing the checkpoint, or another writer's
+    checkpoint), or this version with another part count (a set a concurrent run removed)."""
     current = read_last_checkpoint(storage).info
-    if current is not None and current.version == plan.version:
-        return False
     if (
         current is not None
         and current.version > plan.version
@@ -669,6 +927,8 @@ def _repair_hint_for_existing(plan: CheckpointPlan, storage: Storage) -> bool:
         return False
     ref = _existing_ref(storage, plan.version)
     if ref is None:
+        return False
+    if current is not None and current.version == plan.version and _hint_names(current, ref):
         return False
     rows = sum(
         _count_actions(storage, f.name).get("rows", 0)
@@ -719,14 +979,16 @@ def checkpoint(
     parts: int | None = None,
     now_ms: int | None = None,
     storage_options: dict[str, Any] | None = None,
+    wait_ms: int | None = None,
 ) -> CheckpointResult:
     """Plan and execute a checkpoint in one call (the API behind `delta-ops checkpoint`): the
-    file state streams from the table's latest checkpoint when that is big."""
+    file state streams from the table's latest checkpoint when that is big. `wait_ms` bounds
+    the wait for another run's checkpoint of the same version (:func:`execute_checkpoint`)."""
     loaded = load_for_checkpoint(table, version, storage_options=storage_options)
     plan = plan_checkpoint(
         loaded, now_ms if now_ms is not None else int(time.time() * 1000), parts=parts
     )
-    return execute_checkpoint(plan)
+    return execute_checkpoint(plan, wait_ms=wait_ms)
 
 
 __all__ = [

@@ -226,11 +226,15 @@ def _plan_checkpoint(snapshot: Snapshot | TableHead, values: Mapping[str, Any]) 
 
 
 def _describe_checkpoint_plan(plan: checkpoint.CheckpointPlan) -> str:
-    action = (
-        f"would write {', '.join(plan.files)}"
-        if not plan.nothing_to_do
-        else f"nothing to do: {plan.existing} exists"
-    )
+    if plan.existing is None:
+        action = f"would write {', '.join(plan.files)}"
+    elif plan.redundant:
+        action = (
+            f"{plan.existing} exists; would remove {', '.join(plan.redundant)}"
+            " (other complete checkpoints of this version, which some readers pick instead)"
+        )
+    else:
+        action = f"nothing to do: {plan.existing} exists"
     return (
         f"checkpoint of version {plan.version} ({plan.kind}): {action}; {plan.num_add_files:,}"
         f" files, {plan.num_tombstones:,} tombstones kept, {plan.expired_tombstones:,} expired"
@@ -239,9 +243,10 @@ def _describe_checkpoint_plan(plan: checkpoint.CheckpointPlan) -> str:
 
 def _describe_checkpoint_result(result: checkpoint.CheckpointResult) -> str:
     if result.skipped_existing:
+        removed = f"; removed {', '.join(result.removed)}" if result.removed else ""
         return (
             f"version {result.version} already has a checkpoint ({result.skipped_existing});"
-            " nothing written"
+            f" nothing written{removed}"
         )
     return (
         f"wrote {result.kind} checkpoint of version {result.version}: {', '.join(result.written)}"
