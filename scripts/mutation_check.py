@@ -1,0 +1,178 @@
+"""Hand-made mutants of delta-ops' protection and cutoff logic, run against the general
+reliability suite alone (the model-based histories, the crash sweep and the concurrency test):
+how many data-loss bugs nobody has named does that suite catch?
+
+Each mutant is one small edit a plausible bug would make (a retention off by a day, a
+protection dropped, a clock not clamped, a wrong timestamp written). For each, the repository
+is copied to a scratch folder, the edit applied there (the working tree is never touched), and
+the suite run with `-x`: a failing suite kills the mutant, a passing one lets it survive.
+
+Usage::
+
+    .venv/bin/python scripts/mutation_check.py              # every mutant, a summary at the end
+    .venv/bin/python scripts/mutation_check.py vacuum-retention-a-day-short  # some by name
+    RELIABILITY_HISTORIES=40 .venv/bin/python scripts/mutation_check.py  # a longer model run
+    MUTATION_SUITE=tests/test_reliability_model.py .venv/bin/python scripts/mutation_check.py
+
+The score it prints (killed / total) goes into the closing note of the issue that changed the
+suite. It runs for tens of minutes on two cores: never beside a benchmark or a Spark suite.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SUITE = (
+    "tests/test_reliability_model.py",
+    "tests/test_reliability_crashes.py",
+    "tests/test_reliability_concurrency.py",
+)
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """A one-place edit of a product file: `old` (which must occur exactly once) -> `new`."""
+
+    name: str
+    path: str
+    old: str
+    new: str
+
+
+MUTANTS = (
+    Mutant(
+        "vacuum-retention-a-day-short",
+        "delta_ops/ops/vacuum.py",
+        "    delete_before = now_ms - retention\n",
+        "    delete_before = now_ms - retention + 86_400_000\n",
+    ),
+    Mutant(
+        "vacuum-forgets-window-removes",
+        "delta_ops/ops/vacuum.py",
+        "[protected_array(snapshot, delete_before), window_removes(snapshot, latest_outside)]",
+        "[protected_array(snapshot, delete_before)]",
+    ),
+    Mutant(
+        "vacuum-unexpired-tombstones-unprotected",
+        "delta_ops/ops/vacuum.py",
+        '            pc.fill_null(tombstones.column("deletionTimestamp"), 0), delete_before_ms\n',
+        '            pc.fill_null(tombstones.column("deletionTimestamp"), 0), 2**62\n',
+    ),
+    Mutant(
+        "vacuum-dv-files-of-live-files-unprotected",
+        "delta_ops/ops/vacuum.py",
+        "        _dv_relative_paths(snapshot.file_index),\n",
+        "",
+    ),
+    Mutant(
+        "vacuum-no-in-flight-grace",
+        "delta_ops/ops/vacuum.py",
+        "    in_flight_cutoff = now_ms - max(0, in_flight_grace_ms)\n",
+        "    in_flight_cutoff = now_ms + 10**12\n",
+    ),
+    Mutant(
+        "vacuum-future-now-not-clamped",
+        "delta_ops/ops/vacuum.py",
+        "    now_ms = clock.bounded(now_ms)  # never more destructive than the real clock\n",
+        "",
+    ),
+    Mutant(
+        "cleanup-cutoff-not-truncated-to-the-day",
+        "delta_ops/ops/cleanup.py",
+        "    cutoff = truncate_to_utc_day(now_ms - retention)\n",
+        "    cutoff = now_ms - retention + 86_400_000\n",
+    ),
+    Mutant(
+        "cleanup-deletes-up-to-the-latest-checkpoint",
+        "delta_ops/ops/cleanup.py",
+        "_expiry(snapshot, cutoff), hint.info.version - 1)",
+        "_expiry(snapshot, cutoff), hint.info.version)",
+    ),
+    Mutant(
+        "cleanup-future-now-not-clamped",
+        "delta_ops/ops/cleanup.py",
+        "    effective = clock.bounded(now_ms)\n",
+        "    effective = now_ms\n",
+    ),
+    Mutant(
+        "rewrite-removes-dated-a-week-early",
+        "delta_ops/ops/rewrite.py",
+        "        self.now = clock.now_ms()\n",
+        "        self.now = clock.now_ms() - 7 * 86_400_000\n",
+    ),
+    Mutant(
+        "commit-timestamp-from-the-real-clock",
+        "delta_ops/table/transaction.py",
+        '"timestamp": in_commit_timestamp or clock.now_ms(),',
+        '"timestamp": in_commit_timestamp or int(time.time() * 1000),',
+    ),
+)
+
+
+def _copy_repo(dest: Path) -> None:
+    """The tracked files and the work tree's edits, without the virtualenv or caches."""
+    ignore = shutil.ignore_patterns(
+        ".venv", ".git", "node_modules", "__pycache__", ".hypothesis", ".dagster", "warehouse"
+    )
+    shutil.copytree(REPO, dest, ignore=ignore, symlinks=True)
+    node_modules = REPO / "node_modules"
+    if node_modules.exists():
+        (dest / "node_modules").symlink_to(node_modules)
+
+
+def run(mutant: Mutant, python: str) -> tuple[bool, float, str]:
+    """(killed, seconds, the suite's last line) for one mutant."""
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as scratch:
+        root = Path(scratch) / "repo"
+        _copy_repo(root)
+        target = root / mutant.path
+        text = target.read_text()
+        if text.count(mutant.old) != 1:
+            raise SystemExit(f"{mutant.name}: the edit does not match {mutant.path} exactly once")
+        target.write_text(text.replace(mutant.old, mutant.new))
+        env = {**os.environ, "PYTHONPATH": str(root), "CI": "true"}
+        start = time.monotonic()
+        proc = subprocess.run(
+            [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:logging"]
+            + (
+                os.environ.get("MUTATION_SUITE", "").split(",")
+                if os.environ.get("MUTATION_SUITE")
+                else list(SUITE)
+            ),
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        lines = [line for line in proc.stdout.splitlines() if line.strip()]
+        return proc.returncode != 0, time.monotonic() - start, lines[-1] if lines else ""
+
+
+def main(argv: list[str]) -> int:
+    wanted = set(argv)
+    chosen = [m for m in MUTANTS if not wanted or m.name in wanted]
+    unknown = wanted - {m.name for m in MUTANTS}
+    if unknown:
+        print(f"unknown mutants: {sorted(unknown)}; known: {[m.name for m in MUTANTS]}")
+        return 2
+    killed = 0
+    for mutant in chosen:
+        dead, seconds, last = run(mutant, sys.executable)
+        killed += dead
+        verdict = "killed" if dead else "SURVIVED"
+        print(f"{verdict:8} {mutant.name:45} {seconds:6.0f} s  {last}", flush=True)
+    print(f"mutation score: {killed}/{len(chosen)} killed by the reliability suite alone")
+    return 0 if killed == len(chosen) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
