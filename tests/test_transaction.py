@@ -21,6 +21,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 from delta_ops import __version__
 from delta_ops.errors import ConcurrentModification, UnsupportedFeature
 from delta_ops.storage import Storage
+from delta_ops.table import transaction as transaction_module
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import CommitRefused, Transaction
 from delta_ops.table.write_target import resolve_write_target
@@ -583,3 +584,25 @@ def test_commit_data_files_uses_the_same_conflict_rules(tmp_path):
     result = commit_data_files(table, [data_file(table, "appended.parquet", 2, 60)], target)
     assert result.version == 2
     assert live_ids(table) == [50, 60, 61]
+
+
+def test_a_writer_committing_during_every_back_off_does_not_starve_a_retry(tmp_path, monkeypatch):
+    # Another engine commits without pause: a retry that looked for the newest version before
+    # backing off aimed at a version taken during the sleep, every time (deltalake appenders
+    # starved our appends and VACUUM START for seconds). It catches up after the back-off.
+    table = base_table(tmp_path)
+    snap = load_snapshot(table)
+    _foreign_commits(table, (1,))
+    taken = [1]
+
+    def another_writer_commits(_seconds: float) -> None:
+        taken.append(taken[-1] + 1)
+        _foreign_commits(table, (taken[-1],))
+
+    monkeypatch.setattr(transaction_module.time, "sleep", another_writer_commits)
+    txn = Transaction(snap, operation="WRITE", max_attempts=3)
+    txn.add_action(add_action(table, "a.parquet", 1, 7))
+    result = txn.commit()
+    assert (result.version, result.attempts) == (3, 2)
+    assert taken == [1, 2]
+    assert "a.parquet" in load_snapshot(table).files.column("path").to_pylist()

@@ -3,10 +3,12 @@
 A :class:`Transaction` starts from a snapshot (its read version), collects actions, and commits
 them as `N.json` with put-if-absent. If another writer took version N first, the transaction
 jumps to the newest version in the log, checks only the winning commits in between for
-conflicts with what it read and writes, and tries again after a short jittered backoff, for as
-long as its time budget allows (blind appends never conflict, so under contention they all
-land; the actions are serialized once unless row ids must be re-assigned). A real conflict, or
-an exhausted budget, fails with a retryable :class:`ConcurrentModification` naming the commit.
+conflicts with what it read and writes, backs off briefly (jittered), checks the commits that
+landed meanwhile the same way and tries again at once, for as long as its time budget allows
+(blind appends never conflict, so under contention they all land, even beside a writer that
+commits without pause; the actions are serialized once unless row ids must be re-assigned).
+A real conflict, or an exhausted budget, fails with a retryable :class:`ConcurrentModification`
+naming the commit.
 
 A winner that is a ``VACUUM START`` may have deleted files this transaction is about to add (a
 slow writer whose staged files look older than vacuum's in-flight grace): the transaction waits
@@ -250,10 +252,7 @@ class Transaction:
                 )
                 return CommitResult(version, attempt, self._num_actions(), new_hwm)
             latest = _latest_commit_version(storage, version)
-            for winner_version in range(version, latest + 1):
-                winner = WinningCommit(winner_version, read_commit_actions(storage, winner_version))
-                hwm = self._check_conflicts(winner, hwm, deadline)
-            version = latest + 1
+            hwm = self._check_winners(storage, version, latest, hwm, deadline)
             out_of_attempts = self.max_attempts is not None and attempt >= self.max_attempts
             if out_of_attempts or time.monotonic() >= deadline:
                 raise ConcurrentModification(
@@ -262,6 +261,21 @@ class Transaction:
                     f" {latest}); run it again"
                 )
             time.sleep(random.uniform(0, min(1.0, 0.005 * 2**attempt)))
+            # catch up with what landed during the back-off, so the next attempt comes right
+            # after looking: a writer that commits steadily (another engine, with no back-off)
+            # would otherwise take every version a sleeping transaction aims at
+            newest = _latest_commit_version(storage, latest)
+            hwm = self._check_winners(storage, latest + 1, newest, hwm, deadline)
+            version = newest + 1
+
+    def _check_winners(
+        self, storage: Storage, first: int, last: int, hwm: int | None, deadline: float
+    ) -> int | None:
+        """Check the winning commits `first`..`last` for conflicts; the high-water mark after."""
+        for winner_version in range(first, last + 1):
+            winner = WinningCommit(winner_version, read_commit_actions(storage, winner_version))
+            hwm = self._check_conflicts(winner, hwm, deadline)
+        return hwm
 
     def _put(self, storage: Storage, version: int, body: bytes) -> bool:
         path = storage.log_file(commit_file_name(version))
