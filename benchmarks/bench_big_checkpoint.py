@@ -17,14 +17,25 @@ With `--engine spark --parts N` ours writes an N-part checkpoint with each part 
 (the session is started before the clock); ours then also prints the driver's own peak RSS
 (the Python process: the JVM and the executors' Python workers are other processes).
 
+Every run's result is checked (untimed) before the next: the checkpoint at the head (all its
+parts) is put alone, with the `_last_checkpoint` the run wrote, into a scratch table, and
+`deltalake` must load it with the state it loads from the table as made (the version-1
+checkpoint and every commit after it; computed once per table and cached): the same version,
+protocol, metaData and live files (path, size, modification time, `numRecords`). Read straight
+from the parquet, both sides' checkpoints must also hold the same rows of each other action kind
+and keep the same tombstones. A difference prints `MISMATCH: ...` and exits 1; a failed run
+exits 3 (ours) or 1 (delta-rs, e.g. over its address-space limit).
+
     python benchmarks/bench_big_checkpoint.py --files 10000000 [--runs 1] [--limit-gb 16]
         [--engine local|spark] [--parts N] [--skip-theirs] [--from-own-checkpoint]
+        [--commits 10 --churn 1000]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import time
@@ -36,6 +47,18 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.harness import run_fresh
 from benchmarks.synthetic import SCHEMA_STRING, TABLE_ID
+from benchmarks.verify import (
+    CheckpointContents,
+    Mismatch,
+    TableState,
+    checkpoint_contents,
+    checkpoint_only_copy,
+    contents_difference,
+    load_state,
+    read_state,
+    report_mismatch,
+    state_difference,
+)
 
 DATA = ROOT / "benchmarks" / ".data"
 ROW_GROUP = 100_000
@@ -253,6 +276,55 @@ def from_own_checkpoint(table: Path) -> int:
     return base
 
 
+class Checker:
+    """Checks each run's checkpoint at `head` against the table's state as deltalake loads it
+    from the table as made, and the sides' checkpoints against each other."""
+
+    def __init__(self, table: Path, head: int) -> None:
+        self.table, self.head = table, head
+        self.scratch = DATA / f"{table.name}-verify"
+        self.expected = self._expected()
+        self.contents: dict[str, CheckpointContents] = {}
+
+    def _expected(self) -> TableState:
+        """deltalake's state at `head` of the table as made: the version-1 checkpoint, a hint
+        naming it, every commit (not a checkpoint written since). Cached per table build."""
+        log = self.table / "_delta_log"
+        base = log / f"{VERSION:020d}.checkpoint.parquet"
+        cache = self.scratch / f"expected-{self.head}-{base.stat().st_mtime_ns}"
+        if (cache / "state.json").exists():
+            return load_state(cache)
+        print("reading the expected state with deltalake (once per table) ...", flush=True)
+        made = self.scratch / "as-made"
+        shutil.rmtree(made, ignore_errors=True)
+        (made / "_delta_log").mkdir(parents=True)
+        os.link(base, made / "_delta_log" / base.name)
+        for commit in log.glob("*.json"):
+            os.link(commit, made / "_delta_log" / commit.name)
+        hint = {"version": VERSION, "sizeInBytes": base.stat().st_size}
+        (made / "_delta_log" / "_last_checkpoint").write_text(json.dumps(hint) + "\n")
+        state = read_state(made, cache)
+        shutil.rmtree(made)
+        return state
+
+    def check(self, label: str) -> None:
+        """Raises Mismatch naming the first difference."""
+        log = self.table / "_delta_log"
+        copy = checkpoint_only_copy(log, self.head, self.scratch / f"{label}-table")
+        got = read_state(copy, self.scratch / f"{label}-state")
+        shutil.rmtree(copy)
+        where = f"the checkpoint {label} wrote (read alone by deltalake)"
+        difference = state_difference("the table as made", self.expected, where, got)
+        if difference:
+            raise Mismatch(difference)
+        contents = checkpoint_contents(log, self.head)
+        for other, theirs in self.contents.items():
+            difference = contents_difference(label, contents, other, theirs)
+            if difference:
+                raise Mismatch(difference)
+        self.contents[label] = contents
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=10_000_000)
@@ -274,6 +346,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_own_checkpoint:
         reset(table)
         base = from_own_checkpoint(table)
+    try:
+        return run(args, table, base)
+    except Mismatch as exc:
+        return report_mismatch("bench_big_checkpoint", exc)
+    finally:
+        reset(table, base)
+
+
+def run(args: argparse.Namespace, table: Path, base: int) -> int:
+    """The runs, each checked; raises Mismatch. Exit status 3 if ours failed, 1 if theirs."""
+    head = max(int(p.name.split(".")[0]) for p in (table / "_delta_log").glob("*.json"))
+    checker = Checker(table, head)
+    print(f"table {table.name}: head version {head}, {checker.expected.summary()}", flush=True)
     results: dict[str, list[dict[str, object]]] = {"delta-ops": [], "delta-rs": []}
     for _ in range(args.runs):
         ours = [sys.executable, "-c", OURS, str(table), args.engine, str(args.parts)]
@@ -284,23 +369,34 @@ def main(argv: list[str] | None = None) -> int:
             )
         for label, cmd in runs:
             reset(table, base)
-            run = run_fresh(cmd, timeout=3600)
+            result = run_fresh(cmd, timeout=3600)
             outcome = {
-                "wall_s": round(run.wall_s, 2),
-                "peak_rss_mb": round(run.max_rss_mb),
-                "ok": run.returncode == 0,
-                "output": (run.stdout.strip().splitlines() or [""])[-1]
-                if run.returncode == 0
-                else " ".join(run.stderr.strip().splitlines()[-2:])[:300],
+                "wall_s": round(result.wall_s, 2),
+                "peak_rss_mb": round(result.max_rss_mb),
+                "ok": result.ok,
+                "output": (result.stdout.strip().splitlines() or [""])[-1]
+                if result.ok
+                else " ".join(result.stderr.strip().splitlines()[-2:])[:300],
             }
+            if result.ok:
+                checker.check(label)
             results[label].append(outcome)
             print(f"{label:9} {outcome}", flush=True)
-    reset(table, base)
+    if all(o["ok"] for o in results["delta-ops"] + results["delta-rs"]):
+        print(
+            "same work: every checkpoint read back by deltalake as the table's state; "
+            f"{next(iter(checker.contents.values())).rows['remove']} tombstones kept by each"
+        )
     name = "bench_big_checkpoint" + ("_from_own" if args.from_own_checkpoint else "")
     name += f"_{args.engine}" + (f"_{args.parts}parts" if args.parts else "")
     out = DATA / "results" / f"{name}-{args.files}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"files": args.files, "base": base, **results}, indent=2) + "\n")
+    for label, status in (("delta-ops", 3), ("delta-rs", 1)):
+        failed = [o for o in results[label] if not o["ok"]]
+        if failed:
+            print(f"{label} failed: {failed[0]['output']}")
+            return status
     return 0
 
 

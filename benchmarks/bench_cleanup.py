@@ -8,9 +8,16 @@ files; no data files) with commits one second apart and 60 days old (version v h
 mtime = base + v s, base = 60 days ago), plus a classic checkpoint every 100 versions
 (99, 199, ..., 1999, written once with our ``checkpoint()`` and given their version's mtime).
 Every log file is past the 30-day retention, so both tools may delete everything older than
-the newest checkpoint; they follow their own rules (ours: Spark's truncated-day cutoff and
-whole segments up to ``_last_checkpoint``), so the count each side deleted is reported, not
-required to match.
+the newest checkpoint. They follow their own rules (ours: Spark's truncated-day cutoff and
+whole segments up to ``_last_checkpoint``; delta-rs: files older than the cutoff below the
+newest checkpoint), which on this log select the same files: every commit before the newest
+checkpoint and every older checkpoint.
+
+Same work, checked after every run (warm-up included) before the ratios are printed: the log
+is listed before and after, and each run of either side must have deleted the same set of log
+files and added none; ``deltalake`` must then load the cleaned log with the same state
+(version, protocol, metaData, live files with sizes and ``numRecords``) as the pristine log. A
+difference prints ``MISMATCH: ...`` and exits 1.
 
 Before every run (untimed) the working copy's ``_delta_log`` is restored by copying the
 pristine one (mtimes preserved). Runs alternate ours / theirs after one warm-up each. No target:
@@ -23,7 +30,8 @@ the report gives the same-run ratio ours/theirs of median wall and peak RSS.
 Dagster daemon or a notebook), each on a freshly restored copy: ours ``load_head`` +
 ``plan_cleanup`` + ``execute_cleanup``, theirs ``DeltaTable(WORK).cleanup_metadata()``.
 
-Exit status: 0 (both sides ran), 3 ours failed or deleted nothing, 1 delta-rs failed.
+Exit status: 0 (both sides ran), 3 ours failed or deleted nothing, 1 delta-rs failed or
+MISMATCH.
 """
 
 from __future__ import annotations
@@ -41,6 +49,14 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.harness import Comparison, Measurement, format_measurements, run_fresh
 from benchmarks.synthetic import ensure_synthetic_table
+from benchmarks.verify import (
+    Mismatch,
+    TableState,
+    read_state,
+    report_mismatch,
+    set_difference,
+    state_difference,
+)
 
 DATA = ROOT / "benchmarks" / ".data"
 RESULTS = DATA / "results"
@@ -99,6 +115,32 @@ def restore(pristine: Path, work: Path) -> None:
     shutil.copytree(pristine / "_delta_log", work / "_delta_log")  # copy2: mtimes kept
 
 
+class Verifier:
+    """What every run must have done: delete the same log files as every earlier run of either
+    side, add none, and leave a log deltalake loads with the pristine log's state."""
+
+    def __init__(self, pristine: Path) -> None:
+        self.expected: TableState = read_state(pristine, DATA / "cleanup-verify" / "expected")
+        self.deleted: dict[str, frozenset[str]] = {}
+
+    def check(self, label: str, work: Path, gone: list[str], added: list[str]) -> None:
+        """Raises Mismatch naming the first difference."""
+        if added:
+            raise Mismatch(f"the cleanup by {label} added {len(added)} log files (e.g. {added[0]})")
+        for other, earlier in self.deleted.items():
+            difference = set_difference(
+                f"log files deleted by {label}", gone, f"by {other}", earlier
+            )
+            if difference:
+                raise Mismatch(difference)
+        self.deleted[label] = frozenset(gone)
+        got = read_state(work, DATA / "cleanup-verify" / label)
+        where = f"the log {label} cleaned (read by deltalake)"
+        difference = state_difference("the pristine log", self.expected, where, got)
+        if difference:
+            raise Mismatch(difference)
+
+
 class Side:
     def __init__(self, label: str, cmd: list[str], work: Path) -> None:
         self.m = Measurement(label=label, cmd=cmd)
@@ -106,7 +148,8 @@ class Side:
         self.deleted: list[int] = []
         self.sample: dict = {}
 
-    def run(self, pristine: Path, pristine_log: set[str], timed: bool) -> None:
+    def run(self, pristine: Path, pristine_log: set[str], timed: bool, verifier: Verifier) -> None:
+        """One run on a restored copy, checked by `verifier` (raises Mismatch)."""
         if self.m.error is not None:
             return
         restore(pristine, self.work)
@@ -116,6 +159,7 @@ class Side:
             return
         now = set(os.listdir(self.work / "_delta_log"))
         gone, added = sorted(pristine_log - now), sorted(now - pristine_log)
+        verifier.check(self.m.label, self.work, gone, added)
         commits_gone = [n for n in gone if n.endswith(".json")]
         cps_gone = [n for n in gone if ".checkpoint." in n]
         line = f"deleted {len(gone)} ({len(commits_gone)} commits, {len(cps_gone)} checkpoints)" + (
@@ -152,6 +196,14 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if not 1 <= a.checkpoint_every <= a.commits:
         p.error("--checkpoint-every must be between 1 and --commits")
+    try:
+        return run(a)
+    except Mismatch as exc:
+        return report_mismatch("bench_cleanup", exc)
+
+
+def run(a: argparse.Namespace) -> int:
+    """The benchmark; raises Mismatch when the sides did not do the same work."""
 
     pristine = DATA / f"cleanup-{a.commits}x{a.adds}-r{a.remove_every}-cp{a.checkpoint_every}"
     spec, versions = prepare(pristine, a.commits, a.adds, a.remove_every, a.checkpoint_every)
@@ -171,12 +223,13 @@ def main(argv: list[str] | None = None) -> int:
         work_ours,
     )
     theirs = Side("delta-rs", [py, "-c", THEIRS, str(work_theirs)], work_theirs)
+    verifier = Verifier(pristine)
     for _ in range(max(1, a.warmup)):
-        ours.run(pristine, pristine_log, timed=False)
-        theirs.run(pristine, pristine_log, timed=False)
+        ours.run(pristine, pristine_log, False, verifier)
+        theirs.run(pristine, pristine_log, False, verifier)
     for _ in range(a.runs):
-        ours.run(pristine, pristine_log, timed=True)
-        theirs.run(pristine, pristine_log, timed=True)
+        ours.run(pristine, pristine_log, True, verifier)
+        theirs.run(pristine, pristine_log, True, verifier)
     for side in (ours, theirs):
         if side.work.exists():
             shutil.rmtree(side.work)
@@ -186,6 +239,12 @@ def main(argv: list[str] | None = None) -> int:
     comparison = Comparison(
         ours=ours.m, theirs=theirs.m, name=f"log cleanup, {a.commits} commits + {n_cp} checkpoints"
     )
+    if ours.m.ok and theirs.m.ok:
+        print(
+            f"same work: every run of both deleted the same {len(verifier.deleted['delta-ops'])} "
+            f"log files; deltalake loads each cleaned log as the pristine one "
+            f"({verifier.expected.summary()})"
+        )
     print(
         format_measurements(
             [ours.m, theirs.m], f"{comparison.name} ({len(theirs.m.runs) or len(ours.m.runs)} runs)"
@@ -225,15 +284,16 @@ def main(argv: list[str] | None = None) -> int:
         )
         + "\n"
     )
-    if a.in_process:
-        in_process(pristine, work_ours, a.runs)
+    if a.in_process and ours.m.ok:
+        in_process(pristine, work_ours, a.runs, verifier.deleted["delta-ops"])
     if not ours.m.ok:
         return 3
     return 0 if theirs.m.ok else 1
 
 
-def in_process(pristine: Path, work: Path, runs: int) -> None:
-    """Median time of each side's cleanup call in this process, after a warm-up each."""
+def in_process(pristine: Path, work: Path, runs: int, expected: frozenset[str]) -> None:
+    """Median time of each side's cleanup call in this process, after a warm-up each; each
+    call must delete the `expected` log files (raises Mismatch)."""
     import statistics
     import time
 
@@ -253,10 +313,17 @@ def in_process(pristine: Path, work: Path, runs: int) -> None:
     for run in range(runs + 1):
         for label, call in (("delta-ops", ours), ("delta-rs", theirs)):
             restore(pristine, work)
+            before = set(os.listdir(work / "_delta_log"))
             start = time.perf_counter()
             call()
             if run:  # the first round warms up
                 times[label].append(time.perf_counter() - start)
+            gone = before - set(os.listdir(work / "_delta_log"))
+            difference = set_difference(
+                f"log files deleted in process by {label}", gone, "in fresh processes", expected
+            )
+            if difference:
+                raise Mismatch(difference)
     shutil.rmtree(work, ignore_errors=True)
     median = {label: statistics.median(values) for label, values in times.items()}
     print(f"== in process, median of {runs} ==")

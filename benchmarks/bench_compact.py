@@ -3,8 +3,11 @@
 The table: `--files` appends by `deltalake` of `--rows` rows each into 4 partitions (so 2,500
 small files per partition), no checkpoints. Before every run (untimed) the working copy is
 rebuilt from the pristine table (hard links for data files, a copy of the log). Both sides
-compact to the same 128 MB target; each must leave exactly one file per partition and the same
-rows (counted).
+compact to the same 128 MB target.
+
+Same work, checked by ``deltalake`` after every run before any ratio is printed: exactly one
+live file per partition, and the table's rows are exactly the rows written (every id once, each
+in its partition). A difference prints ``MISMATCH: ...`` and exits 1.
 
 Ours:   ``delta-ops compact WORK --target-size 128MB --json`` (``python -m delta_ops.cli``)
 Theirs: ``DeltaTable(WORK).optimize.compact(target_size=128 * 1024**2)``
@@ -12,6 +15,8 @@ Theirs: ``DeltaTable(WORK).optimize.compact(target_size=128 * 1024**2)``
 Goal: median wall ours/theirs <= 0.7; peak RSS reported.
 
     python benchmarks/bench_compact.py [--runs 3] [--files 10000] [--rows 10]
+
+Exit status: 0 PASS, 1 FAIL (target missed, or MISMATCH), 3 ours failed.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.harness import Comparison, Measurement, evaluate, format_result, run_fresh
+from benchmarks.verify import Mismatch, report_mismatch
 
 DATA = ROOT / "benchmarks" / ".data"
 RESULTS = DATA / "results"
@@ -71,15 +77,34 @@ def restore(pristine: Path, work: Path) -> None:
                 os.link(os.path.join(dirpath, name), work / rel / name)
 
 
-def check(work: Path, expected_rows: int) -> str | None:
+def check(label: str, work: Path, expected_rows: int) -> None:
+    """One live file per partition, and every id written exactly once, in its partition (read
+    by deltalake). Raises Mismatch."""
+    import numpy as np
+    import pyarrow as pa
     from deltalake import DeltaTable
 
     table = DeltaTable(str(work))
-    files = table.file_uris()
-    rows = table.to_pyarrow_table().num_rows
-    if len(files) != PARTITIONS or rows != expected_rows:
-        return f"wrong result: {len(files)} files, {rows} rows (expected {PARTITIONS}, {expected_rows})"
-    return None
+    actions = pa.table(table.get_add_actions(flatten=True))
+    parts = sorted(str(p) for p in actions["partition.part"].to_pylist())
+    if parts != [str(p) for p in range(PARTITIONS)]:
+        raise Mismatch(
+            f"{label} left {len(parts)} live files in partitions {parts[:8]}, "
+            f"expected one in each of {PARTITIONS}"
+        )
+    rows = table.to_pyarrow_table(columns=["id", "part"])
+    ids = rows["id"].to_numpy()
+    order = np.argsort(ids, kind="stable")
+    if len(ids) != expected_rows or not np.array_equal(ids[order], np.arange(expected_rows)):
+        missing = np.setdiff1d(np.arange(expected_rows), ids)
+        raise Mismatch(
+            f"{label} left {len(ids)} rows with {len(np.unique(ids))} distinct ids, expected ids "
+            f"0..{expected_rows - 1} once each"
+            + (f" (e.g. {int(missing[0])} missing)" if len(missing) else "")
+        )
+    misplaced = np.flatnonzero(rows["part"].to_numpy()[order] != ids[order] % PARTITIONS)
+    if len(misplaced):
+        raise Mismatch(f"{label} moved id {int(misplaced[0])} out of its partition")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,6 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=10)
     p.add_argument("--target-wall", type=float, default=0.7)
     a = p.parse_args(argv)
+    try:
+        return run(a)
+    except Mismatch as exc:
+        return report_mismatch("bench_compact", exc)
+
+
+def run(a: argparse.Namespace) -> int:
+    """The benchmark; raises Mismatch when a side did not do the expected work."""
     pristine = DATA / f"compact-{a.files}x{a.rows}"
     if not (pristine / "BENCH_SPEC").exists():
         print(f"building {pristine} ({a.files} small files; once) ...", flush=True)
@@ -120,14 +153,16 @@ def main(argv: list[str] | None = None) -> int:
             if not result.ok:
                 m.error = result.error_summary()
                 break
-            wrong = check(work, expected_rows)
-            if wrong:
-                m.error = wrong
-                break
+            check(label, work, expected_rows)
             print(f"  {label:<9} {result.wall_s:7.3f} s  {result.max_rss_mb:6.0f} MB", flush=True)
             m.runs.append(result)
         shutil.rmtree(work, ignore_errors=True)
         measured[label] = m
+    if all(m.ok for m in measured.values()):
+        print(
+            f"same work: every run of both left one file per partition holding exactly the "
+            f"{expected_rows} rows written"
+        )
     comparison = Comparison(
         ours=measured["delta-ops"], theirs=measured["delta-rs"], name=f"compact {a.files} files"
     )

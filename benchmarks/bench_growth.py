@@ -8,9 +8,18 @@ processes load the latest state (ours: `load_snapshot`; theirs: `DeltaTable` + `
 alternating after one warm-up; the median wall time and the highest peak RSS are plotted on
 log-log axes, so the growth rate shows, not just one point.
 
-Writes `benchmarks/results/growth.png` (linked from BENCHMARKS.md) and prints the table.
+Same work, checked per size before its figures are printed: every run of each side must print
+the same ``version num_files`` with ``num_files`` the size, and (untimed) both libraries must
+load the same state: version, protocol, metaData and live files (path, size, modification
+time, ``numRecords``). A difference prints ``MISMATCH: ...`` and exits 1 (no plot is drawn).
+
+Writes `benchmarks/results/growth.png` (linked from BENCHMARKS.md; `--plot` draws it elsewhere,
+e.g. for a quick check at small sizes) and prints the table.
 
     python benchmarks/bench_growth.py [--runs 2] [--sizes 10000 100000 1000000 10000000]
+        [--plot benchmarks/results/growth.png]
+
+Exit status: 0 (every size measured and verified), 1 MISMATCH or a side failed.
 """
 
 from __future__ import annotations
@@ -25,8 +34,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_load import OURS, THEIRS
-from benchmarks.harness import compare
+from benchmarks.harness import Measurement, compare
 from benchmarks.synthetic import ensure_synthetic_table
+from benchmarks.verify import Mismatch, printed, readers_agree, report_mismatch
 
 DATA = ROOT / "benchmarks" / ".data"
 PLOT = ROOT / "benchmarks" / "results" / "growth.png"
@@ -89,19 +99,50 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--plot", type=Path, default=PLOT, help="where to draw the plot")
     args = parser.parse_args(argv)
+    try:
+        rows = measure_sizes(args.sizes, args.runs)
+    except Mismatch as exc:
+        return report_mismatch("bench_growth", exc)
+    plot(rows, args.plot)
+    (DATA / "results").mkdir(parents=True, exist_ok=True)
+    (DATA / "results" / "bench_growth.json").write_text(json.dumps(rows, indent=2) + "\n")
+    print(f"plot: {args.plot}")
+    return 0
+
+
+def same_work(files: int, table: Path, ours: Measurement, theirs: Measurement) -> str:
+    """Both sides printed one `version num_files` line with `files` files in every run, and
+    both libraries load the same state. Returns that line; raises Mismatch."""
+    lines = {label: set(printed(m)) for label, m in (("delta-ops", ours), ("delta-rs", theirs))}
+    if len(lines["delta-ops"] | lines["delta-rs"]) != 1:
+        raise Mismatch(
+            f"{files} files: delta-ops printed {lines['delta-ops']}, delta-rs {lines['delta-rs']}"
+        )
+    line = lines["delta-ops"].pop()
+    if line.split()[-1:] != [str(files)]:
+        raise Mismatch(f"{files} files: both printed {line!r} (version, files)")
+    readers_agree(table, DATA / "growth-verify")
+    return line
+
+
+def measure_sizes(sizes: list[int], runs: int) -> list[dict[str, float]]:
+    """Measure and verify each size; raises Mismatch."""
     rows = []
-    for files in args.sizes:
+    for files in sizes:
         table = prepare(files)
         result = compare(
             [sys.executable, "-c", OURS, str(table)],
             [sys.executable, "-c", THEIRS, str(table)],
-            runs=args.runs,
+            runs=runs,
             warmup=1,
         )
         ours, theirs = result.ours, result.theirs
         if ours.error or theirs.error:
             raise SystemExit(f"{files} files: {ours.error or theirs.error}")
+        line = same_work(files, table, ours, theirs)
+        print(f"same work: every run of both printed {line!r}; both load the same state")
         rows.append(
             {
                 "files": files,
@@ -118,11 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             f" {ours.max_rss_mb / theirs.max_rss_mb:.2f} memory",
             flush=True,
         )
-    plot(rows, PLOT)
-    (DATA / "results").mkdir(parents=True, exist_ok=True)
-    (DATA / "results" / "bench_growth.json").write_text(json.dumps(rows, indent=2) + "\n")
-    print(f"plot: {PLOT.relative_to(ROOT)}")
-    return 0
+    return rows
 
 
 if __name__ == "__main__":

@@ -14,14 +14,22 @@ Three layouts of the same table, each loaded at its head (version 4, 300,000 liv
 * ``own-checkpoint``: the same with the version-3 checkpoint written by delta-ops.
 
 Ours: ``load_snapshot`` with the CLI's process set-up; theirs: ``DeltaTable`` + ``file_uris()``
-(both print the version and the live file count, which must agree). Fresh processes, runs
-alternating after one warm-up; the median wall and the highest peak RSS.
-Targets: ours/theirs <= 0.5 for both.
+(both print the version and the live file count). Fresh processes, runs alternating after one
+warm-up; the median wall and the highest peak RSS. Targets: ours/theirs <= 0.5 for both.
+
+Same work, checked per layout before its ratios are printed: every run of each side must print
+``4 300000``, and (untimed) both libraries must load the same state: version, protocol,
+metaData and live files (path, size, modification time). A difference prints
+``MISMATCH: ...`` and exits 1.
+
+``--files N`` makes a smaller table of the same shape (10 files in commit 1, the rest split
+over commits 2-4), for a quick check of the benchmark itself.
 
     python benchmarks/bench_kernel_300k.py [--runs 3] [--layouts json rs-checkpoint own-checkpoint]
+        [--files 300000]
     python benchmarks/bench_kernel_300k.py --verify /tmp/k300/300k-add-files-100-col-partitioned
 
-Exit status: 0 all layouts PASS, 1 some FAIL, 3 ours unavailable or wrong.
+Exit status: 0 all layouts PASS, 1 some FAIL (target missed, or MISMATCH), 3 ours unavailable.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.bench_load import OURS, THEIRS
 from benchmarks.harness import compare, compile_package, evaluate, format_result
+from benchmarks.verify import Mismatch, outputs_agree, printed, readers_agree, report_mismatch
 
 DATA = ROOT / "benchmarks" / ".data"
 RESULTS = DATA / "results"
@@ -48,8 +57,13 @@ LAYOUTS = ("json", "rs-checkpoint", "own-checkpoint")
 HEAD_VERSION = 4
 LIVE_FILES = 300_000
 BASE_TIME = 1_234_567_890
-# Commits 2-4 hold files 10..100,009, 100,010..200,009 and 200,010..299,999.
-BIG_COMMITS = ((10, 100_010), (100_010, 200_010), (200_010, 300_000))
+
+
+def big_commits(files: int) -> tuple[tuple[int, int], ...]:
+    """The file ranges of commits 2-4: for 300,000 files 10..100,009, 100,010..200,009 and
+    200,010..299,999."""
+    third = files // 3
+    return ((10, 10 + third), (10 + third, 10 + 2 * third), (10 + 2 * third, files))
 
 
 def _json(value: object) -> str:
@@ -79,7 +93,7 @@ def _add(index: int, partition: int, size: int) -> str:
     )
 
 
-def _commits() -> Iterator[list[str]]:
+def _commits(files: int) -> Iterator[list[str]]:
     """The lines of commits 0..4, in order."""
     yield [
         _json({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}),
@@ -99,18 +113,18 @@ def _commits() -> Iterator[list[str]]:
         ),
     ]
     yield [_add(i, i % 3, 1024 * (i + 1)) for i in range(10)]
-    for start, stop in BIG_COMMITS:
+    for start, stop in big_commits(files):
         yield [_add(i, i % 100, 1_048_576) for i in range(start, stop)]
 
 
-def make_kernel_table(path: Path) -> None:
+def make_kernel_table(path: Path, files: int = LIVE_FILES) -> None:
     """Write the table's `_delta_log` at `path` (kept if it is already complete)."""
     log = path / "_delta_log"
     if (log / f"{HEAD_VERSION:020d}.json").exists():
         return
     shutil.rmtree(path, ignore_errors=True)
     log.mkdir(parents=True)
-    for version, lines in enumerate(_commits()):
+    for version, lines in enumerate(_commits(files)):
         (log / f"{version:020d}.json").write_text("\n".join(lines) + "\n")
 
 
@@ -129,13 +143,14 @@ def _hardlink_copy(source: Path, target: Path) -> None:
     shutil.copytree(source, target, copy_function=os.link)
 
 
-def prepare(layout: str) -> Path:
+def prepare(layout: str, files: int = LIVE_FILES) -> Path:
     """The table in `layout`, made once under benchmarks/.data."""
-    base = DATA / "kernel-300k-json"
-    make_kernel_table(base)
+    name = "kernel-300k" if files == LIVE_FILES else f"kernel-{files}"
+    base = DATA / f"{name}-json"
+    make_kernel_table(base, files)
     if layout == "json":
         return base
-    table = DATA / f"kernel-300k-{layout}"
+    table = DATA / f"{name}-{layout}"
     checkpoint_file = table / "_delta_log" / f"{3:020d}.checkpoint.parquet"
     if checkpoint_file.exists():
         return table
@@ -162,7 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target-wall", type=float, default=0.5)
     parser.add_argument("--target-rss", type=float, default=0.5)
     parser.add_argument("--verify", type=Path, help="an extracted copy of the real table")
+    parser.add_argument("--files", type=int, default=LIVE_FILES, help="a smaller table (>= 13)")
     args = parser.parse_args(argv)
+    if args.files < 13:
+        parser.error("--files must be at least 13")
 
     if args.verify is not None:
         base = DATA / "kernel-300k-json"
@@ -172,23 +190,30 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if differ else 0
 
     compile_package()
-    expected = f"{HEAD_VERSION} {LIVE_FILES}"
+    expected = f"{HEAD_VERSION} {args.files}"
     report: dict[str, object] = {"benchmark": "kernel-300k", "expected_output": expected}
     status = 0
     for layout in args.layouts:
-        table = str(prepare(layout))
+        table = str(prepare(layout, args.files))
         result = compare(
             [sys.executable, "-c", OURS, table],
             [sys.executable, "-c", THEIRS, table],
             args.runs,
             args.warmup,
-            name=f"load kernel 300k ({layout})",
+            name=f"load kernel {args.files} ({layout})",
         )
+        try:
+            sides = [m for m in (result.ours, result.theirs) if m.ok]
+            outputs_agree(expected, {m.label: printed(m) for m in sides}, "version, files")
+            if len(sides) == 2:
+                state = readers_agree(table, DATA / "kernel-verify")
+                print(
+                    f"same work ({layout}): every run printed {expected!r}; both load {state.summary()}"
+                )
+        except Mismatch as exc:
+            status = report_mismatch("bench_kernel_300k", f"{layout}: {exc}")
+            break
         print(format_result(result, args.target_wall, args.target_rss), flush=True)
-        for measured in (result.ours, result.theirs):
-            if measured.ok and measured.output != expected:
-                print(f"!! {measured.label} printed {measured.output!r}, expected {expected!r}")
-                status = 3
         if not result.ours.ok:
             status = 3
         verdict = evaluate(result, args.target_wall, args.target_rss)

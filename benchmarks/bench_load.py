@@ -8,9 +8,15 @@ Both commands run in fresh interpreters (start-up and imports included, as a CLI
 the bare interpreter and import-only times are measured too so the report can separate them.
 Targets: median wall ours/theirs <= 0.5, peak RSS ours <= theirs.
 
+Same work, checked before the ratios are printed: every run of each side must print the
+generator's ``version num_files``, and (untimed) both libraries must load the same state: version,
+protocol, metaData and live files (path, size, modification time, ``numRecords``). A difference
+prints ``MISMATCH: ...`` and exits 1.
+
     python benchmarks/bench_load.py [--runs 5] [--commits 2000 --adds 50 --remove-every 5]
 
-Exit status: 0 PASS, 1 FAIL, 3 ours unavailable or wrong (delta-rs is still measured).
+Exit status: 0 PASS, 1 FAIL (target missed, or MISMATCH), 3 ours unavailable (delta-rs is still
+measured).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from benchmarks.harness import (
     rss_floor_mb,
 )
 from benchmarks.synthetic import ensure_synthetic_table
+from benchmarks.verify import Mismatch, outputs_agree, printed, readers_agree, report_mismatch
 
 DATA = ROOT / "benchmarks" / ".data"
 RESULTS = DATA / "results"
@@ -98,15 +105,19 @@ def main(argv: list[str] | None = None) -> int:
         a.warmup,
         name="load latest snapshot",
     )
-    print(format_result(c, a.target_wall, a.target_rss))
-
-    agree = True
-    for m in (c.ours, c.theirs):
-        if m.ok and m.output != expected:
-            agree = False
-            print(f"!! {m.label} printed {m.output!r}, expected {expected!r} (version, files)")
-    if c.ours.ok and c.theirs.ok and agree:
-        print(f"outputs agree: {expected!r} (version, num files)")
+    agree, status = True, 0
+    try:
+        outputs_agree(
+            expected, {m.label: printed(m) for m in (c.ours, c.theirs) if m.ok}, "version, files"
+        )
+        if c.ours.ok and c.theirs.ok:
+            state = readers_agree(path, DATA / "load-verify")
+            print(f"same work: every run printed {expected!r}; both load {state.summary()}")
+    except Mismatch as exc:
+        agree = False
+        status = report_mismatch("bench_load", exc)
+    if agree:
+        print(format_result(c, a.target_wall, a.target_rss))
 
     v = evaluate(c, a.target_wall, a.target_rss)
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -125,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         + "\n"
     )
-    if not c.ours.ok or not agree:
+    if not agree:
+        return status
+    if not c.ours.ok:
         return 3
     return 0 if v.passed else 1
 

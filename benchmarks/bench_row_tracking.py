@@ -17,7 +17,12 @@ wall), peak RSS, and the commits written. Each run must backfill every live file
 run delta-rs loads the result (untimed) and must see the ``rowTracking`` writer feature,
 ``delta.enableRowTracking=true`` and all live files.
 
-No target: exit 0 when every run succeeded and checked out, 3 otherwise.
+Checked before the figures are printed: every run must report every live file backfilled
+and the property commit, and delta-rs must read the last run's result as above; a difference
+prints ``MISMATCH: ...`` and exits 1.
+
+No target: exit 0 when every run succeeded and checked out, 1 on a MISMATCH, 3 when a run
+failed.
 
     python benchmarks/bench_row_tracking.py [--runs 3] [--commits 2000 --adds 50]
                                             [--remove-every 0 5] [--batch-files 22000]
@@ -38,6 +43,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.harness import Measurement, format_measurements, run_fresh
 from benchmarks.synthetic import ensure_synthetic_table
+from benchmarks.verify import Mismatch, report_mismatch
 
 DATA = ROOT / "benchmarks" / ".data"
 RESULTS = DATA / "results"
@@ -108,8 +114,10 @@ def bench_table(
             flush=True,
         )
         if not ok:
-            m.error = f"wrong result: backfilled {out.get('files_backfilled')} of {n_live} files: {r.first_line[:200]}"
-            break
+            raise Mismatch(
+                f"backfilled {out.get('files_backfilled')} of {n_live} files "
+                f"(property commit {out.get('property_commit_version')})"
+            )
         info["result"] = out
         m.output = (
             f"{out['files_backfilled']} files, {len(commits_)} backfill commits, "
@@ -133,7 +141,10 @@ def bench_table(
         )
         print(f"  delta-rs reads the result: {seen} => {'OK' if good else 'WRONG'}")
         if not good:
-            m.error = f"delta-rs check failed: {seen}"
+            raise Mismatch(
+                f"delta-rs reads the result as {seen}, expected {n_live} files, the rowTracking "
+                "writer feature and delta.enableRowTracking=true"
+            )
     if work.exists():
         shutil.rmtree(work)
     if m.ok:
@@ -166,7 +177,10 @@ def main(argv: list[str] | None = None) -> int:
 
     results, ms = [], []
     for re_ in a.remove_every:
-        m, info = bench_table(py, a.commits, a.adds, re_, a.runs, a.warmup, a.batch_files)
+        try:
+            m, info = bench_table(py, a.commits, a.adds, re_, a.runs, a.warmup, a.batch_files)
+        except Mismatch as exc:
+            return report_mismatch("bench_row_tracking", exc)
         ms.append(m)
         results.append({"remove_every": re_, **info})
 

@@ -6,19 +6,26 @@ N+1 files (N = 10,000 by default, tiny parquet files), one commit removing N of 
 
 - vacuum (full): ``delta-ops vacuum s3://... --mode full --retention 0h --force
   --in-flight-grace 0s`` against ``DeltaTable.vacuum(retention_hours=0, full=True,
-  enforce_retention_duration=False, dry_run=False)``; both must delete exactly N files.
+  enforce_retention_duration=False, dry_run=False)``; after every run exactly the one live data
+  file must be left, and both sides must have deleted the same N files.
   Target: median wall ours/theirs <= 0.3.
-- checkpoint: ``delta-ops checkpoint`` against ``DeltaTable.create_checkpoint()``.
+- checkpoint: ``delta-ops checkpoint`` against ``DeltaTable.create_checkpoint()``. After every
+  run the log is downloaded and the checkpoint put alone (with its ``_last_checkpoint``) into a
+  scratch table, which ``deltalake`` must load with the state it loads from the two commits
+  (version, protocol, metaData, live files with sizes and ``numRecords``); both checkpoints must
+  hold the same rows of each other action kind and the same tombstones.
 - cleanup: ``delta-ops cleanup`` against ``DeltaTable.cleanup_metadata()``. On this server every
   log file is minutes old, so both only list and decide (nothing expires under the truncated-day
-  cutoff): the cost of asking.
+  cutoff): the cost of asking. The log is listed before and after every run: both sides must
+  have deleted the same set of log files (none here).
 
 Before every run (untimed) the table is restored through the server directly (no delay).
-Each command runs as a fresh process (start-up included, as a scheduled job pays it).
+Each command runs as a fresh process (start-up included, as a scheduled job pays it). Every
+check runs before the op's ratio is printed; a difference prints ``MISMATCH: ...`` and exits 1.
 
     python benchmarks/bench_s3.py [--runs 3] [--files 10000] [--latency-ms 20]
 
-Exit status: 0 PASS (vacuum target met), 1 FAIL, 3 ours unavailable or wrong.
+Exit status: 0 PASS (vacuum target met), 1 FAIL (target missed, or MISMATCH), 3 ours failed.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import io
 import json
 import logging
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -41,10 +49,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from benchmarks.harness import Comparison, Measurement, evaluate, format_result, run_fresh
+from benchmarks.verify import (
+    CheckpointContents,
+    Mismatch,
+    checkpoint_contents,
+    checkpoint_only_copy,
+    contents_difference,
+    read_state,
+    report_mismatch,
+    set_difference,
+    state_difference,
+)
 from tests.store_proxy import StoreProxy
 from tests.store_servers import serve_s3
 
-RESULTS = ROOT / "benchmarks" / ".data" / "results"
+DATA = ROOT / "benchmarks" / ".data"
+RESULTS = DATA / "results"
+VERIFY = DATA / "s3-verify"
+LOG = "_delta_log/"
 DAY_MS = 86_400_000
 
 THEIRS = {
@@ -130,26 +152,118 @@ class Table:
             for start in range(0, len(missing), 2000):
                 self.fs.pipe(dict(list(missing.items())[start : start + 2000]))
 
-    def data_files(self) -> int:
-        return sum(1 for p in self._objects() if "/_delta_log/" not in p)
+    def listing(self) -> set[str]:
+        """Every object of the table, by its name under the table's prefix."""
+        return {p[len(self.prefix) + 1 :] for p in self._objects()}
+
+    def download_log(self, local: Path) -> None:
+        """Copy the table's `_delta_log` (untimed, through the server directly) under `local`."""
+        if local.exists():
+            shutil.rmtree(local)
+        keys = [p for p in self._objects() if "/_delta_log/" in p]
+        for key, data in self.fs.cat(keys).items():
+            target = local / key[len(self.prefix) + 1 :]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+
+    @property
+    def live_file(self) -> str:
+        return f"part-{self.files:05d}.parquet"
+
+
+class Verifier:
+    """What one op's run must have done, checked after every run of either side; the outcome
+    of each run must equal every earlier one's, of either side."""
+
+    def __init__(self, op: str, table: Table) -> None:
+        self.op, self.table = op, table
+        self.outcomes: dict[str, Any] = {}
+        self.contents: dict[str, CheckpointContents] = {}
+        if op == "checkpoint":
+            pristine = VERIFY / "pristine" / "_delta_log"
+            shutil.rmtree(pristine.parent, ignore_errors=True)
+            pristine.mkdir(parents=True)
+            for name, data in table.log.items():
+                (pristine / name).write_bytes(data)
+            self.expected = read_state(pristine.parent, VERIFY / "expected")
+
+    def check(self, label: str, before: set[str], after: set[str]) -> None:
+        """Raises Mismatch naming the first difference."""
+        gone = before - after
+        if self.op == "checkpoint":
+            self._check_checkpoint(label)
+            outcome: Any = ("deleted", frozenset(gone))
+            what = f"objects deleted by the checkpoint of {label}"
+        elif self.op == "cleanup":
+            outcome = frozenset(n for n in gone if n.startswith(LOG))
+            what = f"log files deleted by the cleanup of {label}"
+        else:
+            left = {n for n in after if not n.startswith(LOG)}
+            difference = set_difference(
+                f"data files left by the vacuum of {label}",
+                left,
+                "the live file",
+                {self.table.live_file},
+            )
+            if difference:
+                raise Mismatch(difference)
+            outcome = frozenset(n for n in gone if not n.startswith(LOG))
+            what = f"data files deleted by the vacuum of {label}"
+        for other, earlier in self.outcomes.items():
+            difference = set_difference(what, outcome, f"by that of {other}", earlier)
+            if difference:
+                raise Mismatch(difference)
+        self.outcomes[label] = outcome
+
+    def _check_checkpoint(self, label: str) -> None:
+        local = VERIFY / label
+        self.table.download_log(local)
+        log, version = local / "_delta_log", 1
+        scratch = checkpoint_only_copy(log, version, VERIFY / f"{label}-checkpoint-only")
+        got = read_state(scratch, VERIFY / f"{label}-state")
+        where = f"the checkpoint {label} wrote (read alone by deltalake)"
+        difference = state_difference("the two commits", self.expected, where, got)
+        if difference:
+            raise Mismatch(difference)
+        contents = checkpoint_contents(log, version)
+        for other, theirs in self.contents.items():
+            difference = contents_difference(label, contents, other, theirs)
+            if difference:
+                raise Mismatch(difference)
+        self.contents[label] = contents
+
+    def describe(self) -> str:
+        if self.op == "checkpoint":
+            rows = next(iter(self.contents.values())).rows
+            return (
+                f"same work: both checkpoints read back by deltalake as the log's state "
+                f"({self.expected.summary()}), {rows['remove']} tombstones each"
+            )
+        outcome = next(iter(self.outcomes.values()))
+        kind = "log" if self.op == "cleanup" else "data"
+        return f"same work: both sides deleted the same {len(outcome)} {kind} files"
 
 
 def _measure(
-    label: str, cmd: list[str], env: dict[str, str], runs: int, table: Table, data: bool
+    label: str,
+    cmd: list[str],
+    env: dict[str, str],
+    runs: int,
+    table: Table,
+    data: bool,
+    verifier: Verifier,
 ) -> Measurement:
-    """`runs` fresh-process runs, the table restored (untimed) before each; a vacuum must leave
-    exactly the one live file."""
+    """`runs` fresh-process runs, the table restored (untimed) before each and the run's work
+    checked by `verifier` after it (raises Mismatch)."""
     m = Measurement(label=label, cmd=cmd)
     for _ in range(runs):
         table.restore(data)
+        before = table.listing()
         result = run_fresh(cmd, env=env, timeout=1800)
         if not result.ok:
             m.error = result.error_summary()
             return m
-        left = table.data_files() if data else 1
-        if left != 1:
-            m.error = f"wrong result: {left} data files left, expected 1"
-            return m
+        verifier.check(label, before, table.listing())
         print(f"  {label:<9} {result.wall_s:7.3f} s", flush=True)
         m.runs.append(result)
     return m
@@ -162,6 +276,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency-ms", type=float, default=20.0)
     p.add_argument("--target-wall", type=float, default=0.3)
     a = p.parse_args(argv)
+    try:
+        return run(a)
+    except Mismatch as exc:
+        return report_mismatch("bench_s3", exc)
+
+
+def run(a: argparse.Namespace) -> int:
+    """The benchmark; raises Mismatch when the sides did not do the same work."""
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
     env = {**os.environ, "AWS_EC2_METADATA_DISABLED": "true"}
     py = sys.executable
@@ -197,8 +319,11 @@ def main(argv: list[str] | None = None) -> int:
             ]
 
             print(f"{op} ({a.latency_ms:g} ms per request):", flush=True)
-            ours = _measure("delta-ops", ours_cmd, env, a.runs, table, data)
-            theirs = _measure("delta-rs", theirs_cmd, env, a.runs, table, data)
+            verifier = Verifier(op, table)
+            ours = _measure("delta-ops", ours_cmd, env, a.runs, table, data, verifier)
+            theirs = _measure("delta-rs", theirs_cmd, env, a.runs, table, data, verifier)
+            if ours.ok and theirs.ok:
+                print(verifier.describe(), flush=True)
             comparison = Comparison(ours=ours, theirs=theirs, name=f"S3 {op}, {a.files} files")
             print(format_result(comparison, a.target_wall if data else 1.0, None))
             comparisons.append(comparison)

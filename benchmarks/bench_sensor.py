@@ -10,7 +10,13 @@ already loaded `DeltaTable` (`update_incremental()`) for the same two situations
 Targets: no new commit < 20 ms; ten new commits < 50 ms; the cost grows with new commits only
 (a second log ten times smaller must give the same times).
 
+Same work, checked before timing: both sides must find the latest version (ours idle with a
+single existence check, and from ten versions behind; delta-rs' refreshed table at it); a
+difference prints ``MISMATCH: ...`` and exits 1.
+
     python benchmarks/bench_sensor.py [--commits 100000] [--repeat 50]
+
+Exit status: 0 targets met, 1 MISMATCH, 3 targets not met.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from benchmarks.verify import Mismatch, report_mismatch
 
 DATA = ROOT / "benchmarks" / ".data"
 NEW_COMMITS = 10
@@ -92,9 +100,17 @@ def measure(table: Path, commits: int, repeat: int) -> dict[str, float]:
     storage = Storage.open(str(table))
     latest = commits - 1
     idle = probe_commits(storage, known_version=latest, known_interval=1_000_000)
-    assert idle.latest_version == latest and idle.files_checked == 1, idle
+    if idle.latest_version != latest or idle.files_checked != 1:
+        raise Mismatch(
+            f"delta-ops' idle probe found version {idle.latest_version} with "
+            f"{idle.files_checked} checks, expected {latest} with 1"
+        )
     behind = probe_commits(storage, known_version=latest - NEW_COMMITS, known_interval=1_000_000)
-    assert behind.latest_version == latest, behind
+    if behind.latest_version != latest:
+        raise Mismatch(
+            f"delta-ops' probe from {NEW_COMMITS} behind found version "
+            f"{behind.latest_version}, expected {latest}"
+        )
     out = {
         "ours_idle_ms": timed_ms(
             lambda: probe_commits(storage, known_version=latest, known_interval=1_000_000),
@@ -110,6 +126,8 @@ def measure(table: Path, commits: int, repeat: int) -> dict[str, float]:
     start = time.perf_counter()
     dt = DeltaTable(str(table))
     out["theirs_load_s"] = time.perf_counter() - start
+    if dt.version() != latest:
+        raise Mismatch(f"delta-rs loads version {dt.version()}, expected {latest}")
     out["theirs_idle_ms"] = timed_ms(dt.update_incremental, repeat)
     behind_tables = [DeltaTable(str(table), version=latest - NEW_COMMITS) for _ in range(3)]
     samples = []
@@ -117,7 +135,10 @@ def measure(table: Path, commits: int, repeat: int) -> dict[str, float]:
         start = time.perf_counter()
         t.update_incremental()
         samples.append((time.perf_counter() - start) * 1000)
-        assert t.version() == latest
+        if t.version() != latest:
+            raise Mismatch(
+                f"delta-rs refreshed from {NEW_COMMITS} behind to {t.version()}, expected {latest}"
+            )
     out["theirs_new_ms"] = statistics.median(samples)
     return out
 
@@ -127,13 +148,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commits", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=50)
     args = parser.parse_args(argv)
+    if args.commits // 10 <= NEW_COMMITS:
+        parser.error(f"--commits must be at least {(NEW_COMMITS + 1) * 10}")
     rows = []
     for commits in (args.commits, args.commits // 10):
         table = DATA / f"sensor-{commits}"
         start = time.perf_counter()
         build_log(table, commits)
         print(f"log of {commits} commits ready in {time.perf_counter() - start:.1f} s")
-        rows.append((commits, measure(table, commits, args.repeat)))
+        try:
+            rows.append((commits, measure(table, commits, args.repeat)))
+        except Mismatch as exc:
+            return report_mismatch("bench_sensor", exc)
     print(f"\n== commit sensor tick (median of {args.repeat}, in process) ==")
     print(
         f"{'commits':>9} {'ours idle':>10} {'ours +10':>9} {'delta-rs idle':>14} {'delta-rs +10':>13}"

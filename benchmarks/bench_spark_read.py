@@ -10,7 +10,13 @@ Theirs: spark.read.parquet(*live files).agg(...).collect()
 
 Goal: median ours/theirs <= 1.3.
 
+Same work, checked before timing: the two reads must give the same aggregates (sum(id), sum(x),
+max(s), count) over the same live files (delta-ops' snapshot and deltalake list the same ones);
+a difference prints ``MISMATCH: ...`` and exits 1.
+
     python benchmarks/bench_spark_read.py [--runs 5] [--rows 1000000] [--files 200]
+
+Exit status: 0 PASS, 1 FAIL (target missed, or MISMATCH).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from benchmarks.verify import report_mismatch
 
 DATA = ROOT / "benchmarks" / ".data"
 RESULTS = DATA / "results"
@@ -60,13 +68,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"building {table} ...", flush=True)
         build(table, a.rows, a.files)
 
+    import pyarrow as pa
+    from deltalake import DeltaTable
     from pyspark.sql import functions as F
 
     from delta_ops.spark import get_spark
     from delta_ops.table.snapshot import load_snapshot
 
+    live_paths = load_snapshot(table).file_index.column("path").to_pylist()
+    theirs_paths = pa.table(DeltaTable(str(table)).get_add_actions())["path"].to_pylist()
+    if sorted(live_paths) != sorted(theirs_paths) or len(live_paths) != a.files:
+        return report_mismatch(
+            "bench_spark_read",
+            f"delta-ops lists {len(live_paths)} live files, deltalake {len(theirs_paths)} "
+            f"(expected {a.files}, the same paths)",
+        )
     spark = get_spark()
-    live = [str(table / p) for p in load_snapshot(table).files.column("path").to_pylist()]
+    live = [str(table / p) for p in live_paths]
     aggregates = [F.sum("id"), F.sum("x"), F.max("s"), F.count("*")]
     sides = {
         "delta-ops": lambda: spark.read.format("delta").load(str(table)).agg(*aggregates).collect(),
@@ -74,8 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     answers = {name: run() for name, run in sides.items()}  # warm-up, and the same answer
     if answers["delta-ops"] != answers["parquet"]:
-        print(f"error: different answers {answers}", file=sys.stderr)
-        return 3
+        spark.stop()
+        return report_mismatch(
+            "bench_spark_read",
+            f"delta-ops' source answers {answers['delta-ops']}, the live parquet files "
+            f"{answers['parquet']}",
+        )
+    print(f"same work: both reads answer {answers['delta-ops']}")
     times: dict[str, list[float]] = {name: [] for name in sides}
     for _ in range(a.runs):
         for name, run in sides.items():

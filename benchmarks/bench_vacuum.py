@@ -12,8 +12,10 @@ timestamp and mtime 30 days old: 80k live files, 20k tombstones (deleted 30 days
 Before every run (untimed) the working copy is rebuilt from the pristine table: the
 ``_delta_log`` is copied, every data file is *hard-linked* (``cp -al`` style), which is fast
 for 101k files; vacuum deleting a link leaves the pristine copy intact, and mtimes live in the
-shared inode so they are the pristine ones. After every run the files left on disk are counted:
-each side must have deleted exactly tombstones + orphans and kept every live file.
+shared inode so they are the pristine ones. After every run (warm-up included, before any
+ratio is printed) the files left on disk are listed: each side must have left exactly the live
+files ``deltalake`` reads from the pristine log (so deleted exactly the tombstoned files and the
+orphans, the same set on both sides). A difference prints ``MISMATCH: ...`` and exits 1.
 
 Both sides write their ``VACUUM START`` / ``VACUUM END`` commits (ours also
 ``_last_vacuum_info``); delta-rs runs with its default post-commit hooks, which write no
@@ -25,7 +27,8 @@ Target: median wall ours/theirs <= 0.7 (peak RSS reported, no target).
     python benchmarks/bench_vacuum.py [--runs 3] [--commits 2000 --adds 50 --remove-every 5
                                        --orphans 1000 --age-days 30]
 
-Exit status: 0 PASS, 1 FAIL, 3 ours unavailable or wrong (delta-rs is still measured).
+Exit status: 0 PASS, 1 FAIL (target missed, or MISMATCH), 3 ours unavailable (delta-rs is still
+measured).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.harness import Comparison, Measurement, evaluate, format_result, run_fresh
 from benchmarks.synthetic import SPEC_FILE, ensure_synthetic_table
+from benchmarks.verify import Mismatch, read_state, report_mismatch, set_difference
 
 DATA = ROOT / "benchmarks" / ".data"
 RESULTS = DATA / "results"
@@ -105,9 +109,10 @@ class Side:
         pristine: Path,
         pristine_log: set[str],
         expected_deleted: int,
-        expected_left: int,
+        live: frozenset[str],
         timed: bool,
     ) -> None:
+        """One run on a rebuilt copy; raises Mismatch unless exactly the `live` files are left."""
         if self.m.error is not None:
             return
         restore(pristine, self.work)
@@ -115,8 +120,9 @@ class Side:
         if not result.ok:
             self.m.error = result.error_summary()
             return
-        left = len(data_files(self.work))
-        deleted = expected_deleted + expected_left - left
+        left_files = set(data_files(self.work))
+        left = len(left_files)
+        deleted = expected_deleted + len(live) - left
         log_now = log_entries(self.work)
         new_log, removed_log = sorted(log_now - pristine_log), sorted(pristine_log - log_now)
         line = f"deleted {deleted} (expected {expected_deleted}); log +{len(new_log)} -{len(removed_log)}"
@@ -124,11 +130,11 @@ class Side:
             f"  {self.m.label:<9} {'run' if timed else 'warm-up'}: {result.wall_s:7.3f} s  {line}",
             flush=True,
         )
-        if deleted != expected_deleted or left != expected_left:
-            self.m.error = (
-                f"wrong result: {left} data files left, expected {expected_left} ({line})"
-            )
-            return
+        difference = set_difference(
+            f"data files left by {self.m.label}", left_files, "live files in the log", live
+        )
+        if difference:
+            raise Mismatch(f"{difference} ({line})")
         self.m.output = line
         self.new_log_files, self.removed_log_files = new_log, removed_log
         if timed:
@@ -149,6 +155,22 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.age_days <= RETENTION_DAYS + 1:
         p.error(f"--age-days must exceed the {RETENTION_DAYS}-day retention (plus a day of margin)")
+    try:
+        return run(a)
+    except Mismatch as exc:
+        return report_mismatch("bench_vacuum", exc)
+
+
+def live_files(pristine: Path) -> frozenset[str]:
+    """The live files of the pristine table as deltalake reads its log (untimed, once)."""
+    import pyarrow.parquet as pq
+
+    state = read_state(pristine, DATA / "vacuum-verify" / "expected")
+    return frozenset(pq.read_table(state.files_path, columns=["path"])["path"].to_pylist())
+
+
+def run(a: argparse.Namespace) -> int:
+    """The benchmark; raises Mismatch when a side did not do the expected work."""
 
     name = f"vacuum-{a.commits}x{a.adds}-r{a.remove_every}-o{a.orphans}-a{a.age_days:g}"
     pristine = DATA / name
@@ -201,7 +223,12 @@ def main(argv: list[str] | None = None) -> int:
         "delta-rs", [py, "-c", THEIRS, str(work_theirs), str(RETENTION_DAYS * 24)], work_theirs
     )
 
-    args = (pristine, pristine_log, expected_deleted, n_live)
+    live = live_files(pristine)
+    if len(live) != n_live:
+        raise Mismatch(
+            f"deltalake reads {len(live)} live files in {pristine}, the spec says {n_live}"
+        )
+    args = (pristine, pristine_log, expected_deleted, live)
     for _ in range(max(1, a.warmup)):
         ours.run(*args, timed=False)
         theirs.run(*args, timed=False)
@@ -217,6 +244,11 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the pristine table lost files", file=sys.stderr)
         return 2
 
+    if ours.m.ok and theirs.m.ok:
+        print(
+            f"same work: every run of both left exactly the {n_live} live files "
+            f"(deleted the {expected_deleted} others)"
+        )
     title = f"full vacuum, {n_total} files, delete {expected_deleted}"
     comparison = Comparison(ours=ours.m, theirs=theirs.m, name=title)
     print(format_result(comparison, a.target_wall, None))

@@ -2,14 +2,18 @@
 
     python benchmarks/run_all.py [-k load] [--no-fail] [-- extra args passed to every bench]
 
-Each benchmark exits 0 (PASS), 1 (FAIL against its target) or 3 (our implementation missing or
-producing the wrong answer); anything else is reported as ERROR. Exit status: 0 when all passed
-(or with ``--no-fail``), else 1. Per-benchmark JSON results land in ``benchmarks/.data/results``.
+Each benchmark exits 0 (PASS), 1 (FAIL against its target, or the two sides did not do the
+same work) or 3 (our implementation missing or failing); anything else is reported as ERROR.
+A benchmark whose output has a ``MISMATCH:`` line (the sides did different work, see
+``verify.py``) is reported as MISMATCH. Exit status: 0 when all passed (or with ``--no-fail``,
+which never hides a MISMATCH), else 1. Per-benchmark JSON results land in
+``benchmarks/.data/results``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -17,6 +21,30 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 STATUS = {0: "PASS", 1: "FAIL", 3: "OURS UNAVAILABLE"}
+MISMATCH = "MISMATCH"  # a line starting "MISMATCH:" (benchmarks/verify.py)
+
+
+def run_bench(bench: Path, extra: list[str]) -> str:
+    """Run one benchmark, echoing its output as it comes; returns its status."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(
+        [sys.executable, str(bench), *extra],
+        cwd=HERE.parent,
+        stdout=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        env=env,
+    ) as proc:
+        assert proc.stdout is not None
+        mismatch = False
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            mismatch = mismatch or line.startswith(f"{MISMATCH}:")
+        rc = proc.wait()
+    if mismatch:
+        return MISMATCH
+    return STATUS.get(rc, f"ERROR (exit {rc})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,13 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     for bench in benches:
         print(f"\n######## {bench.stem} ########", flush=True)
         t0 = time.perf_counter()
-        rc = subprocess.call([sys.executable, str(bench), *extra], cwd=HERE.parent)
-        summary.append((bench.stem, STATUS.get(rc, f"ERROR (exit {rc})"), time.perf_counter() - t0))
+        summary.append((bench.stem, run_bench(bench, extra), time.perf_counter() - t0))
 
     print("\n######## summary ########")
     for name, status, secs in summary:
         print(f"{name:<30} {status:<20} {secs:7.1f} s")
     all_ok = all(status == "PASS" for _, status, _ in summary)
+    if any(status == MISMATCH for _, status, _ in summary):
+        return 1  # the sides did different work: never hidden by --no-fail
     return 0 if all_ok or a.no_fail else 1
 
 
