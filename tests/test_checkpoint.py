@@ -128,7 +128,8 @@ def state_facts(snap: Snapshot) -> dict[str, Any]:
 
 
 def expected_after_checkpoint(before: Snapshot, now_ms: int) -> dict[str, Any]:
-    """The state a checkpoint written at `now_ms` must hold, by the rules of PROTOCOL_NOTES 2.2."""
+    """The state a checkpoint written at `now_ms` must hold, by the protocol's "Action
+    Reconciliation" and "Checkpoints" rules (Delta Spark's InMemoryLogReplay)."""
     facts = state_facts(before)
     props = before.properties
     cutoff = now_ms - props.deleted_file_retention_ms
@@ -860,7 +861,8 @@ def test_multi_part_with_more_parts_than_files(tmp_path):
 
 # ======================================================================= 8. _last_checkpoint
 def _reference_checksum(obj: dict) -> str:
-    """PROTOCOL_NOTES 2.6, written independently of delta_ops.log.last_checkpoint."""
+    """The protocol's "Last Checkpoint File Schema" checksum, written independently of
+    delta_ops.log.last_checkpoint."""
     safe = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
 
     def q(s: str) -> str:

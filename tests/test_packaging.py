@@ -96,6 +96,21 @@ def test_no_test_or_script_reaches_outside_the_repository() -> None:
     assert offenders == []
 
 
+def test_no_code_or_doc_cites_notes_the_repository_lacks() -> None:
+    """Docstrings and comments cite the Delta protocol's sections or the reference's source,
+    never the team's notes that live outside the repository."""
+    notes = ("PROTOCOL" + "_NOTES", "DESIGN" + ".md", "STYLE" + ".md")
+    offenders = []
+    for folder in ("delta_ops", "tests", "scripts", "benchmarks"):
+        for path in (REPO / folder).rglob("*.py"):
+            if any(note in path.read_text() for note in notes):
+                offenders.append(str(path.relative_to(REPO)))
+    for doc in ("README.md", "ARCHITECTURE.md", "BENCHMARKS.md"):
+        if any(note in (REPO / doc).read_text() for note in notes):
+            offenders.append(doc)
+    assert offenders == []
+
+
 @pytest.fixture(scope="module")
 def core_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A virtualenv with delta-ops and its core dependencies only."""

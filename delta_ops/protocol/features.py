@@ -23,7 +23,7 @@ Example::
     # {'minReaderVersion': 1, 'minWriterVersion': 7,
     #  'writerFeatures': ['appendOnly', 'domainMetadata', 'invariants', 'rowTracking']}
 
-Readers are lenient, writers exact (DESIGN.md): `from_action` accepts what Delta Spark accepts
+Readers are lenient, writers exact: `from_action` accepts what Delta Spark accepts
 (a missing feature list at version 3/7, an empty list at a legacy version, feature names in any
 letter case), while `to_action` and `with_features` only produce protocols every reader accepts.
 """
@@ -300,7 +300,8 @@ _REGISTRY: tuple[TableFeature, ...] = (
     # Column defaults only apply to inserted rows; we insert none.
     _writer("allowColumnDefaults", writable=True),
     # Metadata cleanup must follow `delta.requireCheckpointProtectionBeforeVersion` (all or
-    # nothing below it); our cleanup implements Spark's rule (PROTOCOL_NOTES 1.5).
+    # nothing below it); our cleanup implements Spark's rule
+    # (the protocol's "Writer Requirements for Checkpoint Protection").
     _writer("checkpointProtection", writable=True),
     # Partition values must also be written into data files; we write no data files.
     _writer("materializePartitionColumns", writable=True),

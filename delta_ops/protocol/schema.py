@@ -34,7 +34,7 @@ Example::
     >>> parse_stats(pa.array(['{"numRecords":3,"minValues":{"id":1}}']), sschema)[0]["numRecords"]
     <pyarrow.Int64Scalar: 3>
 
-Decisions (where the protocol text leaves room; see also PROTOCOL_NOTES.md):
+Decisions (where the protocol text leaves room, we follow Delta Spark):
 
 * Stats follow Delta Spark's `StatisticsCollection.statsSchema`: the data columns without the
   partition columns, cut to the first `delta.dataSkippingNumIndexedCols` (default 32) leaves in

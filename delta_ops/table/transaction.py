@@ -25,7 +25,8 @@ Conflicts (after Delta Spark's `ConflictChecker`, reduced to what delta-ops' ope
 
 Row tracking: when the table supports `rowTracking`, adds without `baseRowId` get fresh ids from
 the high-water mark and `defaultRowCommitVersion` = the committed version, and the
-`delta.rowTracking` domain moves, in every attempt (PROTOCOL_NOTES 4.3).
+`delta.rowTracking` domain moves, in every attempt (the protocol's "Row Tracking", writer
+requirements).
 
 Example::
 
@@ -386,7 +387,8 @@ class Transaction:
     def _can_absorb_enablement(self, winner: WinningCommit) -> bool:
         """A winner that only turned row tracking on (`rowTrackingEnablementOnly`) does not
         invalidate a transaction that changes neither metadata nor protocol: the table already
-        supported row tracking, so our row ids are assigned either way (PROTOCOL_NOTES 4.4)."""
+        supported row tracking, so our row ids are assigned either way (Delta Spark's
+        `RowTracking` enablement backfill commits are tagged so)."""
         infos = winner.of_kind("commitInfo")
         tags = (infos[0].get("tags") or {}) if infos else {}
         if str(tags.get("rowTrackingEnablementOnly", "")).lower() != "true":
