@@ -138,7 +138,12 @@ def run(mutant: Mutant, python: str) -> tuple[bool, float, str]:
         if text.count(mutant.old) != 1:
             raise SystemExit(f"{mutant.name}: the edit does not match {mutant.path} exactly once")
         target.write_text(text.replace(mutant.old, mutant.new))
-        env = {**os.environ, "PYTHONPATH": str(root), "CI": "true"}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(root),
+            "CI": "true",
+            "HYPOTHESIS_PROFILE": "mutation",
+        }
         start = time.monotonic()
         proc = subprocess.run(
             [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:logging"]

@@ -100,13 +100,16 @@ def _dv_file_name(storage_type: str | None, path_or_inline: str | None) -> str |
 
 
 def _referenced(path: Path, version: int) -> set[str]:
-    """Data and deletion-vector files `version` reads, as `deltalake` lists them."""
+    """Data and deletion-vector files `version` reads: the data files as `deltalake` lists
+    them; the DV files (which `deltalake` does not list) from the descriptors in the log."""
     adds = pa.table(DeltaTable(str(path), version=version).get_add_actions(flatten=True))
     files = set(adds.column("path").to_pylist())
-    if "deletionVector.storageType" in adds.column_names:
-        kinds = adds.column("deletionVector.storageType").to_pylist()
-        values = adds.column("deletionVector.pathOrInlineDv").to_pylist()
-        files |= {f for k, v in zip(kinds, values) if (f := _dv_file_name(k, v))}
+    dvs = load_snapshot(path, version).file_index.column("deletionVector").to_pylist()
+    files |= {
+        name
+        for dv in dvs
+        if dv and (name := _dv_file_name(dv.get("storageType"), dv.get("pathOrInlineDv")))
+    }
     return files
 
 
@@ -264,21 +267,26 @@ class ReliabilityMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ independent writers
     @initialize(
         n=st.integers(1, 4),
-        dvs=st.booleans(),
+        dvs=st.sampled_from([True, True, False]),
         v2=st.booleans(),
+        file_days=st.sampled_from([None, 1]),
         steps=st.lists(
             st.sampled_from(["append", "delete", "dv", "checkpoint", "day", "week"]),
             min_size=2,
             max_size=6,
         ),
     )
-    def create(self, n: int, dvs: bool, v2: bool, steps: list[str]) -> None:
-        configuration = {"delta.enableDeletionVectors": "true"} if dvs else None
+    def create(self, n: int, dvs: bool, v2: bool, file_days: int | None, steps: list[str]) -> None:
+        """A new table: deletion vectors on or off, a short file retention or the default
+        (a checkpoint then drops tombstones a longer vacuum retention still protects)."""
+        configuration = {"delta.enableDeletionVectors": "true"} if dvs else {}
+        if file_days is not None:
+            configuration["delta.deletedFileRetentionDuration"] = f"interval {file_days} days"
         write_deltalake(
             str(self.path),
             self._batch(n),
             partition_by=["part"],
-            configuration=configuration,
+            configuration=configuration or None,
             post_commithook_properties=NO_HOOKS,
         )
         self.dvs = dvs
@@ -624,6 +632,34 @@ class ReliabilityMachine(RuleBasedStateMachine):
         files = load_snapshot(self.path).files
         assert files.column("baseRowId").null_count == 0
 
+    # ------------------------------------------------------------------ compound steps
+    # What loses data takes several steps in one order; these make such orders common.
+    @rule(
+        days=st.sampled_from([2, 8, 31]),
+        retention_days=st.sampled_from([None, 0, 2, 30]),
+    )
+    def time_passes_then_vacuum(self, days: int, retention_days: int | None) -> None:
+        self.advance(days * 24)
+        self.vacuum(retention_days, True, "full", 0)
+
+    @rule(
+        days=st.sampled_from([1, 3, 31]),
+        offset_min=st.sampled_from([-23 * 60, -60, 60]),
+    )
+    def checkpoints_then_cleanup_at_the_boundary(self, days: int, offset_min: int) -> None:
+        """Two checkpoints apart in time, then a cleanup just before or after the first one
+        leaves the log retention: the cutoff decides alone what goes."""
+        self.checkpoint(None)
+        first = self._latest()
+        self.advance(days * 24)
+        self.append(1)
+        self.checkpoint(None)
+        self.append(1)
+        self.now = max(
+            self.now, self.committed_at[first] + self.log_retention_ms + offset_min * 60_000
+        )
+        self.cleanup(None, 0)
+
     # ------------------------------------------------------------------ always
     @invariant()
     def latest_version_reads(self) -> None:
@@ -654,8 +690,8 @@ def _json_default(value: Any) -> Any:
 
 ReliabilityMachine.TestCase.settings = settings(
     # RELIABILITY_HISTORIES overrides the count (e.g. for a bounded soak that reports numbers)
-    max_examples=int(os.environ.get("RELIABILITY_HISTORIES") or (100_000 if SOAK else 40)),
-    stateful_step_count=40 if SOAK else 20,
+    max_examples=int(os.environ.get("RELIABILITY_HISTORIES") or (100_000 if SOAK else 60)),
+    stateful_step_count=40 if SOAK else 25,
     deadline=None,
 )
 TestReliability = ReliabilityMachine.TestCase
