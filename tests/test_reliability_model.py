@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, PostCommitHookProperties, write_deltalake
 from hypothesis import settings
@@ -659,6 +660,74 @@ class ReliabilityMachine(RuleBasedStateMachine):
             self.now, self.committed_at[first] + self.log_retention_ms + offset_min * 60_000
         )
         self.cleanup(None, 0)
+
+    @precondition(lambda self: self.dvs)
+    @rule(days=st.sampled_from([2, 8, 31]), retention_days=st.sampled_from([None, 2]))
+    def deletion_vector_then_time_passes_then_vacuum(
+        self, days: int, retention_days: int | None
+    ) -> None:
+        """A DV file only a live file references, old by the time vacuum lists the table."""
+        self.delete_by_deletion_vector(self.steps, 1, in_file=True)
+        self.steps += 1
+        self.time_passes_then_vacuum(days, retention_days)
+
+    @precondition(lambda self: not self.tracked)
+    @rule(offset_min=st.sampled_from([-23 * 60, -60, 60]), modulo=st.integers(2, 3))
+    def delete_then_vacuum_at_the_boundary(self, offset_min: int, modulo: int) -> None:
+        """Files removed just inside or just outside the file retention when vacuum runs."""
+        self.delete_some(modulo)
+        removed_at = self.committed_at[self._latest()]
+        retention = load_snapshot(self.path).properties.deleted_file_retention_ms
+        self.now = max(self.now, removed_at + retention + offset_min * 60_000)
+        self.vacuum(None, False, "full", 0)
+
+    @precondition(lambda self: not self.tracked)
+    @rule(days=st.sampled_from([2, 3]), vacuum_days=st.sampled_from([7, 30]))
+    def checkpoint_drops_tombstones_a_longer_vacuum_needs(
+        self, days: int, vacuum_days: int
+    ) -> None:
+        """A table keeping removed files 1 day, checkpointed after that day (the checkpoint
+        drops the tombstones), then vacuumed with a longer retention: only the commits' own
+        removes say which files the versions inside that retention still read."""
+        self.set_retentions(1, 30)
+        self.delete_some(2)
+        self.advance(days * 24)
+        self.checkpoint(None)
+        self.vacuum(vacuum_days, False, "full", 0)
+
+    @precondition(lambda self: not self.tracked)
+    @rule(retention_seconds=st.sampled_from([0, 30]))
+    def slow_writer_races_a_vacuum(self, retention_seconds: int) -> None:
+        """Another engine (no VACUUM START check) writes its data file, a vacuum with
+        retention 0 lists the table meanwhile, then the writer commits the file: only the
+        in-flight grace keeps the file alive."""
+        batch = self._batch(2)
+        part = batch.column("part")[0].as_py()
+        batch = batch.filter(pc.equal(batch.column("part"), part))
+        name = f"part={part}/part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+        (self.path / f"part={part}").mkdir(exist_ok=True)
+        pq.write_table(batch.drop_columns(["part"]), self.path / name)
+        when = self.now / 1000
+        os.utime(self.path / name, (when, when))
+        self.seen.add(self.path / name)
+        self.now += retention_seconds * 1000
+        self.vacuum(0, True, "full", 0)
+        add = {
+            "path": name,
+            "partitionValues": {"part": str(part)},
+            "size": (self.path / name).stat().st_size if (self.path / name).exists() else 1,
+            "modificationTime": self.now,
+            "dataChange": True,
+            "stats": json.dumps({"numRecords": batch.num_rows}),
+        }
+        version = self._latest() + 1
+        commit = [{"commitInfo": {"timestamp": self.now, "operation": "WRITE"}}, {"add": add}]
+        (self.path / "_delta_log" / f"{version:020d}.json").write_text(
+            "".join(json.dumps(a) + "\n" for a in commit)
+        )
+        expected = [*self.rows[self._latest()]]
+        expected += [tuple(row[c] for c in COLUMNS) for row in batch.to_pylist()]
+        self._record_version(expected)
 
     # ------------------------------------------------------------------ always
     @invariant()
