@@ -304,16 +304,22 @@ def test_int96_session_still_writes_microsecond_timestamps(spark, tmp_path):
 
 
 @pytest.mark.spark
-def test_timestamp_partitions_need_a_utc_session(spark, tmp_path):
+def test_timestamp_partitions_are_exact_in_any_session_zone(spark, tmp_path):
+    """Spark names a timestamp partition directory by the session's local time, which Delta
+    readers take as UTC; the writer used to refuse any zone but UTC. The values are now
+    written as microseconds and committed as UTC text, whatever the zone."""
     table = tmp_path / "t"
     df = events(spark, 0, 4).where("ts is not null")
     spark.conf.set(SESSION_TIME_ZONE, "America/New_York")
     try:
-        with pytest.raises(DeltaOpsError, match="UTC"):
-            write_delta(df, table, partition_by=["ts"])
+        write_delta(df, table, partition_by=["ts"])
+        expected = rows_of(df)
     finally:
         spark.conf.set(SESSION_TIME_ZONE, "UTC")
-    assert not table.exists()
+    logged = load_snapshot(table).files.column("partitionValues").to_pylist()
+    values = {dict(v)["ts"] for v in logged}
+    assert values == {r["ts"].strftime("%Y-%m-%d %H:%M:%S.%f") for r in expected}
+    assert_readers_see(table, expected)
 
 
 # ------------------------------------------------------------------------------ without Spark

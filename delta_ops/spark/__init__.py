@@ -7,7 +7,8 @@ Read: `spark.read.format("delta").load(path)` (a Python data source, registered 
 There are no Delta jars here: Spark writes plain parquet into a staging directory inside the
 table, and :func:`write_delta` moves the files into place and commits them with per-file
 statistics (see :mod:`delta_ops.spark.writer`). :func:`get_spark` builds a session with the
-options Delta readers need (microsecond timestamps, a UTC session time zone).
+options Delta readers need (microsecond timestamps) and a UTC session time zone, which shows
+timestamps as the log holds them (the writers and the reader are exact in any zone).
 
 Importing this package does not import PySpark or start a JVM; the functions do, when called.
 

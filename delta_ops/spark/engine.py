@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from delta_ops.errors import DeltaOpsError
+from delta_ops.spark.worker_errors import final_exception_line
 from delta_ops.storage import Storage
 from delta_ops.storage.tree import TreeListing
 
@@ -62,20 +63,10 @@ def _collect(rdd: Any) -> list[Any]:
     except Exception as exc:
         if type(exc).__name__ not in ("PythonException", "Py4JJavaError"):
             raise
-        cause = _TASK_ERROR.match(_final_exception_line(str(exc)))
+        cause = _TASK_ERROR.match(final_exception_line(str(exc)))
         if cause is None:
             raise
         raise DeltaOpsError(f"a Spark task failed: {cause.group(1)}") from exc
-
-
-def _final_exception_line(report: str) -> str:
-    """The `Type: message` line that ends the last Python traceback in a Spark error report
-    (the exception the task died of, not one it was handling); "" when there is none."""
-    start = report.rfind("Traceback (most recent call last):")
-    if start < 0:
-        return ""
-    lines = report[start:].splitlines()[1:]
-    return next((line for line in lines if line and not line[0].isspace()), "")
 
 
 class SparkEngine:

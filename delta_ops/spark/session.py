@@ -1,18 +1,17 @@
 """A SparkSession with defaults that suit delta-ops' writer and a small machine.
 
 :func:`get_spark` builds (or reuses) the process's SparkSession. Besides sizing it for a laptop
-or a CI box (two local cores, two shuffle partitions, no web UI, no progress bars), it sets the
-two options whose Spark defaults make Delta tables that other readers get wrong:
+or a CI box (two local cores, two shuffle partitions, no web UI, no progress bars), it sets
+two options about timestamps:
 
 * ``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS``: Spark writes timestamps as the
   deprecated INT96 by default. Delta readers (delta-rs, delta-kernel, DuckDB) expect INT64
   microseconds, and INT96 columns carry no min/max statistics, so data skipping loses them.
   :func:`delta_ops.spark.write_delta` also enforces it for the duration of its own job, so a
   session built elsewhere is safe too.
-* ``spark.sql.session.timeZone=UTC``: Delta timestamps are instants, and Spark renders a
-  timestamp partition value in the session time zone without an offset, which readers take as
-  UTC. A UTC session makes the directory name, the partition value and the data agree (and
-  the writer refuses timestamp partition columns in any other zone).
+* ``spark.sql.session.timeZone=UTC``: Delta timestamps are UTC instants, and a UTC session
+  shows them as the log and other engines do. It is a display choice only: both writers and
+  the reader are exact in any session time zone (timestamp partition values included).
 
 Example::
 

@@ -57,9 +57,13 @@ BYTES_PER_TASK = 128 * 1024 * 1024
 
 def register(spark: SparkSession) -> None:
     """Make `spark.read.format("delta")` read through delta-ops in this session (and let
-    Python sources take filters, which prune files by partition values)."""
+    Python sources take filters, which prune files by partition values); delta-ops errors
+    in its workers reach the caller as one line (:mod:`delta_ops.spark.worker_errors`)."""
+    from delta_ops.spark import worker_errors
     from delta_ops.spark.session import warn_if_workers_lack_this_python
 
+    if getattr(spark, "_jvm", None) is not None:  # Spark Connect has no py4j to hook
+        worker_errors.install()
     warn_if_workers_lack_this_python(spark)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(DeltaDataSource)

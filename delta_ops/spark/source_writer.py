@@ -14,6 +14,17 @@ commit), ``replaceWhere`` (an overwrite replaces only the partitions the predica
 ``storage.*`` (the table's storage options), and ``delta.*`` table properties for a
 new table.
 :func:`delta_ops.spark.write_delta` is the function form of the same write.
+
+Types: every Spark SQL type Delta has (see :mod:`delta_ops.spark.writer`); timestamps reach
+the tasks as instants in the session time zone and are stored as UTC microseconds, so the
+session's zone changes nothing in the table. Types without a Delta type are refused before
+any task runs.
+
+Failures: a task whose rows the table refuses (nulls in a NOT NULL column) deletes what it
+wrote and reports the refusal instead of failing, so Spark neither retries it nor logs a
+worker traceback; the driver then deletes every task's files and raises the refusal, which
+reaches the caller as one line (:mod:`delta_ops.spark.worker_errors`). Any other task failure
+fails the job as usual, and the job's abort deletes the files the finished tasks wrote.
 """
 
 from __future__ import annotations
@@ -41,9 +52,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class WrittenFiles(WriterCommitMessage):
-    """What one task wrote (not yet committed)."""
+    """What one task wrote (not yet committed), or why it wrote nothing: `refused` is the
+    one-line message of a DeltaOpsError that retrying cannot cure."""
 
     files: list[DataFile]
+    refused: str | None = None
 
 
 def table_properties(options: dict[str, str]) -> dict[str, str]:
@@ -74,15 +87,14 @@ class DeltaWriter(DataSourceArrowWriter):
     """Writes in the tasks, commits (or cleans up) on the driver."""
 
     def __init__(self, options: dict[str, str], schema: SparkStructType, overwrite: bool) -> None:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
         from delta_ops.spark.source import storage_options
+        from delta_ops.spark.writer import spark_schema_to_arrow
 
         self.path = options["path"] if options.get("path") else ""
         if not self.path:
             raise DeltaOpsError("df.write.format('delta').save(PATH): the table path is missing")
         self.storage_options = storage_options(options)
-        self.schema = to_arrow_schema(schema)
+        self.schema = spark_schema_to_arrow(schema, self.path)
         self.mode = "overwrite" if overwrite else "append"
         self.configuration = table_properties(options)
         lowered = {k.lower(): v for k, v in options.items()}
@@ -110,9 +122,19 @@ class DeltaWriter(DataSourceArrowWriter):
         context = TaskContext.get()
         task = context.partitionId() if context is not None else 0
         data = pa.Table.from_batches(batches).cast(self.schema)
-        return WrittenFiles(write_data_files(self._storage(), data, self.target, task=task))
+        try:
+            # on failure, the files this task wrote so far are deleted before the error
+            return WrittenFiles(write_data_files(self._storage(), data, self.target, task=task))
+        except DeltaOpsError as exc:
+            if exc.retryable:
+                raise  # another attempt may succeed: Spark retries the task
+            return WrittenFiles([], refused=str(exc))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        refused = [m.refused for m in messages if isinstance(m, WrittenFiles) and m.refused]
+        if refused:
+            self.abort(messages)
+            raise DeltaOpsError(refused[0])
         files = [f for m in messages if isinstance(m, WrittenFiles) for f in m.files]
         commit_data_files(self._storage(), files, self.target)
 

@@ -11,8 +11,11 @@ leaving the table valid if the process dies right after it:
    moves to its final place in the table, ``<partition dirs>/<file name>``. Spark's names
    (``part-<task>-<job uuid>.c000.snappy.parquet``) are unique per job and directory, and the
    partition values come from the directory names (Spark's escaping undone,
-   ``__HIVE_DEFAULT_PARTITION__`` read as null). Files that are moved but not committed are
-   orphans, which vacuum removes.
+   ``__HIVE_DEFAULT_PARTITION__`` read as null). Timestamp partition columns are written
+   as epoch microseconds (``unix_micros``) and become the protocol's UTC text here, so the
+   values are exact in any session time zone (Spark would name the directory by the session's
+   local time, which Delta readers take as UTC and which repeats in a daylight-saving
+   fall-back hour). Files that are moved but not committed are orphans, which vacuum removes.
 3. :func:`delta_ops.table.writer.commit_data_files` commits them: per-file statistics from the
    parquet footers, the table created when absent (protocol, metadata, a Delta schema from the
    DataFrame's schema), live files removed for ``mode="overwrite"``, row ids assigned when
@@ -21,6 +24,12 @@ leaving the table valid if the process dies right after it:
 
 If the write, a move or the commit fails, the moved files are deleted again (after checking
 that the log does not reference them) and the error propagates.
+
+Both Spark writers (this one and ``df.write.format("delta")``) take every Spark SQL type Delta
+has: booleans, integers, floats, decimals, strings, binary, dates, ``timestamp`` (stored as
+UTC microseconds) and ``timestamp_ntz`` (local microseconds, no zone), and arrays, maps and
+structs of them; :func:`spark_schema_to_arrow` refuses the rest (intervals, void, variant) in
+one line before anything is written.
 
 Example::
 
@@ -34,12 +43,13 @@ Example::
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import posixpath
 import re
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -56,29 +66,21 @@ from delta_ops.table.writer import (
     commit_data_files,
     discard_uncommitted,
     latest_snapshot,
+    partition_directory,
+    partition_value_string,
 )
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType as SparkDataType
     from pyspark.sql.types import StructType as SparkStructType
 
 logger = logging.getLogger(__name__)
 
 OUTPUT_TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"
 SESSION_TIME_ZONE = "spark.sql.session.timeZone"
-_UTC_NAMES = {
-    "UTC",
-    "ETC/UTC",
-    "GMT",
-    "ETC/GMT",
-    "UCT",
-    "ETC/UCT",
-    "Z",
-    "ZULU",
-    "UNIVERSAL",
-    "+00:00",
-}
+_EPOCH = dt.datetime(1970, 1, 1)
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 
 
@@ -107,7 +109,8 @@ def write_delta(
 
     Args:
         df: the data. Its schema becomes the table's when the table is created; an existing
-            table refuses columns it does not have (no schema evolution).
+            table refuses columns it does not have (unless `merge_schema`) and columns of a
+            type its own cannot hold without losing values (narrower types are cast).
         url: the table: a local path, ``file://`` or any fsspec URL.
         mode: ``"append"`` adds the rows; ``"overwrite"`` replaces every live file in the same
             commit; ``"error"`` refuses an existing table; ``"ignore"`` writes nothing to an
@@ -130,9 +133,9 @@ def write_delta(
         high-water mark).
 
     Raises:
-        DeltaOpsError: partitioning or schema do not match the existing table, a timestamp
-            partition column in a non-UTC session, or the commit is refused (nothing is left
-            behind in the table).
+        DeltaOpsError: partitioning or schema do not match the existing table, a column's
+            Spark type has no Delta type, or the commit is refused (nothing is left behind
+            in the table).
 
     Examples:
         >>> write_delta(df, "/warehouse/events", partition_by=["day"])  # doctest: +SKIP
@@ -157,7 +160,7 @@ def write_delta(
     # refusals, partitioning and column mapping, decided before Spark writes a file
     target = resolve_write_target(
         storage,
-        spark_schema_to_arrow(df.schema),
+        spark_schema_to_arrow(df.schema, storage.url),
         partition_by=wanted,
         mode=mode,
         configuration=configuration,
@@ -167,7 +170,6 @@ def write_delta(
     )
     partition_columns = list(target.partition_columns)
     spark = activate(df.sparkSession)  # a worker thread has no active session of its own
-    _check_timestamp_partitions(spark, df.schema, partition_columns, storage.url)
     file_partitions = [target.file_name(c) for c in partition_columns]
     staging_relative = f"{STAGING_DIR}/{uuid.uuid4()}"
     target_dir = f"{spark_location(storage, spark_url)}/{staging_relative}"
@@ -181,7 +183,8 @@ def write_delta(
                 writer = writer.partitionBy(*file_partitions)
             writer.parquet(target_dir)
         files = []
-        for staged in staged_files(storage, staging_relative, file_partitions):
+        instants = _timestamp_partitions(target)
+        for staged in staged_files(storage, staging_relative, file_partitions, instants):
             _move(storage, staged.staged_path, staged.relative_path)
             moved.append(staged.relative_path)
             files.append(DataFile(staged.relative_path, staged.partition_values))
@@ -201,12 +204,36 @@ def write_delta(
 def _in_file_layout(df: DataFrame, target: WriteTarget) -> DataFrame:
     """The DataFrame's columns as the table's data files name and type them: under column
     mapping, physical names (nested ones too: Spark casts structs by position) with parquet
-    field ids; partition columns renamed only."""
-    if all(target.file_name(c) == c for c in target.file_names):
-        return df  # no column mapping: files name columns as the DataFrame does
+    field ids; columns of a narrower type than the table's cast to it (:func:`_casts`);
+    partition columns renamed only, timestamp ones as epoch microseconds (see
+    :func:`staged_files`)."""
     from pyspark.sql import functions as F
 
+    instants = _timestamp_partitions(target)
+    mapped = any(target.file_name(c) != c for c in target.file_names)
+    casts = _casts(target)
+    if not mapped and not instants and not casts:
+        return df  # files name and type columns as the DataFrame does
     by_lower = {c.lower(): c for c in df.columns}
+
+    def column(logical: str) -> Any:
+        source = F.col(f"`{by_lower[logical.lower()]}`")
+        wanted = casts.get(logical.lower())
+        return source if wanted is None else source.cast(_spark_type(wanted))
+
+    def partition(logical: str) -> Any:
+        name = target.file_name(logical)
+        value = column(logical)
+        return (F.unix_micros(value) if name in instants else value).alias(name)
+
+    if not mapped:
+        partitions = {c.lower(): c for c in target.partition_columns}
+        return df.select(
+            *[
+                partition(partitions[c.lower()]) if c.lower() in partitions else column(c).alias(c)
+                for c in df.columns
+            ]
+        )
     logical = {target.file_name(c): c for c in target.file_names}
     columns = []
     for field in target.file_schema:
@@ -216,11 +243,98 @@ def _in_file_layout(df: DataFrame, target: WriteTarget) -> DataFrame:
         cast = F.col(f"`{source}`").cast(_spark_type(field.type))
         columns.append(cast.alias(field.name, metadata=_field_id_metadata(field)))
     written = {field.name for field in target.file_schema}
-    for column in target.partition_columns:
-        name = target.file_name(column)
-        if name not in written:
-            columns.append(F.col(f"`{by_lower[column.lower()]}`").alias(name))
+    for name in target.partition_columns:
+        if target.file_name(name) not in written:
+            columns.append(partition(name))
     return df.select(*columns)
+
+
+def _casts(target: WriteTarget) -> dict[str, pa.DataType]:
+    """The DataFrame's columns (lower-cased logical names) whose type differs from the
+    table's, with the table's Arrow type: each a cast no value can lose (a wider integer,
+    float to double, a decimal with room for every digit).
+
+    Raises:
+        DeltaOpsError: columns whose type would need a lossy or impossible cast (long to
+            int, string to int, timestamp_ntz to timestamp), all named in one line; Spark's
+            cast would turn the values that do not fit into nulls or fail in a task.
+    """
+    from delta_ops.protocol.schema import to_arrow_type
+
+    if target.data_schema is None:
+        return {}
+    table_types = {
+        logical.lower(): target.file_schema.field(target.file_name(logical)).type
+        for logical in target.file_names
+        if target.file_name(logical) in target.file_schema.names
+    }
+    for logical, delta_type in target.partition_types.items():
+        table_types[logical.lower()] = to_arrow_type(delta_type)
+    casts: dict[str, pa.DataType] = {}
+    refused = []
+    for field in target.data_schema:
+        wanted = table_types.get(field.name.lower())
+        if wanted is None or _shape(field.type) == _shape(wanted):
+            continue
+        if _lossless(field.type, wanted):
+            casts[field.name.lower()] = wanted
+        else:
+            refused.append(f"{field.name} ({field.type} into {wanted})")
+    if refused:
+        raise DeltaOpsError(
+            f"{target.url}: the DataFrame's {_columns(refused)} not fit the table's types "
+            "without losing values; cast to the table's types first"
+        )
+    return casts
+
+
+def _shape(arrow_type: pa.DataType) -> str:
+    """An Arrow type without its nested field names and nullability (physical and logical
+    names differ under column mapping)."""
+    import pyarrow as pa
+
+    if pa.types.is_struct(arrow_type):
+        return "struct<" + ",".join(_shape(f.type) for f in arrow_type) + ">"
+    if pa.types.is_map(arrow_type):
+        return f"map<{_shape(arrow_type.key_type)},{_shape(arrow_type.item_type)}>"
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return f"list<{_shape(arrow_type.value_type)}>"
+    return str(arrow_type)
+
+
+_INTEGER_DIGITS = {8: 3, 16: 5, 32: 10, 64: 19}
+
+
+def _lossless(source: pa.DataType, target: pa.DataType) -> bool:
+    """Whether every value of `source` has an exact value in `target` (atomic types)."""
+    import pyarrow as pa
+
+    types = pa.types
+    if types.is_signed_integer(source):
+        if types.is_signed_integer(target):
+            return bool(target.bit_width >= source.bit_width)
+        if types.is_float64(target):
+            return bool(source.bit_width <= 32)
+        if types.is_decimal(target):
+            return bool(target.precision - target.scale >= _INTEGER_DIGITS[source.bit_width])
+        return False
+    if types.is_float32(source):
+        return bool(types.is_float64(target))
+    if types.is_decimal(source) and types.is_decimal(target):
+        return bool(
+            target.scale >= source.scale
+            and target.precision - target.scale >= source.precision - source.scale
+        )
+    return False
+
+
+def _timestamp_partitions(target: WriteTarget) -> set[str]:
+    """File names of the target's `timestamp` partition columns (written as microseconds)."""
+    return {
+        target.file_name(c)
+        for c in target.partition_columns
+        if target.partition_types.get(c) == "timestamp"
+    }
 
 
 def _field_id_metadata(field: pa.Field) -> dict[str, Any]:
@@ -253,31 +367,6 @@ def _spark_type(arrow_type: pa.DataType) -> Any:
     return from_arrow_type(arrow_type)
 
 
-def _check_timestamp_partitions(
-    spark: SparkSession, schema: SparkStructType, partition_columns: Sequence[str], where: str
-) -> None:
-    """Refuse timestamp partition columns unless the session renders them in UTC.
-
-    Spark names a timestamp partition directory in the session time zone without an offset;
-    Delta readers take such a value as UTC, so any other zone would shift the partition values.
-    """
-    from pyspark.sql.types import TimestampType
-
-    timestamps = [
-        f.name
-        for f in schema.fields
-        if f.name in partition_columns and isinstance(f.dataType, TimestampType)
-    ]
-    if not timestamps:
-        return
-    zone = spark.conf.get(SESSION_TIME_ZONE)
-    if (zone or "").upper() not in _UTC_NAMES:
-        raise DeltaOpsError(
-            f"{where}: timestamp partition columns {timestamps} need {SESSION_TIME_ZONE}=UTC "
-            f"(the session uses {zone!r}; Spark would write the partition values in that zone)"
-        )
-
-
 def spark_location(storage: Storage, spark_url: str | None = None) -> str:
     """The table root as a Spark (Hadoop) path: `spark_url`, ``file://<root>``, or the URL.
 
@@ -294,11 +383,75 @@ def spark_location(storage: Storage, spark_url: str | None = None) -> str:
     return url
 
 
-def spark_schema_to_arrow(schema: SparkStructType) -> pa.Schema:
-    """The DataFrame's schema in Arrow, with Spark's timestamps as UTC instants (Delta's ``timestamp``)."""
+def spark_schema_to_arrow(schema: SparkStructType, where: str = "") -> pa.Schema:
+    """The DataFrame's schema in Arrow as Delta stores it: ``timestamp`` as UTC instants
+    (``timestamp('us', tz='UTC')``; the instants are the same in any session time zone),
+    ``timestamp_ntz`` without a zone.
+
+    Raises:
+        DeltaOpsError: columns (at any depth) whose Spark types have no Delta type, all
+            named in one line (`where`, the table, leads it).
+    """
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    refused = [
+        f"{path} ({kind.simpleString()})"
+        for field in schema.fields
+        for path, kind in _unwritable(field.dataType, field.name)
+    ]
+    if refused:
+        raise DeltaOpsError(
+            f"{where + ': ' if where else ''}{_columns(refused, 'have', 'has')} no Delta type "
+            "that delta-ops writes (intervals and void have none; variant needs the "
+            "variantType feature); cast or drop them"
+        )
     return to_arrow_schema(schema, timezone="UTC")
+
+
+def _columns(described: Sequence[str], plural: str = "do", singular: str = "does") -> str:
+    """`column a (...) does` or `columns a (...), b (...) do`."""
+    if len(described) == 1:
+        return f"column {described[0]} {singular}"
+    return f"columns {', '.join(described)} {plural}"
+
+
+def _unwritable(kind: SparkDataType, path: str) -> Iterator[tuple[str, SparkDataType]]:
+    """The paths (and types) under `path` whose Spark type no Delta type holds."""
+    from pyspark.sql import types as T
+
+    if isinstance(kind, T.StructType):
+        for field in kind.fields:
+            yield from _unwritable(field.dataType, f"{path}.{field.name}")
+    elif isinstance(kind, T.ArrayType):
+        yield from _unwritable(kind.elementType, f"{path}[]")
+    elif isinstance(kind, T.MapType):
+        yield from _unwritable(kind.keyType, f"{path}.key")
+        yield from _unwritable(kind.valueType, f"{path}.value")
+    elif not isinstance(kind, _delta_atomic_types()):
+        yield path, kind
+
+
+def _delta_atomic_types() -> tuple[type, ...]:
+    """Spark's atomic types that have a Delta type (char and varchar are strings)."""
+    from pyspark.sql import types as T
+
+    return (
+        T.BooleanType,
+        T.ByteType,
+        T.ShortType,
+        T.IntegerType,
+        T.LongType,
+        T.FloatType,
+        T.DoubleType,
+        T.DecimalType,
+        T.StringType,
+        T.CharType,
+        T.VarcharType,
+        T.BinaryType,
+        T.DateType,
+        T.TimestampType,
+        T.TimestampNTZType,
+    )
 
 
 # ------------------------------------------------------------------------------ staging
@@ -317,13 +470,19 @@ def _is_hidden(name: str) -> bool:
 
 
 def staged_files(
-    storage: Storage, staging: str, partition_columns: Sequence[str]
+    storage: Storage,
+    staging: str,
+    partition_columns: Sequence[str],
+    timestamp_columns: Collection[str] = (),
 ) -> list[StagedFile]:
     """The data files Spark wrote under `staging` (table-relative), with their final paths
     and partition values.
 
     Hidden names (``_SUCCESS``, ``.part-*.crc``, ``_temporary``) are skipped; any other file
-    outside the expected ``col=value/`` layout is an error, never a guess.
+    outside the expected ``col=value/`` layout is an error, never a guess. Partition columns
+    in `timestamp_columns` were written as epoch microseconds: their values become the
+    protocol's UTC text (``2026-11-01 08:30:00.000000``), and their directories are named
+    by it.
     """
     out = []
     for entry in storage.list_tree(staging):
@@ -338,8 +497,26 @@ def staged_files(
             raise DeltaOpsError(
                 f"unexpected file {path} in Spark's output: expected {'/'.join(c + '=...' for c in partition_columns) or 'no'} partition directories"
             )
+        for column in timestamp_columns:
+            values[column] = _micros_to_partition_value(values[column], path)
+        directories = [
+            partition_directory([c], values) if c in timestamp_columns else d
+            for c, d in zip(partition_columns, directories, strict=True)
+        ]
         out.append(StagedFile(path, posixpath.join(*directories, name), values))
     return out
+
+
+def _micros_to_partition_value(micros: str | None, path: str) -> str | None:
+    """A timestamp partition value written as epoch microseconds, as the protocol's UTC text."""
+    if micros is None:
+        return None
+    try:
+        return partition_value_string(_EPOCH + dt.timedelta(microseconds=int(micros)))
+    except (ValueError, OverflowError):
+        raise DeltaOpsError(
+            f"{path}: timestamp partition value {micros} (microseconds) is outside years 1-9999"
+        ) from None
 
 
 def _partition_values(

@@ -368,26 +368,43 @@ def _as_type(
     values: pa.Array | pa.ChunkedArray, typ: pa.DataType, name: str
 ) -> pa.Array | pa.ChunkedArray:
     """`values` as `typ`. Structs are rebuilt field by field in order, so logical nested names
-    become physical ones; everything else is cast."""
+    become physical ones, also inside arrays and maps (a cast matches struct fields by name,
+    so it would turn every renamed field into nulls); everything else is cast."""
     if values.type == typ:
         return values
-    if pa.types.is_struct(typ) and pa.types.is_struct(values.type):
-        array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if array.offset and pa.types.is_nested(array.type):  # rebuilt below from offsets
+        array = array.take(pa.array(range(len(array)), pa.int64()))
+    mask = pc.is_null(array) if array.null_count else None
+    if pa.types.is_struct(typ) and pa.types.is_struct(array.type):
         assert isinstance(array, pa.StructArray)
         if array.type.num_fields == typ.num_fields:
             children = [
                 _as_type(array.field(i), typ.field(i).type, f"{name}.{typ.field(i).name}")
                 for i in range(typ.num_fields)
             ]
-            return pa.StructArray.from_arrays(
-                children, fields=list(typ), mask=pc.is_null(array) if array.null_count else None
-            )
+            return pa.StructArray.from_arrays(children, fields=list(typ), mask=mask)
+    if _is_list(typ) and _is_list(array.type):
+        assert isinstance(array, pa.ListArray | pa.LargeListArray)
+        elements = _as_type(array.values, typ.value_type, f"{name}[]")
+        rebuilt: pa.Array = type(array).from_arrays(array.offsets, elements, mask=mask)
+        return rebuilt.cast(typ)
+    if pa.types.is_map(typ) and pa.types.is_map(array.type):
+        assert isinstance(array, pa.MapArray)
+        keys = _as_type(array.keys, typ.key_type, f"{name}.key")
+        items = _as_type(array.items, typ.item_type, f"{name}.value")
+        rebuilt = pa.MapArray.from_arrays(array.offsets, keys, items, mask=mask)
+        return rebuilt.cast(typ)
     try:
         return values.cast(typ)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise DeltaOpsError(
             f"column {name}: the data holds {values.type}, the table says {typ}: {exc}"
         ) from exc
+
+
+def _is_list(typ: pa.DataType) -> bool:
+    return bool(pa.types.is_list(typ) or pa.types.is_large_list(typ))
 
 
 def _check_columns_exist(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import math
 import posixpath
 import time
 import uuid
@@ -29,7 +30,6 @@ from typing import Any, BinaryIO
 from urllib.parse import quote
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops.errors import ConcurrentModification, DeltaOpsError, NotADeltaTable
@@ -46,7 +46,12 @@ from delta_ops.storage import Location, Storage
 from delta_ops.table.remove_lines import EncodedRemoves, encode_removes
 from delta_ops.table.snapshot import Snapshot, load_snapshot
 from delta_ops.table.transaction import CommitResult, Transaction, WinningCommit
-from delta_ops.table.write_target import WriteTarget, resolve_write_target, to_file_table
+from delta_ops.table.write_target import (
+    WriteTarget,
+    check_not_null,
+    resolve_write_target,
+    to_file_table,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -265,11 +270,17 @@ def _removes_of_live_files(
 
 
 def partition_value_string(value: Any) -> str | None:
-    """The protocol's string serialization of a partition value."""
+    """The protocol's string serialization of a partition value. An empty string is null (the
+    protocol reads ``""`` as null for every type, and Spark writes it as null); non-finite
+    floats are spelled as Spark spells them (``NaN``, ``Infinity``, ``-Infinity``)."""
     if value is None:
+        return None
+    if isinstance(value, str | bytes) and not value:
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
             value = value.astimezone(dt.UTC).replace(tzinfo=None)
@@ -346,43 +357,53 @@ def write_data_files(
 ) -> list[DataFile]:
     """Write `data` as parquet files inside the table, one per partition value set, laid out
     as `target` says (not yet committed: pass the result to :func:`commit_data_files`).
-    `task` numbers the file names of parallel writers (a Spark task's partition id)."""
+    `task` numbers the file names of parallel writers (a Spark task's partition id).
+
+    The rows are checked (NOT NULL columns) before any file is written; if writing fails
+    part-way, the files this call wrote are deleted again before the error propagates."""
+    check_not_null(data, target)
     by_lower = {c.lower(): c for c in data.column_names}
     partition_by = [by_lower[c.lower()] for c in target.partition_columns]
     file_keys = [target.file_name(c) for c in target.partition_columns]
     files: list[DataFile] = []
-    for values, rows in _partition_groups(data, partition_by):
-        in_log = {key: values[column] for key, column in zip(file_keys, partition_by)}
-        directory = partition_directory(file_keys, in_log)
-        name = f"part-{task:05d}-{uuid.uuid4()}.c000.snappy.parquet"
-        relative = f"{directory}/{name}" if directory else name
-        storage.create_new(storage.join(relative), _parquet_writer(to_file_table(rows, target)))
-        files.append(DataFile(relative, in_log))
+    try:
+        for values, rows in _partition_groups(data, partition_by):
+            in_log = {key: values[column] for key, column in zip(file_keys, partition_by)}
+            directory = partition_directory(file_keys, in_log)
+            name = f"part-{task:05d}-{uuid.uuid4()}.c000.snappy.parquet"
+            relative = f"{directory}/{name}" if directory else name
+            content = _parquet_writer(to_file_table(rows, target))
+            storage.create_new(storage.join(relative), content)
+            files.append(DataFile(relative, in_log))
+    except BaseException:
+        written = [f.relative_path for f in files]
+        storage.delete([storage.join(p) for p in written])
+        _remove_empty_partition_dirs(storage, written)
+        raise
     return files
 
 
 def _partition_groups(
     data: pa.Table, partition_by: Sequence[str]
 ) -> list[tuple[dict[str, str | None], pa.Table]]:
+    """The rows of each partition value set, every row in exactly one group: grouped by the
+    values themselves (a NaN key holds the NaN rows; 0.0 and -0.0 are two keys), not found
+    again by comparing values, which drops NaN rows and copies -0.0 rows into 0.0's group."""
     if not partition_by:
         return [({}, data)]
-    keys = data.select(list(partition_by)).group_by(list(partition_by)).aggregate([]).to_pylist()
-    groups = []
-    for key in keys:
-        mask = None
-        for col in partition_by:
-            value = key[col]
-            cond = (
-                pc.is_null(data.column(col))
-                if value is None
-                else pc.equal(data.column(col), pa.scalar(value, data.schema.field(col).type))
-            )
-            cond = pc.fill_null(cond, False)
-            mask = cond if mask is None else pc.and_(mask, cond)
-        groups.append(
-            ({c: partition_value_string(key[c]) for c in partition_by}, data.filter(mask))
-        )
-    return groups
+    row = "row"
+    while row in partition_by:
+        row += "_"
+    keyed = data.select(list(partition_by)).append_column(
+        row, pa.array(range(data.num_rows), pa.int64())
+    )
+    grouped = keyed.group_by(list(partition_by), use_threads=False).aggregate([(row, "list")])
+    keys = grouped.select(list(partition_by)).to_pylist()
+    rows = grouped.column(f"{row}_list").to_pylist()
+    return [
+        ({c: partition_value_string(key[c]) for c in partition_by}, data.take(pa.array(indices)))
+        for key, indices in zip(keys, rows, strict=True)
+    ]
 
 
 def discard_uncommitted(storage: Storage, relative_paths: Sequence[str]) -> None:
