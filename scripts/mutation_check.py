@@ -48,6 +48,7 @@ class Mutant:
 
 
 MUTANTS = (
+    # ---- written with the suite's widening (issue 27), which aimed at each of these
     Mutant(
         "vacuum-retention-a-day-short",
         "delta_ops/ops/vacuum.py",
@@ -113,6 +114,37 @@ MUTANTS = (
         "delta_ops/table/transaction.py",
         '"timestamp": in_commit_timestamp or clock.now_ms(),',
         '"timestamp": in_commit_timestamp or int(time.time() * 1000),',
+    ),
+    # ---- written after the suite was done, none of them aimed at by a step of it
+    Mutant(
+        "checkpoint-drops-every-tombstone",
+        "delta_ops/log/checkpoint_content.py",
+        "    return tombstones.filter(pc.greater(deleted_at, cutoff_ms))\n",
+        "    return tombstones.filter(pc.greater(deleted_at, 2**62))\n",
+    ),
+    Mutant(
+        "commit-times-not-monotonic",
+        "delta_ops/table/commit_times.py",
+        "        if previous is not None and stamp <= previous:\n            stamp = previous + 1\n",
+        "",
+    ),
+    Mutant(
+        "cleanup-expiry-one-day-late-is-early",
+        "delta_ops/ops/cleanup.py",
+        "            return adjusted_mtime <= cutoff_ms\n",
+        "            return adjusted_mtime <= cutoff_ms + 86_400_000\n",
+    ),
+    Mutant(
+        "version-at-one-too-new",
+        "delta_ops/table/commit_times.py",
+        "            if stamp > timestamp_ms:\n                break\n            best = version\n",
+        "            best = version\n            if stamp > timestamp_ms:\n                break\n",
+    ),
+    Mutant(
+        "vacuum-lite-ignores-protection",
+        "delta_ops/ops/vacuum.py",
+        "            snapshot, delete_before, latest_outside, protected_set, tombstone_paths\n",
+        "            snapshot, delete_before, latest_outside, set(), tombstone_paths\n",
     ),
 )
 
