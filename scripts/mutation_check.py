@@ -146,6 +146,70 @@ MUTANTS = (
         "            snapshot, delete_before, latest_outside, protected_set, tombstone_paths\n",
         "            snapshot, delete_before, latest_outside, set(), tombstone_paths\n",
     ),
+    # ---- written with the crash sweep's widening (issue 27.d): the local storage path (temp
+    # file + link or replace), what a crash or an I/O error there leaves, and the cutoffs
+    Mutant(
+        "local-hint-written-in-place",
+        "delta_ops/storage/table_storage.py",
+        "            with _staged_local(path, lambda f: f.write(data)) as tmp:\n"
+        "                os.replace(tmp, path)\n",
+        '            with open(path, "wb") as f:\n                f.write(data)\n',
+    ),
+    Mutant(
+        "local-commit-written-in-place",
+        "delta_ops/storage/table_storage.py",
+        "            with _staged_local(path, lambda f: f.write(data)) as tmp:\n"
+        "                try:\n"
+        "                    os.link(tmp, path)\n"
+        "                    return True\n",
+        "            with _staged_local(path, lambda f: f.write(data)) as tmp:\n"
+        "                try:\n"
+        '                    with open(path, "xb") as f:\n'
+        "                        f.write(data)\n"
+        "                    return True\n",
+    ),
+    Mutant(
+        "local-checkpoint-and-data-written-in-place",
+        "delta_ops/storage/table_storage.py",
+        "            with _staged_local(path, write) as tmp:\n"
+        "                size = os.path.getsize(tmp)\n",
+        "            try:\n"
+        '                with open(path, "xb") as f:\n'
+        "                    write(f)\n"
+        "                return True, os.path.getsize(path)\n"
+        "            except FileExistsError:\n"
+        "                return False, 0\n"
+        "            with _staged_local(path, write) as tmp:\n"
+        "                size = os.path.getsize(tmp)\n",
+    ),
+    Mutant(
+        "local-tree-listing-skips-unreadable-directories",
+        "delta_ops/storage/table_storage.py",
+        "os.walk(top, onerror=_raise_unless_gone)",
+        "os.walk(top)",
+    ),
+    Mutant(
+        "checkpoint-hint-before-the-parts",
+        "delta_ops/ops/checkpoint.py",
+        "    files = checkpoint_files(plan)\n",
+        "    files = checkpoint_files(plan)\n"
+        '    _update_last_checkpoint(storage, plan.version, {"version": plan.version,'
+        ' "size": plan.state.num_actions})\n',
+    ),
+    Mutant(
+        "rewrite-deletes-the-files-it-replaced",
+        "delta_ops/ops/rewrite.py",
+        "            return txn.commit().version\n",
+        "            version = txn.commit().version\n"
+        "            self.storage.delete([self.storage.table_path(p) for p in removes.paths])\n"
+        "            return version\n",
+    ),
+    Mutant(
+        "cleanup-cutoff-a-day-late",
+        "delta_ops/ops/cleanup.py",
+        "    cutoff = truncate_to_utc_day(now_ms - retention)\n",
+        "    cutoff = truncate_to_utc_day(now_ms - retention) + 86_400_000\n",
+    ),
 )
 
 

@@ -1,49 +1,87 @@
-"""Crash injection at every storage write of every op (issue 11).
+"""Crash and I/O fault injection at every storage call of every op (issues 11 and 27.d).
 
-For each operation the sweep first runs it once on a pristine copy of a real history, counting
-its writes (a `faultyfile://` filesystem, tests/faults.py). Then, for every write k and both
-moments (`before` it reaches the disk, `after` it is durable but unacknowledged, as a process
-killed right after a PUT), it runs the op on a fresh copy, crashing at write k, and checks:
+The history (`history`) is Delta Spark's deletion-vector table plus writes by `deltalake`,
+dated so that old history (40 days) is past every retention and recent history inside them:
+unexpired tombstones (one with a deletion vector), DV files only expired tombstones name, old
+and young orphans, stale and running leftovers of crashed writes. What an op promises comes
+from those dates alone (`History.inside`): the versions younger than the retention it uses
+(vacuum: the file retention; cleanup: the log retention; the ops that delete nothing: every
+version), plus the one time travel to the window's start reads.
 
-1. the table still reads: every version the op promises to keep reads back with the rows it
-   had (`deltalake`), and our own snapshot loads;
-2. running the op again (no faults) finishes the work: the end state equals an uncrashed run's.
+Each op runs once uncrashed on each storage path, counting its writes, reads and listings; then
+for each fault point it runs on a fresh copy with that fault:
 
-A few real `kill -9`s of the CLI at sampled moments complete the picture.
+* the fsspec path (`faultyfile://`): a crash before or after the k-th write;
+* the local path users take (`local_faults`: temp file + link or replace, unlink, rmdir): a
+  crash before or after the k-th write, or a torn write (a prefix of a temp file's bytes);
+* the local path: the k-th read or directory listing failing with EIO (a listing at once or
+  after half of its entries).
+
+After the fault, and again after a re-run without faults, every promised version reads back
+with its rows in `deltalake` (the latest in DuckDB too), our snapshot loads, no visible log file
+is torn and the files every op must keep are there; after the re-run the end state equals the
+uncrashed run's and the files the op must delete are gone.
+
+CI sweeps a deterministic sample of the fault points (`_points`: a point of every kind of
+write, read or listing first); ``make soak`` (HYPOTHESIS_PROFILE=soak) or CRASH_SWEEP=full
+sweeps all of them. Real `kill -9`s of the CLI, and crashes of purge and compaction on the
+Spark table as it is, complete the picture.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, PostCommitHookProperties, write_deltalake
 
-from delta_ops.ops.checkpoint import checkpoint
+from delta_ops.clock import fixed_wall_clock
+from delta_ops.errors import CheckpointInProgress
+from delta_ops.ops.checkpoint import IN_PROGRESS_GRACE_MS, checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.compact import execute_compact, plan_compact
 from delta_ops.ops.purge import execute_purge, plan_purge
 from delta_ops.ops.row_tracking import execute_enable_row_tracking, plan_enable_row_tracking
 from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
 from delta_ops.table.snapshot import load_snapshot
-from tests.faults import FaultPlan, InjectedCrash, faulty_options, faulty_url
-from tests.support import REPO, copy_fixture, deltalake_rows, duckdb_rows
+from tests.faults import (
+    LISTING_FAULTS,
+    WHEN,
+    FaultPlan,
+    InjectedCrash,
+    InjectedIOError,
+    faulty_options,
+    faulty_url,
+    local_faults,
+)
+from tests.support import (
+    REPO,
+    _row_key,
+    copy_fixture,
+    deltalake_rows,
+    duckdb_connection,
+    duckdb_rows,
+)
 
 # deltalake is only the independent writer here: no checkpoints or log cleanup of its own
 NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
-DAY = 86_400_000
-AGE_DAYS = 40  # the history is this old: everything past every default retention
-WEEK = 7 * DAY
+HOUR = 3_600_000
+DAY = 24 * HOUR
+AGE_DAYS = 40  # old history is this old: past every default retention
 
 
 def _now() -> int:
@@ -81,7 +119,7 @@ def _date_everything(path: Path, when_ms: int) -> None:
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real history by `deltalake`: appends, a delete, an overwrite, more appends, an
+    """The `kill -9` tests' table, a real history by `deltalake`: appends, a delete, an overwrite, more appends, an
     orphan, all of it 40 days old; then our checkpoint of version 3 (which drops the expired
     tombstones, as checkpoints do) and one fresh append."""
     path = tmp_path_factory.mktemp("pristine") / "t"
@@ -108,95 +146,606 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-# Each op: how to run it on a URL with storage options, which versions it must keep readable
-# (given the pristine table's latest version), and its end state.
-Op = Callable[[str, dict[str, Any] | None], Any]
+# ------------------------------------------------------------------ the rich history (27.d)
+#: a real table by Delta Spark: 15 live files in 10 partitions, deletion vectors updated
+#: over 16 commits (older DVs referenced only by tombstones), a checkpoint at version 10
+DV_FIXTURE = "delta-spark/dv-partitioned-with-checkpoint"
+LOG_RETENTION = 30 * DAY  # the table property defaults: delta.logRetentionDuration
+FILE_RETENTION = 7 * DAY  # ... and delta.deletedFileRetentionDuration
+FORCED_RETENTION = 0  # a forced vacuum that keeps only what the in-flight grace keeps
 
 
-def _cleanup(url: str, so: dict[str, Any] | None) -> Any:
-    return execute_cleanup(plan_cleanup(load_snapshot(url, storage_options=so), _now()))
+@dataclass(frozen=True)
+class History:
+    """The pristine table and what the sweep knows of it independently of delta-ops: when
+    each version was committed (set by the builder), its rows (read by `deltalake`), the
+    untracked files every op must keep and the files each op must delete."""
+
+    path: Path
+    now: int  # the moment every op runs "as of" (a past --now is honoured)
+    times: dict[int, int]
+    rows: dict[int, list[dict[str, Any]]]
+    keep: tuple[str, ...]  # young orphans, a running write's staging folder, a young temp file
+    gone: dict[str, tuple[str, ...]]  # op -> files that op deletes (and need not keep)
+
+    @property
+    def latest(self) -> int:
+        return max(self.times)
+
+    def version_at(self, when_ms: int) -> int | None:
+        """The version time travel to `when_ms` reads: the newest committed at or before it."""
+        return max((v for v, t in self.times.items() if t <= when_ms), default=None)
+
+    def inside(self, retention_ms: int) -> list[int]:
+        """Versions younger than the retention, and the one time travel to its start reads."""
+        start = self.now - retention_ms
+        young = {v for v, t in self.times.items() if t > start}
+        at_start = self.version_at(start)
+        return sorted(young | ({at_start} if at_start is not None else set()))
 
 
-def _vacuum(mode: str) -> Op:
-    def run(url: str, so: dict[str, Any] | None) -> Any:
+def _set_mtime(path: Path, when_ms: int) -> None:
+    os.utime(path, ns=(when_ms * 1_000_000, when_ms * 1_000_000))
+
+
+def _date_commit(path: Path, version: int, when_ms: int) -> None:
+    """Commit `version` written at `when_ms`: the times inside it and its file's mtime."""
+    commit = path / "_delta_log" / f"{version:020d}.json"
+    actions = [json.loads(x) for x in commit.read_text().splitlines() if x.strip()]
+    for a in actions:
+        for kind, key in (
+            ("commitInfo", "timestamp"),
+            ("remove", "deletionTimestamp"),
+            ("add", "modificationTime"),
+        ):
+            if kind in a:
+                a[kind][key] = when_ms
+    commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    _set_mtime(commit, when_ms)
+
+
+def _commit_times(now: int) -> dict[int, int]:
+    """Old history (40 days, past every default retention), one version just inside the log
+    retention but before the next UTC midnight after its start (a cleanup cutoff a day late
+    would take it), history between the two retentions, then inside the file retention: the
+    first version there half a day inside (a vacuum window a day short would take the file it
+    removed, which the version before it, the window's start, reads)."""
+    log_start = now - LOG_RETENTION
+    next_midnight = (log_start // DAY + 1) * DAY
+    times = {v: now - AGE_DAYS * DAY + v * 1000 for v in range(9)}
+    times[9] = log_start + max(1, (next_midnight - log_start) // 2)
+    ages = {10: 20 * DAY, 11: 12 * DAY, 12: 10 * DAY, 13: FILE_RETENTION - 12 * HOUR}
+    ages |= {14: 3 * DAY, 15: 2 * DAY, 16: DAY, 17: 2 * HOUR}
+    times |= {v: now - age for v, age in ages.items()}
+    return times
+
+
+def _untracked(path: Path, relative: str, when_ms: int, data: bytes = b"untracked") -> str:
+    target = path / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    _set_mtime(target, when_ms)
+    return relative
+
+
+def _dv_file(descriptor: dict[str, Any]) -> str:
+    from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor
+
+    relative = DeletionVectorDescriptor.from_dict(descriptor).relative_path()
+    assert relative is not None
+    return relative
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
+    """Delta Spark's DV table (versions 0-15: deletion vectors written, replaced and
+    removed), then an overwrite of one partition and an append by `deltalake` (16, 17), all
+    dated (`_commit_times`): versions 0-8 forty days ago, 9 just inside the log retention,
+    10-12 between the file and the log retention, 13-17 inside both (13-16 remove files:
+    unexpired tombstones, one with a deletion vector). Data and DV files all look forty days
+    old (a restored copy): only the log may protect them. Our checkpoints of versions 5 and
+    15 join Spark's of version 10; the one of 15, written then, dropped the tombstones past
+    the table's file retention (11 and 12's) that a 30-day vacuum's window still needs.
+
+    Untracked files: old orphans (a data file, a DV file, a file alone in its directory, an
+    empty directory), a Spark staging folder of a dead write and a stale temporary log file
+    (all go, and the directories they leave empty); orphans younger than the in-flight grace
+    (which alone keeps them from a forced vacuum with retention 0), a young temporary log file
+    and the staging folder of a running write (one old file, one young) (all stay); an orphan
+    an hour old (only the forced vacuum takes it).
+    """
+    path = copy_fixture(DV_FIXTURE, tmp_path_factory.mktemp("rich"))
+    for crc in (path / "_delta_log").glob(".*crc"):
+        crc.unlink()  # Hadoop checksums of the commits we are about to re-date
+    part1 = pa.table(
+        {
+            "part": pa.array([1, 1, 1], pa.int32()),
+            "col1": pa.array([1000, 1001, 1002], pa.int32()),
+            "col2": pa.array(["x", "y", "z"]),
+        }
+    )
+    write_deltalake(
+        str(path),
+        part1,
+        mode="overwrite",
+        predicate="part = 1",
+        post_commithook_properties=NO_HOOKS,
+    )
+    extra = pa.table(
+        {
+            "part": pa.array([3, 10], pa.int32()),
+            "col1": pa.array([2000, 2001], pa.int32()),
+            "col2": pa.array(["p", "q"]),
+        }
+    )
+    write_deltalake(str(path), extra, mode="append", post_commithook_properties=NO_HOOKS)
+
+    now = _now()
+    times = _commit_times(now)
+    assert max(times) == DeltaTable(str(path)).version()
+    old = now - AGE_DAYS * DAY
+    dv_owners: dict[str, set[str]] = {}  # DV file -> "add" / "remove" of the actions naming it
+    for version, when in times.items():
+        _date_commit(path, version, when)
+        for line in (path / "_delta_log" / f"{version:020d}.json").read_text().splitlines():
+            action = json.loads(line)
+            for kind in ("add", "remove"):
+                dv = action.get(kind, {}).get("deletionVector")
+                if dv and dv["storageType"] == "u":
+                    dv_owners.setdefault(_dv_file(dv), set()).add(kind)
+    for file in path.rglob("*"):
+        if file.is_file() and "_delta_log" not in file.parts:
+            _set_mtime(file, old)
+    for version in (5, 15):
+        with fixed_wall_clock(times[version] + 500, all_threads=True):
+            checkpoint(path, version=version)
+    for version in (5, 10, 15):
+        for name in path.glob(f"_delta_log/{version:020d}.checkpoint*"):
+            _set_mtime(name, times[version] + 500)
+    assert json.loads((path / "_delta_log" / "_last_checkpoint").read_text())["version"] == 15
+    _set_mtime(path / "_delta_log" / "_last_checkpoint", times[15] + 600)
+
+    young = now - 10_000
+    tmp = "_delta_log/.{:020d}.json.{}.tmp"
+    an_hour_old = _untracked(path, "part=5/part-77778-an-hour-old.snappy.parquet", now - HOUR)
+    keep = (
+        an_hour_old,  # inside every retention but the forced vacuum's
+        _untracked(path, "part=7/part-77777-in-flight.snappy.parquet", young),
+        _untracked(path, "deletion_vector_7d9a2a0c-0000-4000-8000-00000000aaaa.bin", young),
+        _untracked(path, tmp.format(18, "a" * 32), young),
+        _untracked(path, "_delta_ops_staging/running/part=0/part-0.parquet", old),
+        _untracked(path, "_delta_ops_staging/running/part=1/part-1.parquet", young),
+    )
+    orphans = (
+        _untracked(path, "part=3/part-66666-orphan.snappy.parquet", old),
+        _untracked(path, "deletion_vector_7d9a2a0c-0000-4000-8000-00000000bbbb.bin", old),
+        _untracked(path, "part=11/part-66667-alone.snappy.parquet", old),
+    )
+    (path / "part=12").mkdir()
+    _set_mtime(path / "part=12", old)
+    leftovers = (
+        _untracked(path, tmp.format(18, "b" * 32), old),
+        _untracked(path, "_delta_ops_staging/dead/part=0/part-0.parquet", old),
+    )
+    # DV files only tombstones ever named (never the DV of a version inside a window: 13
+    # removed its file with a DV, and that DV, like the ones live files carry, must stay)
+    expired_dvs = tuple(sorted(f for f, kinds in dv_owners.items() if kinds == {"add", "remove"}))
+    inside_dvs = {
+        _dv_file(a["remove"]["deletionVector"])
+        for v in (13, 14, 15, 16)
+        for a in map(json.loads, (path / "_delta_log" / f"{v:020d}.json").read_text().splitlines())
+        if a.get("remove", {}).get("deletionVector")
+    }
+    expired_dvs = tuple(f for f in expired_dvs if f not in inside_dvs)
+    assert len(expired_dvs) >= 5 and inside_dvs, (expired_dvs, inside_dvs)
+    emptied = ("part=11", "part=12")  # directories left empty
+    gone = {
+        "vacuum-full": orphans + leftovers + expired_dvs + emptied,
+        "vacuum-lite": leftovers + expired_dvs,
+        "vacuum-forced": orphans + leftovers + expired_dvs + emptied + (an_hour_old,),
+        "vacuum-30-days": orphans + leftovers + emptied,
+        "cleanup": tuple(f"_delta_log/{v:020d}.json" for v in range(5)),
+    }
+    rows = {v: deltalake_rows(path, version=v) for v in times}
+    before = _fingerprint(path)
+    yield History(path, now, times, rows, keep, gone)
+    assert _fingerprint(path) == before, "a sweep changed the pristine table's files"
+
+
+# ------------------------------------------------------------------ the operations
+@dataclass(frozen=True)
+class Op:
+    """How to run an op (on a location with storage options, as of a time) and which
+    versions it promises to keep readable."""
+
+    run: Callable[[str, dict[str, Any] | None, int], Any]
+    promised: Callable[[History], list[int]]
+
+
+def _every_version(h: History) -> list[int]:
+    """Checkpoints, row tracking, purge and compaction delete no data and no log: every
+    version whose log is present stays readable."""
+    return sorted(h.times)
+
+
+def _cleanup(url: str, so: dict[str, Any] | None, now: int) -> Any:
+    """A cleanup "as of" next month: clamped to the wall clock, it deletes what one now would."""
+    return execute_cleanup(plan_cleanup(load_snapshot(url, storage_options=so), now + 30 * DAY))
+
+
+def _vacuum(mode: str, retention_ms: int | None = None, ahead_ms: int = 0) -> Callable[..., Any]:
+    def run(url: str, so: dict[str, Any] | None, now: int) -> Any:
         snapshot = load_snapshot(url, storage_options=so)
-        return execute_vacuum(plan_vacuum(snapshot, _now(), mode=mode))
+        plan = plan_vacuum(
+            snapshot,
+            now + ahead_ms,
+            mode=mode,
+            retention_ms=retention_ms,
+            force=retention_ms is not None,
+        )
+        return execute_vacuum(plan)
 
     return run
 
 
-def _row_tracking(url: str, so: dict[str, Any] | None) -> Any:
+def _row_tracking(url: str, so: dict[str, Any] | None, now: int) -> Any:
     return execute_enable_row_tracking(
-        plan_enable_row_tracking(load_snapshot(url, storage_options=so), batch_files=2)
+        plan_enable_row_tracking(load_snapshot(url, storage_options=so), batch_files=4)
     )
 
 
+def _purge(url: str, so: dict[str, Any] | None, now: int = 0) -> Any:
+    return execute_purge(plan_purge(load_snapshot(url, storage_options=so)))
+
+
+def _compact(url: str, so: dict[str, Any] | None, now: int = 0) -> Any:
+    return execute_compact(plan_compact(load_snapshot(url, storage_options=so)))
+
+
 OPS: dict[str, Op] = {
-    "checkpoint": lambda url, so: checkpoint(url, storage_options=so),
+    "checkpoint": Op(lambda url, so, now: checkpoint(url, storage_options=so), _every_version),
     # the re-run finds the crashed run's young parts: it would wait up to 30 s for them to
     # complete before writing the rest (tests/test_checkpoint_races.py); here it does not wait
-    "checkpoint-3-parts": lambda url, so: checkpoint(url, parts=3, storage_options=so, wait_ms=0),
-    "cleanup": _cleanup,
-    "vacuum-full": _vacuum("full"),
-    "vacuum-lite": _vacuum("lite"),
-    "enable-row-tracking": _row_tracking,
+    "checkpoint-3-parts": Op(
+        lambda url, so, now: checkpoint(url, parts=3, storage_options=so, wait_ms=0),
+        _every_version,
+    ),
+    "cleanup": Op(_cleanup, lambda h: h.inside(LOG_RETENTION)),
+    "vacuum-full": Op(_vacuum("full"), lambda h: h.inside(FILE_RETENTION)),
+    # "as of" next month: clamped to the wall clock, it deletes what a vacuum now would
+    "vacuum-lite": Op(_vacuum("lite", ahead_ms=30 * DAY), lambda h: h.inside(FILE_RETENTION)),
+    "vacuum-forced": Op(_vacuum("full", FORCED_RETENTION), lambda h: h.inside(FORCED_RETENTION)),
+    # longer than the table's retention: the tombstones our checkpoint of 15 dropped are needed
+    "vacuum-30-days": Op(_vacuum("full", LOG_RETENTION), lambda h: h.inside(LOG_RETENTION)),
+    "enable-row-tracking": Op(_row_tracking, _every_version),
+    "purge": Op(_purge, _every_version),
+    "compact": Op(_compact, _every_version),
 }
 
 
+def _run(op: str, location: str, storage_options: dict[str, Any] | None, h: History) -> Any:
+    """Run `op` at the history's "now", with the wall clock standing there too (in every
+    thread): ages stay what the history says however long the sweep takes."""
+    with fixed_wall_clock(h.now, all_threads=True):
+        return OPS[op].run(location, storage_options, h.now)
+
+
 def _end_state(path: Path, op: str) -> Any:
+    """What a finished run of `op` leaves (compared between a re-run and an uncrashed run)."""
     snapshot = load_snapshot(path)
+    rows = deltalake_rows(path)
     if op.startswith("checkpoint"):
         hint = json.loads((path / "_delta_log" / "_last_checkpoint").read_text())
-        return snapshot.segment.checkpoint_version, hint["version"], _rows(path)
+        return snapshot.segment.checkpoint_version, hint["version"], rows
     if op == "cleanup":
-        return sorted(p.name for p in (path / "_delta_log").glob("*.json")), _rows(path)
+        return sorted(p.name for p in (path / "_delta_log").glob("*.json")), rows
     if op.startswith("vacuum"):
         data = sorted(
-            str(p.relative_to(path)) for p in path.rglob("*.parquet") if "_delta_log" not in p.parts
+            str(p.relative_to(path))
+            for p in path.rglob("*")
+            if p.is_file() and "_delta_log" not in p.parts
         )
-        return data, _rows(path)
+        return data, rows
+    if op in ("purge", "compact"):
+        files = snapshot.file_index
+        with_dv = files.num_rows - files.column("deletionVector").null_count
+        return files.num_rows, with_dv, rows
     ids = snapshot.files.column("baseRowId").to_pylist()
-    return snapshot.properties.enable_row_tracking, None not in ids, _rows(path)
+    return snapshot.properties.enable_row_tracking, None not in ids, rows
 
 
-def _copy(pristine: Path, dest: Path) -> Path:
-    shutil.copytree(pristine, dest, copy_function=shutil.copy2)
+def _copy(source: Path, dest: Path) -> Path:
+    shutil.copytree(source, dest, copy_function=shutil.copy2, symlinks=True)
     return dest
 
 
-def _promised(pristine: Path) -> dict[int, list[tuple[Any, ...]]]:
-    """Versions every op here keeps readable: the latest (everything older is 40 days old,
-    outside the default retentions, so vacuum and cleanup may drop it)."""
-    latest = DeltaTable(str(pristine)).version()
-    return {latest: _rows(pristine, latest)}
+def _link_copy(source: Path, dest: Path) -> Path:
+    """A copy of a table whose `_delta_log` is copied and whose other files are hard links
+    (a tenth of the cost): nothing rewrites a data file in place (every write goes to a new
+    name, through a temp file), and `history` checks at the end that the pristine files
+    are untouched."""
+
+    def copy(src: str, dst: str) -> None:
+        if f"{os.sep}_delta_log{os.sep}" in os.path.relpath(src, source.parent):
+            shutil.copy2(src, dst)
+        else:
+            os.link(src, dst)
+
+    shutil.copytree(source, dest, copy_function=copy, symlinks=True)
+    return dest
+
+
+def _fingerprint(path: Path) -> dict[str, tuple[int, int]]:
+    """Size and mtime of every file under `path`."""
+    return {
+        str(f.relative_to(path)): (f.stat().st_size, f.stat().st_mtime_ns)
+        for f in path.rglob("*")
+        if f.is_file()
+    }
+
+
+# ------------------------------------------------------------------ the checks
+@functools.cache
+def _duckdb() -> Any:
+    """One DuckDB connection for the sweep (loading the delta extension takes most of a
+    second; a scan reads the log afresh every time)."""
+    return duckdb_connection()
+
+
+def _duckdb_rows(path: Path) -> list[dict[str, Any]]:
+    data = _duckdb().sql(f"SELECT * FROM delta_scan('{path}')").to_arrow_table()
+    return sorted(data.to_pylist(), key=_row_key)
+
+
+_MULTI_PART = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
+
+
+def _log_files_whole(table: Path) -> None:
+    """No reader ever sees a torn log file: every file in `_delta_log` a reader may read
+    parses whole (hidden temp files and the parts of an incomplete multi-part checkpoint,
+    which readers ignore, aside)."""
+    files = [f for f in (table / "_delta_log").rglob("*") if f.is_file()]
+    sets: dict[tuple[str, str], set[str]] = {}
+    for f in files:
+        if m := _MULTI_PART.match(f.name):
+            sets.setdefault((m[1], m[3]), set()).add(m[2])
+    for file in sorted(files):
+        m = _MULTI_PART.match(file.name)
+        if file.name.startswith(".") or (m and len(sets[(m[1], m[3])]) < int(m[3])):
+            continue
+        if file.suffix == ".parquet":
+            pq.read_metadata(file)
+        elif file.suffix == ".json":
+            for line in file.read_text().splitlines():
+                json.loads(line)
+        elif file.name in ("_last_checkpoint", "_last_vacuum_info"):
+            json.loads(file.read_text())
+
+
+def _check_promises(table: Path, h: History, op: str, moment: str) -> None:
+    """Every version `op` promises reads back with its rows (`deltalake`; the latest through
+    DuckDB too), our own snapshot loads, no log file is torn and the untracked files every
+    op must keep are there."""
+    for version in OPS[op].promised(h):
+        assert deltalake_rows(table, version=version) == h.rows[version], (
+            f"{op}: version {version} {moment}"
+        )
+    assert _duckdb_rows(table) == h.rows[h.latest], f"{op}: DuckDB's latest {moment}"
+    load_snapshot(table)
+    _log_files_whole(table)
+    missing = [f for f in h.keep if f not in h.gone.get(op, ()) and not (table / f).exists()]
+    assert not missing, f"{op}: {moment} deleted {missing}"
+
+
+def _check_finished(table: Path, h: History, op: str, expected: Any, moment: str) -> None:
+    _check_promises(table, h, op, moment)
+    assert _end_state(table, op) == expected, f"{op}: end state {moment}"
+    left = [f for f in h.gone.get(op, ()) if (table / f).exists()]
+    assert not left, f"{op}: {moment} left {left}"
+
+
+#: every fault point when soaking (``make soak``) or with CRASH_SWEEP=full; else (CI, a
+#: developer's run) a deterministic sample of at most CRASH_SWEEP_POINTS per op and fault
+FULL_SWEEP = (
+    os.environ.get("HYPOTHESIS_PROFILE") == "soak" or os.environ.get("CRASH_SWEEP") == "full"
+)
+SAMPLE_POINTS = int(os.environ.get("CRASH_SWEEP_POINTS", "5"))
+
+
+def _signature(label: str, root: Path) -> str:
+    """A write, read or listing with the table's root, ids and numbers blanked out: points
+    that differ only in which commit or data file they touch look alike."""
+    text = label.replace(str(root), "")
+    text = re.sub(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", "U", text)
+    text = re.sub(r"[0-9a-f]{32}", "H", text)
+    return re.sub(r"\d+", "N", text)
+
+
+def _points(labels: list[str], root: Path, salt: int = 0) -> list[int]:
+    """Which of the points 1..n (labelled by what each touches) to sweep: all of them on a
+    full sweep; else at most SAMPLE_POINTS: first one point of every kind (evenly spread
+    among the kinds, moved by `salt`, when there are more kinds), then points spread evenly
+    over the rest."""
+    n = len(labels)
+    if FULL_SWEEP or n <= SAMPLE_POINTS:
+        return list(range(1, n + 1))
+    firsts: dict[str, int] = {}
+    for k, label in enumerate(labels, start=1):
+        firsts.setdefault(_signature(label, root), k)
+    kinds = sorted(firsts.values())
+    if len(kinds) >= SAMPLE_POINTS:
+        step = len(kinds) / SAMPLE_POINTS
+        return sorted({kinds[(int(i * step) + salt) % len(kinds)] for i in range(SAMPLE_POINTS)})
+    picks = set(kinds)
+    rest = [k for k in range(1, n + 1) if k not in picks]
+    want = SAMPLE_POINTS - len(picks)
+    picks |= {rest[(int(i * len(rest) / want) + salt) % len(rest)] for i in range(want)}
+    return sorted(picks)
+
+
+@dataclass
+class Reference:
+    """An uncrashed run of an op on one storage path: what it counted, on which copy of the
+    table (the root of the paths it counted), and where it ends."""
+
+    counts: FaultPlan
+    root: Path
+    end: Any
+
+    @property
+    def writes(self) -> list[str]:
+        return [f"{op}:{path}" for op, path in self.counts.writes]
+
+
+_REFERENCES: dict[tuple[str, str], Reference] = {}
+
+
+def _reference(h: History, op: str, path: str, tmp_path: Path) -> Reference:
+    """The uncrashed run of `op` on the "local" or "fsspec" path (once per module)."""
+    key = (op, path)
+    if key not in _REFERENCES:
+        table = _link_copy(h.path, tmp_path / f"reference-{path}")
+        counting = FaultPlan()
+        if path == "local":
+            with local_faults(counting):
+                _run(op, str(table), None, h)
+        else:
+            _run(op, faulty_url(table), faulty_options(counting), h)
+        _check_finished(table, h, op, _end_state(table, op), "after an uncrashed run")
+        _REFERENCES[key] = Reference(counting, table, _end_state(table, op))
+        shutil.rmtree(table)
+    return _REFERENCES[key]
+
+
+def _after_fault(table: Path, h: History, op: str, expected: Any, what: str) -> None:
+    _check_promises(table, h, op, f"after {what}")
+    _run(op, str(table), None, h)  # the re-run, no faults
+    _check_finished(table, h, op, expected, f"after {what} and a re-run")
 
 
 @pytest.mark.parametrize("op", list(OPS))
 def test_a_crash_at_any_write_leaves_a_readable_table_and_a_rerun_finishes(
-    op: str, pristine: Path, tmp_path: Path
+    op: str, history: History, tmp_path: Path
 ) -> None:
-    promised = _promised(pristine)
-    reference = _copy(pristine, tmp_path / "reference")
-    counting = FaultPlan()
-    OPS[op](faulty_url(reference), faulty_options(counting))
-    expected = _end_state(reference, op)
-    assert counting.count > 0, f"{op} wrote nothing: the sweep would test nothing"
-
-    crash_points = 0
-    for k in range(1, counting.count + 1):
-        for when in ("before", "after"):
-            table = _copy(pristine, tmp_path / f"k{k}-{when}")
-            faults = FaultPlan(crash_on=k, when=when)
+    """The fsspec path (`faultyfile://`): a crash before or after a write."""
+    reference = _reference(history, op, "fsspec", tmp_path)
+    writes = reference.writes
+    assert writes, f"{op} wrote nothing: the sweep would test nothing"
+    for salt, when in enumerate(("before", "after")):
+        for k in _points(writes, reference.root, salt):
+            table = _link_copy(history.path, tmp_path / f"k{k}-{when}")
+            faults = FaultPlan(crash_on=k, when=when, dies=True)
             with pytest.raises(InjectedCrash):
-                OPS[op](faulty_url(table), faulty_options(faults))
-            for version, rows in promised.items():
-                assert _rows(table, version) == rows, f"{op}: crash {when} write {k} ({faults})"
-            load_snapshot(table)
-            OPS[op](str(table), None)  # the re-run, no faults
-            assert _end_state(table, op) == expected, f"{op}: re-run after crash {when} write {k}"
-            crash_points += 1
+                _run(op, faulty_url(table), faulty_options(faults), history)
+            _after_fault(table, history, op, reference.end, f"a crash {when} {writes[k - 1]}")
             shutil.rmtree(table)
-    assert crash_points == 2 * counting.count
+
+
+@pytest.mark.parametrize("when", WHEN)
+@pytest.mark.parametrize("op", list(OPS))
+def test_a_crash_on_the_local_path_keeps_every_promised_version(
+    op: str, when: str, history: History, tmp_path: Path
+) -> None:
+    """The path local tables take (a temp file linked or renamed into place, unlink, rmdir),
+    crashed before a write, after it, or torn: only a prefix of a file's bytes written (a
+    temp file, which is then never linked into place)."""
+    reference = _reference(history, op, "local", tmp_path)
+    writes = reference.writes
+    points = _points(writes, reference.root, WHEN.index(when))
+    if when == "torn":  # only a file's content can be torn; a link or a delete cannot
+        contents = [k for k, w in enumerate(writes, start=1) if w.startswith("open:")]
+        if not contents:
+            pytest.skip(f"{op} writes no file")
+        points = [
+            contents[i - 1] for i in _points([writes[k - 1] for k in contents], reference.root)
+        ]
+    for k in points:
+        table = _link_copy(history.path, tmp_path / f"k{k}")
+        faults = FaultPlan(crash_on=k, when=when, dies=True)
+        with local_faults(faults), pytest.raises(InjectedCrash):
+            _run(op, str(table), None, history)
+        _after_fault(table, history, op, reference.end, f"a crash {when} {writes[k - 1]}")
+        shutil.rmtree(table)
+
+
+@pytest.mark.parametrize("fault", ["read", "listing"])
+@pytest.mark.parametrize("op", list(OPS))
+def test_a_failed_read_or_listing_deletes_nothing_a_version_needs(
+    op: str, fault: str, history: History, tmp_path: Path
+) -> None:
+    """The k-th read or directory listing of the local path raises EIO; a listing fails at
+    once or after half of its entries (every other point; both at soak size). The op fails,
+    or carries on where it may, but never deletes what it could not see, and every promised
+    version reads; a re-run finishes."""
+    reference = _reference(history, op, "local", tmp_path)
+    seen = reference.counts.reads if fault == "read" else reference.counts.listings
+    assert seen, f"{op}: no {fault} to fail"
+    plans: list[FaultPlan] = []
+    for i, k in enumerate(_points(seen, reference.root, 1)):
+        if fault == "read":
+            plans.append(FaultPlan(fail_read_on=k))
+        else:
+            kinds = LISTING_FAULTS if FULL_SWEEP else LISTING_FAULTS[i % 2 :][:1]
+            plans.extend(FaultPlan(fail_listing_on=k, listing_fault=kind) for kind in kinds)
+    for i, faults in enumerate(plans):
+        table = _link_copy(history.path, tmp_path / f"p{i}")
+        k = faults.fail_read_on or faults.fail_listing_on or 0
+        what = f"a failed {fault} of {seen[k - 1]} ({faults})"
+        try:
+            with local_faults(faults):
+                _run(op, str(table), None, history)
+        except Exception as exc:  # noqa: BLE001 - failing is fine; what it leaves is checked
+            assert _caused_by_injection(exc), f"{op}: {what} raised {exc!r}"
+        assert faults.failed, f"{op}: {what} was never reached"
+        _after_fault(table, history, op, reference.end, what)
+        shutil.rmtree(table)
+
+
+def _age_new_log_files(table: Path, h: History, age_ms: int) -> None:
+    """The log files a crashed run left, made `age_ms` old: a re-run that much later."""
+    for file in (table / "_delta_log").rglob("*"):
+        if file.is_file() and not (h.path / file.relative_to(table)).exists():
+            _set_mtime(file, h.now - age_ms)
+
+
+@pytest.mark.parametrize("op", ["checkpoint", "checkpoint-3-parts"])
+def test_a_torn_checkpoint_part_is_ignored_then_rewritten(
+    op: str, history: History, tmp_path: Path
+) -> None:
+    """On a store whose writes are not atomic (fsspec writes a file in place) a crash can
+    leave a prefix of a checkpoint part under its final name. Our snapshot ignores it (its
+    footer does not read), and a re-run detects it and writes the checkpoint whole; then every
+    promised version reads and no log file is torn. (Local writes tear only a temp file.)
+
+    A young torn part of a multi-part set may be another run's part still being written: an
+    immediate re-run says so (retryable), one after the in-flight grace replaces it."""
+    reference = _reference(history, op, "fsspec", tmp_path)
+    writes = reference.writes
+    parts = [k for k, w in enumerate(writes, start=1) if ".checkpoint." in w]
+    assert parts, f"{op} wrote no checkpoint part: {writes}"
+    for k in parts:
+        table = _link_copy(history.path, tmp_path / f"k{k}")
+        faults = FaultPlan(crash_on=k, when="torn", dies=True)
+        with pytest.raises(InjectedCrash):
+            _run(op, faulty_url(table), faulty_options(faults), history)
+        assert load_snapshot(table).version == history.latest
+        try:
+            _run(op, str(table), None, history)  # the re-run, no faults
+        except CheckpointInProgress as exc:
+            assert exc.retryable and op == "checkpoint-3-parts", exc
+            _age_new_log_files(table, history, 2 * IN_PROGRESS_GRACE_MS)
+            _run(op, str(table), None, history)
+        _check_finished(table, history, op, reference.end, f"after {writes[k - 1]} torn")
+        shutil.rmtree(table)
+
+
+def _caused_by_injection(exc: BaseException | None) -> bool:
+    """Whether the injected error is `exc` or in its chain (ops may wrap an OSError)."""
+    while exc is not None:
+        if isinstance(exc, InjectedIOError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 _SLOW_VACUUM = """
@@ -252,18 +801,13 @@ def test_kill_9_during_a_vacuum_then_a_rerun(pristine: Path, tmp_path: Path, del
 # ------------------------------------------------------------------ rewrites (issue 18)
 #: a real table by Delta Spark: 15 live files in 10 partitions, 2 with a deletion vector, and
 #: a checkpoint
-REWRITE_FIXTURE = "delta-spark/dv-partitioned-with-checkpoint"
+REWRITE_FIXTURE = DV_FIXTURE
 
 
-def _purge(url: str, so: dict[str, Any] | None) -> Any:
-    return execute_purge(plan_purge(load_snapshot(url, storage_options=so)))
-
-
-def _compact(url: str, so: dict[str, Any] | None) -> Any:
-    return execute_compact(plan_compact(load_snapshot(url, storage_options=so)))
-
-
-REWRITE_OPS: dict[str, Op] = {"purge": _purge, "compact": _compact}
+REWRITE_OPS: dict[str, Callable[[str, dict[str, Any] | None], Any]] = {
+    "purge": _purge,
+    "compact": _compact,
+}
 
 
 def _rewrite_end_state(path: Path) -> tuple[int, int, list[dict[str, Any]]]:

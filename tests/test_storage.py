@@ -134,3 +134,29 @@ def test_a_unique_name_on_a_store_that_writes_in_place_is_not_streamed(tmp_path,
     assert storage.stat(path) is None
     assert storage.create_new(path, lambda sink: sink.write(b"abc"), unique_name=True) == (True, 3)
     assert storage.read_bytes(path) == b"abc"
+
+
+def test_a_local_tree_listing_that_fails_raises_instead_of_leaving_a_directory_out(tmp_path):
+    # os.walk skips a directory it cannot list unless told otherwise: vacuum then judged a
+    # running write's staging folder by the old files it saw, and deleted them.
+    from tests.faults import FaultPlan, InjectedIOError, local_faults
+
+    for name in ("a/old.parquet", "b/young.parquet"):
+        (tmp_path / "_delta_ops_staging" / "w" / name).parent.mkdir(parents=True)
+        (tmp_path / "_delta_ops_staging" / "w" / name).write_bytes(b"x")
+    storage = Storage.open(str(tmp_path))
+    assert [e.name for e in storage.list_tree("_delta_ops_staging")] == [
+        "w/a/old.parquet",
+        "w/b/young.parquet",
+    ]
+    assert storage.list_tree("no-such-directory") == []
+    counting = FaultPlan()
+    with local_faults(counting):
+        storage.list_tree("_delta_ops_staging")
+    for k in range(1, len(counting.listings) + 1):
+        for kind in ("raise", "partial"):
+            with (
+                local_faults(FaultPlan(fail_listing_on=k, listing_fault=kind)),
+                pytest.raises(InjectedIOError),
+            ):
+                storage.list_tree("_delta_ops_staging")

@@ -154,6 +154,13 @@ def _staged_local(path: str, write: Callable[[BinaryIO], object]) -> Iterator[st
             os.unlink(tmp)
 
 
+def _raise_unless_gone(error: OSError) -> None:
+    """`os.walk`'s error handler: a directory removed meanwhile has nothing to list; any other
+    error (EIO, EACCES) is raised instead of leaving the directory out of the walk."""
+    if not isinstance(error, FileNotFoundError):
+        raise error
+
+
 def _is_local_fs(fs: Any) -> bool:
     if fs is None:
         return True
@@ -658,11 +665,15 @@ class Storage:
 
     def list_tree(self, relative: str) -> list[FileEntry]:
         """Every file under a table-relative directory, hidden names included, symlinks not
-        followed (names relative to that directory; [] when it does not exist)."""
+        followed (names relative to that directory; [] when it does not exist).
+
+        A directory that cannot be listed raises: the listing is never silently partial
+        (vacuum judges a staging folder by its newest file, and one it could not see may be
+        a running write's). Only a directory removed meanwhile has nothing to list."""
         top = self.join(relative)
         entries: list[FileEntry] = []
         if self.is_local:
-            for dirpath, _dirs, files in os.walk(top):
+            for dirpath, _dirs, files in os.walk(top, onerror=_raise_unless_gone):
                 for name in files:
                     full = os.path.join(dirpath, name)
                     try:
