@@ -110,6 +110,38 @@ def _selected(files: pa.Table, paths: Iterable[str]) -> pa.Table:
     return files.filter(pc.is_in(files.column("path"), value_set=wanted))
 
 
+def _plain_type(typ: pa.DataType) -> pa.DataType:
+    """`typ` with string and binary views as plain strings and binaries, at any depth: files
+    written by Arrow-based writers (delta-rs) record view types in their Arrow schema, which
+    Arrow then reads back as views, and Arrow's `take` (a deletion vector's filter) and
+    concatenation with plain columns do not take them."""
+    if pa.types.is_string_view(typ):
+        return pa.string()
+    if pa.types.is_binary_view(typ):
+        return pa.binary()
+    if pa.types.is_struct(typ):
+        return pa.struct([f.with_type(_plain_type(f.type)) for f in typ])
+    if pa.types.is_large_list(typ):
+        return pa.large_list(typ.value_field.with_type(_plain_type(typ.value_type)))
+    if pa.types.is_list(typ):
+        return pa.list_(typ.value_field.with_type(_plain_type(typ.value_type)))
+    if pa.types.is_map(typ):
+        return pa.map_(
+            typ.key_field.with_type(_plain_type(typ.key_type)),
+            typ.item_field.with_type(_plain_type(typ.item_type)),
+            keys_sorted=typ.keys_sorted,
+        )
+    return typ
+
+
+def without_view_types(data: pa.Table) -> pa.Table:
+    """`data` cast to plain string/binary types where it holds views (see `_plain_type`)."""
+    schema = pa.schema(
+        [f.with_type(_plain_type(f.type)) for f in data.schema], metadata=data.schema.metadata
+    )
+    return data if schema.equals(data.schema) else data.cast(schema)
+
+
 class Rewriter:
     """One rewrite of some of a snapshot's live files into new ones, committed as one version."""
 
@@ -164,6 +196,7 @@ class Rewriter:
                 data = pq.ParquetFile(content, coerce_int96_timestamp_unit="us").read()
         except (OSError, pa.ArrowException) as exc:
             raise _unreadable_data_file(row["path"], exc) from exc
+        data = without_view_types(data)
         n = data.num_rows
         if self.row_id_column and row.get("baseRowId") is not None:
             ids = pa.array(int(row["baseRowId"]) + np.arange(n, dtype=np.int64))
