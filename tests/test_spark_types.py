@@ -308,7 +308,7 @@ def test_rows_read_from_another_engines_table_append_back_through_the_data_sourc
             rows.write.format("delta").mode("append").save(str(table))
         assert REFUSED[name] in _one_line(caught.value)
         assert _tree(table) == before
-        pytest.skip(f"refused by design: {_one_line(caught.value)}")
+        return  # refused by design, in one line, leaving the table as it was: checked above
     old = {peer: read(table) for peer, read in _peers(name).items()}
     rows.write.format("delta").mode("append").save(str(table))
     for peer, read in _peers(name).items():
