@@ -285,12 +285,7 @@ def _read_with_deltalake(table: str, version: int | None, out: Path) -> None:
         names=list(FILE_COLUMNS),
     )
     p, m = dt.protocol(), dt.metadata()
-    protocol = {
-        "min_reader_version": p.min_reader_version,
-        "min_writer_version": p.min_writer_version,
-        "reader_features": _features(p.reader_features),
-        "writer_features": _features(p.writer_features),
-    }
+    protocol = _protocol_facts(p)
     metadata = {
         "id": m.id,
         "name": m.name,
@@ -301,6 +296,16 @@ def _read_with_deltalake(table: str, version: int | None, out: Path) -> None:
         "schema": json.loads(dt.schema().to_json()),
     }
     _write_state(out, "deltalake", dt.version(), protocol, metadata, files)
+
+
+def _protocol_facts(p: Any) -> dict[str, Any]:
+    """A protocol as both readers describe it (deltalake's and ours have the same fields)."""
+    return {
+        "min_reader_version": p.min_reader_version,
+        "min_writer_version": p.min_writer_version,
+        "reader_features": _features(p.reader_features),
+        "writer_features": _features(p.writer_features),
+    }
 
 
 def _read_with_delta_ops(table: str, version: int | None, out: Path) -> None:
@@ -315,12 +320,7 @@ def _read_with_delta_ops(table: str, version: int | None, out: Path) -> None:
         names=list(FILE_COLUMNS),
     )
     p, m = s.protocol, s.metadata
-    protocol = {
-        "min_reader_version": p.min_reader_version,
-        "min_writer_version": p.min_writer_version,
-        "reader_features": _features(p.reader_features),
-        "writer_features": _features(p.writer_features),
-    }
+    protocol = _protocol_facts(p)
     metadata = {
         "id": m.id,
         "name": m.name,
