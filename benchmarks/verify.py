@@ -286,15 +286,7 @@ def _read_with_deltalake(table: str, version: int | None, out: Path) -> None:
     )
     p, m = dt.protocol(), dt.metadata()
     protocol = _protocol_facts(p)
-    metadata = {
-        "id": m.id,
-        "name": m.name,
-        "description": m.description,
-        "partition_columns": list(m.partition_columns),
-        "configuration": dict(m.configuration),
-        "created_time": m.created_time,
-        "schema": json.loads(dt.schema().to_json()),
-    }
+    metadata = _metadata_facts(m, json.loads(dt.schema().to_json()))
     _write_state(out, "deltalake", dt.version(), protocol, metadata, files)
 
 
@@ -305,6 +297,19 @@ def _protocol_facts(p: Any) -> dict[str, Any]:
         "min_writer_version": p.min_writer_version,
         "reader_features": _features(p.reader_features),
         "writer_features": _features(p.writer_features),
+    }
+
+
+def _metadata_facts(m: Any, schema: Any) -> dict[str, Any]:
+    """Table metadata as both readers describe it, with the schema each one parsed."""
+    return {
+        "id": m.id,
+        "name": m.name,
+        "description": m.description,
+        "partition_columns": list(m.partition_columns),
+        "configuration": dict(m.configuration),
+        "created_time": m.created_time,
+        "schema": schema,
     }
 
 
@@ -321,15 +326,7 @@ def _read_with_delta_ops(table: str, version: int | None, out: Path) -> None:
     )
     p, m = s.protocol, s.metadata
     protocol = _protocol_facts(p)
-    metadata = {
-        "id": m.id,
-        "name": m.name,
-        "description": m.description,
-        "partition_columns": list(m.partition_columns),
-        "configuration": dict(m.configuration),
-        "created_time": m.created_time,
-        "schema": json.loads(m.schema_string) if m.schema_string else None,
-    }
+    metadata = _metadata_facts(m, json.loads(m.schema_string) if m.schema_string else None)
     _write_state(out, "delta-ops", s.version, protocol, metadata, files)
 
 
