@@ -348,13 +348,16 @@ FEATURES: Mapping[str, TableFeature] = {f.name: f for f in _REGISTRY}
 
 # Spark looks feature names up case-insensitively (`TableFeature.featureNameToFeature`), so a
 # protocol written with "timestampNTZ" (as an old PROTOCOL.md spelled it) means timestampNtz.
-_BY_LOWER: Mapping[str, TableFeature] = {f.name.lower(): f for f in _REGISTRY}
-assert len(_BY_LOWER) == len(FEATURES), "feature names must differ in more than letter case"
+_CANONICAL_BY_LOWER = {f.name.lower(): f for f in _REGISTRY}
+assert len(_CANONICAL_BY_LOWER) == len(FEATURES), "names must differ in more than letter case"
 
 #: Older names of a feature, as tables written before its release list them: Databricks
 #: wrote liquid clustering as `liquid` before Delta named the feature `clustering`.
 FEATURE_ALIASES: Mapping[str, str] = {"liquid": "clustering"}
-_BY_LOWER = {**_BY_LOWER, **{a.lower(): FEATURES[n] for a, n in FEATURE_ALIASES.items()}}
+_BY_LOWER: Mapping[str, TableFeature] = {
+    **_CANONICAL_BY_LOWER,
+    **{alias.lower(): FEATURES[name] for alias, name in FEATURE_ALIASES.items()},
+}
 
 _LEGACY: tuple[TableFeature, ...] = tuple(f for f in _REGISTRY if f.legacy)
 
