@@ -15,20 +15,20 @@ from delta_ops import cli
 from delta_ops.errors import UnsupportedFeature
 from delta_ops.log.file_names import commit_file_name
 from delta_ops.ops.checkpoint import checkpoint
-from delta_ops.protocol.features import FEATURES, Operation, Protocol
+from delta_ops.protocol.features import FEATURES, Access, Protocol
 from delta_ops.table.scan import read_table
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
 from tests.support import deltalake_rows, duckdb_rows, file_digests
 
 OPS = {
-    "checkpoint": (Operation.CHECKPOINT, ["checkpoint"]),
-    "cleanup": (Operation.CLEANUP, ["cleanup"]),
+    "checkpoint": (Access.CHECKPOINT, ["checkpoint"]),
+    "cleanup": (Access.CLEANUP, ["cleanup"]),
     "vacuum": (
-        Operation.VACUUM,
+        Access.VACUUM,
         ["vacuum", "--retention", "0h", "--force", "--in-flight-grace", "0s"],
     ),
-    "row-tracking": (Operation.ENABLE_ROW_TRACKING, ["enable-row-tracking"]),
+    "row-tracking": (Access.ENABLE_ROW_TRACKING, ["enable-row-tracking"]),
 }
 # feature -> operations it allows (the rest must be refused)
 EXPECTED = {

@@ -24,7 +24,7 @@ from delta_ops.dagster import DeltaTableTarget, build_delta_maintenance_defs
 from delta_ops.ops.probe import maintenance_work
 from delta_ops.protocol.features import (
     FEATURES,
-    Operation,
+    Access,
     Protocol,
     canonical_feature_name,
     lookup_feature,
@@ -131,7 +131,7 @@ def test_the_tables_cover_refusing_features(feature_tables: dict[str, Path]) -> 
     refusing = [
         name
         for name, path in feature_tables.items()
-        if any(load_snapshot(path).protocol.refusal(op) for op in Operation)
+        if any(load_snapshot(path).protocol.refusal(op) for op in Access)
     ]
     assert {"liquid", f"feature_{UNKNOWN}", "feature_clustering"} <= set(refusing)
     assert len(refusing) >= 10, refusing
@@ -147,7 +147,7 @@ def test_inspect_succeeds_on_every_table_a_peer_reads(
         assert cli.main(["inspect", str(table), "--json"]) == 0, (name, capsys.readouterr().err)
         summary = json.loads(capsys.readouterr().out)
         protocol = load_snapshot(table).protocol
-        for op in Operation:
+        for op in Access:
             refusing = protocol.refusing(op)
             state = summary["operations"][op.name.lower()]
             assert (state == "allowed") == (protocol.refusal(op) is None), (name, op, state)
@@ -156,10 +156,10 @@ def test_inspect_succeeds_on_every_table_a_peer_reads(
         # advice never names a command the table refuses
         commands = " ".join(item["command"] for item in summary["advice"])
         for op, command in (
-            (Operation.CHECKPOINT, "delta-ops checkpoint"),
-            (Operation.CLEANUP, "delta-ops cleanup"),
-            (Operation.VACUUM, "delta-ops vacuum"),
-            (Operation.ENABLE_ROW_TRACKING, "delta-ops enable-row-tracking"),
+            (Access.CHECKPOINT, "delta-ops checkpoint"),
+            (Access.CLEANUP, "delta-ops cleanup"),
+            (Access.VACUUM, "delta-ops vacuum"),
+            (Access.ENABLE_ROW_TRACKING, "delta-ops enable-row-tracking"),
         ):
             if protocol.refusal(op) is not None:
                 assert command not in commands, (name, command)
@@ -172,9 +172,9 @@ def test_maintenance_work_reports_refusals_instead_of_failing(
         snapshot = load_snapshot(table)
         work = maintenance_work(snapshot, 1_900_000_000_000)
         for op, wanted in (
-            (Operation.CHECKPOINT, work.checkpoint),
-            (Operation.CLEANUP, work.cleanup),
-            (Operation.VACUUM, work.vacuum),
+            (Access.CHECKPOINT, work.checkpoint),
+            (Access.CLEANUP, work.cleanup),
+            (Access.VACUUM, work.vacuum),
         ):
             why = snapshot.protocol.refusal(op)
             if why is not None:
@@ -234,8 +234,8 @@ def test_liquid_is_the_old_name_of_clustering() -> None:
 
 def test_clustering_allows_all_but_compaction(tmp_path: Path) -> None:
     protocol = Protocol(3, 7, frozenset({"deletionVectors"}), frozenset(LIQUID_WRITER_FEATURES))
-    refused = {op for op in Operation if protocol.refusal(op) is not None}
-    assert refused == {Operation.COMPACT}
+    refused = {op for op in Access if protocol.refusal(op) is not None}
+    assert refused == {Access.COMPACT}
 
 
 def test_compaction_of_a_liquid_table_is_refused_and_changes_nothing(

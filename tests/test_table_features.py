@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from delta_ops.errors import DeltaOpsError, InvalidProtocol, UnsupportedFeature
 from delta_ops.protocol.features import (
     FEATURES,
+    Access,
     FeatureKind,
-    Operation,
     Protocol,
     UnsupportedProtocolVersion,
     canonical_feature_name,
@@ -155,9 +155,9 @@ def test_read_and_write_support_decisions():
     # catalog-managed: published versions are read and checkpointed, nothing else
     for name in ("catalogManaged", "catalogOwned-preview"):
         assert FEATURES[name].allowed_operations == {
-            Operation.READ_LOG,
-            Operation.READ_ROWS,
-            Operation.CHECKPOINT,
+            Access.READ_LOG,
+            Access.READ_ROWS,
+            Access.CHECKPOINT,
         }
     # writer-only features never block reading
     assert all(f.readable for f in FEATURES.values() if f.kind is FeatureKind.WRITER)

@@ -93,7 +93,7 @@ from delta_ops.log.segment import (
 from delta_ops.log.state_stream import stream_state
 from delta_ops.ops.engines import engine_named
 from delta_ops.ops.results import fields_data
-from delta_ops.protocol.features import Operation
+from delta_ops.protocol.features import Access
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import (
     Snapshot,
@@ -288,7 +288,7 @@ def plan_checkpoint(
             part or sidecar in a Spark task (each reads only its share of a streamed state);
             the files are the same.
     """
-    snapshot.protocol.check_allows(Operation.CHECKPOINT)
+    snapshot.protocol.check_allows(Access.CHECKPOINT)
     props = snapshot.properties
     use_v2 = props.checkpoint_policy == "v2" and snapshot.protocol.supports("v2Checkpoint")
     if parts is not None and parts < 1:

@@ -54,7 +54,7 @@ from delta_ops.log.file_names import (
 from delta_ops.log.last_checkpoint import read_last_checkpoint
 from delta_ops.log.reader import parse_action_lines, sidecar_names, verify_checkpoint
 from delta_ops.log.segment import build_log_segment
-from delta_ops.protocol.features import Operation
+from delta_ops.protocol.features import Access
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -241,7 +241,7 @@ def _plan_cleanup(
     snapshot: Snapshot | TableHead, now_ms: int, retention_ms: int | None
 ) -> CleanupPlan:
     storage = snapshot.storage
-    snapshot.protocol.check_allows(Operation.CLEANUP)
+    snapshot.protocol.check_allows(Access.CLEANUP)
     props = snapshot.properties
     retention = props.log_retention_ms if retention_ms is None else retention_ms
     if retention < 0:

@@ -27,7 +27,7 @@ from delta_ops.errors import InvalidValue
 from delta_ops.ops.engines import engine_named
 from delta_ops.ops.results import fields_data
 from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_with_removes
-from delta_ops.protocol.features import Operation
+from delta_ops.protocol.features import Access
 from delta_ops.protocol.partition_predicate import PartitionPredicate, parse_partition_predicate
 from delta_ops.protocol.units import format_bytes
 from delta_ops.table.snapshot import Snapshot
@@ -115,7 +115,7 @@ def plan_compact(
     task per bin)."""
     if target_size < 1:
         raise InvalidValue(f"--target-size {target_size}: a size such as 128MB")
-    snapshot.protocol.check_allows(Operation.COMPACT)
+    snapshot.protocol.check_allows(Access.COMPACT)
     files = snapshot.file_index  # sizes, partitions and DVs: no stats needed to plan
     small = files.filter(pc.less(pc.fill_null(files.column("size"), 0), target_size))
     if where is not None:
@@ -172,7 +172,7 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
         return CompactResult(plan.table, None, 0, 0, 0, 0, (), 0)
     snapshot = plan.snapshot
     rows = {r["path"]: r for r in live_file_rows(snapshot, {p for b in plan.bins for p in b.paths})}
-    rewriter = Rewriter(snapshot, list(rows.values()), Operation.COMPACT)
+    rewriter = Rewriter(snapshot, list(rows.values()), Access.COMPACT)
     units = [
         RewriteUnit(
             tuple(rows[p] for p in b.paths),

@@ -14,7 +14,7 @@ from typing import Any
 from delta_ops import clock
 from delta_ops.ops.leftovers import find_leftovers
 from delta_ops.ops.results import fields_data
-from delta_ops.protocol.features import Operation
+from delta_ops.protocol.features import Access
 from delta_ops.protocol.units import format_bytes
 from delta_ops.table.snapshot import Snapshot
 
@@ -87,8 +87,8 @@ def health(snapshot: Snapshot, now_ms: int, leftovers: int) -> Health:
     facts = table_health(snapshot, now_ms)
     log = snapshot.storage.list_log()
     protocol = snapshot.protocol
-    allowed = {op for op in Operation if protocol.refusal(op) is None}
-    expired = len(plan_cleanup(snapshot, now_ms).deleted) if Operation.CLEANUP in allowed else 0
+    allowed = {op for op in Access if protocol.refusal(op) is None}
+    expired = len(plan_cleanup(snapshot, now_ms).deleted) if Access.CLEANUP in allowed else 0
     table = _quoted(snapshot.storage.url)
     advice = []
     if facts.unsupported_writer_features:
@@ -99,10 +99,7 @@ def health(snapshot: Snapshot, now_ms: int, leftovers: int) -> Health:
                 "command": "",
             }
         )
-    if (
-        facts.commits_since_checkpoint >= facts.checkpoint_interval
-        and Operation.CHECKPOINT in allowed
-    ):
+    if facts.commits_since_checkpoint >= facts.checkpoint_interval and Access.CHECKPOINT in allowed:
         advice.append(
             {
                 "problem": f"{facts.commits_since_checkpoint} commits since the last checkpoint "
@@ -117,7 +114,7 @@ def health(snapshot: Snapshot, now_ms: int, leftovers: int) -> Health:
                 "command": f"delta-ops cleanup {table}",
             }
         )
-    if (facts.expired_tombstones or leftovers) and Operation.VACUUM in allowed:
+    if (facts.expired_tombstones or leftovers) and Access.VACUUM in allowed:
         what = f"{facts.expired_tombstones} removed files ({format_bytes(facts.reclaimable_bytes)})"
         advice.append(
             {
@@ -126,7 +123,7 @@ def health(snapshot: Snapshot, now_ms: int, leftovers: int) -> Health:
                 "command": f"delta-ops vacuum {table} --dry-run  # then without --dry-run",
             }
         )
-    if Operation.ENABLE_ROW_TRACKING in allowed and (
+    if Access.ENABLE_ROW_TRACKING in allowed and (
         facts.row_tracking == "supported"
         or (facts.row_tracking == "enabled" and facts.files_without_row_ids)
     ):

@@ -25,7 +25,7 @@ from delta_ops.errors import NotADeltaTable
 from delta_ops.log.file_names import commit_file_name
 from delta_ops.log.last_checkpoint import read_last_checkpoint
 from delta_ops.log.reader import parse_action_lines
-from delta_ops.protocol.features import KEEPS_DATA, Operation
+from delta_ops.protocol.features import KEEPS_DATA, Access
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.storage import Storage
 from delta_ops.table.commit_times import version_at
@@ -161,23 +161,21 @@ def maintenance_work(snapshot: Snapshot, now_ms: int) -> MaintenanceWork:
     reasons: list[str] = []
     refused = {
         op: why
-        for op in (Operation.CHECKPOINT, Operation.CLEANUP, Operation.VACUUM)
+        for op in (Access.CHECKPOINT, Access.CLEANUP, Access.VACUUM)
         if (why := snapshot.protocol.refusal(op)) is not None
     }
     reasons.extend(f"{op.name.lower()}: {why}" for op, why in refused.items())
     checkpoint_version = snapshot.segment.checkpoint_version
-    needs_checkpoint = (
-        checkpoint_version != snapshot.version and Operation.CHECKPOINT not in refused
-    )
+    needs_checkpoint = checkpoint_version != snapshot.version and Access.CHECKPOINT not in refused
     if checkpoint_version == snapshot.version:
         reasons.append(f"checkpoint: version {snapshot.version} is already checkpointed")
     needs_cleanup = False
-    if Operation.CLEANUP not in refused:
+    if Access.CLEANUP not in refused:
         cleanup_plan = plan_cleanup(snapshot, now_ms)
         needs_cleanup = not cleanup_plan.nothing_to_do
         if not needs_cleanup:
             reasons.append("log cleanup: " + "; ".join(cleanup_plan.kept_reasons))
-    if Operation.VACUUM in refused:
+    if Access.VACUUM in refused:
         return MaintenanceWork(needs_checkpoint, needs_cleanup, False, tuple(reasons))
     cutoff = now_ms - snapshot.properties.deleted_file_retention_ms
     expired, _ = reclaimable_tombstones(snapshot, cutoff)

@@ -32,7 +32,7 @@ from delta_ops.ops.cleanup import iso
 from delta_ops.ops.engines import engine_named
 from delta_ops.ops.results import fields_data
 from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_with_removes
-from delta_ops.protocol.features import Operation
+from delta_ops.protocol.features import Access
 from delta_ops.table.snapshot import Snapshot
 
 
@@ -104,7 +104,7 @@ def plan_purge(
         raise InvalidValue(
             f"--min-deleted-ratio {min_deleted_ratio}: a share of rows, from 0 to 1 (0.1 = 10%)"
         )
-    snapshot.protocol.check_allows(Operation.REWRITE)
+    snapshot.protocol.check_allows(Access.REWRITE)
     files = snapshot.file_index  # the counts come from the stats, read for them alone
     chosen: list[FileToPurge] = []
     if files.num_rows:

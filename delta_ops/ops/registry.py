@@ -26,7 +26,7 @@ from delta_ops import clock
 from delta_ops.errors import InvalidValue, RetentionTooShort
 from delta_ops.ops import row_tracking
 from delta_ops.ops.engines import ENGINE_NAMES
-from delta_ops.protocol.features import Operation as ProtocolOperation
+from delta_ops.protocol.features import Access
 from delta_ops.protocol.units import (
     format_bytes,
     format_duration,
@@ -158,7 +158,7 @@ class Operation:
     """An operation as every front end sees it."""
 
     name: str  # the CLI subcommand
-    needs: ProtocolOperation  # what the table's features must allow for it to run
+    needs: Access  # what the table's features must allow for it to run
     action: str  # the Dagster action (asset output and job name part)
     help: str
     options: tuple[Option, ...]
@@ -257,7 +257,7 @@ def _describe_checkpoint_result(result: checkpoint.CheckpointResult) -> str:
 
 CHECKPOINT = Operation(
     name="checkpoint",
-    needs=ProtocolOperation.CHECKPOINT,
+    needs=Access.CHECKPOINT,
     action="checkpoint",
     help="write a checkpoint (classic, V2 by table policy, or multi-part)",
     options=(
@@ -313,7 +313,7 @@ def _describe_cleanup_result(result: cleanup.CleanupResult) -> str:
 
 CLEANUP = Operation(
     name="cleanup",
-    needs=ProtocolOperation.CLEANUP,
+    needs=Access.CLEANUP,
     action="log_cleanup",
     help="delete expired log files (Spark's truncated-day cutoff, whole segments)",
     options=(
@@ -373,7 +373,7 @@ def _describe_vacuum_result(result: vacuum.VacuumResult) -> str:
 
 VACUUM = Operation(
     name="vacuum",
-    needs=ProtocolOperation.VACUUM,
+    needs=Access.VACUUM,
     action="vacuum",
     help="delete data files no retained version needs",
     options=(
@@ -434,7 +434,7 @@ def _describe_row_tracking_result(result: row_tracking.RowTrackingResult) -> str
 
 ROW_TRACKING = Operation(
     name="enable-row-tracking",
-    needs=ProtocolOperation.ENABLE_ROW_TRACKING,
+    needs=Access.ENABLE_ROW_TRACKING,
     action="row_tracking",
     help="upgrade the protocol, backfill row ids, enable row tracking",
     options=(
@@ -461,7 +461,7 @@ ROW_TRACKING = Operation(
 # ------------------------------------------------------------------------------ purge
 PURGE = Operation(
     name="purge",
-    needs=ProtocolOperation.REWRITE,
+    needs=Access.REWRITE,
     action="purge",
     help="rewrite files with deletion vectors without their deleted rows (REORG ... PURGE)",
     options=(
@@ -486,7 +486,7 @@ PURGE = Operation(
 # ------------------------------------------------------------------------------ compaction
 COMPACT = Operation(
     name="compact",
-    needs=ProtocolOperation.COMPACT,
+    needs=Access.COMPACT,
     action="compact",
     help="bin-pack small files of each partition into files near a target size (OPTIMIZE)",
     options=(

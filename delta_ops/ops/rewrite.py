@@ -43,7 +43,7 @@ from delta_ops.log.actions import file_rows_as_actions
 from delta_ops.ops import progress
 from delta_ops.ops.engines import Engine
 from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
-from delta_ops.protocol.features import Operation, Protocol
+from delta_ops.protocol.features import Access, Protocol
 from delta_ops.protocol.properties import (
     MATERIALIZED_ROW_COMMIT_VERSION_COLUMN_NAME,
     MATERIALIZED_ROW_ID_COLUMN_NAME,
@@ -149,7 +149,7 @@ class Rewriter:
         self,
         snapshot: Snapshot,
         rows: Sequence[Mapping[str, Any]],
-        purpose: Operation = Operation.REWRITE,
+        purpose: Access = Access.REWRITE,
     ) -> None:
         self.snapshot = snapshot
         self.purpose = purpose  # what the table's features must allow at commit time too

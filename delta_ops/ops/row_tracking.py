@@ -45,7 +45,7 @@ from delta_ops.ops.engines import LOCAL, Engine, engine_named
 from delta_ops.ops.progress import Task
 from delta_ops.ops.progress import task as progress_task
 from delta_ops.ops.results import fields_data
-from delta_ops.protocol.features import Operation, Protocol
+from delta_ops.protocol.features import Access, Protocol
 from delta_ops.protocol.num_records import num_records_in_stats
 from delta_ops.protocol.row_tracking import (
     COMMIT_VERSION_COLUMN,
@@ -113,7 +113,7 @@ def plan_enable_row_tracking(
     engine_named(engine)  # an unknown engine is refused before anything is read
     if batch_files < 1:
         raise DeltaOpsError(f"--batch-files must be at least 1, got {batch_files}")
-    snapshot.protocol.check_allows(Operation.ENABLE_ROW_TRACKING)
+    snapshot.protocol.check_allows(Access.ENABLE_ROW_TRACKING)
     props = snapshot.properties
     if props.row_tracking_suspended:
         raise DeltaOpsError(
@@ -216,7 +216,7 @@ def _upgrade_protocol(
         snapshot,
         operation="UPGRADE PROTOCOL",
         parameters={"newProtocol": protocol},
-        purpose=Operation.ENABLE_ROW_TRACKING,
+        purpose=Access.ENABLE_ROW_TRACKING,
         on_conflict=backfill.remember,
     )
     txn.add_action({"protocol": protocol})
@@ -315,7 +315,7 @@ class _Backfill:
                 operation="ROW TRACKING BACKFILL",
                 parameters={"batchId": str(self._batch_id)},
                 on_conflict=self.remember,
-                purpose=Operation.ENABLE_ROW_TRACKING,
+                purpose=Access.ENABLE_ROW_TRACKING,
                 known_version=base.version,
                 known_row_id_high_water_mark=base.high_water_mark,
             )
@@ -373,7 +373,7 @@ def _enable_property(
             snapshot,
             operation="SET TBLPROPERTIES",
             parameters={"properties": {ENABLE: "true"}},
-            purpose=Operation.ENABLE_ROW_TRACKING,
+            purpose=Access.ENABLE_ROW_TRACKING,
         )
         txn.tags = {"rowTrackingEnablementOnly": "true"}
         txn.add_action({"metaData": metadata})

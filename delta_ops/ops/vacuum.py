@@ -68,7 +68,7 @@ from delta_ops.ops import progress
 from delta_ops.ops.engines import Engine, engine_named
 from delta_ops.ops.leftovers import MIN_LEFTOVER_AGE_MS, staging_directories, stale_leftovers
 from delta_ops.ops.results import fields_data
-from delta_ops.protocol.features import Operation
+from delta_ops.protocol.features import Access
 from delta_ops.protocol.units import format_duration
 from delta_ops.storage import Storage
 from delta_ops.table.commit_times import version_at
@@ -443,7 +443,7 @@ def plan_vacuum(
     """
     if mode not in ("full", "lite"):
         raise DeltaOpsError(f"vacuum mode must be 'full' or 'lite', got {mode!r}")
-    snapshot.protocol.check_allows(Operation.VACUUM)
+    snapshot.protocol.check_allows(Access.VACUUM)
     retention, table_retention = resolve_retention(snapshot, retention_ms, force)
     requested_now = now_ms
     now_ms = clock.bounded(now_ms)  # never more destructive than the real clock
@@ -604,7 +604,7 @@ def execute_vacuum(plan: VacuumPlan) -> VacuumResult:
         **({"specifiedRetentionMillis": plan.retention_ms} if plan.specified_retention else {}),
     }
     start_txn = Transaction(
-        snapshot, operation="VACUUM START", parameters=params, purpose=Operation.VACUUM
+        snapshot, operation="VACUUM START", parameters=params, purpose=Access.VACUUM
     )
     start_txn.metrics = {"numFilesToDelete": len(plan.candidates), "sizeOfDataToDelete": plan.bytes}
     start_version = start_txn.commit().version
@@ -628,7 +628,7 @@ def execute_vacuum(plan: VacuumPlan) -> VacuumResult:
         operation="VACUUM END",
         parameters={"status": status},
         known_version=max(seen_version, start_version),
-        purpose=Operation.VACUUM,
+        purpose=Access.VACUUM,
     )
     if status == "COMPLETED":
         end_txn.metrics = {"numDeletedFiles": len(deleted), "numVacuumedDirectories": dirs_removed}
@@ -674,7 +674,7 @@ def committed_since(storage: Storage, version: int) -> tuple[int, set[str]]:
         latest = v
         for action in read_commit_actions(storage, v):
             if "protocol" in action:
-                Protocol.from_action(action["protocol"]).check_allows(Operation.VACUUM)
+                Protocol.from_action(action["protocol"]).check_allows(Access.VACUUM)
             add = action.get("add")
             if add is None:
                 continue

@@ -46,8 +46,8 @@ __all__ = [
     "READS",
     "TABLE_FEATURES_READER_VERSION",
     "TABLE_FEATURES_WRITER_VERSION",
+    "Access",
     "FeatureKind",
-    "Operation",
     "Protocol",
     "TableFeature",
     "UnsupportedProtocolVersion",
@@ -66,7 +66,7 @@ MAX_READER_VERSION = TABLE_FEATURES_READER_VERSION
 MAX_WRITER_VERSION = TABLE_FEATURES_WRITER_VERSION
 
 
-class Operation(str, Enum):
+class Access(str, Enum):
     """What delta-ops may do to a table; a feature allows some of these, not all or nothing.
     The value reads in a refusal: "cannot <value> this table"."""
 
@@ -81,9 +81,9 @@ class Operation(str, Enum):
     COMPACT = "compact"  # a rewrite that also chooses the files' layout (which rows go together)
 
 
-READS = frozenset({Operation.READ_LOG, Operation.READ_ROWS})
+READS = frozenset({Access.READ_LOG, Access.READ_ROWS})
 #: the maintenance that changes no data file's set: checkpoints, log cleanup, VACUUM brackets
-KEEPS_DATA = frozenset({Operation.CHECKPOINT, Operation.CLEANUP, Operation.VACUUM})
+KEEPS_DATA = frozenset({Access.CHECKPOINT, Access.CLEANUP, Access.VACUUM})
 
 
 class FeatureKind(str, Enum):
@@ -119,7 +119,7 @@ class TableFeature:
     writable: bool
     requires: tuple[str, ...] = ()
     #: for a feature only some operations honour: those operations (None: by readable/writable)
-    allows: frozenset[Operation] | None = None
+    allows: frozenset[Access] | None = None
     #: why the other operations are refused, in one line
     reason: str = ""
 
@@ -127,16 +127,16 @@ class TableFeature:
         # A writer has to read the table first, so "writable but not readable" is meaningless.
         if self.writable and not self.readable:
             raise ValueError(f"feature {self.name}: writable features must be readable")
-        if self.allows is not None and Operation.READ_LOG not in self.allows:
+        if self.allows is not None and Access.READ_LOG not in self.allows:
             raise ValueError(f"feature {self.name}: every operation reads the log first")
 
     @property
-    def allowed_operations(self) -> frozenset[Operation]:
+    def allowed_operations(self) -> frozenset[Access]:
         """The operations delta-ops runs on a table using this feature."""
         if self.allows is not None:
             return self.allows
         if self.writable:
-            return frozenset(Operation)
+            return frozenset(Access)
         return READS if self.readable else frozenset()
 
     @property
@@ -161,7 +161,7 @@ def _reader_writer(
 def _partly(
     name: str,
     kind: FeatureKind,
-    allows: frozenset[Operation],
+    allows: frozenset[Access],
     reason: str,
     requires: tuple[str, ...] = (),
 ) -> TableFeature:
@@ -218,7 +218,7 @@ _REGISTRY: tuple[TableFeature, ...] = (
         _partly(
             name,
             FeatureKind.READER_WRITER,
-            frozenset({Operation.READ_LOG}) | KEEPS_DATA,
+            frozenset({Access.READ_LOG}) | KEEPS_DATA,
             "shredded variant values cannot be reassembled from their parquet columns here",
         )
         for name in ("variantShredding", "variantShredding-preview")
@@ -232,7 +232,7 @@ _REGISTRY: tuple[TableFeature, ...] = (
         _partly(
             name,
             FeatureKind.READER_WRITER,
-            READS | {Operation.CHECKPOINT},
+            READS | {Access.CHECKPOINT},
             "commits and maintenance other than checkpoints must go through the catalog that "
             "manages the table; run them from an engine connected to it",
             ("inCommitTimestamp",),
@@ -247,7 +247,7 @@ _REGISTRY: tuple[TableFeature, ...] = (
     _partly(
         "geospatial",
         FeatureKind.READER_WRITER,
-        frozenset({Operation.READ_LOG}) | KEEPS_DATA,
+        frozenset({Access.READ_LOG}) | KEEPS_DATA,
         "geometry and geography values and their bounding-box stats are not implemented",
     ),
     # Collated strings change how stats compare. Their values are still strings: checkpoints
@@ -293,7 +293,7 @@ _REGISTRY: tuple[TableFeature, ...] = (
         True,
         True,
         ("domainMetadata",),
-        allows=frozenset(Operation) - {Operation.COMPACT},
+        allows=frozenset(Access) - {Access.COMPACT},
         reason="compaction of a clustered table must cluster its rows, which delta-ops does "
         "not do yet; run OPTIMIZE in Delta Spark or Databricks",
     ),
@@ -581,7 +581,7 @@ class Protocol:
         if unsupported:
             raise UnsupportedFeature(unsupported, action="read")
 
-    def refusing(self, operation: Operation) -> frozenset[str]:
+    def refusing(self, operation: Access) -> frozenset[str]:
         """The features (unknown names included) that stop `operation` on this table. Reads
         consider reader features only: writer features never bind readers."""
         features = self.effective_reader_features if operation in READS else self.effective_features
@@ -591,7 +591,7 @@ class Protocol:
             spelled.get(n.lower(), n) for n in features if operation not in _allowed(n)
         )
 
-    def check_allows(self, operation: Operation) -> None:
+    def check_allows(self, operation: Access) -> None:
         """Raise UnsupportedFeature naming the operation and the features that refuse it (with
         why), or the protocol version newer than delta-ops implements."""
         if self.min_reader_version > MAX_READER_VERSION:
@@ -603,7 +603,7 @@ class Protocol:
             reasons = sorted({f.reason for n in refusing if (f := lookup_feature(n)) and f.reason})
             raise UnsupportedFeature(refusing, action=operation.value, reasons=reasons)
 
-    def refusal(self, operation: Operation) -> str | None:
+    def refusal(self, operation: Access) -> str | None:
         """Why `operation` is refused on this table, as :meth:`check_allows` would say it, or
         None when it is allowed: for reads that report instead of failing (inspect, health
         checks, sensors)."""
@@ -613,9 +613,9 @@ class Protocol:
             return str(exc)
         return None
 
-    def allowed_operations(self) -> dict[Operation, frozenset[str]]:
+    def allowed_operations(self) -> dict[Access, frozenset[str]]:
         """Each operation and the features refusing it (empty: allowed), for `inspect`."""
-        return {op: self.refusing(op) for op in Operation}
+        return {op: self.refusing(op) for op in Access}
 
     def unsupported_writer_features(self) -> frozenset[str]:
         """Features that stop delta-ops from committing (unknown names included).
@@ -713,7 +713,7 @@ class Protocol:
         return f"Protocol({', '.join(parts)})"
 
 
-def _allowed(name: str) -> frozenset[Operation]:
+def _allowed(name: str) -> frozenset[Access]:
     feature = lookup_feature(name)
     return feature.allowed_operations if feature is not None else frozenset()
 

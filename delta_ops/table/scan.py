@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from delta_ops.errors import DeltaOpsError
 from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
-from delta_ops.protocol.features import Operation
+from delta_ops.protocol.features import Access
 from delta_ops.protocol.schema import (
     ArrayType,
     DeltaType,
@@ -89,7 +89,7 @@ def plan_scan(
 ) -> tuple[ScanSpec, list[FileToRead]]:
     """The scan of a snapshot's live files, as plain data; refused (UnsupportedFeature) when a
     table feature changes rows in ways this reader does not implement."""
-    snapshot.protocol.check_allows(Operation.READ_ROWS)
+    snapshot.protocol.check_allows(Access.READ_ROWS)
     spec = ScanSpec(
         schema_json=snapshot.schema.to_json(),
         partition_columns=tuple(snapshot.partition_columns),

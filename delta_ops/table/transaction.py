@@ -51,7 +51,7 @@ from delta_ops.errors import ConcurrentModification, DeltaOpsError
 from delta_ops.log.file_names import commit_file_name
 from delta_ops.log.reader import read_commit_actions
 from delta_ops.log.replay import ROW_TRACKING_DOMAIN
-from delta_ops.protocol.features import Operation, Protocol
+from delta_ops.protocol.features import Access, Protocol
 from delta_ops.protocol.num_records import num_records_in_stats
 from delta_ops.protocol.properties import ENABLE_IN_COMMIT_TIMESTAMPS
 from delta_ops.storage import Storage
@@ -166,7 +166,7 @@ class Transaction:
     on_conflict: Callable[[Transaction, WinningCommit], set[str]] | None = None
     #: what the commit is for, checked against the table's features (a VACUUM bracket commit
     #: is allowed on tables whose features refuse data writes)
-    purpose: Operation = Operation.WRITE
+    purpose: Access = Access.WRITE
     actions: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import DeltaOpsError, NotADeltaTable
-from delta_ops.protocol.features import Operation, Protocol
+from delta_ops.protocol.features import Access, Protocol
 from delta_ops.protocol.partition_predicate import PartitionPredicate, parse_partition_predicate
 from delta_ops.protocol.properties import COLUMN_MAPPING_MAX_COLUMN_ID, TableProperties
 from delta_ops.protocol.schema import (
@@ -196,7 +196,7 @@ def _existing_target(
     merge_schema: bool = False,
 ) -> WriteTarget:
     columns = schema.names
-    snapshot.protocol.check_allows(Operation.WRITE)
+    snapshot.protocol.check_allows(Access.WRITE)
     _refuse_unenforced_rules(snapshot, mode)
     existing = list(snapshot.partition_columns)
     if wanted and [c.lower() for c in wanted] != [c.lower() for c in existing]:
