@@ -125,6 +125,35 @@ class InvalidValue(DeltaOpsError):
     names the option, the value and the forms that are accepted."""
 
 
+class InvalidSchema(CorruptLog):
+    """A table's schema (`schemaString`) or a partition value in the log cannot be parsed."""
+
+
+class UnsupportedType(DeltaOpsError):
+    """A data type (Arrow, Spark) has no Delta type that delta-ops writes, or the reverse."""
+
+
+class SchemaMismatch(DeltaOpsError):
+    """Data to write does not fit the table: columns, types, nullability or partitioning differ
+    in a way delta-ops will not resolve silently; the message says what to change."""
+
+
+class OperationRefused(DeltaOpsError):
+    """The table's state refuses an operation that is otherwise well formed (a property suspends
+    it, a file it needs is gone, a check of the table before writing failed); nothing was
+    changed."""
+
+
+class DataFileError(DeltaOpsError):
+    """A data file an operation reads (a rewrite's input, a footer to count) is missing or
+    unreadable; the message names it."""
+
+
+class TaskFailed(DeltaOpsError):
+    """A worker (a forked process, a Spark task) failed; the message carries the worker's own
+    one-line error."""
+
+
 class CheckpointInProgress(DeltaOpsError):
     """Another process is writing a checkpoint of the same version right now (its parts are
     younger than the grace); running again once it has finished or died succeeds."""
