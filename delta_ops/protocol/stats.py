@@ -37,13 +37,18 @@ omitted a zero null count, which is read back as 0 for its files (as parquet-rs 
 
 Example::
 
-    >>> import fsspec
+    >>> import tempfile
+    >>> import fsspec, pyarrow as pa, pyarrow.parquet as pq
     >>> from delta_ops.protocol.schema import parse_schema
     >>> schema = parse_schema('{"type":"struct","fields":[{"name":"id","type":"long",'
     ...                       '"nullable":true,"metadata":{}}]}')
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> path = f"{folder.name}/part-0.parquet"
+    >>> pq.write_table(pa.table({"id": pa.array([1, 2, 3], pa.int64())}), path)
     >>> fs = fsspec.filesystem("file")
-    >>> stats_json_from_parquet_file(fs, "/t/part-0.parquet", schema, [])  # doctest: +SKIP
+    >>> stats_json_from_parquet_file(fs, path, schema, [])
     '{"numRecords":3,"minValues":{"id":1},"maxValues":{"id":3},"nullCount":{"id":0}}'
+    >>> folder.cleanup()
 """
 
 from __future__ import annotations

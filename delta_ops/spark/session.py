@@ -79,8 +79,9 @@ def get_spark(
     Returns:
         The SparkSession.
 
-    Examples:
-        >>> spark = get_spark(conf={"spark.sql.shuffle.partitions": "8"})  # doctest: +SKIP
+    Example (starts a JVM)::
+
+        spark = get_spark(conf={"spark.sql.shuffle.partitions": "8"})
     """
     from pyspark.sql import SparkSession
 

@@ -137,9 +137,10 @@ def write_delta(
             Spark type has no Delta type, or the commit is refused (nothing is left behind
             in the table).
 
-    Examples:
-        >>> write_delta(df, "/warehouse/events", partition_by=["day"])  # doctest: +SKIP
-        CommitResult(version=0, attempts=1, num_actions=5, row_id_high_water_mark=None)
+    Example (a Spark DataFrame `df`)::
+
+        write_delta(df, "/warehouse/events", partition_by=["day"])
+        # CommitResult(version=0, attempts=1, num_actions=5, row_id_high_water_mark=None)
     """
     if mode not in ("append", "overwrite", "error", "errorifexists", "ignore"):
         raise InvalidValue(
