@@ -223,7 +223,7 @@ def test_dagster_checks_schedule_and_sensor_run_on_every_table(
 def test_liquid_is_the_old_name_of_clustering() -> None:
     assert canonical_feature_name("liquid") == "clustering"
     protocol = Protocol(3, 7, frozenset({"deletionVectors"}), frozenset(LIQUID_WRITER_FEATURES))
-    assert protocol.supports("clustering") and protocol.can_write()
+    assert protocol.supports("clustering") and protocol.refusal(Access.WRITE) is None
     # an upgrade keeps the name the table lists, and adds no second clustering name
     upgraded = protocol.with_features("rowTracking", "clustering")
     assert upgraded is protocol

@@ -267,7 +267,7 @@ def test_reader_two_with_writer_seven_lists_column_mapping_for_writers():
     assert p.effective_reader_features == {"columnMapping"}
     assert p.effective_writer_features == {"columnMapping", "identityColumns"}
     p.check_readable()
-    p.check_writable()
+    p.check_allows(Access.WRITE)
 
 
 # --------------------------------------------------------------------------- validation
@@ -347,9 +347,9 @@ def test_lenient_where_spark_is_lenient():
     # writer versions beyond 7 are readable (Spark only checks the reader version) but not ours
     p = Protocol.from_action({"minReaderVersion": 1, "minWriterVersion": 8})
     p.check_readable()
-    assert not p.can_write()
+    assert p.refusal(Access.WRITE) is not None
     with pytest.raises(UnsupportedProtocolVersion, match="writer protocol version 8"):
-        p.check_writable()
+        p.check_allows(Access.WRITE)
 
 
 def test_reader_features_bind_writers_and_writer_listed_reader_features_bind_readers():
@@ -392,7 +392,7 @@ def test_check_readable_names_the_unsupported_features():
     assert "futureThing, redirectReaderWriter-preview" in str(info.value)
 
 
-def test_check_writable_names_writer_features_we_do_not_write():
+def test_check_allows_write_names_writer_features_we_do_not_write():
     p = Protocol.from_action(
         {
             "minReaderVersion": 1,
@@ -407,15 +407,15 @@ def test_check_writable_names_writer_features_we_do_not_write():
         }
     )
     p.check_readable()  # writer-only features, known or not, never block reading
-    assert p.unsupported_writer_features() == {
+    assert p.refusing(Access.WRITE) == {
         "redirectWriterOnly-preview",
         "icebergCompatV2",
         "writerOnlyFuture",
     }
-    assert not p.can_write()
+    assert p.refusal(Access.WRITE) is not None
     with pytest.raises(UnsupportedFeature) as info:
-        p.check_writable()
-    assert info.value.action == "write"
+        p.check_allows(Access.WRITE)
+    assert info.value.action == Access.WRITE.value
     assert "redirectWriterOnly-preview" in str(info.value)
 
 
@@ -423,9 +423,9 @@ def test_unreadable_reader_features_are_also_unwritable():
     p = Protocol(
         3, 7, frozenset({"variantShredding-preview"}), frozenset({"variantShredding-preview"})
     )
-    assert p.unsupported_writer_features() == {"variantShredding-preview"}
+    assert p.refusing(Access.WRITE) == {"variantShredding-preview"}
     with pytest.raises(UnsupportedFeature):
-        p.check_writable()
+        p.check_allows(Access.WRITE)
 
 
 def test_supported_tables_pass_both_checks():
@@ -464,8 +464,8 @@ def test_supported_tables_pass_both_checks():
     ):
         p = Protocol.from_action(action)
         p.check_readable()
-        p.check_writable()
-        assert p.can_write()
+        p.check_allows(Access.WRITE)
+        assert p.refusal(Access.VACUUM) is None
 
 
 # ------------------------------------------------------------------------------ fixtures
@@ -518,7 +518,8 @@ def test_fixture_with_vacuum_protocol_check_is_writable():
     latest = [a["protocol"] for a in actions if "protocol" in a][-1]
     protocol = Protocol.from_action(latest)
     assert protocol.supports("vacuumProtocolCheck")
-    protocol.check_writable()
+    protocol.check_allows(Access.VACUUM)
+    protocol.check_allows(Access.WRITE)
 
 
 # ----------------------------------------------------------------------------- upgrades

@@ -7,17 +7,18 @@ in the protocol text and in Delta Spark (plus the kernels' and accepted RFCs' na
 ones delta-ops can honour when it reads a table and when it commits to one, and does the
 protocol algebra (effective features, upgrades that never drop a feature).
 
-Every maintenance operation starts with a check here:
-
-* reading the log state (checkpoint, cleanup, vacuum planning): :meth:`Protocol.check_readable`;
-* committing (VACUUM START/END, row-tracking backfill, protocol upgrades) and deleting files
-  (vacuum, which `vacuumProtocolCheck` requires): :meth:`Protocol.check_writable`.
+Support is per operation (:class:`Access`), not per table: a feature may allow checkpoints
+but refuse data writes. Loading a snapshot checks :meth:`Protocol.check_readable`; every
+operation then calls :meth:`Protocol.check_allows` with what it is about to do (a checkpoint,
+cleanup, a vacuum, which `vacuumProtocolCheck` requires to check the writer protocol before
+deleting anything, a data write, ...), and reports that only describe a table ask
+:meth:`Protocol.refusal`.
 
 Example::
 
     p = Protocol.from_action({"minReaderVersion": 1, "minWriterVersion": 2})
     p.effective_writer_features            # frozenset({'appendOnly', 'invariants'})
-    p.check_readable(); p.check_writable()
+    p.check_readable(); p.check_allows(Access.WRITE)
     q = p.with_features("rowTracking")     # what Spark's ALTER TABLE ... enableRowTracking commits
     q.to_action()
     # {'minReaderVersion': 1, 'minWriterVersion': 7,
@@ -93,7 +94,7 @@ class FeatureKind(str, Enum):
     WRITER = "writer"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TableFeature:
     """One known table feature and delta-ops' support for it.
 
@@ -145,17 +146,43 @@ class TableFeature:
 
 
 def _legacy_writer(name: str, writer: int) -> TableFeature:
-    return TableFeature(name, FeatureKind.WRITER, 1, writer, True, True, True)
+    return TableFeature(
+        name=name,
+        kind=FeatureKind.WRITER,
+        min_reader_version=1,
+        min_writer_version=writer,
+        legacy=True,
+        readable=True,
+        writable=True,
+    )
 
 
 def _writer(name: str, *, writable: bool, requires: tuple[str, ...] = ()) -> TableFeature:
-    return TableFeature(name, FeatureKind.WRITER, 1, 7, False, True, writable, requires)
+    return TableFeature(
+        name=name,
+        kind=FeatureKind.WRITER,
+        min_reader_version=1,
+        min_writer_version=TABLE_FEATURES_WRITER_VERSION,
+        legacy=False,
+        readable=True,
+        writable=writable,
+        requires=requires,
+    )
 
 
 def _reader_writer(
     name: str, *, readable: bool, writable: bool, requires: tuple[str, ...] = ()
 ) -> TableFeature:
-    return TableFeature(name, FeatureKind.READER_WRITER, 3, 7, False, readable, writable, requires)
+    return TableFeature(
+        name=name,
+        kind=FeatureKind.READER_WRITER,
+        min_reader_version=TABLE_FEATURES_READER_VERSION,
+        min_writer_version=TABLE_FEATURES_WRITER_VERSION,
+        legacy=False,
+        readable=readable,
+        writable=writable,
+        requires=requires,
+    )
 
 
 def _partly(
@@ -166,8 +193,19 @@ def _partly(
     requires: tuple[str, ...] = (),
 ) -> TableFeature:
     """A feature some operations honour (`allows`) and the others refuse, for `reason`."""
-    reader = 3 if kind is FeatureKind.READER_WRITER else 1
-    return TableFeature(name, kind, reader, 7, False, True, False, requires, allows, reason)
+    reader = TABLE_FEATURES_READER_VERSION if kind is FeatureKind.READER_WRITER else 1
+    return TableFeature(
+        name=name,
+        kind=kind,
+        min_reader_version=reader,
+        min_writer_version=TABLE_FEATURES_WRITER_VERSION,
+        legacy=False,
+        readable=True,
+        writable=False,
+        requires=requires,
+        allows=allows,
+        reason=reason,
+    )
 
 
 _REGISTRY: tuple[TableFeature, ...] = (
@@ -188,7 +226,15 @@ _REGISTRY: tuple[TableFeature, ...] = (
     # Readers must resolve physical column names (the snapshot/schema code does, and checkpoint
     # `partitionValues_parsed`/`stats_parsed` use physical names); writers must not change the
     # schema without assigning ids/physical names, and maintenance never changes the schema.
-    TableFeature("columnMapping", FeatureKind.READER_WRITER, 2, 5, True, True, True),
+    TableFeature(
+        name="columnMapping",
+        kind=FeatureKind.READER_WRITER,
+        min_reader_version=2,
+        min_writer_version=5,
+        legacy=True,
+        readable=True,
+        writable=True,
+    ),
     # --------------------------------------------------------- reader-writer table features
     # DVs: the log state keys files by (path, dvId); vacuum protects referenced DV files; our
     # re-adds carry the descriptor and `numRecords` unchanged, as the writer rules require.
@@ -199,7 +245,7 @@ _REGISTRY: tuple[TableFeature, ...] = (
     # referenced and writes the compatibility checkpoint, as Spark does.
     _reader_writer("v2Checkpoint", readable=True, writable=True),
     # Readers need nothing; writers must check the *writer* protocol before VACUUM deletes
-    # anything, which our vacuum does by calling `check_writable` first.
+    # anything, which our vacuum does by calling `check_allows(Access.VACUUM)` first.
     _reader_writer("vacuumProtocolCheck", readable=True, writable=True),
     # Type widening: files may hold narrower types than the schema; log state is unaffected and
     # rows are read with casts to the table type. Writer rules concern schema changes
@@ -285,14 +331,14 @@ _REGISTRY: tuple[TableFeature, ...] = (
     # Compaction chooses which rows share a file, and on a clustered table that must cluster
     # (Delta Spark's OPTIMIZE does): bin-packing would undo the layout, so it is refused.
     TableFeature(
-        "clustering",
-        FeatureKind.WRITER,
-        1,
-        7,
-        False,
-        True,
-        True,
-        ("domainMetadata",),
+        name="clustering",
+        kind=FeatureKind.WRITER,
+        min_reader_version=1,
+        min_writer_version=TABLE_FEATURES_WRITER_VERSION,
+        legacy=False,
+        readable=True,
+        writable=True,
+        requires=("domainMetadata",),
         allows=frozenset(Access) - {Access.COMPACT},
         reason="compaction of a clustered table must cluster its rows, which delta-ops does "
         "not do yet; run OPTIMIZE in Delta Spark or Databricks",
@@ -478,7 +524,7 @@ class Protocol:
         * versions must be integers; a reader version above 3 raises
           :class:`UnsupportedProtocolVersion` (the table needs a newer client), one below 1
           raises :class:`InvalidProtocol`. A writer version above 7 is accepted, because Spark
-          still reads such a table; :meth:`check_writable` refuses it.
+          still reads such a table; :meth:`check_allows` refuses it for everything but reads.
         * `readerFeatures` may be missing at reader version 3 (kernel-rs rejects this, Spark
           reads it as an empty list), likewise `writerFeatures` at writer version 7.
         * a feature list at a legacy version must be empty (Spark ignores it; a non-empty one is
@@ -616,34 +662,6 @@ class Protocol:
     def allowed_operations(self) -> dict[Access, frozenset[str]]:
         """Each operation and the features refusing it (empty: allowed), for `inspect`."""
         return {op: self.refusing(op) for op in Access}
-
-    def unsupported_writer_features(self) -> frozenset[str]:
-        """Features that stop delta-ops from committing (unknown names included).
-
-        Writers read the table first, so unreadable reader features are in here as well.
-        """
-        return frozenset(n for n in self.effective_features if not _writable(n))
-
-    def can_write(self) -> bool:
-        """Whether delta-ops may commit to (or delete files of) a table with this protocol."""
-        return (
-            self.min_reader_version <= MAX_READER_VERSION
-            and self.min_writer_version <= MAX_WRITER_VERSION
-            and not self.unsupported_writer_features()
-        )
-
-    def check_writable(self) -> None:
-        """Raise UnsupportedFeature(action="write") naming what stops delta-ops from committing.
-
-        Call it before any commit and before VACUUM deletes anything (`vacuumProtocolCheck`).
-        """
-        if self.min_reader_version > MAX_READER_VERSION:
-            raise UnsupportedProtocolVersion("reader", self.min_reader_version, "write")
-        if self.min_writer_version > MAX_WRITER_VERSION:
-            raise UnsupportedProtocolVersion("writer", self.min_writer_version, "write")
-        unsupported = self.unsupported_writer_features()
-        if unsupported:
-            raise UnsupportedFeature(unsupported, action="write")
 
     # ---------------------------------------------------------------------------- upgrades
     def with_features(self, *names: str) -> Protocol:
