@@ -202,7 +202,7 @@ def test_values_are_parsed_and_typed():
     assert props.checkpoint_write_stats_as_json is False
     assert props.checkpoint_write_stats_as_struct is False
     assert props.checkpoint_policy == "v2"
-    assert props.enable_row_tracking is True and props.row_tracking_active
+    assert props.enable_row_tracking is True and props.row_tracking_suspended is False
     assert props.materialized_row_id_column_name == "_row-id-col-1"
     assert props.materialized_row_commit_version_column_name == "_row-commit-version-col-1"
     assert props.enable_deletion_vectors is True
@@ -349,15 +349,6 @@ def test_retention_compatibility_follows_sparks_rule():
     assert bad.validate_retention_compatibility()
     # neither set: defaults (30 days >= 7 days) are never reported
     assert TableProperties.from_configuration({"a": "b"}).validate_retention_compatibility() == []
-
-
-def test_row_tracking_enabled_and_suspended_is_reported():
-    props = TableProperties.from_configuration(
-        {"delta.enableRowTracking": "true", "delta.rowTrackingSuspended": "true"}
-    )
-    assert not props.row_tracking_active
-    assert props.validate_row_tracking()
-    assert TableProperties().validate_row_tracking() == []
 
 
 # ---------------------------------------------------------------------------- fixtures

@@ -68,10 +68,6 @@ class LogSegment:
     def checkpoint_version(self) -> int | None:
         return self.checkpoint.version if self.checkpoint else None
 
-    @property
-    def latest_listed_version(self) -> int:
-        return max(f.version for f in self.listing if f.kind in (LogFileKind.COMMIT, *_FORMAT_RANK))
-
 
 def complete_checkpoints(listing: Iterable[LogFile]) -> list[CheckpointRef]:
     """Every complete, non-empty checkpoint in a listing, oldest first (Spark's order)."""

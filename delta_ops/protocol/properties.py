@@ -547,11 +547,6 @@ class TableProperties:
             raw=MappingProxyType(cfg),
         )
 
-    @property
-    def row_tracking_active(self) -> bool:
-        """Row tracking is enabled and not suspended (writers must then preserve row ids)."""
-        return self.enable_row_tracking and not self.row_tracking_suspended
-
     def validate_retention_compatibility(self) -> list[str]:
         """Problems with the two retentions under Spark's rule (empty list: none).
 
@@ -574,17 +569,3 @@ class TableProperties:
             "Spark requires the log retention to be at least the deleted-file retention"
         )
         return [problem]
-
-    def validate_row_tracking(self) -> list[str]:
-        """Problems with the row-tracking properties (empty list: none).
-
-        Spark refuses writes when row tracking is both enabled and suspended
-        (`RowTracking.isSuspended`), because the two properties contradict each other.
-        """
-        if self.enable_row_tracking and self.row_tracking_suspended:
-            problem = (
-                f"{ENABLE_ROW_TRACKING}=true and {ROW_TRACKING_SUSPENDED}=true contradict each "
-                "other; Delta Spark refuses to write such a table"
-            )
-            return [problem]
-        return []

@@ -83,7 +83,6 @@ __all__ = [
     "StructType",
     "from_arrow_schema",
     "from_arrow_type",
-    "logical_to_physical",
     "parse_partition_values",
     "parse_schema",
     "parse_stats",
@@ -360,11 +359,6 @@ def physical_name(field: StructField) -> str:
     """The column-mapping physical name of `field`, or its logical name when it has none."""
     name = field.metadata.get(PHYSICAL_NAME_KEY)
     return name if isinstance(name, str) and name else field.name
-
-
-def logical_to_physical(struct: StructType) -> dict[str, str]:
-    """Map each top-level column's logical name to its physical name."""
-    return {f.name: physical_name(f) for f in struct.fields}
 
 
 # --------------------------------------------------------------------------- Arrow
