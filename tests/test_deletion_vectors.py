@@ -136,7 +136,9 @@ def test_spec_on_disk_examples_resolve_paths():
     assert p.storage_type == "p"
     assert p.relative_path() is None
     assert p.absolute_path("s3://other") == p.path_or_inline_dv
-    encoded = DeletionVectorDescriptor("p", "s3://my%20table/dv.bin", 1, 34, 1)
+    encoded = DeletionVectorDescriptor(
+        "p", "s3://my%20table/dv.bin", offset=1, size_in_bytes=34, cardinality=1
+    )
     assert encoded.absolute_path("ignored") == "s3://my table/dv.bin"
 
 
@@ -148,11 +150,20 @@ def test_descriptor_validation():
     with pytest.raises(InvalidDeletionVector, match="lacks the field 'sizeInBytes'"):
         DeletionVectorDescriptor.from_dict({"storageType": "i", "pathOrInlineDv": "abcde"})
     with pytest.raises(InvalidDeletionVector, match="only for storageType 'u'"):
-        DeletionVectorDescriptor("i", SPEC_INLINE_DV, None, 40, 6).uuid()
-    no_prefix = DeletionVectorDescriptor("u", z85_encode(bytes(16)), 1, 34, 1)
+        DeletionVectorDescriptor(
+            "i", SPEC_INLINE_DV, offset=None, size_in_bytes=40, cardinality=6
+        ).uuid()
+    no_prefix = DeletionVectorDescriptor(
+        "u", z85_encode(bytes(16)), offset=1, size_in_bytes=34, cardinality=1
+    )
     assert no_prefix.random_prefix == ""
     assert no_prefix.relative_path() == f"deletion_vector_{uuid.UUID(int=0)}.bin"
-    assert "offset" not in DeletionVectorDescriptor("i", "00000", None, 4, 0).to_dict()
+    assert (
+        "offset"
+        not in DeletionVectorDescriptor(
+            "i", "00000", offset=None, size_in_bytes=4, cardinality=0
+        ).to_dict()
+    )
 
 
 # --- Z85 ------------------------------------------------------------------------------------
@@ -275,7 +286,9 @@ def test_inline_dv_with_overflowing_padding_loads_like_spark():
     rows = [1, 3, 5]  # three 16-bit values: the serialized bitmap ends 2 bytes into a block
     data = encode_bitmap(rows)
     assert len(data) % 4 == 2
-    dv = DeletionVectorDescriptor("i", overflow_last_block(data, 0xFFFF), None, len(data), 3)
+    dv = DeletionVectorDescriptor(
+        "i", overflow_last_block(data, 0xFFFF), offset=None, size_in_bytes=len(data), cardinality=3
+    )
     assert list(load_deletion_vector(dv, "unused-by-inline-dvs", LOCAL)) == rows
 
 
@@ -394,7 +407,9 @@ def test_corrupt_payload_byte_caught_by_crc(dv_small):
 
 def test_wrong_size_in_descriptor(dv_small):
     root, desc = dv_small
-    bad = DeletionVectorDescriptor("u", desc.path_or_inline_dv, 1, desc.size_in_bytes + 1, 2)
+    bad = DeletionVectorDescriptor(
+        "u", desc.path_or_inline_dv, offset=1, size_in_bytes=desc.size_in_bytes + 1, cardinality=2
+    )
     with pytest.raises(InvalidDeletionVector, match=f"{DV_SMALL_FILE}.*sizeInBytes is 37"):
         load_deletion_vector(bad, str(root), LOCAL)
 
@@ -427,7 +442,9 @@ def test_wrong_version_byte(dv_small):
 
 def test_wrong_cardinality(dv_small):
     root, desc = dv_small
-    bad = DeletionVectorDescriptor("u", desc.path_or_inline_dv, 1, desc.size_in_bytes, 3)
+    bad = DeletionVectorDescriptor(
+        "u", desc.path_or_inline_dv, offset=1, size_in_bytes=desc.size_in_bytes, cardinality=3
+    )
     with pytest.raises(InvalidDeletionVector, match=f"{DV_SMALL_FILE}.*cardinality 3"):
         load_deletion_vector(bad, str(root), LOCAL)
 
@@ -443,12 +460,34 @@ def test_truncated_and_missing_file(dv_small):
 
 
 def test_corrupt_inline_dvs_name_inline():
-    good = DeletionVectorDescriptor("i", SPEC_INLINE_DV, None, 40, 6)
+    good = DeletionVectorDescriptor(
+        "i", SPEC_INLINE_DV, offset=None, size_in_bytes=40, cardinality=6
+    )
     for bad, problem in [
-        (DeletionVectorDescriptor("i", SPEC_INLINE_DV, None, 40, 5), "cardinality 5"),
-        (DeletionVectorDescriptor("i", SPEC_INLINE_DV, None, 44, 6), "sizeInBytes is 44"),
-        (DeletionVectorDescriptor("i", "~" + SPEC_INLINE_DV[1:], None, 40, 6), "'~'"),
-        (DeletionVectorDescriptor("i", "00000" + SPEC_INLINE_DV[5:], None, 40, 6), "magic"),
+        (
+            DeletionVectorDescriptor(
+                "i", SPEC_INLINE_DV, offset=None, size_in_bytes=40, cardinality=5
+            ),
+            "cardinality 5",
+        ),
+        (
+            DeletionVectorDescriptor(
+                "i", SPEC_INLINE_DV, offset=None, size_in_bytes=44, cardinality=6
+            ),
+            "sizeInBytes is 44",
+        ),
+        (
+            DeletionVectorDescriptor(
+                "i", "~" + SPEC_INLINE_DV[1:], offset=None, size_in_bytes=40, cardinality=6
+            ),
+            "'~'",
+        ),
+        (
+            DeletionVectorDescriptor(
+                "i", "00000" + SPEC_INLINE_DV[5:], offset=None, size_in_bytes=40, cardinality=6
+            ),
+            "magic",
+        ),
     ]:
         with pytest.raises(InvalidDeletionVector, match=f"^inline: .*{problem}"):
             load_deletion_vector(bad, "/t", LOCAL)
@@ -502,12 +541,16 @@ def test_absent_offset_means_first_dv_and_p_paths_are_url_decoded(tmp_path):
     root = tmp_path / "a table"  # the space is URL-encoded in a 'p' descriptor
     root.mkdir()
     [first, second] = write_deletion_vector_file(LOCAL, str(root), [[4], [6, 8]])
-    no_offset = DeletionVectorDescriptor("u", first.path_or_inline_dv, None, 34, 1)
+    no_offset = DeletionVectorDescriptor(
+        "u", first.path_or_inline_dv, offset=None, size_in_bytes=34, cardinality=1
+    )
     assert list(load_deletion_vector(no_offset, str(root), LOCAL)) == [4]
 
     encoded = (root / second.relative_path()).as_uri()
     assert "%20" in encoded
-    p = DeletionVectorDescriptor("p", encoded, second.offset, second.size_in_bytes, 2)
+    p = DeletionVectorDescriptor(
+        "p", encoded, offset=second.offset, size_in_bytes=second.size_in_bytes, cardinality=2
+    )
     assert p.absolute_path("/elsewhere") == encoded.replace("%20", " ")
     assert list(load_deletion_vector(p, "/elsewhere", LOCAL)) == [6, 8]
 
@@ -533,9 +576,11 @@ def test_inline_descriptor_pads_and_round_trips():
 
 
 def test_dv_unique_ids_and_relative_paths_on_arrow():
-    u = DeletionVectorDescriptor("u", "ab" + z85_encode(uuid.UUID(int=1).bytes), 9, 34, 1)
-    i = DeletionVectorDescriptor("i", SPEC_INLINE_DV, None, 40, 6)
-    p = DeletionVectorDescriptor("p", "s3://x/dv.bin", 1, 34, 1)
+    u = DeletionVectorDescriptor(
+        "u", "ab" + z85_encode(uuid.UUID(int=1).bytes), offset=9, size_in_bytes=34, cardinality=1
+    )
+    i = DeletionVectorDescriptor("i", SPEC_INLINE_DV, offset=None, size_in_bytes=40, cardinality=6)
+    p = DeletionVectorDescriptor("p", "s3://x/dv.bin", offset=1, size_in_bytes=34, cardinality=1)
     rows = [u.to_dict(), None, i.to_dict(), p.to_dict(), u.to_dict()]
     dv_type = pa.struct(
         [

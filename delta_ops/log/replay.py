@@ -56,7 +56,7 @@ class DomainMetadata:
     removed: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Txn:
     app_id: str
     version: int
@@ -185,7 +185,7 @@ def _latest_txns(txns: pa.Table | None) -> dict[str, Txn]:
         return {}
     latest = latest_per_key(txns, ["appId"])
     return {
-        r["appId"]: Txn(r["appId"], r["version"], r["lastUpdated"])
+        r["appId"]: Txn(app_id=r["appId"], version=r["version"], last_updated=r["lastUpdated"])
         for r in latest.to_pylist()
         if r["appId"] is not None
     }

@@ -44,7 +44,7 @@ import struct
 import uuid as uuid_module
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, TypeAlias
 from urllib.parse import unquote
 
@@ -183,6 +183,7 @@ class DeletionVectorDescriptor:
 
     storage_type: str
     path_or_inline_dv: str
+    _: KW_ONLY  # three numbers in a row are unreadable positionally
     offset: int | None
     size_in_bytes: int
     cardinality: int

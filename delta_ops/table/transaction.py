@@ -70,7 +70,7 @@ class CommitRefused(DeltaOpsError):
     """The storage cannot guarantee put-if-absent, and no single writer was declared."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CommitResult:
     """What a commit produced."""
 
@@ -251,7 +251,12 @@ class Transaction:
                 logger.info(
                     "committed %s as version %d (attempt %d)", self.operation, version, attempt
                 )
-                return CommitResult(version, attempt, self._num_actions(), new_hwm)
+                return CommitResult(
+                    version=version,
+                    attempts=attempt,
+                    num_actions=self._num_actions(),
+                    row_id_high_water_mark=new_hwm,
+                )
             latest = _latest_commit_version(storage, version)
             hwm = self._check_winners(storage, version, latest, hwm, deadline)
             out_of_attempts = self.max_attempts is not None and attempt >= self.max_attempts
