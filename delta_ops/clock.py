@@ -3,8 +3,9 @@
 Ops take a `now_ms` so that a plan can be made "as of" a moment (``--now`` in the CLI), but no
 write may be more destructive than the real clock allows: expiring tombstones or `txn` entries
 in a checkpoint, the log-cleanup cutoff, vacuum's retention window and its in-flight grace all
-use :func:`bounded`, which never lets a requested time run ahead of the wall clock. A `now_ms`
-in the past is honoured (it only makes an op keep more).
+use :func:`clamp`, which never lets a requested time run ahead of the wall clock and says
+whether it had to lower it (a plan reports what was asked). A `now_ms` in the past is honoured
+(it only makes an op keep more).
 
 Tests and simulations move the wall clock with :func:`fixed_wall_clock`::
 
@@ -18,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 _override = threading.local()
 _process_override: list[int] = []
@@ -33,10 +35,25 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def bounded(requested_ms: int | None) -> int:
+@dataclass(frozen=True)
+class Clamped:
+    """The moment an op acts as of, and what its caller asked for when that was later."""
+
+    now_ms: int
+    requested_ms: int | None  # None: nothing was asked, or it was honoured as asked
+
+
+def clamp(requested_ms: int | None) -> Clamped:
     """`requested_ms` (default: now) clamped so that it never runs ahead of the wall clock."""
     wall = now_ms()
-    return wall if requested_ms is None else min(requested_ms, wall)
+    if requested_ms is None or requested_ms <= wall:
+        return Clamped(wall if requested_ms is None else requested_ms, None)
+    return Clamped(wall, requested_ms)
+
+
+def bounded(requested_ms: int | None) -> int:
+    """The clamped moment alone (:func:`clamp`)."""
+    return clamp(requested_ms).now_ms
 
 
 @contextmanager

@@ -111,17 +111,17 @@ def test_worker_processes_write_what_this_process_would(
 ) -> None:
     """Past PROCESS_MIN_FILES the units are written by forked workers: the same rows, one file
     per partition, the same commit shape as an in-process rewrite of an identical table."""
-    from delta_ops.ops import rewrite
+    from delta_ops.ops import engines, rewrite
 
     used: list[int] = []
-    in_processes = rewrite._rewrite_in_processes
+    in_processes = engines._in_processes
 
-    def spy(rewriter, units, workers, task, meanwhile):  # type: ignore[no-untyped-def]
-        used.append(workers)
-        return in_processes(rewriter, units, workers, task, meanwhile)
+    def spy(fn, items, on_done, meanwhile):  # type: ignore[no-untyped-def]
+        used.append(len(items))
+        return in_processes(fn, items, on_done, meanwhile)
 
-    monkeypatch.setattr(rewrite, "_rewrite_in_processes", spy)
-    monkeypatch.setattr(rewrite.multiprocessing, "cpu_count", lambda: 2)
+    monkeypatch.setattr(engines, "_in_processes", spy)
+    monkeypatch.setattr(engines.multiprocessing, "cpu_count", lambda: 2)
     tables = {}
     for mode, threshold in (("processes", 1), ("in-process", 10**9)):
         table = tmp_path / mode
@@ -130,7 +130,7 @@ def test_worker_processes_write_what_this_process_would(
         result = execute_compact(plan_compact(load_snapshot(table)))
         assert (result.files_removed, result.files_added) == (12, 2)
         tables[mode] = table
-    assert used == [2]  # two units, two workers; the in-process run forked none
+    assert used == [2]  # two units to two workers; the in-process run forked none
     assert duckdb_rows(tables["processes"]) == duckdb_rows(tables["in-process"])
     assert deltalake_rows(tables["processes"]) == deltalake_rows(tables["in-process"])
     for table in tables.values():
@@ -143,7 +143,7 @@ def test_a_failing_worker_leaves_no_new_file_and_no_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from delta_ops.errors import DeltaOpsError
-    from delta_ops.ops import rewrite
+    from delta_ops.ops import engines, rewrite
 
     table = tmp_path / "t"
     many_small_appends(table)
@@ -152,7 +152,7 @@ def test_a_failing_worker_leaves_no_new_file_and_no_commit(
     before = load_snapshot(table)
     files_before = {p.name for p in table.rglob("*.parquet")}
     monkeypatch.setattr(rewrite, "PROCESS_MIN_FILES", 1)
-    monkeypatch.setattr(rewrite.multiprocessing, "cpu_count", lambda: 2)
+    monkeypatch.setattr(engines.multiprocessing, "cpu_count", lambda: 2)
     with pytest.raises(DeltaOpsError, match="unreadable data file"):
         execute_compact(plan_compact(before))
     assert load_snapshot(table).version == before.version
@@ -168,14 +168,14 @@ def test_a_failure_while_the_workers_write_leaves_no_new_file_and_no_commit(
     """The parent reads the stats and encodes the removes while the workers write: when that
     fails, the workers' files are still collected and discarded, and the failure is raised."""
     from delta_ops.errors import CorruptLog
-    from delta_ops.ops import rewrite
+    from delta_ops.ops import engines, rewrite
 
     table = tmp_path / "t"
     many_small_appends(table)
     before = load_snapshot(table)
     files_before = {p.name for p in table.rglob("*.parquet")}
     monkeypatch.setattr(rewrite, "PROCESS_MIN_FILES", 1)
-    monkeypatch.setattr(rewrite.multiprocessing, "cpu_count", lambda: 2)
+    monkeypatch.setattr(engines.multiprocessing, "cpu_count", lambda: 2)
 
     def unreadable_stats(self, paths):  # type: ignore[no-untyped-def]
         raise CorruptLog("00000000000000000010.checkpoint.parquet", "removed meanwhile")
@@ -195,7 +195,7 @@ def test_a_worker_killed_after_writing_leaves_no_new_file_and_no_commit(
     import os
 
     from delta_ops.errors import DeltaOpsError
-    from delta_ops.ops import rewrite
+    from delta_ops.ops import engines, rewrite
 
     table = tmp_path / "t"
     many_small_appends(table)
@@ -203,7 +203,7 @@ def test_a_worker_killed_after_writing_leaves_no_new_file_and_no_commit(
     rows = duckdb_rows(table)
     files_before = {p.name for p in table.rglob("*.parquet")}
     monkeypatch.setattr(rewrite, "PROCESS_MIN_FILES", 1)
-    monkeypatch.setattr(rewrite.multiprocessing, "cpu_count", lambda: 2)
+    monkeypatch.setattr(engines.multiprocessing, "cpu_count", lambda: 2)
     write_unit = rewrite.write_unit
 
     def write_then_die(rewriter, unit, advance=None):  # type: ignore[no-untyped-def]
@@ -213,7 +213,7 @@ def test_a_worker_killed_after_writing_leaves_no_new_file_and_no_commit(
         return done
 
     monkeypatch.setattr(rewrite, "write_unit", write_then_die)
-    with pytest.raises(DeltaOpsError, match="a rewrite worker failed"):
+    with pytest.raises(DeltaOpsError, match="a worker failed"):
         execute_compact(plan_compact(before))
     assert load_snapshot(table).version == before.version
     assert {p.name for p in table.rglob("*.parquet")} == files_before

@@ -31,6 +31,7 @@ from delta_ops.errors import (
     file_being_read,
 )
 from delta_ops.ops import progress
+from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.registry import OPERATIONS, Operation
 from delta_ops.ops.results import to_data
 from delta_ops.version import __version__
@@ -105,21 +106,32 @@ def _run_operation(operation: Operation, args: argparse.Namespace) -> int:
     """Plan one registered operation; print the plan (dry run) or execute it and print what
     it did. Text by default, one JSON object with --json."""
     values = operation.parse({o.name: getattr(args, o.name) for o in operation.options})
+    engine = _engine(values.get("engine", "local"))
     version = args.version if operation.at_version else None
     table = operation.load(args.table, version, _storage_options(args.storage_option))
     if args.dry_run:
-        plan, warnings = operation.preview(table, values)
+        plan, warnings = operation.preview(table, values, engine)
         for warning in warnings:
             print(f"delta-ops: warning: {warning}", file=sys.stderr)
         data = {**to_data(plan), "dry_run": True, "warnings": warnings}
         _print(args, data, operation.describe_plan(plan))
         return 0
-    plan = operation.plan(table, values)
+    plan = operation.plan(table, values, engine)
     say = (lambda m: print(f"delta-ops: {m}", file=sys.stderr)) if args.verbose else None
     with progress.reporting(_progress_reporter(say)):
         result = operation.execute(plan, say)
     _print(args, {**to_data(result), "dry_run": False}, operation.describe_result(result))
     return 0
+
+
+def _engine(name: str) -> Engine:
+    """The engine ``--engine`` names (`delta_ops.ops.engines`)."""
+    if name == "spark":
+        # the spark extra (PySpark) is optional: imported only when asked for
+        from delta_ops.spark.engine import SparkEngine
+
+        return SparkEngine()
+    return LOCAL
 
 
 def _progress_reporter(say: Any) -> progress.Reporter | None:

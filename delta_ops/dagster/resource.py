@@ -12,6 +12,7 @@ import dagster as dg
 from pydantic import Field
 
 from delta_ops import clock
+from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.probe import (
     CommitProbe,
     MaintenanceWork,
@@ -109,7 +110,8 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
         them: durations as text, e.g. ``{"retention": "7d"}``)."""
         op = operation_named(operation)
         values = op.parse(dict(options or {}))
-        return op.plan(op.load(self._storage(url, storage_options)), values)
+        engine = _engine(values.get("engine", "local"))
+        return op.plan(op.load(self._storage(url, storage_options)), values, engine)
 
     def execute(
         self, operation: str, plan: Any, *, progress: Callable[[str], None] | None = None
@@ -122,6 +124,16 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
         lines = LogLines(progress, every_s=self.progress_every_seconds)
         with reporting(lines):
             return operation_named(operation).execute(plan, progress)
+
+
+def _engine(name: str) -> Engine:
+    """The engine the ``engine`` config names (`delta_ops.ops.engines`)."""
+    if name == "spark":
+        # the spark extra (PySpark) is optional: imported only when asked for
+        from delta_ops.spark.engine import SparkEngine
+
+        return SparkEngine()
+    return LOCAL
 
 
 def _human_ms(value: int) -> str:

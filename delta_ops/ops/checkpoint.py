@@ -46,6 +46,7 @@ import time
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import pyarrow as pa
@@ -53,7 +54,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops import clock
-from delta_ops.errors import CheckpointInProgress, CorruptLog, DeltaOpsError
+from delta_ops.errors import CheckpointInProgress, CorruptLog, InvalidValue
 from delta_ops.log.checkpoint_content import (
     CheckpointState,
     ParsedColumns,
@@ -91,9 +92,11 @@ from delta_ops.log.segment import (
     complete_checkpoints,
 )
 from delta_ops.log.state_stream import stream_state
-from delta_ops.ops.engines import engine_named
+from delta_ops.ops.engines import LOCAL, Engine
+from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind, requested_now
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Access
+from delta_ops.protocol.units import format_bytes
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import (
     Snapshot,
@@ -118,13 +121,21 @@ V1_KINDS = frozenset({LogFileKind.CLASSIC_CHECKPOINT, LogFileKind.MULTI_PART_CHE
 STREAM_ABOVE_ACTIONS = 500_000
 
 
+class CheckpointKind(StrEnum):
+    """Which of the protocol's checkpoint formats a plan writes."""
+
+    CLASSIC = "classic"  # one parquet file
+    MULTI_PART = "multi-part"  # parquet parts of one version (deprecated by the protocol)
+    V2 = "v2"  # a top-level file naming parquet sidecars (the v2Checkpoint feature)
+
+
 @dataclass(frozen=True)
 class CheckpointPlan:
     """What a checkpoint run will write. Printing `to_dict()` is the dry run."""
 
     table: str
     version: int
-    kind: str  # "classic" | "multi-part" | "v2"
+    kind: CheckpointKind
     num_parts: int
     files: tuple[str, ...]  # names in _delta_log (sidecars as "_sidecars/<name>")
     existing: str | None  # a readable checkpoint already at this version: nothing to do
@@ -140,7 +151,8 @@ class CheckpointPlan:
     snapshot: Snapshot | TableHead = field(repr=False, compare=False)
     state: CheckpointState = field(repr=False, compare=False)
     streamed: bool = False  # the file state is streamed from the previous checkpoint
-    engine: str = "local"  # who writes the parquet files (`delta_ops.ops.engines`)
+    #: who writes the parquet files (`delta_ops.ops.engines`)
+    engine: Engine = field(default=LOCAL, repr=False, compare=False)
     now_ms: int = 0  # the expiry clock used (never later than the wall clock)
     requested_now_ms: int | None = None  # what the caller asked for, when it was clamped
     #: other complete checkpoints at this version, ranked below `existing`: removed, so that
@@ -152,8 +164,13 @@ class CheckpointPlan:
     def nothing_to_do(self) -> bool:
         return self.existing is not None and not self.redundant
 
+    @property
+    def idle_reason(self) -> str:
+        """Why the plan has nothing to do (when it has nothing to do)."""
+        return f"version {self.version} already has a checkpoint ({self.existing})"
+
     def to_dict(self) -> dict[str, Any]:
-        return fields_data(self)
+        return fields_data(self, engine=self.engine.name)
 
 
 @dataclass(frozen=True)
@@ -162,7 +179,7 @@ class CheckpointResult:
 
     table: str
     version: int
-    kind: str
+    kind: CheckpointKind
     written: tuple[str, ...]
     skipped_existing: str | None
     num_actions: int
@@ -269,7 +286,7 @@ def plan_checkpoint(
     *,
     parts: int | None = None,
     stream_above: int | None = None,
-    engine: str = "local",
+    engine: Engine = LOCAL,
 ) -> CheckpointPlan:
     """Plan a checkpoint of `snapshot` as of `now_ms` (tombstone/txn expiry clock).
 
@@ -281,24 +298,24 @@ def plan_checkpoint(
             `stream_above` actions (default STREAM_ABOVE_ACTIONS); otherwise, without a
             checkpoint, or when it cannot be read, the snapshot is loaded (with its fallbacks).
         now_ms: the clock for expiry, epoch milliseconds; clamped to the wall clock
-            (`delta_ops.clock.bounded`), so a later time never expires a tombstone or `txn`
+            (`delta_ops.clock.clamp`), so a later time never expires a tombstone or `txn`
             the real clock keeps.
         parts: write a multi-part V1 checkpoint with this many parts (classic tables only).
-        engine: ``local`` writes the files here, one after another; ``spark`` writes each
-            part or sidecar in a Spark task (each reads only its share of a streamed state);
-            the files are the same.
+        engine: writes the parquet files: the local engine here, one after another; the
+            Spark engine each part or sidecar in a task (each reads only its share of a
+            streamed state); the files are the same.
     """
     snapshot.protocol.check_allows(Access.CHECKPOINT)
     props = snapshot.properties
     use_v2 = props.checkpoint_policy == "v2" and snapshot.protocol.supports("v2Checkpoint")
     if parts is not None and parts < 1:
-        raise DeltaOpsError(f"--parts must be at least 1, got {parts}")
+        raise InvalidValue(f"--parts must be at least 1, got {parts}")
     if use_v2 and parts and parts > 1:
-        raise DeltaOpsError(
+        raise InvalidValue(
             "multi-part checkpoints are not allowed on a table with the v2 checkpoint policy"
         )
-    requested_now = now_ms
-    now_ms = clock.bounded(now_ms)
+    clamped = clock.clamp(now_ms)
+    now_ms = clamped.now_ms
     if stream_above is None:
         stream_above = STREAM_ABOVE_ACTIONS
     snapshot, state = _checkpoint_state(snapshot, now_ms, stream_above)
@@ -306,7 +323,7 @@ def plan_checkpoint(
     existing = _existing_checkpoints(snapshot.storage, version, clock.now_ms())
     if use_v2:
         kind, num_parts = (
-            "v2",
+            CheckpointKind.V2,
             max(1, -(-state.num_file_actions // V2_ACTIONS_PER_SIDECAR)),
         )
         token = uuid.uuid4()
@@ -315,12 +332,12 @@ def plan_checkpoint(
             for i in range(1, num_parts + 1)
         ) + (v2_checkpoint_name(version, str(token), "json"),)
     elif parts and parts > 1:
-        kind, num_parts = "multi-part", parts
+        kind, num_parts = CheckpointKind.MULTI_PART, parts
         files = tuple(
             multi_part_checkpoint_name(version, i, num_parts) for i in range(1, num_parts + 1)
         )
     else:
-        kind, num_parts = "classic", 1
+        kind, num_parts = CheckpointKind.CLASSIC, 1
         files = (classic_checkpoint_name(version),)
     hint = read_last_checkpoint(snapshot.storage).info
     hint_version = hint.version if hint is not None else None
@@ -345,9 +362,9 @@ def plan_checkpoint(
         snapshot=snapshot,
         state=state,
         streamed=isinstance(snapshot, TableHead),
-        engine=engine_named(engine).name,
+        engine=engine,
         now_ms=now_ms,
-        requested_now_ms=requested_now if requested_now != now_ms else None,
+        requested_now_ms=clamped.requested_ms,
         redundant=existing.redundant,
         in_progress=existing.in_progress,
     )
@@ -492,20 +509,23 @@ def execute_checkpoint(plan: CheckpointPlan, *, wait_ms: int | None = None) -> C
         parsed_columns(plan.snapshot),
     )
     files = checkpoint_files(plan)
-    outcomes = engine_named(plan.engine).write_checkpoint_files(writer, files)
+    # one file: no parallelism to gain, no task to start
+    engine = plan.engine if len(files) > 1 else LOCAL
+    # a file another writer created first ends the map: the files after it would be wasted
+    outcomes = engine.map_ordered(writer.write, files, stop=lambda outcome: not outcome[0])
     removed: tuple[str, ...] = ()
-    if plan.kind == "v2":
+    if plan.kind is CheckpointKind.V2:
         hint, written, sizes = _finish_v2(plan, storage, files, outcomes)
         _verify(plan, storage)
     else:
-        if plan.kind == "multi-part":
+        if plan.kind is CheckpointKind.MULTI_PART:
             # a run with the same part count writes the same names: its parts count as ours
             # once checked, so the rest are written too and the set completes either way
             outcomes = outcomes + [writer.write(f) for f in files[len(outcomes) :]]
         written = [f.name for f, (created, _) in zip(files, outcomes) if created]
         foreign = [f for f, (created, _) in zip(files, outcomes) if not created]
         sizes = [size for _, size in outcomes]
-        if foreign and plan.kind == "classic":
+        if foreign and plan.kind is CheckpointKind.CLASSIC:
             return _keep_existing(plan, storage, started, waited_ms, lost=foreign[0].name)
         if foreign:
             try:
@@ -536,7 +556,7 @@ def execute_checkpoint(plan: CheckpointPlan, *, wait_ms: int | None = None) -> C
         hint = {
             "version": plan.version,
             "size": rows,
-            "parts": plan.num_parts if plan.kind == "multi-part" else None,
+            "parts": plan.num_parts if plan.kind is CheckpointKind.MULTI_PART else None,
             "sizeInBytes": sum(sizes),
             "numOfAddFiles": plan.num_add_files,
         }
@@ -546,7 +566,7 @@ def execute_checkpoint(plan: CheckpointPlan, *, wait_ms: int | None = None) -> C
     # the rest of the broken or abandoned files at this version, now that ours reads
     storage.delete(storage.log_file(n) for n in replaces if n not in colliding)
     updated = _update_last_checkpoint(storage, plan.version, hint)
-    if plan.kind != "v2":
+    if plan.kind is not CheckpointKind.V2:
         # a run that finished after our settling may have kept another set: name that one
         updated = _repair_hint_for_existing(plan, storage) or updated
     return CheckpointResult(
@@ -778,7 +798,7 @@ class CheckpointFileWriter:
 def checkpoint_files(plan: CheckpointPlan) -> list[CheckpointFile]:
     """The parquet files a plan writes and what each holds (a V2 plan's last file, the JSON
     top-level one, is written afterwards and is not listed)."""
-    if plan.kind == "v2":
+    if plan.kind is CheckpointKind.V2:
         windows = even_windows(plan.state.num_file_actions, len(plan.files) - 1)
         return [CheckpointFile(name, window=w) for name, w in zip(plan.files[:-1], windows)]
     return [
@@ -799,7 +819,7 @@ def _finish_v2(
 ) -> tuple[dict[str, Any], list[str], list[int]]:
     """Write the V2 top-level file over the sidecars written, and the hint that names it."""
     top_name = plan.files[-1]
-    now = int(time.time() * 1000)
+    now = clock.now_ms()
     sidecars, written, sizes = [], [], []
     for file, (_, size) in zip(files, outcomes):  # UUID names: always ours
         sidecars.append(
@@ -872,7 +892,9 @@ def _verify(plan: CheckpointPlan, storage: Storage, foreign: Collection[str] = (
         for key in ("add", "remove"):
             totals[key] += counts.get(key, 0)
         totals["rows"] += counts.get("rows", sum(counts.values()))
-    expected_rows = plan.state.num_actions + (1 + plan.num_parts if plan.kind == "v2" else 0)
+    expected_rows = plan.state.num_actions + (
+        1 + plan.num_parts if plan.kind is CheckpointKind.V2 else 0
+    )
     problems = []
     if totals["add"] != plan.num_add_files:
         problems.append(f"{totals['add']} adds read back, {plan.num_add_files} expected")
@@ -981,17 +1003,83 @@ def checkpoint(
     storage_options: dict[str, Any] | None = None,
     wait_ms: int | None = None,
 ) -> CheckpointResult:
-    """Plan and execute a checkpoint in one call (the API behind `delta-ops checkpoint`): the
-    file state streams from the table's latest checkpoint when that is big. `wait_ms` bounds
+    """Plan and execute a checkpoint in one call, for Python callers (the CLI and Dagster go
+    through this module's :data:`OPERATION`): the file state streams from the table's latest
+    checkpoint when that is big. `wait_ms` bounds
     the wait for another run's checkpoint of the same version (:func:`execute_checkpoint`)."""
     loaded = load_for_checkpoint(table, version, storage_options=storage_options)
-    plan = plan_checkpoint(
-        loaded, now_ms if now_ms is not None else int(time.time() * 1000), parts=parts
-    )
+    plan = plan_checkpoint(loaded, clock.now_ms() if now_ms is None else now_ms, parts=parts)
     return execute_checkpoint(plan, wait_ms=wait_ms)
 
 
+# ------------------------------------------------------------------------------ the operation
+def _plan_checkpoint(
+    snapshot: Snapshot | TableHead, values: Mapping[str, Any], engine: Engine
+) -> Any:
+    now = requested_now(values)
+    return plan_checkpoint(snapshot, now, parts=values["parts"], engine=engine)
+
+
+def _describe_checkpoint_plan(plan: CheckpointPlan) -> str:
+    if plan.existing is None:
+        action = f"would write {', '.join(plan.files)}"
+    elif plan.redundant:
+        action = (
+            f"{plan.existing} exists; would remove {', '.join(plan.redundant)}"
+            " (other complete checkpoints of this version, which some readers pick instead)"
+        )
+    else:
+        action = f"nothing to do: {plan.existing} exists"
+    return (
+        f"checkpoint of version {plan.version} ({plan.kind}): {action}; {plan.num_add_files:,}"
+        f" files, {plan.num_tombstones:,} tombstones kept, {plan.expired_tombstones:,} expired"
+    )
+
+
+def _describe_checkpoint_result(result: CheckpointResult) -> str:
+    if result.skipped_existing:
+        removed = f"; removed {', '.join(result.removed)}" if result.removed else ""
+        return (
+            f"version {result.version} already has a checkpoint ({result.skipped_existing});"
+            f" nothing written{removed}"
+        )
+    return (
+        f"wrote {result.kind} checkpoint of version {result.version}: {', '.join(result.written)}"
+        f" ({result.num_actions:,} actions, {format_bytes(result.size_in_bytes)},"
+        f" {result.duration_ms} ms)"
+    )
+
+
+OPERATION = Operation(
+    name="checkpoint",
+    needs=Access.CHECKPOINT,
+    action="checkpoint",
+    help="write a checkpoint (classic, V2 by table policy, or multi-part)",
+    options=(
+        Option("parts", OptionKind.COUNT, "write a multi-part checkpoint with this many parts"),
+        ENGINE_OPTION,
+        Option(
+            "now",
+            OptionKind.TIME,
+            "expire tombstones as of this time (never later than now)",
+            None,
+            cli_only=True,
+        ),
+    ),
+    plan_with=_plan_checkpoint,
+    execute_with=lambda plan, progress: execute_checkpoint(plan),
+    describe_plan=_describe_checkpoint_plan,
+    describe_result=_describe_checkpoint_result,
+    at_version=True,
+    # the head of a table whose checkpoint is big (streamed), else the snapshot
+    load_with=lambda table, version, options: load_for_checkpoint(
+        table, version, storage_options=options
+    ),
+)
+
+
 __all__ = [
+    "OPERATION",
     "CheckpointPlan",
     "CheckpointResult",
     "LogFileKind",

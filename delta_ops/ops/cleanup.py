@@ -38,12 +38,26 @@ import datetime as dt
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from delta_ops import clock
-from delta_ops.errors import CorruptLog, DeltaOpsError
+from delta_ops.errors import ConcurrentModification, CorruptLog, InvalidValue
+from delta_ops.log.checkpoint_content import (
+    ADD_BASE_FIELDS,
+    CHECKPOINT_METADATA_TYPE,
+    DOMAIN_TYPE,
+    METADATA_TYPE,
+    PROTOCOL_TYPE,
+    REMOVE_TYPE,
+    SIDECAR_TYPE,
+    TXN_TYPE,
+    to_arrow_value,
+)
 from delta_ops.log.file_names import (
     SIDECARS_DIR,
     LogFile,
@@ -54,11 +68,11 @@ from delta_ops.log.file_names import (
 from delta_ops.log.last_checkpoint import read_last_checkpoint
 from delta_ops.log.reader import parse_action_lines, sidecar_names, verify_checkpoint
 from delta_ops.log.segment import build_log_segment
-from delta_ops.protocol.features import Access
-
-if TYPE_CHECKING:
-    import pyarrow as pa
+from delta_ops.ops.engines import Engine
+from delta_ops.ops.operation import Operation, Option, OptionKind, requested_now
 from delta_ops.ops.results import fields_data
+from delta_ops.protocol.features import Access
+from delta_ops.protocol.units import format_duration
 from delta_ops.storage import Storage
 from delta_ops.table.commit_times import CommitClock
 from delta_ops.table.snapshot import Snapshot, TableHead
@@ -102,6 +116,11 @@ class CleanupPlan:
     @property
     def nothing_to_do(self) -> bool:
         return not self.deleted
+
+    @property
+    def idle_reason(self) -> str:
+        """Why the plan has nothing to do (when it has nothing to do)."""
+        return "; ".join(self.kept_reasons) or "no expired log files"
 
     def to_dict(self) -> dict[str, Any]:
         return fields_data(self, cutoff=iso(self.cutoff_ms), num_deleted=len(self.deleted))
@@ -231,10 +250,10 @@ def plan_cleanup(
     snapshot: Snapshot | TableHead, now_ms: int, *, retention_ms: int | None = None
 ) -> CleanupPlan:
     """Plan log cleanup of `snapshot`'s table as of `now_ms`, which is clamped to the wall
-    clock (`delta_ops.clock.bounded`): a later time never deletes log the real clock keeps."""
-    effective = clock.bounded(now_ms)
-    plan = _plan_cleanup(snapshot, effective, retention_ms)
-    return replace(plan, now_ms=effective, requested_now_ms=now_ms if now_ms != effective else None)
+    clock (`delta_ops.clock.clamp`): a later time never deletes log the real clock keeps."""
+    clamped = clock.clamp(now_ms)
+    plan = _plan_cleanup(snapshot, clamped.now_ms, retention_ms)
+    return replace(plan, now_ms=clamped.now_ms, requested_now_ms=clamped.requested_ms)
 
 
 def _plan_cleanup(
@@ -245,7 +264,7 @@ def _plan_cleanup(
     props = snapshot.properties
     retention = props.log_retention_ms if retention_ms is None else retention_ms
     if retention < 0:
-        raise DeltaOpsError(f"log retention must not be negative, got {retention} ms")
+        raise InvalidValue(f"log retention must not be negative, got {retention} ms")
     cutoff = truncate_to_utc_day(now_ms - retention)
 
     def nothing(reason: str, boundary: int | None = None) -> CleanupPlan:
@@ -350,8 +369,9 @@ def _write_compat_checkpoint(plan: CleanupPlan) -> str | None:
         if f.version == plan.boundary_checkpoint_version and f.kind is LogFileKind.V2_CHECKPOINT
     ]
     if not tops:
-        raise DeltaOpsError(
+        raise ConcurrentModification(
             f"V2 boundary checkpoint at version {plan.boundary_checkpoint_version} disappeared"
+            " while cleaning up; run again"
         )
     top = tops[0]
     data = storage.read_bytes(storage.log_file(top.name))
@@ -359,8 +379,6 @@ def _write_compat_checkpoint(plan: CleanupPlan) -> str | None:
         created = storage.put_if_absent(storage.log_file(name), data)  # same rows: same bytes
     else:
         table = compat_table_from_json(data)
-        import pyarrow.parquet as pq
-
         created, _ = storage.create_new(
             storage.log_file(name), lambda sink: pq.write_table(table, sink, compression="snappy")
         )
@@ -369,20 +387,6 @@ def _write_compat_checkpoint(plan: CleanupPlan) -> str | None:
 
 def compat_table_from_json(data: bytes) -> pa.Table:
     """The rows of a JSON V2 top-level checkpoint as a typed checkpoint table."""
-    import pyarrow as pa
-
-    from delta_ops.log.checkpoint_content import (
-        ADD_BASE_FIELDS,
-        CHECKPOINT_METADATA_TYPE,
-        DOMAIN_TYPE,
-        METADATA_TYPE,
-        PROTOCOL_TYPE,
-        REMOVE_TYPE,
-        SIDECAR_TYPE,
-        TXN_TYPE,
-        to_arrow_value,
-    )
-
     schema = pa.schema(
         [
             ("txn", TXN_TYPE),
@@ -428,3 +432,56 @@ def execute_cleanup(plan: CleanupPlan) -> CleanupResult:
         duration_ms=int((time.monotonic() - started) * 1000),
         kept_reasons=plan.kept_reasons,
     )
+
+
+# ------------------------------------------------------------------------------ the operation
+def _plan_from_values(
+    snapshot: Snapshot | TableHead, values: Mapping[str, Any], engine: Engine
+) -> CleanupPlan:
+    now = requested_now(values)
+    return plan_cleanup(snapshot, now, retention_ms=values["retention"])
+
+
+def _describe_cleanup_plan(plan: CleanupPlan) -> str:
+    head = (
+        f"cutoff {iso(plan.cutoff_ms)} (log retention {format_duration(plan.retention_ms)}),"
+        f" boundary checkpoint {plan.boundary_checkpoint_version}:"
+        f" would delete {len(plan.deleted)} log files"
+    )
+    lines = [head]
+    lines += [f"  {name}" for name in plan.deleted]
+    lines += [f"kept: {reason}" for reason in plan.kept_reasons]
+    return "\n".join(lines)
+
+
+def _describe_cleanup_result(result: CleanupResult) -> str:
+    head = (
+        f"cutoff {result.cutoff}, boundary checkpoint {result.boundary_checkpoint_version}:"
+        f" deleted {result.num_deleted} log files"
+    )
+    kept = [f"kept: {reason}" for reason in result.kept_reasons]
+    return "\n".join([head] + [f"  {name}" for name in result.deleted] + kept)
+
+
+OPERATION = Operation(
+    name="cleanup",
+    needs=Access.CLEANUP,
+    action="log_cleanup",
+    help="delete expired log files (Spark's truncated-day cutoff, whole segments)",
+    options=(
+        Option(
+            "retention", OptionKind.DURATION, "log retention (default: delta.logRetentionDuration)"
+        ),
+        Option(
+            "now",
+            OptionKind.TIME,
+            "judge expiry as of this time (never later than now)",
+            cli_only=True,
+        ),
+    ),
+    plan_with=_plan_from_values,
+    execute_with=lambda plan, progress: execute_cleanup(plan),
+    describe_plan=_describe_cleanup_plan,
+    describe_result=_describe_cleanup_result,
+    needs_files=False,
+)

@@ -24,7 +24,8 @@ from typing import Any
 import pyarrow.compute as pc
 
 from delta_ops.errors import InvalidValue
-from delta_ops.ops.engines import engine_named
+from delta_ops.ops.engines import LOCAL, Engine
+from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
 from delta_ops.ops.results import fields_data
 from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_with_removes
 from delta_ops.protocol.features import Access
@@ -58,18 +59,29 @@ class CompactPlan:
     bins: tuple[Bin, ...]
     files_before: int
     snapshot: Snapshot = field(repr=False, compare=False)
-    engine: str = "local"  # where the bins are rewritten (ops/engines.py)
+    #: where the bins are rewritten (`delta_ops.ops.engines`)
+    engine: Engine = field(default=LOCAL, repr=False, compare=False)
 
     @property
     def nothing_to_do(self) -> bool:
         return not self.bins
 
     @property
+    def idle_reason(self) -> str:
+        """Why the plan has nothing to do (when it has nothing to do)."""
+        return "no partition has small files to pack"
+
+    @property
     def files_to_rewrite(self) -> int:
         return sum(len(b.paths) for b in self.bins)
 
     def to_dict(self) -> dict[str, Any]:
-        return fields_data(self, files_to_rewrite=self.files_to_rewrite, num_bins=len(self.bins))
+        return fields_data(
+            self,
+            files_to_rewrite=self.files_to_rewrite,
+            num_bins=len(self.bins),
+            engine=self.engine.name,
+        )
 
 
 @dataclass(frozen=True)
@@ -108,11 +120,11 @@ def plan_compact(
     *,
     target_size: int = DEFAULT_TARGET_SIZE,
     where: PartitionPredicate | None = None,
-    engine: str = "local",
+    engine: Engine = LOCAL,
 ) -> CompactPlan:
     """Bin-pack each partition's small files (pure: reads only the log); `where` limits it
-    to the partitions it selects; `engine` writes the bins (``local``, or ``spark``: one
-    task per bin)."""
+    to the partitions it selects; `engine` writes the bins (here, or one Spark task per
+    bin)."""
     if target_size < 1:
         raise InvalidValue(f"--target-size {target_size}: a size such as 128MB")
     snapshot.protocol.check_allows(Access.COMPACT)
@@ -147,7 +159,7 @@ def plan_compact(
         bins=tuple(bins),
         files_before=snapshot.num_files,
         snapshot=snapshot,
-        engine=engine_named(engine).name,
+        engine=engine,
     )
 
 
@@ -181,9 +193,7 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
         )
         for b in plan.bins
     ]
-    written, removes = rewrite_with_removes(
-        rewriter, units, engine_named(plan.engine), "compact: rewriting"
-    )
+    written, removes = rewrite_with_removes(rewriter, units, plan.engine, "compact: rewriting")
     added_bytes = sum(int(new.add["size"]) for new in written)
     version = rewriter.commit(
         "OPTIMIZE",
@@ -230,7 +240,36 @@ def describe_result(result: CompactResult) -> str:
     )
 
 
+# ------------------------------------------------------------------------------ the operation
+OPERATION = Operation(
+    name="compact",
+    needs=Access.COMPACT,
+    action="compact",
+    help="bin-pack small files of each partition into files near a target size (OPTIMIZE)",
+    options=(
+        Option("target_size", OptionKind.SIZE, "size of the files to write", "128MB"),
+        Option(
+            "where",
+            OptionKind.TEXT,
+            "only partitions this predicate on partition columns selects, e.g. "
+            "\"day >= '2026-11-01'\" or day=2026-11-01,region=eu",
+        ),
+        ENGINE_OPTION,
+    ),
+    plan_with=lambda snapshot, values, engine: plan_compact(
+        snapshot,
+        target_size=values["target_size"],
+        where=parse_where(values["where"], snapshot),
+        engine=engine,
+    ),
+    execute_with=lambda plan, progress: execute_compact(plan),
+    describe_plan=describe_plan,
+    describe_result=describe_result,
+)
+
+
 __all__ = [
+    "OPERATION",
     "Bin",
     "CompactPlan",
     "CompactResult",

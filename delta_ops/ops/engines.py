@@ -1,50 +1,60 @@
-"""Where an operation's heavy I/O runs: here (threads), or on Spark's executors.
+"""Where an operation's heavy work runs: in this process, or on Spark's executors.
 
-An engine does the two things that grow with a table's file count and that an operation
-cannot do from the log alone: list the table's data area (leaving out the files the caller
-protects) and delete many files. Plans and results are the same whichever engine did the I/O;
-only who lists and who deletes changes.
+An engine is a generic executor and knows nothing of operations. It does three things whose
+cost grows with a table's file count:
 
-An engine also reads parquet footers in bulk (row counts for the row-tracking backfill),
-rewrites files (purge and compaction: each unit of files becomes one new file; the driver
-commits them all) and writes the parquet files of a checkpoint (each part or V2 sidecar from
-its own share of the state; the driver writes the V2 top-level file and `_last_checkpoint`).
+* list the table's data area, leaving out the files the caller protects (vacuum);
+* delete many files (vacuum);
+* map a function over items, results in the items' order (:meth:`Engine.map_ordered`):
+  operations pass their own function in, such as reading a parquet footer (the row-tracking
+  backfill), rewriting a unit of files (purge, compaction) or writing one checkpoint part.
 
-* ``local`` (:data:`LOCAL`): the storage layer's own walk and parallel deletes, footers read
-  by a thread pool.
-* ``spark``: the listing and the deletes run as Spark tasks, one per top-level directory or
-  batch of files (`delta_ops.spark.engine`, loaded on first use like a plugin, because Spark
-  is a front end above this layer and an optional extra). The driver never holds the whole
-  file list: tasks return only the files the caller did not protect.
+Plans and results are the same whichever engine did the work; only who does it changes. A
+front end builds the engine and hands it to the plan (the CLI's ``--engine``, the Dagster
+resource's ``engine``); plans hold it and report its :attr:`Engine.name`.
 
-    engine = engine_named("spark")
-    listing = engine.list_unprotected(storage, ("day",), protected)
-    deleted = engine.delete(storage, ["day=1/part-0.parquet"])
+* :data:`LOCAL` (:class:`LocalEngine`): the storage layer's own walk and parallel deletes;
+  maps run one item after another, on a thread pool (items that wait on storage) or on forked
+  worker processes (items bound by CPU), as the caller's :class:`Spread` asks.
+* ``delta_ops.spark.engine.SparkEngine``: the same three as Spark tasks on executors.
+
+Example::
+
+    engine = LocalEngine()
+    sizes = engine.map_ordered(len, ["a", "bb"], spread=Spread.THREADS)   # [1, 2]
+    listing = engine.list_unprotected(storage, skip_name, protected)
 """
 
 from __future__ import annotations
 
-import importlib
+import multiprocessing
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Protocol
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from enum import Enum
+from typing import Any, Protocol, TypeVar
 
-from delta_ops.errors import InvalidValue
+from delta_ops.errors import DeltaOpsError, TaskFailed
 from delta_ops.storage import Storage
 from delta_ops.storage.tree import TreeListing
 
-if TYPE_CHECKING:
-    from delta_ops.ops.checkpoint import CheckpointFile, CheckpointFileWriter
-    from delta_ops.ops.rewrite import Rewriter, RewriteUnit, Rewritten
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 
-#: engines that live in a front-end package, by name: module whose `ENGINE` is the engine
-_PLUGINS = {"spark": "delta_ops.spark.engine"}
-ENGINE_NAMES = ("local", *_PLUGINS)
-FOOTER_THREADS = 8  # parquet footers read at once by the local engine
+#: the engines a front end can build, by name
+ENGINE_NAMES = ("local", "spark")
+THREADS = 8  # items mapped at once by the local engine's thread pool
+
+
+class Spread(Enum):
+    """How the local engine runs a map (Spark always runs it as tasks)."""
+
+    SERIAL = "serial"  # one item after another in this process
+    THREADS = "threads"  # a thread pool: items that mostly wait on storage
+    PROCESSES = "processes"  # forked worker processes, one per core: items bound by CPU
 
 
 class Engine(Protocol):
-    """Runs the listing and deleting an operation needs."""
+    """Runs the listing, deleting and mapping an operation needs."""
 
     name: str
 
@@ -69,28 +79,43 @@ class Engine(Protocol):
         """Delete table-relative files (never outside the root); the ones deleted or gone."""
         ...
 
-    def count_rows(self, storage: Storage, paths: Sequence[str]) -> list[int]:
-        """Rows of each parquet file (storage paths, as `Storage.table_path` gives them),
-        from its footer, in order."""
+    def map_ordered(
+        self,
+        fn: Callable[[Item], Result],
+        items: Sequence[Item],
+        *,
+        spread: Spread = Spread.SERIAL,
+        batch: int = 1,
+        on_done: Callable[[int, Result], object] | None = None,
+        stop: Callable[[Result], bool] | None = None,
+        meanwhile: Callable[[], object] | None = None,
+    ) -> list[Result]:
+        """`fn` of every item, in the items' order.
+
+        Args:
+            fn: what to do with one item; it may run in another process, so it must pickle
+                (a module function, a `functools.partial`, a picklable object's method).
+            spread: how the local engine runs the items.
+            batch: items per task, where tasks are scheduled (Spark).
+            on_done: called in this process with (index, result) as results arrive, in any
+                order; every result this process received is reported before a failure is
+                raised, so the caller can undo what finished.
+            stop: a result for which it is true ends the map early: the items after it may be
+                left undone, and the list returned is then the prefix up to that result.
+            meanwhile: runs in this process while the items are mapped elsewhere (before the
+                mapping, when they are mapped here).
+        """
         ...
 
-    def rewrite(self, rewriter: Rewriter, units: Sequence[RewriteUnit]) -> list[Rewritten]:
-        """Each unit's files rewritten into one new file (purge, compaction), in order;
-        `rewriter` is portable (`Rewriter.portable()`)."""
-        ...
-
-    def write_checkpoint_files(
-        self, writer: CheckpointFileWriter, files: Sequence[CheckpointFile]
-    ) -> list[tuple[bool, int]]:
-        """(created, size) of each checkpoint file written, in order; a file another writer
-        created first is (False, its size), and the files after it may be left unwritten
-        (the list is then shorter)."""
+    def runs_here(self, spread: Spread) -> bool:
+        """Whether :meth:`map_ordered` with `spread` runs `fn` in this process (so `fn` may
+        report progress or record what it wrote)."""
         ...
 
 
 class LocalEngine:
-    """This process: the storage layer's walk (which does not even stat protected files)
-    and its parallel deletes."""
+    """This process: the storage layer's walk (which does not even stat protected files), its
+    parallel deletes, and maps on this process, a thread pool or forked workers."""
 
     name = "local"
 
@@ -111,42 +136,135 @@ class LocalEngine:
     ) -> list[str]:
         return storage.delete_many(relative_paths, on_deleted)
 
-    def count_rows(self, storage: Storage, paths: Sequence[str]) -> list[int]:
-        from delta_ops.protocol.stats import num_records_from_parquet_file
+    def runs_here(self, spread: Spread) -> bool:
+        return spread is not Spread.PROCESSES or not _can_fork()
 
-        if len(paths) < 2:
-            return [num_records_from_parquet_file(storage.reader, p) for p in paths]
-        with ThreadPoolExecutor(FOOTER_THREADS) as pool:  # footer reads wait on I/O
-            return list(pool.map(lambda p: num_records_from_parquet_file(storage.reader, p), paths))
-
-    def rewrite(self, rewriter: Rewriter, units: Sequence[RewriteUnit]) -> list[Rewritten]:
-        from delta_ops.ops.rewrite import write_unit
-
-        return [write_unit(rewriter, unit) for unit in units]
-
-    def write_checkpoint_files(
-        self, writer: CheckpointFileWriter, files: Sequence[CheckpointFile]
-    ) -> list[tuple[bool, int]]:
-        outcomes = []
-        for file in files:
-            outcomes.append(writer.write(file))
-            if not outcomes[-1][0]:
-                break  # another checkpoint won: the rest would be wasted work
-        return outcomes
+    def map_ordered(
+        self,
+        fn: Callable[[Item], Result],
+        items: Sequence[Item],
+        *,
+        spread: Spread = Spread.SERIAL,
+        batch: int = 1,
+        on_done: Callable[[int, Result], object] | None = None,
+        stop: Callable[[Result], bool] | None = None,
+        meanwhile: Callable[[], object] | None = None,
+    ) -> list[Result]:
+        if spread is Spread.SERIAL or len(items) < 2:
+            if meanwhile is not None:
+                meanwhile()
+            return _serial(fn, items, on_done, stop)
+        if spread is Spread.PROCESSES and _can_fork():
+            return _in_processes(fn, items, on_done, meanwhile)
+        if meanwhile is not None:
+            meanwhile()
+        with ThreadPoolExecutor(THREADS) as pool:
+            return _pooled([pool.submit(fn, item) for item in items], on_done, stop)
 
 
 LOCAL = LocalEngine()
 
 
-def engine_named(name: str) -> Engine:
-    """The engine called `name` (``local`` or ``spark``)."""
-    if name == "local":
-        return LOCAL
-    module = _PLUGINS.get(name)
-    if module is None:
-        raise InvalidValue(f"--engine: {name!r} is not one of {', '.join(ENGINE_NAMES)}")
-    engine: Engine = importlib.import_module(module).ENGINE
-    return engine
+def _serial(
+    fn: Callable[[Item], Result],
+    items: Sequence[Item],
+    on_done: Callable[[int, Result], object] | None,
+    stop: Callable[[Result], bool] | None,
+) -> list[Result]:
+    results: list[Result] = []
+    for index, item in enumerate(items):
+        results.append(fn(item))
+        if on_done is not None:
+            on_done(index, results[-1])
+        if stop is not None and stop(results[-1]):
+            break  # the caller needs nothing after this one: the rest would be wasted work
+    return results
 
 
-__all__ = ["ENGINE_NAMES", "LOCAL", "Engine", "LocalEngine", "engine_named"]
+def _pooled(
+    futures: list[Future[Any]],
+    on_done: Callable[[int, Any], object] | None,
+    stop: Callable[[Any], bool] | None,
+) -> list[Any]:
+    """The futures' results in order, each reported as it arrives; the first failure is raised
+    once every future has finished."""
+    index_of = {future: index for index, future in enumerate(futures)}
+    results: list[Any] = [None] * len(futures)
+    failure: BaseException | None = None
+    for future in as_completed(futures):
+        index = index_of[future]
+        try:
+            results[index] = future.result()
+        except BaseException as exc:  # noqa: BLE001 - raised once every item is done
+            failure = failure or exc
+            continue
+        if on_done is not None:
+            on_done(index, results[index])
+    if failure is not None:
+        if isinstance(failure, (DeltaOpsError, KeyboardInterrupt, OSError)):
+            raise failure
+        raise TaskFailed(f"a worker failed: {failure}") from failure
+    return _up_to_stop(results, stop)
+
+
+def _up_to_stop(results: list[Any], stop: Callable[[Any], bool] | None) -> list[Any]:
+    if stop is None:
+        return results
+    for index, result in enumerate(results):
+        if stop(result):
+            return results[: index + 1]
+    return results
+
+
+def _can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+#: what forked workers map: set before the pool forks them, so they inherit it instead of
+#: receiving it pickled
+_FORKED_WORK: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
+
+
+def _map_in_worker(index: int) -> Any:
+    assert _FORKED_WORK is not None, "a map worker runs only in a forked process"
+    fn, items = _FORKED_WORK
+    return fn(items[index])
+
+
+def _in_processes(
+    fn: Callable[[Item], Result],
+    items: Sequence[Item],
+    on_done: Callable[[int, Result], object] | None,
+    meanwhile: Callable[[], object] | None,
+) -> list[Result]:
+    """`fn` of every item in forked worker processes (one per core); `meanwhile` runs here
+    while they work, and its failure is raised once they are done."""
+    global _FORKED_WORK
+    context = multiprocessing.get_context("fork")
+    interrupted: BaseException | None = None
+    _FORKED_WORK = (fn, items)
+    try:
+        workers = min(len(items), multiprocessing.cpu_count())
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            # every worker forks at the first submit (a forking pool never forks later)
+            futures = [pool.submit(_map_in_worker, i) for i in range(len(items))]
+            _FORKED_WORK = None
+            if meanwhile is not None:
+                try:
+                    meanwhile()
+                except BaseException as exc:  # noqa: BLE001 - raised once the workers are done
+                    interrupted = exc
+            try:
+                results = _pooled(futures, on_done, None)
+            except BaseException:
+                if interrupted is not None:
+                    raise interrupted from None
+                raise
+    finally:
+        _FORKED_WORK = None
+    if interrupted is not None:
+        raise interrupted
+    return results
+
+
+__all__ = ["ENGINE_NAMES", "LOCAL", "THREADS", "Engine", "LocalEngine", "Spread"]

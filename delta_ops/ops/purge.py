@@ -29,7 +29,8 @@ import pyarrow.compute as pc
 from delta_ops import clock
 from delta_ops.errors import InvalidValue
 from delta_ops.ops.cleanup import iso
-from delta_ops.ops.engines import engine_named
+from delta_ops.ops.engines import LOCAL, Engine
+from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
 from delta_ops.ops.results import fields_data
 from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_with_removes
 from delta_ops.protocol.features import Access
@@ -66,14 +67,20 @@ class PurgePlan:
     erased_by_vacuum_after_ms: int  # the old files' earliest vacuum (now + file retention)
     row_tracking: bool
     snapshot: Snapshot = field(repr=False, compare=False)
-    engine: str = "local"  # where the files are rewritten (ops/engines.py)
+    #: where the files are rewritten (`delta_ops.ops.engines`)
+    engine: Engine = field(default=LOCAL, repr=False, compare=False)
 
     @property
     def nothing_to_do(self) -> bool:
         return not self.files
 
+    @property
+    def idle_reason(self) -> str:
+        """Why the plan has nothing to do (when it has nothing to do)."""
+        return "no file has a deletion vector to purge"
+
     def to_dict(self) -> dict[str, Any]:
-        return fields_data(self, num_files=len(self.files))
+        return fields_data(self, num_files=len(self.files), engine=self.engine.name)
 
 
 @dataclass(frozen=True)
@@ -95,7 +102,7 @@ class PurgeResult:
 
 
 def plan_purge(
-    snapshot: Snapshot, *, min_deleted_ratio: float = 0.0, engine: str = "local"
+    snapshot: Snapshot, *, min_deleted_ratio: float = 0.0, engine: Engine = LOCAL
 ) -> PurgePlan:
     """Choose the files with deletion vectors whose deleted share is at least
     `min_deleted_ratio` (0: every file with a deletion vector); `engine` rewrites them
@@ -135,7 +142,7 @@ def plan_purge(
         erased_by_vacuum_after_ms=now + snapshot.properties.deleted_file_retention_ms,
         row_tracking=snapshot.protocol.supports("rowTracking"),
         snapshot=snapshot,
-        engine=engine_named(engine).name,
+        engine=engine,
     )
 
 
@@ -156,9 +163,7 @@ def execute_purge(plan: PurgePlan) -> PurgeResult:
         )
         for row in rows
     ]
-    written, removes = rewrite_with_removes(
-        rewriter, units, engine_named(plan.engine), "purge: rewriting"
-    )
+    written, removes = rewrite_with_removes(rewriter, units, plan.engine, "purge: rewriting")
     kept_total = sum(new.rows for new in written)
     bytes_total = sum(int(new.add["size"]) for new in written)
     dropped_total = sum(int((row["deletionVector"] or {}).get("cardinality") or 0) for row in rows)
@@ -211,7 +216,32 @@ def describe_result(result: PurgeResult) -> str:
     )
 
 
+# ------------------------------------------------------------------------------ the operation
+OPERATION = Operation(
+    name="purge",
+    needs=Access.REWRITE,
+    action="purge",
+    help="rewrite files with deletion vectors without their deleted rows (REORG ... PURGE)",
+    options=(
+        Option(
+            "min_deleted_ratio",
+            OptionKind.RATIO,
+            "only files with at least this share of rows deleted",
+            0.0,
+        ),
+        ENGINE_OPTION,
+    ),
+    plan_with=lambda snapshot, values, engine: plan_purge(
+        snapshot, min_deleted_ratio=values["min_deleted_ratio"], engine=engine
+    ),
+    execute_with=lambda plan, progress: execute_purge(plan),
+    describe_plan=describe_plan,
+    describe_result=describe_result,
+)
+
+
 __all__ = [
+    "OPERATION",
     "FileToPurge",
     "PurgePlan",
     "PurgeResult",

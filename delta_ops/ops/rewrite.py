@@ -16,8 +16,9 @@ concurrent commit removed or changed a rewritten file; if the commit fails, ever
 is deleted again.
 
 Locally, small files are read whole and decoded in memory; a rewrite of many files
-(`PROCESS_MIN_FILES`) on local storage spreads its units over forked worker processes, one per
-core, and the parent commits what they wrote. `engine="spark"` writes units in Spark tasks;
+(`PROCESS_MIN_FILES`) on local storage asks the engine to spread its units over forked worker
+processes, one per core, and the parent commits what they wrote. The Spark engine writes units
+in Spark tasks;
 every new file's name starts with the rewrite's own prefix, so when a task fails the files the
 finished tasks wrote are found in the units' directories and deleted too.
 """
@@ -25,11 +26,11 @@ finished tasks wrote are found in the units' directories and deleted too.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -38,10 +39,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops import clock
-from delta_ops.errors import DeltaOpsError, reading
+from delta_ops.errors import ConcurrentModification, DataFileError, reading
 from delta_ops.log.actions import file_rows_as_actions
 from delta_ops.ops import progress
-from delta_ops.ops.engines import Engine
+from delta_ops.ops.engines import Engine, Spread
 from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
 from delta_ops.protocol.features import Access, Protocol
 from delta_ops.protocol.properties import (
@@ -83,16 +84,16 @@ FILE_FIELDS = (
 )
 
 
-def _unreadable_data_file(path: str, exc: BaseException) -> DeltaOpsError:
+def _unreadable_data_file(path: str, exc: BaseException) -> DataFileError:
     """The error for a live data file that cannot be read, naming it; a file missing from
     storage (the log still lists it) also says what to do, as delta-ops cannot repair that."""
     if isinstance(exc, FileNotFoundError):
-        return DeltaOpsError(
+        return DataFileError(
             f"{path}: data file missing from storage, though the table's log still lists it:"
             " restore it from a backup, or remove it from the table with a repair operation"
             " (planned in delta-ops; until then FSCK REPAIR TABLE in Delta Spark / Databricks)"
         )
-    return DeltaOpsError(f"{path}: unreadable data file: {exc}")
+    return DataFileError(f"{path}: unreadable data file: {exc}")
 
 
 def live_file_rows(snapshot: Snapshot, paths: set[str]) -> list[dict[str, Any]]:
@@ -256,7 +257,7 @@ class Rewriter:
         except OSError as exc:
             for row in rows:  # name the file that cannot be read
                 self.read(row)
-            raise DeltaOpsError(f"unreadable data files: {exc}") from exc
+            raise DataFileError(f"unreadable data files: {exc}") from exc
 
     def output_schema(self) -> pa.Schema:
         """What rewritten files hold: the table's columns as data files name them (physical
@@ -308,7 +309,9 @@ class Rewriter:
 
         created, size = self.storage.create_new(full, write, unique_name=True)
         if not created:
-            raise DeltaOpsError(f"{relative}: a file of that name appeared while rewriting")
+            raise ConcurrentModification(
+                f"{relative}: a file of that name appeared while rewriting"
+            )
         self.written.append(relative)
         props = self.snapshot.properties
         stats = stats_json_from_parquet_file(
@@ -488,48 +491,44 @@ def rewrite_units(
 ) -> list[Rewritten]:
     """Every unit rewritten, by this process (with progress) or by the engine's workers;
     the files written are recorded on `rewriter`, so `discard()` removes them on failure.
-    `meanwhile` (the commit's other actions, say) runs while worker processes write, or
-    before the writing where there are none."""
-    try:
-        return _rewrite_units(rewriter, units, engine, label, meanwhile)
-    except BaseException:
-        # other processes (forked workers, Spark tasks) may have written files this process
-        # never heard of (a worker killed, a job aborted): they carry the rewrite's file
-        # prefix, so they are found and `discard()` removes them with the rest
-        if engine.name == "local" and _worker_processes(rewriter, units) == 1:
-            raise  # this process wrote every file, and recorded each as it wrote it
+    `meanwhile` (the commit's other actions, say) runs while workers write, or before the
+    writing where this process writes."""
+    spread = _spread(rewriter, units)
+    here = engine.runs_here(spread)
+    members = [m for u in units for m in u.members]
+    with progress.task(
+        label, files=len(members), bytes=sum(int(m["size"] or 0) for m in members)
+    ) as task:
+
+        def advance(files: int, size: int) -> None:
+            task.advance(files=files, bytes=size)
+
+        def finished(index: int, done: Rewritten) -> None:
+            if not here:  # this process wrote nothing: record each worker's file as it arrives
+                rewriter.written.append(done.relative_path)
+                unit = units[index].members
+                advance(len(unit), sum(int(m["size"] or 0) for m in unit))
+
+        write = partial(write_unit, rewriter, advance=advance) if here else None
         try:
-            rewriter.written.extend(rewriter.files_written_in(u.directory for u in units))
-        except Exception:  # noqa: BLE001 - the first failure matters more; vacuum removes the rest
-            logger.warning("could not list the files of a failed rewrite; vacuum removes them")
-        raise
-
-
-def _rewrite_units(
-    rewriter: Rewriter,
-    units: Sequence[RewriteUnit],
-    engine: Engine,
-    label: str,
-    meanwhile: Callable[[], object] | None,
-) -> list[Rewritten]:
-    if engine.name == "local":
-        members = [m for u in units for m in u.members]
-        with progress.task(
-            label, files=len(members), bytes=sum(int(m["size"] or 0) for m in members)
-        ) as task:
-            workers = _worker_processes(rewriter, units)
-            if workers > 1:
-                return _rewrite_in_processes(rewriter, units, workers, task, meanwhile)
-            if meanwhile is not None:
-                meanwhile()
-            return [
-                write_unit(rewriter, u, lambda f, b: task.advance(files=f, bytes=b)) for u in units
-            ]
-    if meanwhile is not None:
-        meanwhile()
-    done = engine.rewrite(rewriter.portable(), units)
-    rewriter.written.extend(r.relative_path for r in done)
-    return done
+            return engine.map_ordered(
+                write or partial(write_unit, rewriter.portable()),
+                units,
+                spread=spread,
+                on_done=finished,
+                meanwhile=meanwhile,
+            )
+        except BaseException:
+            # other processes (forked workers, Spark tasks) may have written files this
+            # process never heard of (a worker killed, a job aborted): they carry the
+            # rewrite's file prefix, so they are found and `discard()` removes them too
+            if here:
+                raise  # this process wrote every file, and recorded each as it wrote it
+            try:
+                rewriter.written.extend(rewriter.files_written_in(u.directory for u in units))
+            except Exception:  # noqa: BLE001 - the first failure matters more; vacuum removes the rest
+                logger.warning("could not list the files of a failed rewrite; vacuum removes them")
+            raise
 
 
 def rewrite_with_removes(
@@ -556,74 +555,13 @@ def rewrite_with_removes(
 PROCESS_MIN_FILES = 2_000
 
 
-def _worker_processes(rewriter: Rewriter, units: Sequence[RewriteUnit]) -> int:
-    """How many worker processes a local rewrite uses (1: this process alone)."""
+def _spread(rewriter: Rewriter, units: Sequence[RewriteUnit]) -> Spread:
+    """How a local engine runs the units: in worker processes only when many files are read
+    from local storage (object stores keep their event loop threads: no fork there)."""
     files = sum(len(u.members) for u in units)
     if files < PROCESS_MIN_FILES or len(units) < 2 or not rewriter.storage.is_local:
-        return 1  # object stores keep their event loop threads: no fork there
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return 1
-    return min(len(units), multiprocessing.cpu_count())
-
-
-#: what forked workers rewrite: set before the pool forks them, so they inherit it instead of
-#: receiving it pickled (units hold read-only mappings; the rewriter its table's facts)
-_FORKED_WORK: tuple[Rewriter, Sequence[RewriteUnit]] | None = None
-
-
-def _write_unit_in_worker(index: int) -> Rewritten:
-    assert _FORKED_WORK is not None, "a rewrite worker runs only in a forked process"
-    rewriter, units = _FORKED_WORK
-    return write_unit(rewriter, units[index])
-
-
-def _rewrite_in_processes(
-    rewriter: Rewriter,
-    units: Sequence[RewriteUnit],
-    workers: int,
-    task: progress.Task,
-    meanwhile: Callable[[], object] | None = None,
-) -> list[Rewritten]:
-    """Units written by `workers` forked processes, results in unit order. Every file a worker
-    reported is recorded on `rewriter` before any failure is raised (a failing `meanwhile`, a
-    failing worker), so `discard()` removes them all; `rewrite_units` finds the files of a
-    worker that died before reporting."""
-    global _FORKED_WORK
-    context = multiprocessing.get_context("fork")
-    results: list[Rewritten | None] = [None] * len(units)
-    failure: BaseException | None = None  # a worker's
-    interrupted: BaseException | None = None  # this process's own work meanwhile
-    _FORKED_WORK = (rewriter.portable(), units)
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            # every worker forks at the first submit (a forking pool never forks later)
-            futures = {pool.submit(_write_unit_in_worker, i): i for i in range(len(units))}
-            _FORKED_WORK = None
-            if meanwhile is not None:
-                try:
-                    meanwhile()
-                except BaseException as exc:  # noqa: BLE001 - raised once the workers are done
-                    interrupted = exc
-            for future in as_completed(futures):
-                index = futures[future]
-                try:
-                    done = future.result()
-                except BaseException as exc:  # noqa: BLE001 - raised once every worker is done
-                    failure = failure or exc
-                    continue
-                results[index] = done
-                rewriter.written.append(done.relative_path)
-                members = units[index].members
-                task.advance(files=len(members), bytes=sum(int(m["size"] or 0) for m in members))
-    finally:
-        _FORKED_WORK = None
-    if interrupted is not None:
-        raise interrupted
-    if failure is not None:
-        if isinstance(failure, DeltaOpsError):
-            raise failure
-        raise DeltaOpsError(f"a rewrite worker failed: {failure}") from failure
-    return [r for r in results if r is not None]
+        return Spread.SERIAL
+    return Spread.PROCESSES
 
 
 def _chunks(rows: Sequence[Mapping[str, Any]]) -> Iterator[Sequence[Mapping[str, Any]]]:

@@ -33,18 +33,28 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from delta_ops.errors import ConcurrentModification, DeltaOpsError
+from delta_ops.errors import (
+    ConcurrentModification,
+    DataFileError,
+    DeltaOpsError,
+    InvalidValue,
+    OperationRefused,
+)
 from delta_ops.log.actions import ADD_FIELDS, file_rows_as_actions
-from delta_ops.ops.engines import LOCAL, Engine, engine_named
+from delta_ops.ops.engines import LOCAL, Engine, Spread
+from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
 from delta_ops.ops.progress import Task
 from delta_ops.ops.progress import task as progress_task
 from delta_ops.ops.results import fields_data
+from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
 from delta_ops.protocol.features import Access, Protocol
 from delta_ops.protocol.num_records import num_records_in_stats
 from delta_ops.protocol.row_tracking import (
@@ -53,6 +63,8 @@ from delta_ops.protocol.row_tracking import (
     ROW_ID_COLUMN,
     materialized_column_names,
 )
+from delta_ops.protocol.schema import physical_name
+from delta_ops.protocol.stats import num_records_from_parquet_file
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot, file_num_records, load_snapshot
 from delta_ops.table.transaction import Transaction, WinningCommit
@@ -60,6 +72,7 @@ from delta_ops.table.transaction import Transaction, WinningCommit
 logger = logging.getLogger(__name__)
 
 DEFAULT_BATCH_FILES = 22_000
+FOOTER_BATCH = 200  # parquet footers read by one task, where tasks are scheduled (Spark)
 
 
 @dataclass(frozen=True)
@@ -74,14 +87,20 @@ class RowTrackingPlan:
     num_batches: int
     set_property: bool
     snapshot: Snapshot = field(repr=False, compare=False)
-    engine: str = "local"  # where footers lacking counts are read (ops/engines.py)
+    #: where footers lacking counts are read (`delta_ops.ops.engines`)
+    engine: Engine = field(default=LOCAL, repr=False, compare=False)
 
     @property
     def nothing_to_do(self) -> bool:
         return not (self.upgrade_protocol or self.files_to_backfill or self.set_property)
 
+    @property
+    def idle_reason(self) -> str:
+        """Why the plan has nothing to do (when it has nothing to do)."""
+        return "row tracking is already enabled"
+
     def to_dict(self) -> dict[str, Any]:
-        return fields_data(self)
+        return fields_data(self, engine=self.engine.name)
 
 
 @dataclass(frozen=True)
@@ -106,17 +125,16 @@ def _missing_row_ids(snapshot: Snapshot) -> pa.Table:
 
 
 def plan_enable_row_tracking(
-    snapshot: Snapshot, *, batch_files: int = DEFAULT_BATCH_FILES, engine: str = "local"
+    snapshot: Snapshot, *, batch_files: int = DEFAULT_BATCH_FILES, engine: Engine = LOCAL
 ) -> RowTrackingPlan:
     """What enabling row tracking on `snapshot`'s table takes; `engine` reads the footers of
-    files whose stats lack `numRecords` (``local`` threads or ``spark`` tasks)."""
-    engine_named(engine)  # an unknown engine is refused before anything is read
+    files whose stats lack `numRecords` (local threads, or Spark tasks)."""
     if batch_files < 1:
-        raise DeltaOpsError(f"--batch-files must be at least 1, got {batch_files}")
+        raise InvalidValue(f"--batch-files must be at least 1, got {batch_files}")
     snapshot.protocol.check_allows(Access.ENABLE_ROW_TRACKING)
     props = snapshot.properties
     if props.row_tracking_suspended:
-        raise DeltaOpsError(
+        raise OperationRefused(
             f"{snapshot.storage.url}: row tracking is suspended (delta.rowTrackingSuspended=true)"
         )
     supported = snapshot.protocol.supports("rowTracking")
@@ -128,7 +146,7 @@ def plan_enable_row_tracking(
         without_counts = lacking.num_rows
         for path in lacking.column("path").to_pylist():
             if not snapshot.storage.exists(snapshot.storage.table_path(path)):
-                raise DeltaOpsError(
+                raise DataFileError(
                     f"{snapshot.storage.url}: {path} has no numRecords in its stats and the data file is "
                     "missing, so its rows cannot be counted for row ids; nothing was changed"
                 )
@@ -172,7 +190,7 @@ def execute_enable_row_tracking(
         return RowTrackingResult(
             plan.table, True, None, (), 0, 0, None, plan.snapshot.row_id_high_water_mark, 0
         )
-    backfill = _Backfill(storage, plan.batch_files, say, engine_named(plan.engine))
+    backfill = _Backfill(storage, plan.batch_files, say, plan.engine)
     snapshot = plan.snapshot
     base = _Base(snapshot.version, snapshot.row_id_high_water_mark)
     upgrade_version = None
@@ -241,7 +259,12 @@ def _with_num_records(
     lacking = [i for i, b in enumerate(bodies) if num_records_in_stats(b.get("stats")) is None]
     if not lacking:
         return bodies, 0
-    counts = engine.count_rows(storage, [storage.table_path(bodies[i]["path"]) for i in lacking])
+    counts = engine.map_ordered(
+        partial(num_records_from_parquet_file, storage.reader),
+        [storage.table_path(bodies[i]["path"]) for i in lacking],
+        spread=Spread.THREADS,  # footer reads wait on storage
+        batch=FOOTER_BATCH,
+    )
     out = list(bodies)
     for i, count in zip(lacking, counts, strict=True):
         stats = json.loads(out[i]["stats"]) if out[i].get("stats") else {}
@@ -338,8 +361,6 @@ class _Backfill:
 
 
 def _column_names(snapshot: Snapshot) -> set[str]:
-    from delta_ops.protocol.schema import physical_name
-
     names = set()
     for f in snapshot.schema.fields:
         names.add(f.name.lower())
@@ -367,7 +388,7 @@ def _enable_property(
         try:
             config.update(materialized_column_names(config, _column_names(snapshot)))
         except DeltaOpsError as exc:
-            raise DeltaOpsError(f"{storage.url}: {exc}") from exc
+            raise type(exc)(f"{storage.url}: {exc}") from exc
         metadata = {**snapshot.metadata.to_action(), "configuration": config}
         txn = Transaction(
             snapshot,
@@ -392,9 +413,6 @@ def row_ids(snapshot: Snapshot) -> pa.Table:
     The materialized row-id column wins where a data file has it (non-null); otherwise the id
     is `baseRowId + row index`. Raises when a live file has no `baseRowId`.
     """
-    from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
-    from delta_ops.protocol.stats import num_records_from_parquet_file
-
     storage = snapshot.storage
     materialized = snapshot.metadata.configuration.get(ROW_ID_COLUMN)
     counts = file_num_records(snapshot.files).to_pylist()
@@ -403,7 +421,7 @@ def row_ids(snapshot: Snapshot) -> pa.Table:
         snapshot.files.select(["path", "baseRowId", "deletionVector"]).to_pylist(), counts
     ):
         if row["baseRowId"] is None:
-            raise DeltaOpsError(
+            raise OperationRefused(
                 f"{storage.url}: {row['path']} has no baseRowId: row tracking is not backfilled"
             )
         full = storage.table_path(row["path"])
@@ -442,8 +460,6 @@ def row_ids(snapshot: Snapshot) -> pa.Table:
 
 
 def _with_materialized(storage: Storage, full: str, column: str, ids: np.ndarray) -> np.ndarray:
-    import pyarrow.parquet as pq
-
     with storage.open_input(full) as f:
         pf = pq.ParquetFile(f)
         if column not in pf.schema_arrow.names:
@@ -464,3 +480,49 @@ def enable_row_tracking(
     """Load, plan and execute (the API behind `delta-ops enable-row-tracking`)."""
     snapshot = load_snapshot(table, storage_options=storage_options)
     return execute_enable_row_tracking(plan_enable_row_tracking(snapshot, batch_files=batch_files))
+
+
+# ------------------------------------------------------------------------------ the operation
+def _describe_row_tracking_plan(plan: RowTrackingPlan) -> str:
+    if plan.nothing_to_do:
+        return "row tracking is already enabled: nothing to do"
+    upgrade = "upgrade the protocol, " if plan.upgrade_protocol else ""
+    return (
+        f"would {upgrade}backfill {plan.files_to_backfill:,} files in {plan.num_batches}"
+        f" batch(es) ({plan.files_without_num_records:,} counted from footers),"
+        " then set delta.enableRowTracking=true"
+    )
+
+
+def _describe_row_tracking_result(result: RowTrackingResult) -> str:
+    if result.already_enabled:
+        return "row tracking is already enabled: nothing to do"
+    return (
+        f"row tracking enabled: protocol upgrade at {result.protocol_upgrade_version},"
+        f" {result.files_backfilled:,} files backfilled in commits"
+        f" {list(result.backfill_commits)}, property set at {result.property_commit_version};"
+        f" high-water mark {result.row_id_high_water_mark}"
+    )
+
+
+OPERATION = Operation(
+    name="enable-row-tracking",
+    needs=Access.ENABLE_ROW_TRACKING,
+    action="row_tracking",
+    help="upgrade the protocol, backfill row ids, enable row tracking",
+    options=(
+        Option(
+            "batch_files",
+            OptionKind.COUNT,
+            "files per backfill commit",
+            DEFAULT_BATCH_FILES,
+        ),
+        ENGINE_OPTION,
+    ),
+    plan_with=lambda snapshot, values, engine: plan_enable_row_tracking(
+        snapshot, batch_files=values["batch_files"], engine=engine
+    ),
+    execute_with=lambda plan, progress: execute_enable_row_tracking(plan, progress=progress),
+    describe_plan=_describe_row_tracking_plan,
+    describe_result=_describe_row_tracking_result,
+)

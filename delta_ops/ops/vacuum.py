@@ -5,7 +5,7 @@ Plan (pure apart from listing):
 * Retention: ``--retention`` if given (honoured, never silently replaced), else the table's
   ``delta.deletedFileRetentionDuration`` (7 days). Shorter than the table's property is refused
   with :class:`RetentionTooShort` unless forced; negative is always refused.
-* Clock: ``now_ms`` is clamped to the wall clock (`delta_ops.clock.bounded`): a plan "as of"
+* Clock: ``now_ms`` is clamped to the wall clock (`delta_ops.clock.clamp`): a plan "as of"
   a later moment can never delete more than the real clock allows (the retention window and
   the in-flight grace both use the clamped time; the plan records what was asked).
 * Protected set: every live file and every tombstone with ``deletionTimestamp >= now -
@@ -53,23 +53,27 @@ import json
 import logging
 import posixpath
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops import clock
-from delta_ops.errors import DeltaOpsError, RetentionTooShort, UnsafePath
-from delta_ops.log.file_names import LogFile, LogFileKind
+from delta_ops.errors import InvalidValue, OperationRefused, RetentionTooShort, UnsafePath
+from delta_ops.log.file_names import LogFile, LogFileKind, parse_listing
+from delta_ops.log.reader import read_commit_actions, read_commits
 from delta_ops.log.segment import complete_checkpoints
 from delta_ops.ops import progress
-from delta_ops.ops.engines import Engine, engine_named
+from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.leftovers import MIN_LEFTOVER_AGE_MS, staging_directories, stale_leftovers
+from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind, requested_now
 from delta_ops.ops.results import fields_data
-from delta_ops.protocol.features import Access
-from delta_ops.protocol.units import format_duration
+from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, dv_relative_paths
+from delta_ops.protocol.features import Access, Protocol
+from delta_ops.protocol.units import format_bytes, format_duration
 from delta_ops.storage import Storage
 from delta_ops.table.commit_times import version_at
 from delta_ops.table.snapshot import Snapshot
@@ -79,10 +83,29 @@ logger = logging.getLogger(__name__)
 
 LAST_VACUUM_INFO = "_last_vacuum_info"
 DEFAULT_IN_FLIGHT_GRACE_MS = 60_000
-LEFTOVER = "leftover of a crashed write"
 
 
-class VacuumLiteRefused(DeltaOpsError):
+class VacuumMode(StrEnum):
+    """How a vacuum finds its candidates."""
+
+    FULL = "full"  # list the table (Spark's default)
+    LITE = "lite"  # the log's removes since the last vacuum
+
+
+class Reason(StrEnum):
+    """Why a file is a vacuum candidate."""
+
+    ORPHAN = "orphan"  # no version in the log references it
+    EXPIRED_TOMBSTONE = "expired tombstone"  # removed before the retention window
+    UNREFERENCED_DV = "unreferenced deletion vector"
+    CHANGE_DATA = "change data"
+    LEFTOVER = "leftover of a crashed write"
+
+
+LEFTOVER = Reason.LEFTOVER
+
+
+class VacuumLiteRefused(OperationRefused):
     """LITE cannot see every eligible file because log history was cleaned up (run FULL)."""
 
 
@@ -93,9 +116,7 @@ class Candidate:
     path: str  # relative to the table root, decoded
     size: int
     modification_time: int
-    # "orphan" | "expired tombstone" | "unreferenced deletion vector" | "change data"
-    # | "leftover of a crashed write"
-    reason: str
+    reason: Reason
 
     def to_dict(self, now_ms: int) -> dict[str, Any]:
         return {
@@ -109,7 +130,7 @@ class Candidate:
 @dataclass(frozen=True)
 class VacuumPlan:
     table: str
-    mode: str
+    mode: VacuumMode
     now_ms: int
     retention_ms: int
     table_retention_ms: int
@@ -121,7 +142,8 @@ class VacuumPlan:
     kept_in_flight: tuple[str, ...] = ()  # young untracked files a running write may own
     requested_now_ms: int | None = None  # what the caller asked for, when the clock clamped it
     oldest_reconstructable_version: int = 0
-    engine: str = "local"  # where the listing ran and the deletes run (ops/engines.py)
+    #: where the listing ran and the deletes run (`delta_ops.ops.engines`)
+    engine: Engine = field(default=LOCAL, repr=False, compare=False)
     snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -141,11 +163,16 @@ class VacuumPlan:
     def nothing_to_do(self) -> bool:
         return not self.candidates and not self.directories
 
+    @property
+    def idle_reason(self) -> str:
+        """Why the plan has nothing to do (when it has nothing to do)."""
+        return f"nothing to vacuum ({self.mode}, retention {format_duration(self.retention_ms)})"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "table": self.table,
             "mode": self.mode,
-            "engine": self.engine,
+            "engine": self.engine.name,
             "retention_ms": self.retention_ms,
             "table_retention_ms": self.table_retention_ms,
             "now_ms": self.now_ms,
@@ -247,8 +274,6 @@ def parent_directories(paths: pa.Array) -> set[str]:
 
 
 def _dv_relative_paths(table: pa.Table) -> pa.Array:
-    from delta_ops.protocol.deletion_vectors import dv_relative_paths
-
     if table.num_rows == 0 or table.column("deletionVector").null_count == table.num_rows:
         return pa.array([], pa.string())
     return dv_relative_paths(table.column("deletionVector")).drop_null()
@@ -295,9 +320,6 @@ class RemovedFiles:
 
 def removed_files(storage: Storage, commits: list[LogFile]) -> RemovedFiles:
     """What the given commits removed (read through the log reader, columnar)."""
-    from delta_ops.log.reader import read_commits
-    from delta_ops.protocol.deletion_vectors import dv_relative_paths
-
     empty = pa.array([], pa.string())
     no_times = pa.array([], pa.int64())
     paths, times, dv_paths, dv_times, cdc_paths = [empty], [no_times], [empty], [no_times], [empty]
@@ -388,15 +410,15 @@ def hidden_filter(partition_columns: tuple[str, ...]) -> Callable[[str], bool]:
     return lambda name: name[0] in "_." and is_hidden(name, partition_columns)
 
 
-def _reason(path: str, tombstone_paths: set[str]) -> str:
+def _reason(path: str, tombstone_paths: set[str]) -> Reason:
     if path in tombstone_paths:
-        return "expired tombstone"
+        return Reason.EXPIRED_TOMBSTONE
     name = posixpath.basename(path)
     if name.startswith("deletion_vector_") and name.endswith(".bin"):
-        return "unreferenced deletion vector"
+        return Reason.UNREFERENCED_DV
     if path.startswith("_change_data/") or "/_change_data/" in path:
-        return "change data"
-    return "orphan"
+        return Reason.CHANGE_DATA
+    return Reason.ORPHAN
 
 
 # ----------------------------------------------------------------------------- plan
@@ -425,28 +447,30 @@ def plan_vacuum(
     now_ms: int,
     *,
     retention_ms: int | None = None,
-    mode: str = "full",
+    mode: VacuumMode | str = VacuumMode.FULL,
     force: bool = False,
     in_flight_grace_ms: int = DEFAULT_IN_FLIGHT_GRACE_MS,
-    engine: str = "local",
+    engine: Engine = LOCAL,
 ) -> VacuumPlan:
     """Plan a vacuum of `snapshot`'s table as of `now_ms`.
 
     Args:
         retention_ms: delete files older than this (default: the table's
             delta.deletedFileRetentionDuration); shorter than the table's needs `force`.
-        mode: "full" (list the table) or "lite" (removes since the last vacuum).
+        mode: :class:`VacuumMode` (or its value): list the table, or read the removes since
+            the last vacuum.
         force: allow a retention shorter than the table's.
         in_flight_grace_ms: keep files no commit removed that are younger than this.
-        engine: where the listing (FULL) and the deletes run: ``local`` or ``spark``
-            (`delta_ops.ops.engines`); the plan is the same either way.
+        engine: where the listing (FULL) and the deletes run (`delta_ops.ops.engines`);
+            the plan is the same either way.
     """
-    if mode not in ("full", "lite"):
-        raise DeltaOpsError(f"vacuum mode must be 'full' or 'lite', got {mode!r}")
+    if mode not in tuple(VacuumMode):
+        raise InvalidValue(f"vacuum mode must be 'full' or 'lite', got {mode!r}")
+    mode = VacuumMode(mode)
     snapshot.protocol.check_allows(Access.VACUUM)
     retention, table_retention = resolve_retention(snapshot, retention_ms, force)
-    requested_now = now_ms
-    now_ms = clock.bounded(now_ms)  # never more destructive than the real clock
+    clamped = clock.clamp(now_ms)  # never more destructive than the real clock
+    now_ms = clamped.now_ms
     delete_before = now_ms - retention
     storage = snapshot.storage
     latest_outside = version_at(snapshot, delete_before)
@@ -460,13 +484,12 @@ def plan_vacuum(
     )
     oldest = oldest_reconstructable_version(snapshot)
     directories: list[str] = []
-    runner = engine_named(engine)  # an unknown name is refused before anything is read
     protected_set = set(pc.unique(protected).drop_null().to_pylist())
-    if mode == "full":
+    if mode is VacuumMode.FULL:
         known: list[str] = []
         if not storage.is_local:  # cut points for a parallel listing of the store
             known = [*protected_set, *tombstone_paths]
-        listing = runner.list_unprotected(
+        listing = engine.list_unprotected(
             storage, hidden_filter(snapshot.partition_columns), protected_set, known
         )
         mtimes = pa.array(listing.mtimes, pa.int64())
@@ -499,7 +522,7 @@ def plan_vacuum(
     young = [
         c
         for c in candidates
-        if c.reason != "expired tombstone" and c.modification_time > in_flight_cutoff
+        if c.reason is not Reason.EXPIRED_TOMBSTONE and c.modification_time > in_flight_cutoff
     ]
     if young:
         young_paths = {c.path for c in young}
@@ -520,9 +543,9 @@ def plan_vacuum(
         directories=tuple(directories),
         latest_commit_outside_retention=latest_outside,
         kept_in_flight=tuple(sorted(c.path for c in young)),
-        requested_now_ms=requested_now,
+        requested_now_ms=clamped.requested_ms,
         oldest_reconstructable_version=oldest,
-        engine=runner.name,
+        engine=engine,
         snapshot=snapshot,
     )
 
@@ -617,7 +640,7 @@ def execute_vacuum(plan: VacuumPlan) -> VacuumResult:
     dirs_removed = 0
     status, error = "COMPLETED", None
     try:
-        deleted = _delete_files(storage, to_delete, engine_named(plan.engine))
+        deleted = _delete_files(storage, to_delete, plan.engine)
         dirs_removed = storage.remove_empty_dirs(
             [d for d in plan.directories if d not in referenced_dirs]
         )
@@ -656,11 +679,6 @@ def committed_since(storage: Storage, version: int) -> tuple[int, set[str]]:
     Only the new commits are read, so the re-check before deleting costs what landed since the
     plan. A protocol change among them that delta-ops cannot write stops the vacuum.
     """
-    from delta_ops.log.file_names import parse_listing
-    from delta_ops.log.reader import read_commit_actions
-    from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor
-    from delta_ops.protocol.features import Protocol
-
     newer = sorted(
         f.version
         for f in parse_listing(storage.list_log())
@@ -717,7 +735,90 @@ def _write_last_vacuum_info(storage: Storage, plan: VacuumPlan) -> None:
     storage.write_atomic(storage.log_file(LAST_VACUUM_INFO), data)
 
 
+# ------------------------------------------------------------------------------ the operation
+def _plan_vacuum(snapshot: Snapshot, values: Mapping[str, Any], engine: Engine) -> Any:
+    now = requested_now(values)
+    grace = values["in_flight_grace"]
+    return plan_vacuum(
+        snapshot,
+        now,
+        retention_ms=values["retention"],
+        mode=values["mode"],
+        force=values["force"],
+        engine=engine,
+        **({"in_flight_grace_ms": grace} if grace is not None else {}),
+    )
+
+
+def _describe_vacuum_plan(plan: VacuumPlan) -> str:
+    lines = [
+        f"{c.path}\t{format_bytes(c.size)}\t"
+        f"{format_duration((plan.now_ms - c.modification_time) // 3_600_000 * 3_600_000)} old"
+        f"\t{c.reason}"
+        for c in plan.candidates
+    ]
+    lines.append(
+        f"would delete {len(plan.candidates)} files ({format_bytes(plan.bytes)}) and"
+        f" {len(plan.directories)} empty directories at most ({plan.mode},"
+        f" retention {format_duration(plan.retention_ms)})"
+    )
+    if plan.window_reaches_past_history:
+        lines.append(
+            "note: the retention window starts before version"
+            f" {plan.oldest_reconstructable_version}, the oldest the log can still rebuild"
+        )
+    return "\n".join(lines)
+
+
+def _describe_vacuum_result(result: VacuumResult) -> str:
+    return (
+        f"deleted {result.num_deleted} files ({format_bytes(result.bytes)}),"
+        f" {result.num_vacuumed_directories} directories; commits {list(result.commits) or 'none'}"
+    )
+
+
+OPERATION = Operation(
+    name="vacuum",
+    needs=Access.VACUUM,
+    action="vacuum",
+    help="delete data files no retained version needs",
+    options=(
+        Option(
+            "retention",
+            OptionKind.DURATION,
+            "delete files unneeded for this long (default: delta.deletedFileRetentionDuration)",
+        ),
+        Option(
+            "mode",
+            OptionKind.CHOICE,
+            "full (list the table) or lite (the log's removes)",
+            "full",
+            ("full", "lite"),
+        ),
+        Option("force", OptionKind.FLAG, "allow a retention shorter than the table's", False),
+        ENGINE_OPTION,
+        Option(
+            "now",
+            OptionKind.TIME,
+            "judge ages as of this time (never later than now)",
+            cli_only=True,
+        ),
+        Option(
+            "in_flight_grace",
+            OptionKind.DURATION,
+            "keep untracked files younger than this (default 1m; 0s = exactly Spark)",
+            cli_only=True,
+        ),
+    ),
+    plan_with=_plan_vacuum,
+    execute_with=lambda plan, progress: execute_vacuum(plan),
+    describe_plan=_describe_vacuum_plan,
+    describe_result=_describe_vacuum_result,
+)
+
+
 __all__ = [
+    "OPERATION",
     "Candidate",
     "VacuumLiteRefused",
     "VacuumPlan",

@@ -1,7 +1,8 @@
 """The Spark engine: an operation's listing and deletes run as Spark tasks on executors.
 
-`delta_ops.ops.engines.engine_named("spark")` loads :data:`ENGINE`; operations pass it their
-storage and get back what the local engine would give, computed elsewhere:
+A front end builds :class:`SparkEngine` when asked for ``--engine spark`` and hands it to the
+plan; operations pass it their storage or their own functions and get back what the local engine
+(`delta_ops.ops.engines`) would give, computed elsewhere:
 
 * listing: the driver lists only the table root's own entries; each top-level directory (a
   partition, `_change_data`, ...) is walked by one task, which leaves out the protected paths
@@ -9,13 +10,12 @@ storage and get back what the local engine would give, computed elsewhere:
   files that may be candidates, never the table's whole file list.
 * deleting: the paths are spread over tasks that delete through the same storage layer (never
   outside the root, batch deletes and retries on object stores).
-* counting rows: parquet footers are read by tasks, 200 files each (the row-tracking backfill
-  of files whose stats lack `numRecords`).
-* rewriting: each unit (a compaction bin, a file purge rewrites) is one task that reads its
-  files and writes the new one; the driver commits every task's file, or deletes them all.
-* checkpoints: each part (multi-part) or sidecar (V2) is one task writing it from its share of
-  the state; a streamed state (a big table) is read by the tasks themselves, each only the
-  row groups its share needs. The driver writes the V2 top-level file and the hint.
+* mapping: the items are spread over tasks (`batch` items each) and every task applies the
+  caller's function, broadcast once to the executors; results come back in the items' order.
+  The row-tracking backfill reads footers this way, purge and compaction rewrite units (the
+  driver commits every task's file, or deletes them all), a checkpoint writes its parts or
+  sidecars (a streamed state is read by the tasks themselves, each only the row groups its
+  share needs).
 
 The session is the running one (`get_spark()` reuses it: a `PySparkResource`'s session in
 Dagster, the pipeline's own in a script), so executors are wherever that session's are.
@@ -27,21 +27,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from delta_ops.errors import DeltaOpsError
+from delta_ops.ops.engines import Spread
+from delta_ops.spark.session import running_session
 from delta_ops.spark.worker_errors import final_exception_line
 from delta_ops.storage import Storage
 from delta_ops.storage.tree import TreeListing
 
-if TYPE_CHECKING:
-    from delta_ops.ops.checkpoint import CheckpointFile, CheckpointFileWriter
-    from delta_ops.ops.rewrite import Rewriter, RewriteUnit, Rewritten
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 
 #: files per delete task
 DELETE_BATCH = 1000
-#: parquet footers per counting task
-FOOTER_BATCH = 200
 
 
 #: the last line of a failed task's Python traceback when it raised one of ours or an
@@ -70,16 +69,24 @@ def _collect(rdd: Any) -> list[Any]:
 
 
 class SparkEngine:
-    """Lists and deletes with Spark tasks (see the module doc)."""
+    """Lists, deletes and maps with Spark tasks (see the module doc)."""
 
     name = "spark"
 
-    def _spark(self) -> Any:
-        """The running session (a PySparkResource's, the pipeline's, on whatever thread it
-        was started), else a new one."""
-        from delta_ops.spark.session import running_session
+    def _context(self) -> Any:
+        """The running session's context (a PySparkResource's, the pipeline's, on whatever
+        thread it was started; else a new session's)."""
+        return running_session().sparkContext
 
-        return running_session()
+    def _in_tasks(
+        self,
+        run_task: Callable[[Iterator[Any]], Iterator[Any]],
+        items: Sequence[Any],
+        slices: int,
+    ) -> list[Any]:
+        """`run_task` over `slices` tasks sharing `items` (in order); what the tasks yield."""
+        rdd = self._context().parallelize(list(items), max(1, slices)).mapPartitions(run_task)
+        return _collect(rdd)
 
     def list_unprotected(
         self,
@@ -92,8 +99,7 @@ class SparkEngine:
         top = list(listing.dirs)  # the tasks' directories; their findings are appended
         if not top:
             return listing
-        spark = self._spark()
-        context = spark.sparkContext
+        context = self._context()
         shared = context.broadcast(protected)
         url, options = storage.location, storage.options
 
@@ -108,11 +114,7 @@ class SparkEngine:
                 for d in found.dirs:
                     yield d, 0, 0, True
 
-        rows = _collect(
-            context.parallelize(
-                top, max(1, min(len(top), context.defaultParallelism * 4))
-            ).mapPartitions(walk_subtree)
-        )
+        rows = self._in_tasks(walk_subtree, top, min(len(top), context.defaultParallelism * 4))
         shared.unpersist()
         for path, size, mtime, is_dir in rows:
             if is_dir:
@@ -131,7 +133,6 @@ class SparkEngine:
     ) -> list[str]:
         if not relative_paths:
             return []
-        context = self._spark().sparkContext
         url, options = storage.location, storage.options
 
         def delete_batch(paths: Iterator[str]) -> Iterator[str]:
@@ -139,74 +140,47 @@ class SparkEngine:
             if batch:
                 yield from Storage.open(url, options or None).delete_many(batch)
 
-        slices = max(1, -(-len(relative_paths) // DELETE_BATCH))
-        deleted: list[str] = _collect(
-            context.parallelize(list(relative_paths), slices).mapPartitions(delete_batch)
-        )
+        slices = -(-len(relative_paths) // DELETE_BATCH)
+        deleted: list[str] = self._in_tasks(delete_batch, relative_paths, slices)
         if on_deleted is not None:
             on_deleted(deleted)
         return deleted
 
-    def count_rows(self, storage: Storage, paths: Sequence[str]) -> list[int]:
-        if not paths:
+    def runs_here(self, spread: Spread) -> bool:
+        return False
+
+    def map_ordered(
+        self,
+        fn: Callable[[Item], Result],
+        items: Sequence[Item],
+        *,
+        spread: Spread = Spread.SERIAL,
+        batch: int = 1,
+        on_done: Callable[[int, Result], object] | None = None,
+        stop: Callable[[Result], bool] | None = None,
+        meanwhile: Callable[[], object] | None = None,
+    ) -> list[Result]:
+        if meanwhile is not None:
+            meanwhile()
+        if not items:
             return []
-        context = self._spark().sparkContext
-        url, options = storage.location, storage.options
+        shared = self._context().broadcast(fn)  # once per executor, however big its closure
 
-        def count(batch: Iterator[tuple[int, str]]) -> Iterator[tuple[int, int]]:
-            from delta_ops.protocol.stats import num_records_from_parquet_file
+        def apply(batch_items: Iterator[tuple[int, Item]]) -> Iterator[tuple[int, Result]]:
+            for index, item in batch_items:
+                yield index, shared.value(item)
 
-            reader = Storage.open(url, options or None).reader
-            for index, path in batch:
-                yield index, num_records_from_parquet_file(reader, path)
-
-        slices = max(1, -(-len(paths) // FOOTER_BATCH))
-        counted = dict(
-            _collect(context.parallelize(list(enumerate(paths)), slices).mapPartitions(count))
-        )
-        return [counted[i] for i in range(len(paths))]
-
-    def rewrite(self, rewriter: Rewriter, units: Sequence[RewriteUnit]) -> list[Rewritten]:
-        if not units:
-            return []
-        from delta_ops.ops.rewrite import write_unit
-
-        context = self._spark().sparkContext
-
-        def write_all(batch: Iterator[tuple[int, RewriteUnit]]) -> Iterator[tuple[int, Rewritten]]:
-            for index, unit in batch:
-                yield index, write_unit(rewriter, unit)
-
-        done = dict(
-            _collect(
-                context.parallelize(list(enumerate(units)), len(units)).mapPartitions(write_all)
-            )
-        )
-        return [done[i] for i in range(len(units))]
-
-    def write_checkpoint_files(
-        self, writer: CheckpointFileWriter, files: Sequence[CheckpointFile]
-    ) -> list[tuple[bool, int]]:
-        if len(files) < 2:  # one file: no parallelism to gain, no task to start
-            return [writer.write(f) for f in files]
-        context = self._spark().sparkContext
-        shared = context.broadcast(writer)
-
-        def write_all(
-            batch: Iterator[tuple[int, CheckpointFile]],
-        ) -> Iterator[tuple[int, tuple[bool, int]]]:
-            for index, file in batch:
-                yield index, shared.value.write(file)
-
-        done = dict(
-            _collect(
-                context.parallelize(list(enumerate(files)), len(files)).mapPartitions(write_all)
-            )
-        )
-        shared.unpersist()
-        return [done[i] for i in range(len(files))]
+        try:
+            done = dict(self._in_tasks(apply, list(enumerate(items)), -(-len(items) // batch)))
+        finally:
+            shared.unpersist()
+        results = [done[i] for i in range(len(items))]
+        for index, result in enumerate(results):
+            if on_done is not None:
+                on_done(index, result)
+            if stop is not None and stop(result):
+                return results[: index + 1]
+        return results
 
 
-ENGINE = SparkEngine()
-
-__all__ = ["DELETE_BATCH", "ENGINE", "FOOTER_BATCH", "SparkEngine"]
+__all__ = ["DELETE_BATCH", "SparkEngine"]

@@ -1,0 +1,240 @@
+"""What an operation is, as every front end sees it: its name, typed options, plan, execute.
+
+An :class:`Operation` names the op, its typed options (:class:`Option`: a duration, a time, a
+count, a flag, a choice, a share, a size or a text, parsed by one vocabulary,
+`delta_ops.protocol.units`), how to plan it from a snapshot, how to execute the plan, and how
+to say both in a line of text. Each operation's module ends with its ``OPERATION``;
+`delta_ops.ops.registry` gathers them, and the CLI and the Dagster plugin are generated from
+the registry::
+
+    op = OPERATIONS["vacuum"]
+    values = op.parse({"retention": "7d", "force": False})   # InvalidValue names a bad value
+    plan = op.plan(load_snapshot(path), values, LOCAL)      # the engine the front end built
+    print(op.describe_plan(plan))
+    print(to_data(op.execute(plan)))  # delta_ops.ops.results
+
+Every plan has the shape of :class:`Plan`: whether it has nothing to do, why, and its data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from delta_ops import clock
+from delta_ops.errors import InvalidValue, RetentionTooShort
+from delta_ops.ops.engines import ENGINE_NAMES, LOCAL, Engine
+from delta_ops.protocol.features import Access
+from delta_ops.protocol.units import parse_duration_ms, parse_size_bytes, parse_time_ms
+from delta_ops.storage import Storage
+from delta_ops.table.snapshot import Snapshot, TableHead, load_head, load_snapshot
+
+
+class Plan(Protocol):
+    """What every operation's plan offers a front end."""
+
+    @property
+    def nothing_to_do(self) -> bool: ...
+
+    @property
+    def idle_reason(self) -> str:
+        """Why a plan with nothing to do has nothing to do."""
+        ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class OptionKind(StrEnum):
+    """How an option's raw value (CLI text, Dagster config) is parsed."""
+
+    DURATION = "duration"
+    TIME = "time"
+    COUNT = "count"
+    FLAG = "flag"
+    CHOICE = "choice"
+    RATIO = "ratio"
+    SIZE = "size"
+    TEXT = "text"
+
+
+Progress = Callable[[str], None] | None
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of an operation: `name` is the CLI flag (``--name`` with ``-`` for ``_``) and
+    the Dagster config field; the parsed value is passed to the plan under the same name."""
+
+    name: str
+    kind: OptionKind
+    help: str
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    cli_only: bool = False  # a CLI convenience (``--now``), not offered in Dagster config
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def parse(self, raw: Any) -> Any:
+        """The typed value of `raw` (text from the CLI, a value from Dagster config); a default
+        written as text (``"128MB"``) is parsed like a value the user gave."""
+        if raw is None:  # not given; an empty text is a value, and refused by its parser
+            if not isinstance(self.default, str):
+                return self.default
+            raw = self.default
+        try:
+            return _PARSERS[self.kind](self, raw)
+        except ValueError as exc:
+            raise InvalidValue(f"{self.flag}: {exc}") from None
+
+
+def _duration(option: Option, raw: Any) -> int:
+    text = raw if isinstance(raw, str) else repr(raw)  # a number from config has no unit
+    return parse_duration_ms(text)
+
+
+def _time(option: Option, raw: Any) -> int:
+    return parse_time_ms(str(raw), now_ms=clock.now_ms())
+
+
+def _count(option: Option, raw: Any) -> int:
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a whole number (at least 1)") from None
+    if value < 1:
+        raise ValueError(f"must be at least 1, got {value}")
+    return value
+
+
+def _flag(option: Option, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    raise ValueError(f"{raw!r} is not true or false")
+
+
+def _ratio(option: Option, raw: Any) -> float:
+    try:
+        value = float(str(raw).strip().rstrip("%")) / (100 if str(raw).strip().endswith("%") else 1)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a share such as 0.1 or 10%") from None
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{raw!r} is not a share from 0 to 1 (or 0% to 100%)")
+    return value
+
+
+def _choice(option: Option, raw: Any) -> str:
+    if raw not in option.choices:
+        raise ValueError(f"{raw!r} is not one of {', '.join(option.choices)}")
+    return str(raw)
+
+
+_PARSERS: dict[OptionKind, Callable[[Option, Any], Any]] = {
+    OptionKind.DURATION: _duration,
+    OptionKind.TIME: _time,
+    OptionKind.COUNT: _count,
+    OptionKind.FLAG: _flag,
+    OptionKind.CHOICE: _choice,
+    OptionKind.RATIO: _ratio,
+    OptionKind.SIZE: lambda option, raw: parse_size_bytes(str(raw)),
+    OptionKind.TEXT: lambda option, raw: str(raw),
+}
+
+
+#: where an operation's heavy I/O runs (`delta_ops.ops.engines`): vacuum's listing and
+#: deletes, the row-tracking backfill's footer reads, rewrites, checkpoint parts and sidecars
+ENGINE_OPTION = Option(
+    "engine",
+    OptionKind.CHOICE,
+    "where the heavy I/O runs: local (this process), or spark (executors)",
+    "local",
+    ENGINE_NAMES,
+)
+
+
+@dataclass(frozen=True)
+class Operation:
+    """An operation as every front end sees it."""
+
+    name: str  # the CLI subcommand
+    needs: Access  # what the table's features must allow for it to run
+    action: str  # the Dagster action (asset output and job name part)
+    help: str
+    options: tuple[Option, ...]
+    #: the plan from what `load` gave, the parsed option values and the engine to run on
+    plan_with: Callable[[Any, Mapping[str, Any], Engine], Any]
+    execute_with: Callable[[Any, Progress], Any]
+    describe_plan: Callable[[Any], str]
+    describe_result: Callable[[Any], str]
+    at_version: bool = False  # plans a chosen version (``--version``) rather than the latest
+    needs_files: bool = True  # False: plans from a TableHead (no file state is loaded)
+    #: loads what the op plans from, when neither a snapshot nor a head always fits
+    load_with: Callable[[str | Storage, int | None, Mapping[str, Any] | None], Any] | None = None
+
+    def parse(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Typed option values from raw ones; unknown names are a programming error."""
+        unknown = set(raw) - {o.name for o in self.options}
+        if unknown:
+            raise InvalidValue(f"{self.name}: unknown options {sorted(unknown)}")
+        return {o.name: o.parse(raw.get(o.name)) for o in self.options}
+
+    def load(
+        self,
+        table: str | Storage,
+        version: int | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> Snapshot | TableHead:
+        """What the op plans from: the full snapshot, or only the head when it needs no files."""
+        if self.load_with is not None:
+            loaded: Snapshot | TableHead = self.load_with(table, version, storage_options)
+            return loaded
+        load = load_snapshot if self.needs_files else load_head
+        return load(table, version, storage_options=storage_options)
+
+    def plan(
+        self, snapshot: Snapshot | TableHead, values: Mapping[str, Any], engine: Engine = LOCAL
+    ) -> Any:
+        """The op's plan; `engine` runs its heavy work (the front end built it from the
+        ``engine`` option's value)."""
+        return self.plan_with(snapshot, values, engine)
+
+    def preview(
+        self, snapshot: Snapshot | TableHead, values: Mapping[str, Any], engine: Engine = LOCAL
+    ) -> tuple[Any, list[str]]:
+        """The plan a dry run shows, and warnings. A dry run never fails for a retention below
+        the table's minimum: it shows what `--force` would do and says that it needs it."""
+        try:
+            return self.plan(snapshot, values, engine), []
+        except RetentionTooShort as exc:
+            if "force" not in values:
+                raise
+            warning = f"{exc} (this dry run shows what --force would do)"
+            return self.plan(snapshot, {**values, "force": True}, engine), [warning]
+
+    def execute(self, plan: Any, progress: Progress = None) -> Any:
+        return self.execute_with(plan, progress)
+
+    def idle_reason(self, plan: Plan) -> str:
+        """Why `plan` has nothing to do."""
+        return plan.idle_reason
+
+
+def requested_now(values: Mapping[str, Any]) -> int:
+    """The `now` the user asked for (the wall clock by default); plans clamp it themselves,
+    so they can also report what was asked."""
+    now: int | None = values["now"]
+    return clock.now_ms() if now is None else now
+
+
+__all__ = [
+    "ENGINE_OPTION",
+    "Operation",
+    "Option",
+    "OptionKind",
+    "Plan",
+    "Progress",
+    "requested_now",
+]
