@@ -407,7 +407,8 @@ def load_snapshot(
         storage_options: fsspec options (credentials, endpoints) when `table` is a URL.
 
     Raises:
-        NotADeltaTable, VersionNotFound, VersionGap, CorruptLog, UnsupportedFeature.
+        DeltaOpsError: NotADeltaTable, VersionNotFound, VersionGap, CorruptLog or
+            UnsupportedFeature.
     """
     storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
     snapshot = _load_with_fallback(storage, version, _load_segment)
