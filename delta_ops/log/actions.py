@@ -28,6 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from delta_ops.protocol.deletion_vectors import dv_unique_ids
+
 STRING_MAP = pa.map_(pa.string(), pa.string())
 
 # Parsed log data and the reconciled state are allocated from the system allocator: it gives
@@ -372,8 +374,6 @@ def file_action_keys(source: ActionSource) -> tuple[pa.Array, pa.Array, pa.Array
 
     `path` is null on rows that are not file actions.
     """
-    from delta_ops.protocol.deletion_vectors import dv_unique_ids
-
     n = source.num_rows
     paths, dv_ids, valid = [], [], []
     for column in ("add", "remove"):

@@ -17,9 +17,12 @@ plan/execute operation that drives it):
 3. :func:`checkpoint_rows` turns the state into tables of that schema, one row group each
    (a part's share by path for multi-part, :func:`part_of_paths`; a window of the stream for
    a V2 sidecar, :func:`even_windows`); :func:`v2_top_level_rows` gives the V2 top-level
-   file. Each file is written from its own pass, so files can be written in parallel. File actions carry `dataChange=false`; `remove` has no `tags`/`stats`.
+   file. Each file is written from its own pass, so files can be written in parallel. File
+   actions carry `dataChange=false`; `remove` has no `tags`/`stats`.
 
-Everything is vectorised over Arrow tables of bounded size.
+Everything is vectorised over Arrow tables of bounded size. The table comes in as what a
+snapshot offers (:class:`TableState`, :class:`TableDescription`), so the log layer never
+imports the table layer.
 
 Example::
 
@@ -33,7 +36,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -48,10 +51,17 @@ from delta_ops.log.actions import (
     restrict_partition_values,
 )
 from delta_ops.log.replay import DomainMetadata, Txn
+from delta_ops.protocol.features import Protocol as TableProtocol
 from delta_ops.protocol.properties import TableProperties
-
-if TYPE_CHECKING:
-    from delta_ops.table.snapshot import Snapshot, TableHead
+from delta_ops.protocol.schema import (
+    StructType,
+    from_arrow_schema,
+    parse_partition_values,
+    parse_stats,
+    partition_schema,
+    physical_name,
+    stats_schema,
+)
 
 TXN_TYPE = pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])
 METADATA_TYPE = pa.struct(
@@ -121,6 +131,51 @@ PARSED_FIELDS = ("stats_parsed", "partitionValues_parsed")
 Window = tuple[int, int]
 #: (offset of the batch's first row in the file-action stream, adds, kept tombstones)
 OffsetBatch = tuple[int, pa.Table, pa.Table]
+
+
+class TableDescription(Protocol):
+    """What a table's checkpoint schema depends on. A loaded snapshot and a table head
+    (:mod:`delta_ops.table.snapshot`, which this layer does not import) are both one."""
+
+    @property
+    def protocol(self) -> TableProtocol: ...
+
+    @property
+    def properties(self) -> TableProperties: ...
+
+    @property
+    def schema(self) -> StructType: ...
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]: ...
+
+
+class MetadataAction(Protocol):
+    """The table's `metaData` action, as it writes itself back to the log."""
+
+    def to_action(self) -> dict[str, Any]: ...
+
+
+class TableState(TableDescription, Protocol):
+    """A table's reconciled state held in memory, as a loaded snapshot holds it."""
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def metadata(self) -> MetadataAction: ...
+
+    @property
+    def files(self) -> pa.Table: ...
+
+    @property
+    def tombstones(self) -> pa.Table: ...
+
+    @property
+    def txns(self) -> Mapping[str, Txn]: ...
+
+    @property
+    def domains(self) -> Mapping[str, DomainMetadata]: ...
 
 
 class FileActions(Protocol):
@@ -228,7 +283,7 @@ def _kept_txns(txns: Mapping[str, Txn], props: TableProperties, now_ms: int) -> 
     return [t for t in ordered if t.last_updated is not None and t.last_updated > cutoff]
 
 
-def checkpoint_state(snapshot: Snapshot, now_ms: int) -> CheckpointState:
+def checkpoint_state(snapshot: TableState, now_ms: int) -> CheckpointState:
     """The state of a loaded snapshot with tombstone and txn expiry applied as of `now_ms`."""
     props = snapshot.properties
     files = snapshot.files
@@ -297,10 +352,8 @@ class ParsedColumns:
     stats_schema: pa.Schema | None
 
 
-def parsed_columns(snapshot: Snapshot | TableHead) -> ParsedColumns:
+def parsed_columns(snapshot: TableDescription) -> ParsedColumns:
     """The typed columns Spark adds to `add` when writeStatsAsStruct is true."""
-    from delta_ops.protocol.schema import partition_schema, physical_name, stats_schema
-
     props = snapshot.properties
     if not props.checkpoint_write_stats_as_struct:
         return ParsedColumns(None, (), (), None)
@@ -335,7 +388,7 @@ def add_type(parsed: ParsedColumns, *, write_stats_as_json: bool = True) -> pa.S
     return pa.struct(fields)
 
 
-def writes_json_stats(snapshot: Snapshot | TableHead) -> bool:
+def writes_json_stats(snapshot: TableDescription) -> bool:
     """Whether a checkpoint carries `add.stats` as JSON: as `delta.checkpoint.writeStatsAsJson`
     says (true by default), and always on a table with geospatial columns, whose bounding-box
     stats exist only in the JSON (`stats_parsed` leaves them out): without it the checkpoint
@@ -345,7 +398,7 @@ def writes_json_stats(snapshot: Snapshot | TableHead) -> bool:
     )
 
 
-def checkpoint_schema(snapshot: Snapshot | TableHead) -> pa.Schema:
+def checkpoint_schema(snapshot: TableDescription) -> pa.Schema:
     """Spark's V1 classic checkpoint schema for this table (all fields nullable)."""
     parsed = parsed_columns(snapshot)
     return pa.schema(
@@ -373,8 +426,6 @@ def _column(table: pa.Table, name: str, typ: pa.DataType) -> pa.Array:
 
 
 def _partition_values_parsed(adds: pa.Table, parsed: ParsedColumns) -> pa.Array:
-    from delta_ops.protocol.schema import parse_partition_values
-
     pv = _column(adds, "partitionValues", STRING_MAP)
     children = []
     for key, delta_type in zip(parsed.partition_keys, parsed.partition_delta_types):
@@ -389,8 +440,6 @@ def _partition_values_parsed(adds: pa.Table, parsed: ParsedColumns) -> pa.Array:
 
 
 def _stats_parsed(adds: pa.Table, parsed: ParsedColumns) -> pa.Array:
-    from delta_ops.protocol.schema import parse_stats
-
     assert parsed.stats_schema is not None
     result = parse_stats(_column(adds, "stats", pa.string()), parsed.stats_schema)
     return (
@@ -602,7 +651,5 @@ def v2_top_level_rows(
 
 def spark_schema_json(schema: pa.Schema) -> dict[str, Any]:
     """The checkpoint schema as Spark's StructType JSON (for `_last_checkpoint.checkpointSchema`)."""
-    from delta_ops.protocol.schema import from_arrow_schema
-
     parsed: dict[str, Any] = json.loads(from_arrow_schema(schema).to_json())
     return parsed

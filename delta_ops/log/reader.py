@@ -769,6 +769,7 @@ def stats_json_from_parsed(parsed: pa.Array) -> pa.Array:
     Only checkpoints written with writeStatsAsJson=false need this, so a Python pass per file
     is acceptable here.
     """
+    # lazy: protocol.stats imports pyarrow.parquet, which the CLI's start does not load
     from delta_ops.protocol.stats import stats_to_json
 
     return pa.array(

@@ -23,6 +23,7 @@ import pyarrow as pa
 from delta_ops.errors import DeltaOpsError
 from delta_ops.protocol.features import Protocol
 from delta_ops.protocol.properties import COLUMN_MAPPING_MAX_COLUMN_ID, TableProperties
+from delta_ops.protocol.row_tracking import materialized_column_names
 from delta_ops.protocol.schema import assign_column_mapping, from_arrow_schema
 
 
@@ -63,8 +64,6 @@ def new_table_actions(
         delta_schema, highest = assign_column_mapping(delta_schema)
         configuration[COLUMN_MAPPING_MAX_COLUMN_ID] = str(highest)
     if TableProperties.from_configuration(configuration).enable_row_tracking:
-        from delta_ops.protocol.row_tracking import materialized_column_names
-
         configuration.update(
             materialized_column_names(configuration, {n.lower() for n in schema.names})
         )

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -47,10 +47,8 @@ from delta_ops.log.state_stream import file_keys
 from delta_ops.protocol.deletion_vectors import dv_unique_ids
 from delta_ops.protocol.features import Protocol
 from delta_ops.protocol.properties import TableProperties
+from delta_ops.protocol.schema import StructType, parse_schema, physical_name, to_arrow_schema
 from delta_ops.storage import Location, Storage
-
-if TYPE_CHECKING:
-    from delta_ops.protocol.schema import StructType
 
 logger = logging.getLogger(__name__)
 #: leave a checkpoint's `add.stats` on storage until `Snapshot.files` is first used
@@ -200,8 +198,6 @@ class Snapshot:
 
     @cached_property
     def arrow_schema(self) -> pa.Schema:
-        from delta_ops.protocol.schema import to_arrow_schema
-
         return to_arrow_schema(self.schema)
 
     @property
@@ -273,8 +269,6 @@ class Snapshot:
 def table_schema(metadata: Metadata, segment: LogSegment) -> StructType:
     """The Delta schema of `metadata`; a missing schemaString reads as an empty schema, as in
     Spark; one that does not parse is a CorruptLog naming the segment's first file."""
-    from delta_ops.protocol.schema import StructType, parse_schema
-
     if not metadata.schema_string:
         return StructType(())
     try:
@@ -289,8 +283,6 @@ def partition_value_keys(metadata: Metadata, schema: StructType | None) -> set[s
     columns = set(metadata.partition_columns)
     if not columns or schema is None:
         return columns
-    from delta_ops.protocol.schema import physical_name
-
     by_name = {f.name: f for f in schema.fields}
     return {physical_name(by_name[c]) if c in by_name else c for c in columns} | columns
 

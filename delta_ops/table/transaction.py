@@ -47,10 +47,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delta_ops import clock
-from delta_ops.errors import ConcurrentModification, DeltaOpsError
+from delta_ops.errors import ConcurrentModification, DeltaOpsError, UnsafePath
 from delta_ops.log.file_names import commit_file_name
 from delta_ops.log.reader import read_commit_actions
 from delta_ops.log.replay import ROW_TRACKING_DOMAIN
+from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor
 from delta_ops.protocol.features import Access, Protocol
 from delta_ops.protocol.num_records import num_records_in_stats
 from delta_ops.protocol.properties import ENABLE_IN_COMMIT_TIMESTAMPS
@@ -372,9 +373,6 @@ class Transaction:
 
     def _referenced_files(self) -> list[str]:
         """Table-relative paths of the data files and deletion vectors this commit adds."""
-        from delta_ops.errors import UnsafePath
-        from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor
-
         storage = self.storage
         assert storage is not None
         out: list[str] = []
