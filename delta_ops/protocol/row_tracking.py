@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 
-from delta_ops.errors import DeltaOpsError
+from delta_ops.errors import InvalidTableProperty
 
 ENABLE = "delta.enableRowTracking"
 ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
@@ -36,5 +36,5 @@ def materialized_column_names(config: dict[str, str], taken: set[str]) -> dict[s
     }
     for key, value in out.items():
         if value.lower() in taken:
-            raise DeltaOpsError(f"{key}={value!r} collides with a column name")
+            raise InvalidTableProperty(key, value, "collides with a column name")
     return out

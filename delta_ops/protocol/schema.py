@@ -72,7 +72,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from delta_ops.errors import DeltaOpsError
+from delta_ops.errors import CorruptLog, InvalidSchema, UnsupportedType
 
 __all__ = [
     "PRIMITIVE_TYPES",
@@ -197,6 +197,9 @@ DeltaType = str | StructType | ArrayType | MapType
 
 # --------------------------------------------------------------------------- JSON
 
+#: where a schema error is, for :class:`InvalidSchema` (a reader of the log names the file)
+_SCHEMA_STRING = "schemaString"
+
 
 def parse_schema(schema_string: str) -> StructType:
     """Parse a `metaData.schemaString` (Spark's JSON schema) into a `StructType`.
@@ -208,16 +211,17 @@ def parse_schema(schema_string: str) -> StructType:
         The table schema.
 
     Raises:
-        DeltaOpsError: the text is not JSON, not a struct, or names an unknown type (the
-            message names the type and the column path; the caller adds the file).
+        InvalidSchema: the text is not JSON, not a struct, or names an unknown type (the
+            message names the type and the column path; the caller that knows the log file
+            names it instead of `schemaString`).
     """
     try:
         value = json.loads(schema_string)
     except (TypeError, ValueError) as exc:
-        raise DeltaOpsError(f"schemaString is not valid JSON: {exc}") from None
+        raise InvalidSchema(_SCHEMA_STRING, f"not valid JSON: {exc}") from None
     parsed = _parse_type(value, "")
     if not isinstance(parsed, StructType):
-        raise DeltaOpsError(f"schemaString must describe a struct, found {value!r:.80}")
+        raise InvalidSchema(_SCHEMA_STRING, f"must describe a struct, found {value!r:.80}")
     return parsed
 
 
@@ -226,7 +230,7 @@ def _parse_type(value: Any, path: str) -> DeltaType:
     if isinstance(value, str):
         return _parse_primitive(value, where)
     if not isinstance(value, dict):
-        raise DeltaOpsError(f"invalid schemaString: bad data type {value!r:.80}{where}")
+        raise InvalidSchema(_SCHEMA_STRING, f"bad data type {value!r:.80}{where}")
     kind = value.get("type")
     try:
         if kind == "struct":
@@ -243,10 +247,8 @@ def _parse_type(value: Any, path: str) -> DeltaType:
                 bool(value.get("valueContainsNull", True)),
             )
     except KeyError as exc:
-        raise DeltaOpsError(
-            f"invalid schemaString: {kind} type without {exc.args[0]!r}{where}"
-        ) from None
-    raise DeltaOpsError(f"invalid schemaString: unknown data type {kind!r}{where}")
+        raise InvalidSchema(_SCHEMA_STRING, f"{kind} type without {exc.args[0]!r}{where}") from None
+    raise InvalidSchema(_SCHEMA_STRING, f"unknown data type {kind!r}{where}")
 
 
 def _parse_primitive(name: str, where: str) -> str:
@@ -258,21 +260,21 @@ def _parse_primitive(name: str, where: str) -> str:
     if match:
         precision, scale = int(match.group(1)), int(match.group(2))
         if not 0 < precision <= _MAX_DECIMAL_PRECISION or scale > precision:
-            raise DeltaOpsError(f"invalid schemaString: unsupported data type {name!r}{where}")
+            raise InvalidSchema(_SCHEMA_STRING, f"unsupported data type {name!r}{where}")
         return f"decimal({precision},{scale})"
     if _CHAR_VARCHAR.fullmatch(name):
         return name.replace(" ", "")
     if _GEOSPATIAL.fullmatch(name):
         return name
-    raise DeltaOpsError(f"invalid schemaString: unknown data type {name!r}{where}")
+    raise InvalidSchema(_SCHEMA_STRING, f"unknown data type {name!r}{where}")
 
 
 def _parse_field(value: Any, parent: str) -> StructField:
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
-        raise DeltaOpsError(f"invalid schemaString: bad struct field {value!r:.80}")
+        raise InvalidSchema(_SCHEMA_STRING, f"bad struct field {value!r:.80}")
     path = _join(parent, value["name"])
     if "type" not in value:
-        raise DeltaOpsError(f"invalid schemaString: field without a type (column {path})")
+        raise InvalidSchema(_SCHEMA_STRING, f"field without a type (column {path})")
     metadata = value.get("metadata") or {}
     return StructField(
         name=value["name"],
@@ -410,7 +412,7 @@ def to_arrow_type(delta_type: DeltaType, *, physical: bool = False) -> pa.DataTy
             return pa.string()
         if _GEOSPATIAL.fullmatch(delta_type):
             return pa.binary()  # well-known binary, as parquet stores it
-        raise DeltaOpsError(f"unknown Delta data type {delta_type!r}")
+        raise UnsupportedType(f"unknown Delta data type {delta_type!r}")
     if isinstance(delta_type, StructType):
         return pa.struct([to_arrow_field(f, physical=physical) for f in delta_type.fields])
     if isinstance(delta_type, ArrayType):
@@ -460,7 +462,7 @@ def from_arrow_type(arrow_type: pa.DataType, *, keep_nullability: bool = False) 
     timestamp unit maps to ``timestamp`` (with a zone) or ``timestamp_ntz`` (without).
 
     Raises:
-        DeltaOpsError: no Delta type can hold the Arrow type (e.g. durations, unions).
+        UnsupportedType: no Delta type can hold the Arrow type (e.g. durations, unions).
     """
     t = arrow_type
     if isinstance(t, pa.ExtensionType):
@@ -491,7 +493,7 @@ def from_arrow_type(arrow_type: pa.DataType, *, keep_nullability: bool = False) 
             from_arrow_type(t.value_type, keep_nullability=keep_nullability),
             t.value_field.nullable if keep_nullability else True,
         )
-    raise DeltaOpsError(f"Arrow type {t} has no Delta equivalent")
+    raise UnsupportedType(f"Arrow type {t} has no Delta equivalent")
 
 
 def _simple_from_arrow(t: pa.DataType) -> str | None:
@@ -507,7 +509,7 @@ def _simple_from_arrow(t: pa.DataType) -> str | None:
         return "double"
     if pa.types.is_decimal(t):
         if t.precision > _MAX_DECIMAL_PRECISION:
-            raise DeltaOpsError(f"Arrow type {t} has no Delta equivalent (precision > 38)")
+            raise UnsupportedType(f"Arrow type {t} has no Delta equivalent (precision > 38)")
         return f"decimal({t.precision},{t.scale})"
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return "string"
@@ -554,14 +556,16 @@ def partition_schema(
     """The Arrow schema of `partitionValues_parsed`: partition columns in the table's order.
 
     Raises:
-        DeltaOpsError: a partition column is not a top-level column of `struct`.
+        InvalidSchema: a partition column is not a top-level column of `struct`.
     """
     by_name = {f.name.lower(): f for f in struct.fields}
     fields = []
     for column in partition_columns:
         f = by_name.get(column.lower())
         if f is None:
-            raise DeltaOpsError(f"partition column {column!r} is not in the table schema")
+            raise InvalidSchema(
+                "partitionColumns", f"partition column {column!r} is not in the table schema"
+            )
         fields.append(pa.field(physical_name(f) if physical else f.name, to_arrow_type(f.type)))
     return pa.schema(fields)
 
@@ -588,10 +592,13 @@ def parse_partition_values(
         An array of `to_arrow_type(delta_type)`, aligned with `values`.
 
     Raises:
-        DeltaOpsError: a value cannot be read as `delta_type` (the message names it).
+        InvalidSchema: a value cannot be read as `delta_type` (the message names it), or
+            the type is not primitive.
     """
     if not isinstance(delta_type, str):
-        raise DeltaOpsError(f"partition columns must have a primitive type, not {delta_type!r}")
+        raise InvalidSchema(
+            _SCHEMA_STRING, f"partition columns must have a primitive type, not {delta_type!r}"
+        )
     target = to_arrow_type(delta_type)
     strings = _combined(values)
     if not (pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type)):
@@ -609,7 +616,9 @@ def parse_partition_values(
             return _parse_booleans(strings)
         return pc.cast(pc.utf8_trim_whitespace(strings), target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise DeltaOpsError(f"partition value cannot be read as {delta_type}: {exc}") from None
+        raise InvalidSchema(
+            "partitionValues", f"a value cannot be read as {delta_type}: {exc}"
+        ) from None
 
 
 def _parse_timestamps(strings: pa.Array, timezone: str) -> pa.Array:
@@ -839,7 +848,7 @@ def parse_stats(
         no stats (or unreadable ones).
 
     Raises:
-        DeltaOpsError: with `strict`, a row's stats cannot be read (the message gives its
+        CorruptLog: with `strict`, a row's stats cannot be read (the message gives its
             index).
     """
     strings = _combined(stats_json)
@@ -926,7 +935,7 @@ def _repair(documents: list[str], target: pa.StructType, strict: bool) -> list[s
 
     def reject(i: int, problem: object) -> str:
         if strict:
-            raise DeltaOpsError(f"stats of row {i} cannot be read: {problem}")
+            raise CorruptLog("stats", f"row {i} cannot be read: {problem}")
         logger.warning("ignoring unreadable stats in row %d: %s", i, problem)
         return "null"
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from delta_ops.errors import DeltaOpsError
+from delta_ops.errors import SchemaMismatch
 from delta_ops.protocol.features import Protocol
 from delta_ops.protocol.properties import COLUMN_MAPPING_MAX_COLUMN_ID, TableProperties
 from delta_ops.protocol.row_tracking import materialized_column_names
@@ -55,7 +55,7 @@ def new_table_actions(
     """Protocol and metaData actions creating a table with this Arrow schema."""
     missing = [c for c in partition_by if c not in schema.names]
     if missing:
-        raise DeltaOpsError(
+        raise SchemaMismatch(
             f"partition columns {missing} are not in the data's schema {schema.names}"
         )
     delta_schema = from_arrow_schema(schema)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from delta_ops.errors import DeltaOpsError
+from delta_ops.errors import DataFileError, InvalidValue
 from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
 from delta_ops.protocol.features import Access
 from delta_ops.protocol.schema import (
@@ -75,7 +75,7 @@ class ScanSpec:
         known = {f.name: f for f in schema.fields}
         missing = [c for c in self.columns if c not in known]
         if missing:
-            raise DeltaOpsError(
+            raise InvalidValue(
                 f"no column {missing[0]!r} in the table; its columns: {', '.join(known)}"
             )
         return [known[c] for c in self.columns]
@@ -145,7 +145,7 @@ def read_file(storage: Storage, spec: ScanSpec, file: FileToRead) -> pa.Table:
             wanted = [_name_in_file(f, spec) for f in data_fields]
             data = parquet.read(columns=[n for n in wanted if n in in_file])
     except (OSError, pa.ArrowException) as exc:
-        raise DeltaOpsError(f"{file.path}: unreadable data file: {exc}") from exc
+        raise DataFileError(f"{file.path}: unreadable data file: {exc}") from exc
     rows = data.num_rows
     columns: list[pa.Array] = []
     for f in fields:
@@ -193,7 +193,7 @@ def _conform(array: pa.Array, delta_type: DeltaType, mapped: bool) -> pa.Array:
     target = to_arrow_type(delta_type)
     if isinstance(delta_type, StructType):
         if not pa.types.is_struct(array.type):
-            raise DeltaOpsError(f"a file holds {array.type} where the schema says a struct")
+            raise DataFileError(f"a file holds {array.type} where the schema says a struct")
         present = {array.type.field(i).name: i for i in range(array.type.num_fields)}
         children = []
         for f in delta_type.fields:

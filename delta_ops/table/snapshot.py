@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import CorruptLog, DeltaOpsError
+from delta_ops.errors import CorruptLog, DeltaOpsError, InvalidSchema
 from delta_ops.log.actions import (
     ActionSource,
     concat_batches,
@@ -268,13 +268,14 @@ class Snapshot:
 
 def table_schema(metadata: Metadata, segment: LogSegment) -> StructType:
     """The Delta schema of `metadata`; a missing schemaString reads as an empty schema, as in
-    Spark; one that does not parse is a CorruptLog naming the segment's first file."""
+    Spark; one that does not parse is an InvalidSchema naming the segment's first file."""
     if not metadata.schema_string:
         return StructType(())
     try:
         return parse_schema(metadata.schema_string)
     except DeltaOpsError as exc:
-        raise CorruptLog(_first_file(segment), f"invalid schemaString: {exc}") from exc
+        problem = exc.problem if isinstance(exc, InvalidSchema) else str(exc)
+        raise InvalidSchema(_first_file(segment), f"invalid schemaString: {problem}") from exc
 
 
 def partition_value_keys(metadata: Metadata, schema: StructType | None) -> set[str]:

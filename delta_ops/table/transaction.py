@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delta_ops import clock
-from delta_ops.errors import ConcurrentModification, DeltaOpsError, UnsafePath
+from delta_ops.errors import ConcurrentModification, OperationRefused, UnsafePath
 from delta_ops.log.file_names import commit_file_name
 from delta_ops.log.reader import read_commit_actions
 from delta_ops.log.replay import ROW_TRACKING_DOMAIN
@@ -67,7 +67,7 @@ DEFAULT_TIME_BUDGET_S = 120.0
 VACUUM_POLL_S = 0.2
 
 
-class CommitRefused(DeltaOpsError):
+class CommitRefused(OperationRefused):
     """The storage cannot guarantee put-if-absent, and no single writer was declared."""
 
 
@@ -232,7 +232,7 @@ class Transaction:
         """Commit at the next free version; raises ConcurrentModification on a real conflict."""
         protocol = self._effective_protocol()
         if protocol is None:
-            raise DeltaOpsError("a new table's first commit needs a protocol action")
+            raise OperationRefused("a new table's first commit needs a protocol action")
         protocol.check_allows(self.purpose)
         if self.snapshot is not None:
             self.snapshot.protocol.check_allows(self.purpose)
@@ -555,7 +555,7 @@ def assign_row_ids(
 def _num_records(add: Mapping[str, Any]) -> int:
     count = num_records_in_stats(add.get("stats"))
     if count is None:
-        raise DeltaOpsError(
+        raise OperationRefused(
             f"cannot assign row ids to {add.get('path')}: its stats lack numRecords"
         )
     return count

@@ -33,7 +33,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import DeltaOpsError, NotADeltaTable
+from delta_ops.errors import (
+    InvalidValue,
+    NotADeltaTable,
+    OperationRefused,
+    SchemaMismatch,
+)
 from delta_ops.protocol.features import Access, Protocol
 from delta_ops.protocol.partition_predicate import PartitionPredicate, parse_partition_predicate
 from delta_ops.protocol.properties import COLUMN_MAPPING_MAX_COLUMN_ID, TableProperties
@@ -159,10 +164,15 @@ def resolve_write_target(
 
     Raises:
         UnsupportedFeature: a table feature does not allow data writes.
-        DeltaOpsError: anything else this module refuses, in one line naming the value.
+        InvalidValue: the mode, or replaceWhere without an overwrite, or a predicate that
+            is not in the grammar.
+        SchemaMismatch: the data's columns, types or partitioning do not fit the table.
+        OperationRefused: the table has rules delta-ops cannot enforce (CHECK constraints,
+            generated or identity columns, an overwrite of an append-only table), or new
+            columns need a table feature the table lacks.
     """
     if mode not in WRITE_MODES:
-        raise DeltaOpsError(f"write mode {mode!r} is not one of {', '.join(WRITE_MODES)}")
+        raise InvalidValue(f"write mode {mode!r} is not one of {', '.join(WRITE_MODES)}")
     if snapshot is None:
         try:
             snapshot = load_snapshot(storage)
@@ -182,7 +192,7 @@ def resolve_write_target(
         target = _existing_target(storage, snapshot, schema, wanted, mode, merge_schema)
     if replace_where is not None:
         if mode != "overwrite":
-            raise DeltaOpsError(f"replaceWhere {replace_where!r} needs mode overwrite, not {mode}")
+            raise InvalidValue(f"replaceWhere {replace_where!r} needs mode overwrite, not {mode}")
         target.replace_predicate(replace_where)  # refuse a bad predicate before any file
     return replace(target, mode=mode, data_schema=schema, replace_where=replace_where)
 
@@ -200,13 +210,13 @@ def _existing_target(
     _refuse_unenforced_rules(snapshot, mode)
     existing = list(snapshot.partition_columns)
     if wanted and [c.lower() for c in wanted] != [c.lower() for c in existing]:
-        raise DeltaOpsError(f"{storage.url} is partitioned by {existing}, not {wanted}")
+        raise SchemaMismatch(f"{storage.url} is partitioned by {existing}, not {wanted}")
     table_schema = snapshot.schema
     by_lower = {f.name.lower(): f for f in table_schema.fields}
     extra = [c for c in columns if c.lower() not in by_lower]
     schema_update = None
     if extra and not merge_schema:
-        raise DeltaOpsError(
+        raise SchemaMismatch(
             f"{storage.url}: the data has columns the table does not: {extra} "
             f"(the table has {table_schema.names}); write with merge_schema=True "
             "(Spark: option mergeSchema=true) to add them"
@@ -219,14 +229,14 @@ def _existing_target(
         f.name for f in table_schema.fields if not f.nullable and f.name.lower() not in present
     ]
     if missing_required:
-        raise DeltaOpsError(f"{storage.url}: the data lacks NOT NULL columns {missing_required}")
+        raise SchemaMismatch(f"{storage.url}: the data lacks NOT NULL columns {missing_required}")
     defaulted = [
         f.name
         for f in table_schema.fields
         if "CURRENT_DEFAULT" in f.metadata and f.name.lower() not in present
     ]
     if defaulted:
-        raise DeltaOpsError(
+        raise SchemaMismatch(
             f"{storage.url}: the data lacks columns {defaulted}, whose DEFAULT values delta-ops "
             "cannot evaluate; include them in the data"
         )
@@ -260,7 +270,7 @@ def _merged_schema(
         added, highest = assign_column_mapping(added, start=props.column_mapping_max_column_id)
         configuration[COLUMN_MAPPING_MAX_COLUMN_ID] = str(highest)
     if '"timestamp_ntz"' in added.to_json() and not snapshot.protocol.supports("timestampNtz"):
-        raise DeltaOpsError(
+        raise OperationRefused(
             f"{snapshot.storage.url}: new columns {list(extra)} need the timestampNtz table "
             "feature, which adding columns does not enable; add it first"
         )
@@ -358,7 +368,7 @@ def check_not_null(data: pa.Table, target: WriteTarget) -> None:
     for column in target.not_null:
         source = by_lower.get(column.lower())
         if source is not None and data.column(source).null_count:
-            raise DeltaOpsError(
+            raise SchemaMismatch(
                 f"{target.url}: column {column!r} is NOT NULL but "
                 f"{data.column(source).null_count} rows have no value"
             )
@@ -398,7 +408,7 @@ def _as_type(
     try:
         return values.cast(typ)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise DeltaOpsError(
+        raise SchemaMismatch(
             f"column {name}: the data holds {values.type}, the table says {typ}: {exc}"
         ) from exc
 
@@ -413,7 +423,7 @@ def _check_columns_exist(
     lower = {c.lower() for c in columns}
     missing = [c for c in wanted if c.lower() not in lower]
     if missing:
-        raise DeltaOpsError(
+        raise SchemaMismatch(
             f"{url}: {what} {missing} are not in the data's columns {list(columns)}"
         )
 
@@ -422,7 +432,7 @@ def _refuse_unenforced_rules(snapshot: Snapshot, mode: str) -> None:
     url = snapshot.storage.url
     props = snapshot.properties
     if mode == "overwrite" and props.append_only:
-        raise DeltaOpsError(
+        raise OperationRefused(
             f"{url} is append-only (delta.appendOnly=true): an overwrite would remove rows; "
             "append instead"
         )
@@ -432,12 +442,12 @@ def _refuse_unenforced_rules(snapshot: Snapshot, mode: str) -> None:
         if k.startswith(_CONSTRAINT_PREFIX)
     )
     if constraints:
-        raise DeltaOpsError(
+        raise OperationRefused(
             f"{url} has CHECK constraints ({', '.join(constraints)}) that delta-ops cannot "
             "evaluate; write with an engine that enforces them (Delta Spark)"
         )
     for path, rule in _field_rules(snapshot.schema, ""):
-        raise DeltaOpsError(
+        raise OperationRefused(
             f"{url}: column {path} has {rule} that delta-ops cannot evaluate; write with an "
             "engine that enforces it (Delta Spark)"
         )

@@ -32,7 +32,13 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from delta_ops.errors import ConcurrentModification, DeltaOpsError, NotADeltaTable
+from delta_ops.errors import (
+    ConcurrentModification,
+    DataFileError,
+    NotADeltaTable,
+    OperationRefused,
+    SchemaMismatch,
+)
 from delta_ops.log.file_names import commit_file_name
 from delta_ops.protocol.partition_predicate import PartitionPredicate
 from delta_ops.protocol.properties import TableProperties
@@ -107,7 +113,7 @@ def commit_data_files(
             and now_target.partition_columns == target.partition_columns
         )
         if not unchanged:
-            raise DeltaOpsError(
+            raise OperationRefused(
                 f"{storage.url} changed while the data was written (created, re-partitioned "
                 "or its columns changed); nothing was committed, write again"
             )
@@ -120,7 +126,9 @@ def commit_data_files(
         tight_bounds = True if snapshot.protocol.supports("deletionVectors") else None
     else:
         if target.exists:
-            raise DeltaOpsError(f"{storage.url} is no longer a Delta table; nothing was committed")
+            raise OperationRefused(
+                f"{storage.url} is no longer a Delta table; nothing was committed"
+            )
         table_schema = parse_schema(target.new_table[1]["metaData"]["schemaString"])
         props = TableProperties.from_configuration(target.new_table[1]["metaData"]["configuration"])
         tight_bounds = None
@@ -134,7 +142,7 @@ def commit_data_files(
         inside = replaced.selects([f.partition_values for f in files])
         outside = [f.relative_path for f, ok in zip(files, inside, strict=True) if not ok]
         if outside:
-            raise DeltaOpsError(
+            raise SchemaMismatch(
                 f"{storage.url}: {len(outside)} written file(s) hold rows outside replaceWhere "
                 f"{replaced.text!r} (e.g. {outside[0]}); nothing was committed"
             )
@@ -159,7 +167,7 @@ def commit_data_files(
         full = storage.join(f.relative_path)
         info = storage.stat(full)
         if info is None:
-            raise DeltaOpsError(f"{storage.url}: staged file {f.relative_path} does not exist")
+            raise DataFileError(f"{storage.url}: staged file {f.relative_path} does not exist")
         footer = read_parquet_metadata(storage.reader, full)
         _check_footer_not_null(footer, target, f.relative_path)
         stats = stats_to_json(
@@ -222,13 +230,13 @@ def _check_footer_not_null(footer: pq.FileMetaData, target: WriteTarget, relativ
         for group in range(footer.num_row_groups):
             statistics = footer.row_group(group).column(index).statistics
             if statistics is None or not statistics.has_null_count:
-                raise DeltaOpsError(
+                raise DataFileError(
                     f"{target.url}: {relative} has no null counts for NOT NULL column "
                     f"{wanted[top]!r}, so its rows cannot be checked"
                 )
             nulls += statistics.null_count
         if nulls:
-            raise DeltaOpsError(
+            raise SchemaMismatch(
                 f"{target.url}: column {wanted[top]!r} is NOT NULL but {relative} has "
                 f"{nulls} rows without a value"
             )
