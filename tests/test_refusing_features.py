@@ -21,7 +21,7 @@ import pytest
 
 from delta_ops import cli
 from delta_ops.dagster import DeltaTableTarget, build_delta_maintenance_defs
-from delta_ops.ops.probe import maintenance_work
+from delta_ops.ops.health import maintenance_work
 from delta_ops.protocol.features import (
     FEATURES,
     Access,

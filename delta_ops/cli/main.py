@@ -32,8 +32,10 @@ from delta_ops.errors import (
 )
 from delta_ops.ops import progress
 from delta_ops.ops.engines import LOCAL, Engine
+from delta_ops.ops.inspect import format_summary, summarize
 from delta_ops.ops.registry import OPERATIONS, Operation
 from delta_ops.ops.results import to_data
+from delta_ops.table.snapshot import load_snapshot
 from delta_ops.version import __version__
 
 #: the exit code of an internal error (a bug): EX_SOFTWARE of sysexits.h, apart from a user
@@ -64,9 +66,6 @@ def _storage_options(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from delta_ops.ops.inspect import format_summary, summarize
-    from delta_ops.table.snapshot import load_snapshot
-
     snapshot = load_snapshot(
         args.table, args.version, storage_options=_storage_options(args.storage_option)
     )

@@ -13,14 +13,8 @@ from pydantic import Field
 
 from delta_ops import clock
 from delta_ops.ops.engines import LOCAL, Engine
-from delta_ops.ops.probe import (
-    CommitProbe,
-    MaintenanceWork,
-    TableHealth,
-    maintenance_work,
-    probe_commits,
-    table_health,
-)
+from delta_ops.ops.health import MaintenanceWork, TableHealth, maintenance_work, table_health
+from delta_ops.ops.probe import CommitProbe, probe_commits
 from delta_ops.ops.progress import LogLines, reporting
 from delta_ops.ops.registry import BY_ACTION, OPERATIONS, Operation
 from delta_ops.ops.results import to_data

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delta_ops import clock
+from delta_ops.ops.health import health, row_tracking_state
 from delta_ops.ops.leftovers import find_leftovers
 from delta_ops.ops.results import fields_data
-from delta_ops.protocol.features import Access
 from delta_ops.protocol.units import format_bytes
 from delta_ops.table.snapshot import Snapshot
 
@@ -58,94 +58,6 @@ class TableSummary:
         if self.files is None:
             out.pop("files")
         return out
-
-
-def row_tracking_state(snapshot: Snapshot) -> str:
-    """'enabled' (property true), 'supported' (feature in the protocol) or 'off'."""
-    if not snapshot.protocol.supports("rowTracking"):
-        return "off"
-    return "enabled" if snapshot.properties.enable_row_tracking else "supported"
-
-
-@dataclass(frozen=True)
-class Health:
-    """What maintenance a table needs, from its log and a look at the files' ages."""
-
-    log_files: int
-    log_bytes: int
-    expired_log_files: int
-    reclaimable_files: int
-    reclaimable_bytes: int
-    advice: list[dict[str, str]]
-
-
-def health(snapshot: Snapshot, now_ms: int, leftovers: int) -> Health:
-    """Each thing worth doing to the table now, with the command that does it."""
-    from delta_ops.ops.cleanup import plan_cleanup
-    from delta_ops.ops.probe import table_health
-
-    facts = table_health(snapshot, now_ms)
-    log = snapshot.storage.list_log()
-    protocol = snapshot.protocol
-    allowed = {op for op in Access if protocol.refusal(op) is None}
-    expired = len(plan_cleanup(snapshot, now_ms).deleted) if Access.CLEANUP in allowed else 0
-    table = _quoted(snapshot.storage.url)
-    advice = []
-    if facts.unsupported_writer_features:
-        features = ", ".join(facts.unsupported_writer_features)
-        advice.append(
-            {
-                "problem": f"delta-ops cannot maintain this table's features ({features})",
-                "command": "",
-            }
-        )
-    if facts.commits_since_checkpoint >= facts.checkpoint_interval and Access.CHECKPOINT in allowed:
-        advice.append(
-            {
-                "problem": f"{facts.commits_since_checkpoint} commits since the last checkpoint "
-                f"(delta.checkpointInterval is {facts.checkpoint_interval}): readers replay them all",
-                "command": f"delta-ops checkpoint {table}",
-            }
-        )
-    if expired:
-        advice.append(
-            {
-                "problem": f"{expired} log files past delta.logRetentionDuration",
-                "command": f"delta-ops cleanup {table}",
-            }
-        )
-    if (facts.expired_tombstones or leftovers) and Access.VACUUM in allowed:
-        what = f"{facts.expired_tombstones} removed files ({format_bytes(facts.reclaimable_bytes)})"
-        advice.append(
-            {
-                "problem": f"{what} past delta.deletedFileRetentionDuration still on storage"
-                + (f", {leftovers} leftovers of unfinished writes" if leftovers else ""),
-                "command": f"delta-ops vacuum {table} --dry-run  # then without --dry-run",
-            }
-        )
-    if Access.ENABLE_ROW_TRACKING in allowed and (
-        facts.row_tracking == "supported"
-        or (facts.row_tracking == "enabled" and facts.files_without_row_ids)
-    ):
-        advice.append(
-            {
-                "problem": f"row tracking is not fully on ({facts.files_without_row_ids} files "
-                "without row ids)",
-                "command": f"delta-ops enable-row-tracking {table}",
-            }
-        )
-    return Health(
-        log_files=len(log),
-        log_bytes=sum(entry.size for entry in log),
-        expired_log_files=expired,
-        reclaimable_files=facts.expired_tombstones,
-        reclaimable_bytes=facts.reclaimable_bytes,
-        advice=advice,
-    )
-
-
-def _quoted(url: str) -> str:
-    return url if all(c.isalnum() or c in "/._-:=+@" for c in url) else f"'{url}'"
 
 
 def summarize(

@@ -1,0 +1,262 @@
+"""What maintenance a table needs now, judged from its log by asking the operations' planners.
+
+The Dagster sensors, schedules and asset checks and `delta-ops inspect` ask the same questions:
+is a checkpoint due, does log cleanup or vacuum have work, how many files would a compaction
+rewrite, is row tracking fully on? This module answers them from a loaded snapshot and a look
+at the ages of a bounded number of files; it sits above the ops whose plans it reads
+(cleanup, compaction, vacuum), so none of them depends on it.
+
+Example::
+
+    work = maintenance_work(snapshot, clock.now_ms())     # what a schedule should launch
+    facts = table_health(snapshot, clock.now_ms())        # what the asset checks judge
+    advice = health(snapshot, clock.now_ms(), leftovers=0).advice   # what inspect prints
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow.compute as pc
+
+from delta_ops.errors import UnsupportedFeature
+from delta_ops.ops.cleanup import plan_cleanup
+from delta_ops.ops.compact import plan_compact
+from delta_ops.ops.vacuum import read_last_vacuum_info
+from delta_ops.protocol.features import KEEPS_DATA, Access
+from delta_ops.protocol.units import format_bytes
+from delta_ops.table.commit_times import version_at
+from delta_ops.table.snapshot import Snapshot
+
+STAT_LIMIT = 1000  # expired tombstones whose files a probe looks at (oldest first)
+
+
+def reclaimable_tombstones(snapshot: Snapshot, cutoff_ms: int) -> tuple[int, int]:
+    """(count, bytes) of expired tombstones whose files vacuum would really delete: the file
+    still exists and is older than the cutoff (vacuum judges files by age too).
+
+    A tombstone stays in the log after vacuum deleted its file (until a checkpoint drops it),
+    a file that got a deletion vector is a tombstone and a live file under one path, and a
+    copied table has fresh files under old tombstones; counting those would make a
+    schedule launch a vacuum that deletes nothing every day, and a check warn forever. Only the
+    oldest STAT_LIMIT are looked at; the rest are counted as the log says.
+    """
+    tombstones = snapshot.tombstones
+    if not tombstones.num_rows:
+        return 0, 0
+    stamps = pc.fill_null(tombstones.column("deletionTimestamp"), 0)
+    # a file given a deletion vector (or re-added) is removed and added under the same path:
+    # it is live, and vacuum keeps it
+    live = pc.is_in(tombstones.column("path"), value_set=snapshot.file_index.column("path"))
+    expired = tombstones.filter(pc.and_(pc.less(stamps, cutoff_ms), pc.invert(live)))
+    if not expired.num_rows:
+        return 0, 0
+    expired = expired.sort_by([("deletionTimestamp", "ascending")])
+    storage = snapshot.storage
+    count = size = 0
+    looked = expired.slice(0, STAT_LIMIT)
+    for path, recorded in zip(looked.column("path").to_pylist(), looked.column("size").to_pylist()):
+        entry = storage.stat(storage.table_path(path))
+        if entry is not None and entry.modification_time < cutoff_ms:
+            count += 1
+            size += entry.size if recorded is None else int(recorded)
+    rest = expired.slice(STAT_LIMIT)
+    count += rest.num_rows
+    size += int(pc.sum(pc.fill_null(rest.column("size"), 0)).as_py() or 0)
+    return count, size
+
+
+@dataclass(frozen=True)
+class MaintenanceWork:
+    """Which maintenance actions have work, and why not for the others."""
+
+    checkpoint: bool
+    cleanup: bool
+    vacuum: bool
+    reasons: tuple[str, ...]
+
+    @property
+    def any(self) -> bool:
+        return self.checkpoint or self.cleanup or self.vacuum
+
+
+def maintenance_work(snapshot: Snapshot, now_ms: int) -> MaintenanceWork:
+    """Decide from the log alone whether checkpoint, cleanup or vacuum would do anything."""
+    reasons: list[str] = []
+    refused = {
+        op: why
+        for op in (Access.CHECKPOINT, Access.CLEANUP, Access.VACUUM)
+        if (why := snapshot.protocol.refusal(op)) is not None
+    }
+    reasons.extend(f"{op.name.lower()}: {why}" for op, why in refused.items())
+    checkpoint_version = snapshot.segment.checkpoint_version
+    needs_checkpoint = checkpoint_version != snapshot.version and Access.CHECKPOINT not in refused
+    if checkpoint_version == snapshot.version:
+        reasons.append(f"checkpoint: version {snapshot.version} is already checkpointed")
+    needs_cleanup = False
+    if Access.CLEANUP not in refused:
+        cleanup_plan = plan_cleanup(snapshot, now_ms)
+        needs_cleanup = not cleanup_plan.nothing_to_do
+        if not needs_cleanup:
+            reasons.append("log cleanup: " + "; ".join(cleanup_plan.kept_reasons))
+    if Access.VACUUM in refused:
+        return MaintenanceWork(needs_checkpoint, needs_cleanup, False, tuple(reasons))
+    cutoff = now_ms - snapshot.properties.deleted_file_retention_ms
+    expired, _ = reclaimable_tombstones(snapshot, cutoff)
+    # Checkpoints drop expired tombstones, so they alone would hide work: commits that aged past
+    # the retention since the last vacuum looked (`_last_vacuum_info`) may hold removes too.
+    aged = version_at(snapshot, cutoff)
+    last = read_last_vacuum_info(snapshot.storage)
+    newly_aged = aged is not None and (last is None or aged > last)
+    needs_vacuum = expired > 0 or newly_aged
+    if not needs_vacuum:
+        reasons.append(
+            "vacuum: no file of a tombstone past delta.deletedFileRetentionDuration is left to"
+            " delete, and no commit has aged past it since the last vacuum"
+        )
+    return MaintenanceWork(needs_checkpoint, needs_cleanup, needs_vacuum, tuple(reasons))
+
+
+@dataclass(frozen=True)
+class TableHealth:
+    """Facts the asset checks judge: lag, backlog, retention settings, feature support."""
+
+    version: int
+    commits_since_checkpoint: int
+    checkpoint_interval: int
+    expired_tombstones: int
+    reclaimable_bytes: int
+    # features that stop checkpoint, cleanup or vacuum (data writes aside: maintenance only)
+    unsupported_writer_features: tuple[str, ...]
+    log_retention_ms: int
+    deleted_file_retention_ms: int
+    row_tracking: str  # off | supported | enabled
+    files_without_row_ids: int
+    small_files: int = 0  # files a compaction to the default target would rewrite
+    num_records: int | None = None  # physical rows in live files (None: a file lacks stats)
+    deleted_records: int = 0  # rows hidden by deletion vectors, still in the files
+
+
+def table_health(snapshot: Snapshot, now_ms: int) -> TableHealth:
+    props = snapshot.properties
+    checkpoint_version = snapshot.segment.checkpoint_version
+    since = (
+        snapshot.version - checkpoint_version
+        if checkpoint_version is not None
+        else snapshot.version + 1
+    )
+    expired_count, reclaimable = reclaimable_tombstones(
+        snapshot, now_ms - props.deleted_file_retention_ms
+    )
+    files = snapshot.file_index
+    without_ids = int(files.column("baseRowId").null_count) if files.num_rows else 0
+    return TableHealth(
+        version=snapshot.version,
+        commits_since_checkpoint=since,
+        checkpoint_interval=props.checkpoint_interval,
+        expired_tombstones=expired_count,
+        reclaimable_bytes=reclaimable,
+        unsupported_writer_features=tuple(
+            sorted(frozenset().union(*(snapshot.protocol.refusing(op) for op in KEEPS_DATA)))
+        ),
+        log_retention_ms=props.log_retention_ms,
+        deleted_file_retention_ms=props.deleted_file_retention_ms,
+        row_tracking=row_tracking_state(snapshot),
+        files_without_row_ids=without_ids,
+        small_files=_small_files(snapshot),
+        num_records=snapshot.num_records,
+        deleted_records=snapshot.num_deleted_records,
+    )
+
+
+def _small_files(snapshot: Snapshot) -> int:
+    """How many files a compaction would rewrite (0 where the table's features refuse it)."""
+    try:
+        return plan_compact(snapshot).files_to_rewrite
+    except UnsupportedFeature:
+        return 0
+
+
+def row_tracking_state(snapshot: Snapshot) -> str:
+    """'enabled' (property true), 'supported' (feature in the protocol) or 'off'."""
+    if not snapshot.protocol.supports("rowTracking"):
+        return "off"
+    return "enabled" if snapshot.properties.enable_row_tracking else "supported"
+
+
+@dataclass(frozen=True)
+class Health:
+    """What maintenance a table needs, from its log and a look at the files' ages."""
+
+    log_files: int
+    log_bytes: int
+    expired_log_files: int
+    reclaimable_files: int
+    reclaimable_bytes: int
+    advice: list[dict[str, str]]
+
+
+def health(snapshot: Snapshot, now_ms: int, leftovers: int) -> Health:
+    """Each thing worth doing to the table now, with the command that does it."""
+    facts = table_health(snapshot, now_ms)
+    log = snapshot.storage.list_log()
+    protocol = snapshot.protocol
+    allowed = {op for op in Access if protocol.refusal(op) is None}
+    expired = len(plan_cleanup(snapshot, now_ms).deleted) if Access.CLEANUP in allowed else 0
+    table = _quoted(snapshot.storage.url)
+    advice = []
+    if facts.unsupported_writer_features:
+        features = ", ".join(facts.unsupported_writer_features)
+        advice.append(
+            {
+                "problem": f"delta-ops cannot maintain this table's features ({features})",
+                "command": "",
+            }
+        )
+    if facts.commits_since_checkpoint >= facts.checkpoint_interval and Access.CHECKPOINT in allowed:
+        advice.append(
+            {
+                "problem": f"{facts.commits_since_checkpoint} commits since the last checkpoint "
+                f"(delta.checkpointInterval is {facts.checkpoint_interval}): readers replay them all",
+                "command": f"delta-ops checkpoint {table}",
+            }
+        )
+    if expired:
+        advice.append(
+            {
+                "problem": f"{expired} log files past delta.logRetentionDuration",
+                "command": f"delta-ops cleanup {table}",
+            }
+        )
+    if (facts.expired_tombstones or leftovers) and Access.VACUUM in allowed:
+        what = f"{facts.expired_tombstones} removed files ({format_bytes(facts.reclaimable_bytes)})"
+        advice.append(
+            {
+                "problem": f"{what} past delta.deletedFileRetentionDuration still on storage"
+                + (f", {leftovers} leftovers of unfinished writes" if leftovers else ""),
+                "command": f"delta-ops vacuum {table} --dry-run  # then without --dry-run",
+            }
+        )
+    if Access.ENABLE_ROW_TRACKING in allowed and (
+        facts.row_tracking == "supported"
+        or (facts.row_tracking == "enabled" and facts.files_without_row_ids)
+    ):
+        advice.append(
+            {
+                "problem": f"row tracking is not fully on ({facts.files_without_row_ids} files "
+                "without row ids)",
+                "command": f"delta-ops enable-row-tracking {table}",
+            }
+        )
+    return Health(
+        log_files=len(log),
+        log_bytes=sum(entry.size for entry in log),
+        expired_log_files=expired,
+        reclaimable_files=facts.expired_tombstones,
+        reclaimable_bytes=facts.reclaimable_bytes,
+        advice=advice,
+    )
+
+
+def _quoted(url: str) -> str:
+    return url if all(c.isalnum() or c in "/._-:=+@" for c in url) else f"'{url}'"
