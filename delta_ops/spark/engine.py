@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from delta_ops.errors import DeltaOpsError
+from delta_ops.errors import TaskFailed
 from delta_ops.ops.engines import Spread
 from delta_ops.spark.session import running_session
 from delta_ops.spark.worker_errors import final_exception_line
@@ -65,7 +65,7 @@ def _collect(rdd: Any) -> list[Any]:
         cause = _TASK_ERROR.match(final_exception_line(str(exc)))
         if cause is None:
             raise
-        raise DeltaOpsError(f"a Spark task failed: {cause.group(1)}") from exc
+        raise TaskFailed(f"a Spark task failed: {cause.group(1)}") from exc
 
 
 class SparkEngine:
