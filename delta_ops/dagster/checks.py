@@ -11,6 +11,7 @@ from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
 from delta_ops.errors import DeltaOpsError
+from delta_ops.ops.health import RowTracking
 
 #: Each check and what it tells the reader of the asset's page.
 CHECKS: dict[str, str] = {
@@ -120,8 +121,10 @@ def build_table_checks(
             ),
             "row_tracking_state": lambda: result(
                 "row_tracking_state",
-                not (health.row_tracking != "off" and health.files_without_row_ids > 0),
-                row_tracking=health.row_tracking,
+                not (
+                    health.row_tracking is not RowTracking.OFF and health.files_without_row_ids > 0
+                ),
+                row_tracking=health.row_tracking.value,
                 files_without_row_ids=health.files_without_row_ids,
             ),
             "small_files": lambda: result(

@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import pyarrow.compute as pc
 
@@ -130,7 +131,7 @@ class TableHealth:
     unsupported_writer_features: tuple[str, ...]
     log_retention_ms: int
     deleted_file_retention_ms: int
-    row_tracking: str  # off | supported | enabled
+    row_tracking: RowTracking
     files_without_row_ids: int
     small_files: int = 0  # files a compaction to the default target would rewrite
     num_records: int | None = None  # physical rows in live files (None: a file lacks stats)
@@ -177,11 +178,19 @@ def _small_files(snapshot: Snapshot) -> int:
         return 0
 
 
-def row_tracking_state(snapshot: Snapshot) -> str:
-    """'enabled' (property true), 'supported' (feature in the protocol) or 'off'."""
+class RowTracking(StrEnum):
+    """How far row tracking is on a table."""
+
+    OFF = "off"  # the protocol lacks the rowTracking feature
+    SUPPORTED = "supported"  # the feature is there; delta.enableRowTracking is not true
+    ENABLED = "enabled"  # delta.enableRowTracking=true
+
+
+def row_tracking_state(snapshot: Snapshot) -> RowTracking:
+    """How far row tracking is on `snapshot`'s table."""
     if not snapshot.protocol.supports("rowTracking"):
-        return "off"
-    return "enabled" if snapshot.properties.enable_row_tracking else "supported"
+        return RowTracking.OFF
+    return RowTracking.ENABLED if snapshot.properties.enable_row_tracking else RowTracking.SUPPORTED
 
 
 @dataclass(frozen=True)
@@ -238,8 +247,8 @@ def health(snapshot: Snapshot, now_ms: int, leftovers: int) -> Health:
             }
         )
     if Access.ENABLE_ROW_TRACKING in allowed and (
-        facts.row_tracking == "supported"
-        or (facts.row_tracking == "enabled" and facts.files_without_row_ids)
+        facts.row_tracking is RowTracking.SUPPORTED
+        or (facts.row_tracking is RowTracking.ENABLED and facts.files_without_row_ids)
     ):
         advice.append(
             {

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delta_ops import clock
-from delta_ops.ops.health import health, row_tracking_state
+from delta_ops.ops.health import RowTracking, health, row_tracking_state
 from delta_ops.ops.leftovers import find_leftovers
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.units import format_bytes
@@ -34,7 +34,7 @@ class TableSummary:
     num_tombstones: int
     last_checkpoint_version: int | None
     commits_since_checkpoint: int
-    row_tracking: str
+    row_tracking: RowTracking
     row_id_high_water_mark: int | None
     num_txns: int
     domains: list[str]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from enum import Enum
 from typing import Any
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
@@ -22,6 +23,8 @@ def to_data(value: Any) -> Any:
     100k paths costs one pass)."""
     if type(value) in _PLAIN:
         return value
+    if isinstance(value, Enum):  # a kind, a mode, a reason: its value
+        return to_data(value.value)
     if isinstance(value, (list, tuple)):
         return [v if type(v) in _PLAIN else to_data(v) for v in value]
     if isinstance(value, Mapping):
