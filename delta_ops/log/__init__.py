@@ -1,4 +1,5 @@
-"""The Delta log: the only code that turns log bytes into actions and actions into log bytes.
+"""The Delta log: its files read into Arrow actions, reconciled into a table state, and a state
+laid out as a checkpoint. (Commits are written by :mod:`delta_ops.table.transaction`.)
 
 Modules, in the order a snapshot load uses them:
 
@@ -8,6 +9,8 @@ Modules, in the order a snapshot load uses them:
 * :mod:`~delta_ops.log.reader`: commits (JSON) and checkpoints (parquet, V1/V2) as Arrow.
 * :mod:`~delta_ops.log.actions`: the canonical columnar form of log actions.
 * :mod:`~delta_ops.log.replay`: action reconciliation into a table state.
+* :mod:`~delta_ops.log.state_stream`: the file state streamed from a checkpoint, for tables too
+  big to load.
 * :mod:`~delta_ops.log.checkpoint_content`: a state laid out as Delta Spark's checkpoint.
 
 Example::

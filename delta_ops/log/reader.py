@@ -1,14 +1,16 @@
 """Reading log files into normalized Arrow action batches.
 
-Commits are read in bulk: the bytes of all commit files are concatenated and parsed by one
-call to pyarrow's (multi-threaded) JSON reader, and each row is attributed to its version by
-a version marker line before each file. `commitInfo` lines are blanked in place first, because their
-free-form maps make type inference unstable across writers; they are parsed separately for the
-commit timestamps. Should the bulk parse fail, each file is parsed on its own so that the
-error names the file and the line.
+Commits are read in bulk: the bytes of consecutive commit files are concatenated (in chunks
+of about 16 MB, :data:`CHUNK_BYTES`) and each chunk is parsed by one call to pyarrow's
+(multi-threaded) JSON reader; each row is attributed to its version by a version marker line
+before each file. `commitInfo` lines are blanked in place first, because their free-form maps
+make type inference unstable across writers; they are parsed separately for the commit
+timestamps. Should the bulk parse fail, each file is parsed on its own so that the error names
+the file and the line.
 
 Checkpoints (classic, multi-part, V2 with sidecars) are read with pyarrow's parquet reader,
-projecting only the fields that state reconstruction needs.
+projecting only the fields that state reconstruction needs; a V2 checkpoint's top-level file
+may be JSON, which is parsed whole.
 
 Example::
 

@@ -1,11 +1,16 @@
-"""Protocol rules and types, pure: what the Delta protocol says, with no I/O of its own.
+"""Protocol rules and types: what the Delta protocol says, with no storage of its own (the few
+functions that read or write a file, a deletion vector or a parquet footer, are handed the
+filesystem).
 
 * :mod:`~delta_ops.protocol.schema`: `schemaString` <-> Arrow, partition values, stats schema.
 * :mod:`~delta_ops.protocol.features`: table features, per-operation support, protocol algebra.
 * :mod:`~delta_ops.protocol.properties`: typed table properties (Spark's interval syntax).
-* :mod:`~delta_ops.protocol.deletion_vectors`: DV descriptors, Z85, roaring bitmaps.
+* :mod:`~delta_ops.protocol.deletion_vectors`: DV descriptors, Z85, roaring bitmaps, DV files.
 * :mod:`~delta_ops.protocol.stats`: per-file statistics from parquet footers.
+* :mod:`~delta_ops.protocol.num_records`: `numRecords` read from a stats string.
 * :mod:`~delta_ops.protocol.row_tracking`: row-tracking property names and their rules.
+* :mod:`~delta_ops.protocol.partition_predicate`: predicates on partition columns.
+* :mod:`~delta_ops.protocol.units`: durations, times and sizes as users write them.
 
 Example::
 

@@ -383,7 +383,8 @@ def dv_relative_paths(dv: DVColumn) -> pa.Array:
 
 _PORTABLE_MAGIC_LE = struct.pack("<i", PORTABLE_MAGIC)
 _NATIVE_MAGIC_LE = struct.pack("<i", NATIVE_MAGIC)
-# PROTOCOL.md's inline example writes the native framing big-endian (magic, count, lengths).
+# The Delta protocol's inline example ("Deletion Vector Descriptor Schema") writes the native
+# framing big-endian (magic, count, lengths).
 _NATIVE_MAGIC_BE = struct.pack(">i", NATIVE_MAGIC)
 
 

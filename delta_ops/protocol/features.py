@@ -393,7 +393,8 @@ _REGISTRY: tuple[TableFeature, ...] = (
 FEATURES: Mapping[str, TableFeature] = {f.name: f for f in _REGISTRY}
 
 # Spark looks feature names up case-insensitively (`TableFeature.featureNameToFeature`), so a
-# protocol written with "timestampNTZ" (as an old PROTOCOL.md spelled it) means timestampNtz.
+# protocol written with "timestampNTZ" (as older Delta protocol texts spelled it) means
+# timestampNtz.
 _CANONICAL_BY_LOWER = {f.name.lower(): f for f in _REGISTRY}
 assert len(_CANONICAL_BY_LOWER) == len(FEATURES), "names must differ in more than letter case"
 

@@ -12,7 +12,9 @@ as text); each is cast to the column's type, so dates and timestamps compare as 
 comparison with a null partition value is false, as in SQL. Anything else (another column,
 ``OR``, a function) is refused with a message that lists these forms.
 
-    predicate = parse_partition_predicate("day >= '2026-11-01'", snapshot)
+    predicate = parse_partition_predicate(
+        "day >= '2026-11-01'", snapshot.schema, snapshot.partition_columns, mapped=mapped
+    )
     mask = predicate.mask(snapshot.files)            # boolean Array, one per file
 """
 

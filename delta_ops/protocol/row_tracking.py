@@ -13,10 +13,16 @@ from __future__ import annotations
 import uuid
 
 from delta_ops.errors import InvalidTableProperty
+from delta_ops.protocol.properties import (
+    ENABLE_ROW_TRACKING,
+    MATERIALIZED_ROW_COMMIT_VERSION_COLUMN_NAME,
+    MATERIALIZED_ROW_ID_COLUMN_NAME,
+)
 
-ENABLE = "delta.enableRowTracking"
-ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
-COMMIT_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
+# the property names, as properties.py defines them (one spelling of each)
+ENABLE = ENABLE_ROW_TRACKING
+ROW_ID_COLUMN = MATERIALIZED_ROW_ID_COLUMN_NAME
+COMMIT_VERSION_COLUMN = MATERIALIZED_ROW_COMMIT_VERSION_COLUMN_NAME
 
 
 def _fresh_name(prefix: str, taken: set[str]) -> str:

@@ -1,5 +1,5 @@
-"""One vocabulary for durations and points in time, shared by the CLI, Dagster config and
-table properties.
+"""One vocabulary for durations, points in time and sizes, shared by the CLI and Dagster config
+(the operations' options), which also accepts the table properties' interval syntax.
 
 Durations (:func:`parse_duration_ms`): ``7d``, ``168h``, ``90m``, ``30s``, ``500ms``, ``2w``
 (units may combine: ``1d12h``), ISO 8601 ``P7D`` / ``PT168H`` / ``P1DT12H``, and Delta's
@@ -10,6 +10,9 @@ whether ``168`` means hours or seconds.
 Times (:func:`parse_time_ms`): ``now``, ISO 8601 with a zone (``2026-11-25T10:00:00Z``,
 ``...+01:00``; a date alone is midnight UTC), or epoch seconds / milliseconds with an explicit
 unit (``1700000000s``, ``1700000000000ms``).
+
+Sizes (:func:`parse_size_bytes`): a number with a unit, ``128MB``, ``1 GB``, ``512k`` (powers
+of 1024); a bare number is refused.
 
 Sizes print with :func:`format_bytes` (``1.5 MB``) and durations with :func:`format_duration`
 (``7 days``, ``36 hours``)::

@@ -3,7 +3,9 @@
 Loading a snapshot lists `_delta_log` once, picks the log segment (checkpoint + commits), reads
 it columnar and reconciles it. A checkpoint that cannot be read is reported with a warning and
 the next older one (or plain JSON replay) is used instead, so one damaged file does not make a
-table unreadable when its history can still rebuild the state.
+table unreadable when its history can still rebuild the state. A checkpoint's `add.stats` (most
+of its bytes) are read only when :attr:`Snapshot.files` is first used; :func:`load_head` reads
+a version's protocol and metadata without any file state.
 
 Example::
 

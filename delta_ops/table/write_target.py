@@ -8,12 +8,12 @@ A data write must lay its files out as the table says, not as the data happens t
   ``id`` mode) and ``partitionValues`` are keyed by physical names too, so a writer that used
   the logical names would write columns every reader sees as null;
 * columns are typed as the table declares them (data of a narrower type is cast), missing
-  nullable columns are written as nulls, and columns the table does not have are refused
-  (no schema evolution);
+  nullable columns are written as nulls, and columns the table does not have are refused,
+  unless `merge_schema` adds them to the table's schema (nullable) in the same commit;
 * rules delta-ops cannot enforce refuse the write before any file exists: CHECK constraints,
-  invariants, generated and identity columns (their SQL expressions would have to be
-  evaluated), and an overwrite of an append-only table. NOT NULL columns are checked on the
-  rows themselves (:func:`check_not_null`).
+  invariants, generated and identity columns, DEFAULT values of columns the data leaves out
+  (their SQL expressions would have to be evaluated), and an overwrite of an append-only
+  table. NOT NULL columns are checked on the rows themselves (:func:`check_not_null`).
 
 :func:`resolve_write_target` makes these decisions once, on the driver; the result is plain
 data that Spark tasks can carry. :func:`to_file_table` turns rows into what a data file holds.

@@ -6,9 +6,11 @@ Two layers, so every engine shares the commit half:
   or by Spark in :mod:`delta_ops.spark`), reads each footer for `numRecords` / min / max /
   nullCount, and commits them as `add` actions through a :class:`Transaction`, creating the
   table (protocol + metadata from the Arrow schema) when it does not exist yet, replacing the
-  live files for ``mode="overwrite"``.
-* :func:`write_arrow` writes an Arrow table as uniquely named parquet files (one per partition)
-  and calls the former.
+  live files (or those a ``replace_where`` predicate selects) for ``mode="overwrite"``.
+* :func:`write_data_files` writes Arrow rows as uniquely named parquet files, one per
+  partition value set, laid out as :mod:`delta_ops.table.write_target` decides (a Spark task
+  calls it on its share of the rows); :func:`write_arrow` resolves the target, calls it and
+  commits the files.
 
 Example::
 
