@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from delta_ops import clock
 from delta_ops.errors import InvalidValue, RetentionTooShort
@@ -32,6 +32,7 @@ from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot, TableHead, load_head, load_snapshot
 
 
+@runtime_checkable
 class Plan(Protocol):
     """What every operation's plan offers a front end."""
 
