@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from types import TracebackType
+from typing import Any
 
 
 class DeltaOpsError(Exception):
@@ -24,9 +25,24 @@ class DeltaOpsError(Exception):
     ``retryable`` says whether running the same operation again may succeed without anyone
     changing anything (a transient storage failure, a lost commit race): orchestrators retry
     those and fail fast on the rest (bad input, a protocol the table cannot be maintained with).
+
+    Every delta-ops error pickles as itself (its class, message, attributes and notes), whatever
+    its constructor takes, so one raised in a worker process reaches the caller unchanged.
     """
 
     retryable: bool = False
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuilt, (type(self), str(self), dict(self.__dict__)))
+
+
+def _rebuilt(cls: type[DeltaOpsError], message: str, state: dict[str, Any]) -> DeltaOpsError:
+    """A pickled delta-ops error again, without calling its constructor (which may take other
+    arguments than the message it built)."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return error
 
 
 class MissingExtra(DeltaOpsError, ImportError):
@@ -94,6 +110,7 @@ class InvalidTableProperty(DeltaOpsError):
     def __init__(self, name: str, value: str, reason: str):
         self.name = name
         self.value = value
+        self.reason = reason
         super().__init__(f"invalid value for table property {name}={value!r}: {reason}")
 
 

@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 from delta_ops.errors import (
     ConcurrentModification,
     DataFileError,
-    DeltaOpsError,
+    InvalidTableProperty,
     InvalidValue,
     OperationRefused,
 )
@@ -387,8 +387,10 @@ def _enable_property(
         config[ENABLE] = "true"
         try:
             config.update(materialized_column_names(config, _column_names(snapshot)))
-        except DeltaOpsError as exc:
-            raise type(exc)(f"{storage.url}: {exc}") from exc
+        except InvalidTableProperty as exc:
+            raise InvalidTableProperty(
+                exc.name, exc.value, f"{exc.reason} in {storage.url}"
+            ) from exc
         metadata = {**snapshot.metadata.to_action(), "configuration": config}
         txn = Transaction(
             snapshot,

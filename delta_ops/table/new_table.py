@@ -13,13 +13,13 @@ Example::
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
+from delta_ops import clock
 from delta_ops.errors import SchemaMismatch
 from delta_ops.protocol.features import Protocol
 from delta_ops.protocol.properties import COLUMN_MAPPING_MAX_COLUMN_ID, TableProperties
@@ -73,7 +73,7 @@ def new_table_actions(
         "schemaString": delta_schema.to_json(),
         "partitionColumns": list(partition_by),
         "configuration": dict(configuration),
-        "createdTime": int(time.time() * 1000),
+        "createdTime": clock.now_ms(),
     }
     protocol = protocol_for_configuration(configuration, delta_schema.to_json())
     return [{"protocol": protocol.to_action()}, {"metaData": metadata}]

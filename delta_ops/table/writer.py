@@ -24,7 +24,6 @@ import json
 import logging
 import math
 import posixpath
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from delta_ops import clock
 from delta_ops.errors import (
     ConcurrentModification,
     DataFileError,
@@ -161,7 +161,7 @@ def commit_data_files(
         on_conflict=_appends_into(replaced) if replaced is not None else None,
     )
     txn.add_actions(setup)
-    now = int(time.time() * 1000)
+    now = clock.now_ms()
     if mode == "overwrite" and snapshot is not None:
         txn.add_encoded_removes(_removes_of_live_files(snapshot, now, replaced))
     num_records = 0
