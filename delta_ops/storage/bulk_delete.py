@@ -7,7 +7,7 @@ forbids). s3fs drops that list, so a vacuum would report files as deleted that s
 retried with backoff, refused ones are reported and left out of the result. Other stores'
 fsspec implementations raise on a failed batch, and a file already gone counts as deleted::
 
-    deleted = delete_batch(storage, ["part-0.parquet", "part-1.parquet"])
+    deleted = delete_batch(files, ["part-0.parquet", "part-1.parquet"])
 """
 
 from __future__ import annotations
@@ -16,12 +16,10 @@ import logging
 import random
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from delta_ops.storage.filesystem import TableRoot
 from delta_ops.storage.s3_listing import is_s3
-
-if TYPE_CHECKING:
-    from delta_ops.storage.table_storage import Storage
 
 logger = logging.getLogger(__name__)
 
@@ -31,17 +29,21 @@ ATTEMPTS = 6
 BACKOFF_S = 0.2  # first wait; doubles each attempt, with jitter, up to about 6 s in all
 
 
-def delete_batch(storage: Storage, relative_paths: Sequence[str]) -> list[str]:
-    """Delete up to 1000 table-relative files in one request where the store has one; return
-    the ones that are gone now."""
-    fs = storage._filesystem
-    paths = [storage.join(p) for p in relative_paths]
+def delete_batch(files: TableRoot, relative_paths: Sequence[str]) -> list[str]:
+    """Delete up to 1000 table-relative files of a table on an object store in one request
+    where the store has one; return the ones that are gone now."""
+    fs = files.filesystem
+    paths = [files.join(p) for p in relative_paths]
     if is_s3(fs):
         return _s3_delete_objects(fs, paths, list(relative_paths))
     try:
         fs.rm(paths)
     except FileNotFoundError:
-        storage.delete(paths)  # one by one, skipping those already gone
+        for path in paths:  # one by one, skipping those already gone
+            try:
+                fs.rm_file(path)
+            except FileNotFoundError:
+                pass
     return list(relative_paths)
 
 

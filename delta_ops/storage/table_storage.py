@@ -24,12 +24,12 @@ import uuid
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, BinaryIO, TypeAlias
 from urllib.parse import unquote
 
 from delta_ops.errors import InvalidLocation, MissingExtra, NotADeltaTable, UnsafePath, reading
 from delta_ops.storage import tree
+from delta_ops.storage.filesystem import TableRoot, is_local_fs, mtime_ms
 from delta_ops.storage.tree import TreeListing
 
 logger = logging.getLogger(__name__)
@@ -161,32 +161,6 @@ def _raise_unless_gone(error: OSError) -> None:
         raise error
 
 
-def _is_local_fs(fs: Any) -> bool:
-    if fs is None:
-        return True
-    from fsspec.implementations.local import LocalFileSystem
-
-    # exactly the local filesystem: a subclass (e.g. a wrapper injecting faults in tests)
-    # must see every write go through fsspec
-    return type(fs) is LocalFileSystem
-
-
-def _mtime_ms(info: Mapping[str, Any]) -> int:
-    """Return an fsspec `info` entry's modification time in epoch milliseconds."""
-    for key in ("mtime", "LastModified", "last_modified", "updated", "created", "modified"):
-        value = info.get(key)
-        if value is None:
-            continue
-        if isinstance(value, datetime):
-            return int(value.timestamp() * 1000)
-        if isinstance(value, (int, float)):
-            # local filesystems report seconds, a few stores report ms already
-            return int(value * 1000) if value < 1e11 else int(value)
-        if isinstance(value, str):
-            return int(datetime.fromisoformat(value).timestamp() * 1000)
-    return 0
-
-
 def _filesystem_for(text: str, scheme: str, options: Mapping[str, Any]) -> tuple[Any, str]:
     """The fsspec filesystem and path for a table URL.
 
@@ -230,12 +204,10 @@ class Storage:
         single_writer: bool = False,
         options: Mapping[str, Any] | None = None,
     ):
-        self._fs = fs
-        self.root = root.rstrip("/") or "/"
+        self._files = TableRoot(fs, root, local=local)
         self.url = url
         #: the storage options it was opened with, so another process can open it the same way
         self.options: dict[str, Any] = dict(options or {})
-        self._local = local if local is not None else _is_local_fs(fs)
         #: the caller declared that no other process writes this table (a store without
         #: conditional writes may then commit with a plain PUT)
         self.single_writer = single_writer
@@ -289,7 +261,7 @@ class Storage:
         except (OSError, RuntimeError) as exc:  # e.g. hdfs:// without a JVM, bad credentials
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise InvalidLocation(f"{text}: cannot open the {scheme}:// store: {first}") from None
-        if _is_local_fs(fs):
+        if is_local_fs(fs):
             path = os.path.abspath(path)
         return cls(fs, path, text, single_writer=single_writer, options=given)
 
@@ -300,19 +272,20 @@ class Storage:
         return self.root if self.is_local and "://" not in self.url else self.url
 
     @property
+    def root(self) -> str:
+        """The table root's path inside its filesystem (no trailing slash)."""
+        return self._files.root
+
+    @property
     def _filesystem(self) -> Any:
         """The fsspec filesystem behind a non-local table: for the storage package only, so
         that nothing above it depends on fsspec."""
-        if self._fs is None:
-            from fsspec.implementations.local import LocalFileSystem
-
-            self._fs = LocalFileSystem()
-        return self._fs
+        return self._files.filesystem
 
     @property
     def is_local(self) -> bool:
         """True when the table lives on the local filesystem (enables link/rename atomics)."""
-        return self._local
+        return self._files.is_local
 
     @property
     def log_path(self) -> str:
@@ -321,7 +294,7 @@ class Storage:
 
     def join(self, relative: str) -> str:
         """Join a table-relative path (already URL-decoded) to the root."""
-        return posixpath.join(self.root, relative) if self.root != "/" else "/" + relative
+        return self._files.join(relative)
 
     def table_path(self, path_in_log: str) -> str:
         """Resolve a path as written in the log (URL-encoded, relative or absolute) to a filesystem path.
@@ -366,7 +339,7 @@ class Storage:
             raise NotADeltaTable(self.url, "no _delta_log directory") from None
         entries = [
             FileEntry(
-                posixpath.basename(i["name"].rstrip("/")), int(i.get("size") or 0), _mtime_ms(i)
+                posixpath.basename(i["name"].rstrip("/")), int(i.get("size") or 0), mtime_ms(i)
             )
             for i in infos
             if i.get("type") != "directory"
@@ -661,7 +634,7 @@ class Storage:
             info = self._filesystem.info(path)
         except FileNotFoundError:
             return None
-        return FileEntry(posixpath.basename(path), int(info.get("size") or 0), _mtime_ms(info))
+        return FileEntry(posixpath.basename(path), int(info.get("size") or 0), mtime_ms(info))
 
     def list_tree(self, relative: str) -> list[FileEntry]:
         """Every file under a table-relative directory, hidden names included, symlinks not
@@ -692,7 +665,7 @@ class Storage:
             if info.get("type") == "directory" or not path.startswith(prefix):
                 continue
             entries.append(
-                FileEntry(path[len(prefix) :], int(info.get("size") or 0), _mtime_ms(info))
+                FileEntry(path[len(prefix) :], int(info.get("size") or 0), mtime_ms(info))
             )
         return sorted(entries, key=lambda e: e.name)
 
@@ -753,7 +726,9 @@ class Storage:
         entries when not `recursive`), pruning names `skip_name` accepts; `known_names` (paths
         expected to exist) let a store list in parallel ranges; files in `omit` (relative
         paths the caller needs no facts about) are left out unexamined."""
-        return tree.walk(self, skip_name, known_names, omit, under=under, recursive=recursive)
+        return tree.walk(
+            self._files, skip_name, known_names, omit, under=under, recursive=recursive
+        )
 
     def delete_many(
         self,
@@ -762,11 +737,11 @@ class Storage:
     ) -> list[str]:
         """Delete table-relative files in parallel, never outside the root; the deleted ones.
         `on_deleted` hears about each finished batch (for progress)."""
-        return tree.delete_many(self, relative_paths, on_deleted)
+        return tree.delete_many(self._files, relative_paths, on_deleted)
 
     def remove_empty_dirs(self, relative_dirs: Sequence[str]) -> int:
         """Remove those of the table-relative directories that are empty, in order."""
-        return tree.remove_empty_dirs(self, relative_dirs)
+        return tree.remove_empty_dirs(self._files, relative_dirs)
 
     def delete(self, paths: Iterable[str]) -> None:
         """Delete files (not directories); a file that is already gone is not an error."""

@@ -1,7 +1,8 @@
 """Walking and pruning a table's directory tree: the listing vacuum needs and safe deletes.
 
 Everything here is reached through :class:`~delta_ops.storage.Storage` methods
-(``walk``, ``delete_many``, ``remove_empty_dirs``); ops never see `os` or fsspec::
+(``walk``, ``delete_many``, ``remove_empty_dirs``), which hand these functions their
+:class:`~delta_ops.storage.filesystem.TableRoot`; ops never see `os` or fsspec::
 
     tree = storage.walk(skip_name=lambda name: name.startswith("_"))
     deleted = storage.delete_many(["part-0.parquet", "p=1/part-1.parquet"])
@@ -19,13 +20,10 @@ import posixpath
 from collections.abc import Callable, Container, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from delta_ops.storage.bulk_delete import delete_batch
+from delta_ops.storage.filesystem import TableRoot, mtime_ms
 from delta_ops.storage.s3_listing import is_s3, list_in_ranges
-
-if TYPE_CHECKING:
-    from delta_ops.storage.table_storage import Storage
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +43,7 @@ class TreeListing:
 
 
 def walk(
-    storage: Storage,
+    files: TableRoot,
     skip_name: Callable[[str], bool],
     known_names: Sequence[str] = (),
     omit: Container[str] = frozenset(),
@@ -62,26 +60,24 @@ def walk(
     `under` walks one directory's subtree only (paths stay relative to the root);
     ``recursive=False`` lists that directory's own entries (a parallel walk's first step)."""
     listing = TreeListing()
-    if not under and recursive and not storage.is_local and is_s3(storage._filesystem):
-        return _omitted(_walk_ranges(storage, skip_name, known_names), omit)
-    if storage.is_local:
+    if not under and recursive and not files.is_local and is_s3(files.filesystem):
+        return _omitted(_walk_ranges(files, skip_name, known_names), omit)
+    if files.is_local:
         stack = [under]
         while stack:
             rel = stack.pop()
             try:
-                _scan_local(storage, rel, skip_name, listing, stack if recursive else [], omit)
+                _scan_local(files, rel, skip_name, listing, stack if recursive else [], omit)
             except FileNotFoundError:
                 continue  # removed meanwhile: nothing left to list
         return listing
-    from delta_ops.storage.table_storage import _mtime_ms
-
-    root = storage.root.rstrip("/")
+    root = files.root.rstrip("/")
     top = f"{root}/{under}" if under else root
-    storage._filesystem.invalidate_cache(top)
+    files.filesystem.invalidate_cache(top)
     if recursive:
-        found_items = storage._filesystem.find(top, withdirs=True, detail=True).items()
+        found_items = files.filesystem.find(top, withdirs=True, detail=True).items()
     else:
-        found_items = ((i["name"], i) for i in storage._filesystem.ls(top, detail=True))
+        found_items = ((i["name"], i) for i in files.filesystem.ls(top, detail=True))
     for path, info in found_items:
         found = path[len(root) :].lstrip("/") if path.startswith(root) else None
         if not found or any(skip_name(part) for part in found.split("/")):
@@ -91,7 +87,7 @@ def walk(
         elif not info.get("islink"):
             listing.paths.append(found)
             listing.sizes.append(int(info.get("size") or 0))
-            listing.mtimes.append(_mtime_ms(info))
+            listing.mtimes.append(mtime_ms(info))
     return _omitted(listing, omit)
 
 
@@ -108,12 +104,12 @@ def _omitted(listing: TreeListing, omit: Container[str]) -> TreeListing:
 
 
 def _walk_ranges(
-    storage: Storage, skip_name: Callable[[str], bool], known_names: Sequence[str]
+    files: TableRoot, skip_name: Callable[[str], bool], known_names: Sequence[str]
 ) -> TreeListing:
     skip = [f"{name}/" for name in ("_delta_log",) if skip_name(name)]
     listing = TreeListing()
     dirs: set[str] = set()
-    for obj in list_in_ranges(storage._filesystem, storage.root, known_names, skip):
+    for obj in list_in_ranges(files.filesystem, files.root, known_names, skip):
         parts = obj.relative.split("/")
         if not obj.relative or any(skip_name(part) for part in parts):
             continue
@@ -126,7 +122,7 @@ def _walk_ranges(
 
 
 def _scan_local(
-    storage: Storage,
+    files: TableRoot,
     rel: str,
     skip_name: Callable[[str], bool],
     listing: TreeListing,
@@ -134,7 +130,7 @@ def _scan_local(
     omit: Container[str] = frozenset(),
 ) -> None:
     prefix = f"{rel}/" if rel else ""
-    with os.scandir(storage.join(rel) if rel else storage.root) as it:
+    with os.scandir(files.join(rel) if rel else files.root) as it:
         for entry in it:
             name = entry.name
             if skip_name(name) or entry.is_symlink():
@@ -160,7 +156,7 @@ def _really_inside(root_real: str, directory: str) -> bool:
 
 
 def delete_many(
-    storage: Storage,
+    files: TableRoot,
     relative_paths: Sequence[str],
     on_deleted: Callable[[Sequence[str]], object] | None = None,
 ) -> list[str]:
@@ -171,30 +167,30 @@ def delete_many(
     if not relative_paths:
         return []
     report = on_deleted or (lambda batch: None)
-    if not storage.is_local:
+    if not files.is_local:
         batches = [
             relative_paths[i : i + DELETE_BATCH]
             for i in range(0, len(relative_paths), DELETE_BATCH)
         ]
 
         def delete_and_report(batch: Sequence[str]) -> list[str]:
-            done = delete_batch(storage, batch)
+            done = delete_batch(files, batch)
             report(done)
             return done
 
         with ThreadPoolExecutor(max_workers=min(DELETE_WORKERS, len(batches))) as pool:
             return [p for done in pool.map(delete_and_report, batches) for p in done]
-    root_real = os.path.realpath(storage.root)
+    root_real = os.path.realpath(files.root)
     safe_dirs = {
         d
         for d in {posixpath.dirname(p) for p in relative_paths}
-        if _really_inside(root_real, storage.join(d) if d else storage.root)
+        if _really_inside(root_real, files.join(d) if d else files.root)
     }
 
     def delete_chunk(chunk: Sequence[str]) -> list[str]:
         done = []
         for rel in chunk:
-            full = storage.join(rel)
+            full = files.join(rel)
             if posixpath.dirname(rel) not in safe_dirs or os.path.islink(full):
                 logger.warning("not deleting %s: it resolves outside the table root", rel)
                 continue
@@ -213,18 +209,18 @@ def delete_many(
         return [p for part in pool.map(delete_chunk, chunks) for p in part]
 
 
-def remove_empty_dirs(storage: Storage, relative_dirs: Sequence[str]) -> int:
+def remove_empty_dirs(files: TableRoot, relative_dirs: Sequence[str]) -> int:
     """Remove the given directories that are empty, in order, never recursively."""
     removed = 0
     for d in relative_dirs:
-        full = storage.join(d)
+        full = files.join(d)
         try:
-            if storage.is_local:
+            if files.is_local:
                 os.rmdir(full)
             else:
-                if storage._filesystem.ls(full):
+                if files.filesystem.ls(full):
                     continue
-                storage._filesystem.rmdir(full)
+                files.filesystem.rmdir(full)
             removed += 1
         except OSError:
             continue  # not empty, or already gone
