@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 def register(spark: SparkSession) -> None:
     """Make `spark.read.format("delta")` read through delta-ops in a session made elsewhere
     (:func:`get_spark` does this itself)."""
+    # start-up cost: `source` imports PySpark, which importing this package must not
     from delta_ops.spark.source import register as register_source
 
     register_source(spark)

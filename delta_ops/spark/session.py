@@ -21,10 +21,11 @@ Example::
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from delta_ops.spark.workers import activate, use_this_python_for_local_workers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -85,37 +86,15 @@ def get_spark(
     """
     from pyspark.sql import SparkSession
 
+    # start-up cost: `source` imports PySpark, which `import delta_ops.spark` must not
     from delta_ops.spark.source import register
 
-    # Spark's Python workers (and the data source planner) start `$PYSPARK_PYTHON`, else
-    # `python3` from the PATH, which may lack pyarrow and delta-ops: on this machine (a local
-    # master) use this interpreter; a cluster's workers have their own
-    if master.startswith("local"):
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    use_this_python_for_local_workers(master)  # before the JVM starts
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in session_conf(master, conf).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     register(spark)  # spark.read.format("delta")
-    return spark
-
-
-def activate(spark: SparkSession) -> SparkSession:
-    """Make `spark` the active session of the calling thread, and return it.
-
-    PySpark gives each Python thread its own JVM thread, which does not inherit the session
-    another thread made active: code on a Dagster or pipeline worker thread would find no
-    active session (and `getOrCreate` there would apply a builder's options to the running
-    session). Our writers and engine call this with the session they use, as PySpark's own
-    `createDataFrame` does. A Spark Connect session (no JVM here) is returned unchanged.
-    """
-    from pyspark.sql import SparkSession
-
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
-        return spark
-    SparkSession._activeSession = spark
-    SparkSession._get_j_spark_session_class(jvm).setActiveSession(spark._jsparkSession)
     return spark
 
 
@@ -131,25 +110,4 @@ def running_session() -> SparkSession:
     return activate(session)
 
 
-def warn_if_workers_lack_this_python(spark: SparkSession) -> None:
-    """Log a warning when a local session's Python workers will not run this interpreter.
-
-    Spark starts the `delta` source's planner and its readers with $PYSPARK_PYTHON as the JVM
-    saw it when the session started (else `python3` from the PATH, which may lack pyarrow and
-    delta-ops); a session built elsewhere (a notebook, `PySparkResource`) may not have set it.
-    """
-    import logging
-
-    master = spark.sparkContext.master or ""
-    if master.startswith("local") and os.environ.get("PYSPARK_PYTHON") != sys.executable:
-        logging.getLogger(__name__).warning(
-            "this Spark session's Python workers may not run %s (PYSPARK_PYTHON is %r); if "
-            "reading with format('delta') fails with 'No module named pyarrow', set "
-            "PYSPARK_PYTHON=%s before the session starts (get_spark() does)",
-            sys.executable,
-            os.environ.get("PYSPARK_PYTHON"),
-            sys.executable,
-        )
-
-
-__all__ = ["DEFAULT_CONF", "get_spark", "session_conf", "warn_if_workers_lack_this_python"]
+__all__ = ["DEFAULT_CONF", "get_spark", "running_session", "session_conf"]

@@ -42,8 +42,11 @@ from pyspark.sql.datasource import (
 from delta_ops import clock
 from delta_ops.errors import InvalidValue
 from delta_ops.protocol.schema import parse_partition_values
-from delta_ops.protocol.units import parse_time_ms
+from delta_ops.spark.options import read_options, storage_options, timestamp_as_of_ms
+from delta_ops.spark.source_writer import DeltaWriter
+from delta_ops.spark.workers import set_up_workers
 from delta_ops.storage import Storage
+from delta_ops.table.commit_times import version_at as committed_version_at
 from delta_ops.table.scan import FileToRead, ScanSpec, plan_scan, read_batches
 from delta_ops.table.snapshot import Snapshot, load_snapshot
 
@@ -51,7 +54,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType as SparkStructType
 
-STORAGE_PREFIX = "storage."
 BYTES_PER_TASK = 128 * 1024 * 1024
 
 
@@ -59,12 +61,7 @@ def register(spark: SparkSession) -> None:
     """Make `spark.read.format("delta")` read through delta-ops in this session (and let
     Python sources take filters, which prune files by partition values); delta-ops errors
     in its workers reach the caller as one line (:mod:`delta_ops.spark.worker_errors`)."""
-    from delta_ops.spark import worker_errors
-    from delta_ops.spark.session import warn_if_workers_lack_this_python
-
-    if getattr(spark, "_jvm", None) is not None:  # Spark Connect has no py4j to hook
-        worker_errors.install()
-    warn_if_workers_lack_this_python(spark)
+    set_up_workers(spark)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(DeltaDataSource)
 
@@ -99,8 +96,6 @@ class DeltaDataSource(DataSource):
         return from_arrow_schema(self._snapshot().arrow_schema)
 
     def writer(self, schema: SparkStructType, overwrite: bool) -> DataSourceWriter:
-        from delta_ops.spark.source_writer import DeltaWriter
-
         return DeltaWriter(dict(self.options), schema, overwrite)
 
     def reader(self, schema: SparkStructType) -> DeltaReader:
@@ -111,41 +106,19 @@ class DeltaDataSource(DataSource):
 
 def load_for_read(options: dict[str, str]) -> Snapshot:
     """The snapshot a read asks for: the latest, `versionAsOf`, or `timestampAsOf`."""
-    path = options.get("path")
-    if not path:
-        raise InvalidValue("spark.read.format('delta').load(PATH): the table path is missing")
-    lowered = {k.lower(): v for k, v in options.items()}
-    version_text, timestamp_text = lowered.get("versionasof"), lowered.get("timestampasof")
-    if version_text is not None and timestamp_text is not None:
-        raise InvalidValue("pass versionAsOf or timestampAsOf, not both")
-    storage = Storage.open(path, storage_options(options))
-    if version_text is not None:
-        try:
-            version = int(version_text)
-        except ValueError:
-            raise InvalidValue(
-                f"versionAsOf={version_text!r}: a table version is a whole number"
-            ) from None
-        return load_snapshot(storage, version)
-    if timestamp_text is not None:
-        return load_snapshot(storage, version_at(storage, timestamp_text))
+    read = read_options(options)
+    storage = Storage.open(read.path, read.storage_options)
+    if read.version is not None:
+        return load_snapshot(storage, read.version)
+    if read.timestamp is not None:
+        return load_snapshot(storage, version_at(storage, read.timestamp))
     return load_snapshot(storage)
 
 
 def version_at(storage: Storage, timestamp_text: str) -> int:
     """The newest version committed at or before the timestamp (in-commit timestamps where
     the table has them), as Delta's timestampAsOf; refused before the first commit we have."""
-    from delta_ops.table.commit_times import version_at as committed_version_at
-
-    now = clock.now_ms()
-    text = timestamp_text.strip()
-    if " " in text and "T" not in text:  # Spark's 'yyyy-MM-dd HH:mm:ss' form
-        text = text.replace(" ", "T", 1)
-    if len(text) == 10:  # a date: its start
-        text += "T00:00:00"
-    if not text.endswith("Z") and "+" not in text[10:] and "-" not in text[10:]:
-        text += "Z"  # no zone: the session zone delta-ops uses, UTC
-    wanted = parse_time_ms(text, now_ms=now) if text != "now" else now
+    wanted = timestamp_as_of_ms(timestamp_text, clock.now_ms())
     latest = load_snapshot(storage)
     version = committed_version_at(latest, wanted)
     if version is None:
@@ -153,10 +126,6 @@ def version_at(storage: Storage, timestamp_text: str) -> int:
             f"timestampAsOf={timestamp_text!r} is before the table's earliest available commit"
         )
     return version
-
-
-def storage_options(options: dict[str, str]) -> dict[str, str]:
-    return {k[len(STORAGE_PREFIX) :]: v for k, v in options.items() if k.startswith(STORAGE_PREFIX)}
 
 
 class DeltaReader(DataSourceReader):

@@ -36,7 +36,9 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from delta_ops.errors import DeltaOpsError
+from delta_ops.errors import DeltaOpsError, TaskFailed
+from delta_ops.spark.options import write_options
+from delta_ops.spark.writer import spark_schema_to_arrow
 from delta_ops.storage import Storage
 from delta_ops.table.write_target import resolve_write_target
 from delta_ops.table.writer import (
@@ -59,55 +61,25 @@ class WrittenFiles(WriterCommitMessage):
     refused: str | None = None
 
 
-def table_properties(options: dict[str, str]) -> dict[str, str]:
-    """The `delta.*` options as table properties, with their case restored: Spark hands a data
-    source its options with lower-cased keys, while the log's property names are case-sensitive."""
-    from delta_ops.protocol import properties
-
-    known = {
-        value.lower(): value
-        for name, value in vars(properties).items()
-        if name.isupper() and isinstance(value, str) and value.startswith("delta.")
-    }
-    out = {}
-    for key, value in options.items():
-        if not key.lower().startswith("delta."):
-            continue
-        if key.lower() not in known and key == key.lower():
-            raise DeltaOpsError(
-                f"table property {key!r}: not one delta-ops knows, and Spark lower-cases option "
-                "names, so its spelling is lost; create the table with write_delta("
-                "configuration=...) instead"
-            )
-        out[known.get(key.lower(), key)] = value
-    return out
-
-
 class DeltaWriter(DataSourceArrowWriter):
     """Writes in the tasks, commits (or cleans up) on the driver."""
 
     def __init__(self, options: dict[str, str], schema: SparkStructType, overwrite: bool) -> None:
-        from delta_ops.spark.source import storage_options
-        from delta_ops.spark.writer import spark_schema_to_arrow
-
-        self.path = options["path"] if options.get("path") else ""
-        if not self.path:
-            raise DeltaOpsError("df.write.format('delta').save(PATH): the table path is missing")
-        self.storage_options = storage_options(options)
+        parsed = write_options(options)
+        self.path = parsed.path
+        self.storage_options = parsed.storage_options
         self.schema = spark_schema_to_arrow(schema, self.path)
         self.mode = "overwrite" if overwrite else "append"
-        self.configuration = table_properties(options)
-        lowered = {k.lower(): v for k, v in options.items()}
-        wanted = [c.strip() for c in lowered.get("partitionby", "").split(",") if c.strip()]
+        self.configuration = parsed.configuration
         # decided once, before any task writes a file: refusals, partitioning, column mapping
         self.target = resolve_write_target(
             self._storage(),
             self.schema,
-            partition_by=wanted,
+            partition_by=parsed.partition_by,
             mode=self.mode,
             configuration=self.configuration or None,
-            merge_schema=lowered.get("mergeschema", "false").strip().lower() == "true",
-            replace_where=lowered.get("replacewhere"),
+            merge_schema=parsed.merge_schema,
+            replace_where=parsed.replace_where,
         )
 
     def _storage(self) -> Storage:
@@ -134,7 +106,7 @@ class DeltaWriter(DataSourceArrowWriter):
         refused = [m.refused for m in messages if isinstance(m, WrittenFiles) and m.refused]
         if refused:
             self.abort(messages)
-            raise DeltaOpsError(refused[0])
+            raise TaskFailed(refused[0])
         files = [f for m in messages if isinstance(m, WrittenFiles) for f in m.files]
         commit_data_files(self._storage(), files, self.target)
 

@@ -54,9 +54,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from delta_ops.errors import DeltaOpsError, InvalidValue
+from delta_ops.errors import (
+    DataFileError,
+    InvalidValue,
+    OperationRefused,
+    SchemaMismatch,
+    UnsupportedType,
+)
 from delta_ops.ops.leftovers import STAGING_DIR  # the name vacuum knows as a leftover
-from delta_ops.spark.session import activate
+from delta_ops.protocol.schema import PARQUET_FIELD_ID_KEY, to_arrow_type
+from delta_ops.spark.workers import activate
 from delta_ops.storage import Location, Storage
 from delta_ops.table.transaction import CommitResult
 from delta_ops.table.write_target import WriteTarget, resolve_write_target
@@ -134,7 +141,8 @@ def write_delta(
 
     Raises:
         DeltaOpsError: partitioning or schema do not match the existing table, a column's
-            Spark type has no Delta type, or the commit is refused (nothing is left behind
+            Spark type has no Delta type (UnsupportedType), the table exists and `mode` is
+            ``"error"`` (OperationRefused), or the commit is refused (nothing is left behind
             in the table).
 
     Example (a Spark DataFrame `df`)::
@@ -153,7 +161,7 @@ def write_delta(
         if snapshot is not None:
             if mode == "ignore":
                 return CommitResult(version=snapshot.version, attempts=0, num_actions=0)
-            raise DeltaOpsError(
+            raise OperationRefused(
                 f"{storage.url} is already a Delta table (version {snapshot.version})"
             )
         mode = "append"
@@ -256,12 +264,10 @@ def _casts(target: WriteTarget) -> dict[str, pa.DataType]:
     float to double, a decimal with room for every digit).
 
     Raises:
-        DeltaOpsError: columns whose type would need a lossy or impossible cast (long to
+        SchemaMismatch: columns whose type would need a lossy or impossible cast (long to
             int, string to int, timestamp_ntz to timestamp), all named in one line; Spark's
             cast would turn the values that do not fit into nulls or fail in a task.
     """
-    from delta_ops.protocol.schema import to_arrow_type
-
     if target.data_schema is None:
         return {}
     table_types = {
@@ -282,7 +288,7 @@ def _casts(target: WriteTarget) -> dict[str, pa.DataType]:
         else:
             refused.append(f"{field.name} ({field.type} into {wanted})")
     if refused:
-        raise DeltaOpsError(
+        raise SchemaMismatch(
             f"{target.url}: the DataFrame's {_columns(refused)} not fit the table's types "
             "without losing values; cast to the table's types first"
         )
@@ -340,8 +346,6 @@ def _timestamp_partitions(target: WriteTarget) -> set[str]:
 
 def _field_id_metadata(field: pa.Field) -> dict[str, Any]:
     """Spark's column metadata that makes its parquet writer store `field`'s field id."""
-    from delta_ops.protocol.schema import PARQUET_FIELD_ID_KEY
-
     field_id = (field.metadata or {}).get(PARQUET_FIELD_ID_KEY)
     return {"parquet.field.id": int(field_id)} if field_id else {}
 
@@ -390,7 +394,7 @@ def spark_schema_to_arrow(schema: SparkStructType, where: str = "") -> pa.Schema
     ``timestamp_ntz`` without a zone.
 
     Raises:
-        DeltaOpsError: columns (at any depth) whose Spark types have no Delta type, all
+        UnsupportedType: columns (at any depth) whose Spark types have no Delta type, all
             named in one line (`where`, the table, leads it).
     """
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -401,7 +405,7 @@ def spark_schema_to_arrow(schema: SparkStructType, where: str = "") -> pa.Schema
         for path, kind in _unwritable(field.dataType, field.name)
     ]
     if refused:
-        raise DeltaOpsError(
+        raise UnsupportedType(
             f"{where + ': ' if where else ''}{_columns(refused, 'have', 'has')} no Delta type "
             "that delta-ops writes (intervals and void have none; variant needs the "
             "variantType feature); cast or drop them"
@@ -495,7 +499,7 @@ def staged_files(
         if values is None:
             if any(_is_hidden(d) for d in directories):
                 continue
-            raise DeltaOpsError(
+            raise DataFileError(
                 f"unexpected file {path} in Spark's output: expected {'/'.join(c + '=...' for c in partition_columns) or 'no'} partition directories"
             )
         for column in timestamp_columns:
@@ -515,7 +519,7 @@ def _micros_to_partition_value(micros: str | None, path: str) -> str | None:
     try:
         return partition_value_string(_EPOCH + dt.timedelta(microseconds=int(micros)))
     except (ValueError, OverflowError):
-        raise DeltaOpsError(
+        raise SchemaMismatch(
             f"{path}: timestamp partition value {micros} (microseconds) is outside years 1-9999"
         ) from None
 
@@ -538,7 +542,9 @@ def _move(storage: Storage, source: str, relative: str) -> None:
     """Move a staged file to its final table path, never over an existing file (its mtime
     becomes the staging time, which vacuum's in-flight grace measures)."""
     if not storage.move_new(source, relative):
-        raise DeltaOpsError(f"{storage.url}: {relative} already exists; refusing to overwrite it")
+        raise OperationRefused(
+            f"{storage.url}: {relative} already exists; refusing to overwrite it"
+        )
 
 
 def remove_staging(storage: Storage, staging: str) -> None:
