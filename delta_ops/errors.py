@@ -33,15 +33,18 @@ class DeltaOpsError(Exception):
     retryable: bool = False
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuilt, (type(self), str(self), dict(self.__dict__)))
+        return (rebuilt, (type(self), str(self), dict(self.__dict__)))
 
 
-def _rebuilt(cls: type[DeltaOpsError], message: str, state: dict[str, Any]) -> DeltaOpsError:
-    """A pickled delta-ops error again, without calling its constructor (which may take other
-    arguments than the message it built)."""
+def rebuilt(
+    cls: type[DeltaOpsError], message: str, state: dict[str, Any] | None = None
+) -> DeltaOpsError:
+    """An error of class `cls` with `message` (and attributes `state`), made without calling
+    its constructor, which may take other arguments than the message it built: how a pickled
+    error, or one a Spark worker reported as text, is made again."""
     error = cls.__new__(cls)
     Exception.__init__(error, message)
-    error.__dict__.update(state)
+    error.__dict__.update(state or {})
     return error
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from delta_ops import cli
+from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
 from delta_ops.table.snapshot import load_snapshot
 from tests.support import TABLES, deltalake_rows, file_digests
@@ -41,12 +42,19 @@ def _aged_copy(name: str, dest: Path) -> Path:
     return table
 
 
+def _engine(name: str) -> Engine:
+    """The engine a front end builds for ``--engine name``."""
+    from delta_ops.spark.engine import SparkEngine
+
+    return SparkEngine() if name == "spark" else LOCAL
+
+
 def _plan(table: Path, engine: str):  # type: ignore[no-untyped-def]
     return plan_vacuum(
         load_snapshot(table),
         int(time.time() * 1000),
         retention_ms=7 * DAY_S * 1000,
-        engine=engine,
+        engine=_engine(engine),
     )
 
 
@@ -58,7 +66,7 @@ def test_spark_engine_plans_and_vacuums_as_the_local_engine(spark, tmp_path, nam
     local = _aged_copy(name, tmp_path / "local")
     remote = _aged_copy(name, tmp_path / "spark")
     local_plan, spark_plan = _plan(local, "local"), _plan(remote, "spark")
-    assert spark_plan.engine == "spark" and local_plan.engine == "local"
+    assert spark_plan.engine.name == "spark" and local_plan.engine.name == "local"
     key = sorted((c.path, c.size, c.reason) for c in local_plan.candidates)
     assert sorted((c.path, c.size, c.reason) for c in spark_plan.candidates) == key
     assert "orphan-root.parquet" in {c.path for c in spark_plan.candidates}
@@ -103,8 +111,8 @@ def test_row_tracking_footer_counts_on_spark_match_the_local_engine(spark, tmp_p
     for engine in ("local", "spark"):
         table = tmp_path / engine
         shutil.copytree(TABLES / "delta-rs" / "simple_table", table)
-        plan = plan_enable_row_tracking(load_snapshot(table), engine=engine)
-        assert plan.files_without_num_records > 0 and plan.engine == engine
+        plan = plan_enable_row_tracking(load_snapshot(table), engine=_engine(engine))
+        assert plan.files_without_num_records > 0 and plan.engine.name == engine
         result = execute_enable_row_tracking(plan)
         assert result.files_counted_from_footer == plan.files_without_num_records
         files = load_snapshot(table).files
@@ -133,11 +141,11 @@ def test_purge_and_compact_on_spark_keep_rows_and_row_ids_as_the_local_engine(sp
     for engine in ("local", "spark"):
         table = dv_table(tmp_path / engine, {"delta.enableRowTracking": "true"})
         ids_before = ids_by_value(table)
-        purged = execute_purge(plan_purge(load_snapshot(table), engine=engine))
+        purged = execute_purge(plan_purge(load_snapshot(table), engine=_engine(engine)))
         assert purged.files_rewritten == 2 and purged.rows_dropped == 4
         snapshot = load_snapshot(table)
         assert snapshot.files.column("deletionVector").null_count == snapshot.num_files
-        compacted = execute_compact(plan_compact(load_snapshot(table), engine=engine))
+        compacted = execute_compact(plan_compact(load_snapshot(table), engine=_engine(engine)))
         assert compacted.files_removed == 2 and compacted.files_added == 1
         assert ids_by_value(table) == ids_before  # every remaining row keeps its row id
         outcome[engine] = (
@@ -161,7 +169,7 @@ def test_work_on_another_thread_uses_the_running_session_and_makes_it_active(spa
     from pyspark.sql import SparkSession
 
     from delta_ops.spark import write_delta
-    from delta_ops.spark.engine import ENGINE
+    from delta_ops.spark.engine import SparkEngine
 
     table = tmp_path / "t"
     df = spark.createDataFrame([(1, "a"), (2, "b")], "id long, s string")
@@ -170,7 +178,7 @@ def test_work_on_another_thread_uses_the_running_session_and_makes_it_active(spa
 
     def work() -> None:
         seen["active_before"] = SparkSession.getActiveSession()
-        seen["engine_session"] = ENGINE._spark()
+        seen["engine_context"] = SparkEngine()._context()
         write_delta(df, str(table))
         seen["active_after"] = SparkSession.getActiveSession()
         seen["rows"] = sorted(
@@ -181,7 +189,7 @@ def test_work_on_another_thread_uses_the_running_session_and_makes_it_active(spa
         with ThreadPoolExecutor(1) as worker:  # a thread of its own; its errors re-raise here
             worker.submit(work).result(timeout=120)
         assert seen["active_before"] is None  # the premise: nothing active on a new thread
-        assert seen["engine_session"] is spark
+        assert seen["engine_context"] is spark.sparkContext
         assert seen["active_after"] is spark
         assert seen["rows"] == [(1, "a"), (2, "b")]
         assert spark.conf.get("spark.sql.shuffle.partitions") == "3"  # not re-applied
@@ -213,9 +221,9 @@ def test_spark_engine_writes_the_checkpoint_the_local_engine_writes(
     for engine, table in copies.items():
         shutil.copytree(src, table)
         plans[engine] = checkpoint_op.plan_checkpoint(
-            load_head(table), NOW, parts=parts, stream_above=0, engine=engine
+            load_head(table), NOW, parts=parts, stream_above=0, engine=_engine(engine)
         )
-    assert plans["spark"].streamed and plans["spark"].engine == "spark"
+    assert plans["spark"].streamed and plans["spark"].engine.name == "spark"
     assert _plan_numbers(plans["spark"]) == _plan_numbers(plans["local"])
     assert len(plans["spark"].files) >= 3
     context = spark.sparkContext
@@ -248,7 +256,7 @@ def test_a_failed_spark_rewrite_task_leaves_no_new_file_and_no_commit(spark, tmp
     corrupt, original = corrupt_a_file(table)
     before = load_snapshot(table)
     files_before = sorted(p.relative_to(table) for p in table.rglob("*.parquet"))
-    plan = plan_compact(before, engine="spark")
+    plan = plan_compact(before, engine=_engine("spark"))
     assert len(plan.bins) == 2  # one task per partition
     with pytest.raises(DeltaOpsError, match=f"{corrupt}: unreadable data file"):
         execute_compact(plan)

@@ -29,6 +29,8 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
+from pyspark import cloudpickle
+
 from delta_ops.errors import TaskFailed
 from delta_ops.ops.engines import Spread
 from delta_ops.spark.session import running_session
@@ -66,6 +68,16 @@ def _collect(rdd: Any) -> list[Any]:
         if cause is None:
             raise
         raise TaskFailed(f"a Spark task failed: {cause.group(1)}") from exc
+
+
+def _unpickled(shared: Any) -> Callable[[Any], Any]:
+    """The function a broadcast holds, unpickled once per worker process: kept on the worker's
+    own broadcast object, which lives as long as the broadcast does."""
+    function: Callable[[Any], Any] | None = getattr(shared, "delta_ops_function", None)
+    if function is None:
+        function = cloudpickle.loads(shared.value)
+        shared.delta_ops_function = function
+    return function
 
 
 class SparkEngine:
@@ -164,11 +176,13 @@ class SparkEngine:
             meanwhile()
         if not items:
             return []
-        shared = self._context().broadcast(fn)  # once per executor, however big its closure
+        # once per executor, however big its closure; cloudpickle, as Spark ships closures
+        shared = self._context().broadcast(cloudpickle.dumps(fn))  # type: ignore[no-untyped-call]
 
         def apply(batch_items: Iterator[tuple[int, Item]]) -> Iterator[tuple[int, Result]]:
+            function = _unpickled(shared)
             for index, item in batch_items:
-                yield index, shared.value(item)
+                yield index, function(item)
 
         try:
             done = dict(self._in_tasks(apply, list(enumerate(items)), -(-len(items) // batch)))

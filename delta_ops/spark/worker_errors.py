@@ -42,17 +42,15 @@ def final_exception_line(report: str) -> str:
 
 
 def error_in_report(report: str) -> DeltaOpsError | None:
-    """The DeltaOpsError a Spark error report says a Python worker died of, else None.
-
-    The result carries the worker's message and its class's ``retryable``."""
+    """The delta-ops error a Spark error report says a Python worker died of, else None: of the
+    worker's class (so its ``retryable`` too), with the worker's message."""
     match = _OUR_ERROR.match(final_exception_line(report))
     if match is None:
         return None
-    error = DeltaOpsError(match.group(2))
     kind = getattr(errors, match.group(1), None)
-    if isinstance(kind, type) and issubclass(kind, DeltaOpsError):
-        error.retryable = kind.retryable
-    return error
+    if not (isinstance(kind, type) and issubclass(kind, DeltaOpsError)):
+        kind = DeltaOpsError
+    return errors.rebuilt(kind, match.group(2))
 
 
 def translating(call: Callable[..., Any]) -> Callable[..., Any]:
