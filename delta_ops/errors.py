@@ -121,7 +121,12 @@ class InvalidDeletionVector(DeltaOpsError):
     """A deletion vector descriptor or its stored bitmap is malformed."""
 
 
-class RetentionTooShort(DeltaOpsError):
+class NeedsForce(DeltaOpsError):
+    """A safety limit stopped an operation that ``--force`` would let run (a dry run shows what
+    it would then do)."""
+
+
+class RetentionTooShort(NeedsForce):
     """A retention shorter than the table's safety limit was asked for without forcing it."""
 
 

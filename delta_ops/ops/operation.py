@@ -24,7 +24,7 @@ from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 from delta_ops import clock
-from delta_ops.errors import InvalidValue, RetentionTooShort
+from delta_ops.errors import InvalidValue, NeedsForce
 from delta_ops.ops.engines import ENGINE_NAMES, LOCAL, Engine
 from delta_ops.protocol.features import Access
 from delta_ops.protocol.units import parse_duration_ms, parse_size_bytes, parse_time_ms
@@ -205,11 +205,12 @@ class Operation:
     def preview(
         self, snapshot: Snapshot | TableHead, values: Mapping[str, Any], engine: Engine = LOCAL
     ) -> tuple[Any, list[str]]:
-        """The plan a dry run shows, and warnings. A dry run never fails for a retention below
-        the table's minimum: it shows what `--force` would do and says that it needs it."""
+        """The plan a dry run shows, and warnings. A dry run never fails for a safety limit
+        `--force` overrides (a retention below the table's minimum, too many files missing): it
+        shows what `--force` would do and says that it needs it."""
         try:
             return self.plan(snapshot, values, engine), []
-        except RetentionTooShort as exc:
+        except NeedsForce as exc:
             if "force" not in values:
                 raise
             warning = f"{exc} (this dry run shows what --force would do)"

@@ -12,7 +12,7 @@ operation is writing its module and adding it to the tuple below::
 
 from __future__ import annotations
 
-from delta_ops.ops import checkpoint, cleanup, compact, purge, row_tracking, vacuum
+from delta_ops.ops import checkpoint, cleanup, compact, purge, repair, row_tracking, vacuum
 from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
 
 OPERATIONS: dict[str, Operation] = {
@@ -24,6 +24,7 @@ OPERATIONS: dict[str, Operation] = {
         row_tracking.OPERATION,
         purge.OPERATION,
         compact.OPERATION,
+        repair.OPERATION,
     )
 }
 #: the same operations by their Dagster action name (asset output and job name part)

@@ -90,8 +90,7 @@ def _unreadable_data_file(path: str, exc: BaseException) -> DataFileError:
     if isinstance(exc, FileNotFoundError):
         return DataFileError(
             f"{path}: data file missing from storage, though the table's log still lists it:"
-            " restore it from a backup, or remove it from the table with a repair operation"
-            " (planned in delta-ops; until then FSCK REPAIR TABLE in Delta Spark / Databricks)"
+            " restore it from a backup, or remove it from the table with `delta-ops repair`"
         )
     return DataFileError(f"{path}: unreadable data file: {exc}")
 
