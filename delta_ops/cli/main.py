@@ -33,6 +33,7 @@ from delta_ops.errors import (
 from delta_ops.ops import progress
 from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.inspect import format_summary, summarize
+from delta_ops.ops.operation import OptionKind
 from delta_ops.ops.registry import OPERATIONS, Operation
 from delta_ops.ops.results import to_data
 from delta_ops.table.snapshot import load_snapshot
@@ -162,18 +163,10 @@ def _add_operation(sub: Any, operation: Operation) -> None:
             "--version", type=int, default=None, help="version to act on (default: latest)"
         )
     for option in operation.options:
-        if option.kind == "flag":
+        if option.kind is OptionKind.FLAG:
             parser.add_argument(option.flag, action="store_true", help=_literal(option.help))
             continue
-        hint = {
-            "duration": "e.g. 7d, 168h, P7D, '7 days'",
-            "time": "now, ISO 8601 with a zone, or 1700000000s",
-            "count": "a whole number",
-            "choice": " | ".join(option.choices),
-            "ratio": "e.g. 0.1 or 10%",
-            "size": "e.g. 128MB, 1GB",
-            "text": "e.g. day=2026-11-01",
-        }[option.kind]
+        hint = option.hint
         default = f"; default {option.default}" if option.default not in (None, False) else ""
         parser.add_argument(
             option.flag,

@@ -15,6 +15,7 @@ from delta_ops.dagster.assets import run_action
 from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
+from delta_ops.ops.operation import OptionKind
 from delta_ops.ops.registry import OPERATIONS, Operation, Option
 
 
@@ -27,21 +28,20 @@ class TableSelection(dg.Config):
 
 def _config_field(option: Option) -> tuple[Any, Any]:
     """The pydantic (type, Field) of one registry option, as Dagster run config."""
-    if option.kind == "flag":
+    if option.kind is OptionKind.FLAG:
         return bool, Field(default=bool(option.default), description=option.help)
-    if option.kind == "count":
+    if option.kind in (OptionKind.COUNT, OptionKind.VERSION):
         return int | None, Field(default=option.default, description=option.help)
-    if option.kind in ("size", "text"):
+    if option.kind in (OptionKind.SIZE, OptionKind.TEXT):
         return str | None, Field(default=option.default, description=option.help)
-    if option.kind == "ratio":
+    if option.kind is OptionKind.RATIO:
         return float, Field(default=option.default, ge=0, le=1, description=option.help)
-    if option.kind == "choice":
+    if option.kind is OptionKind.CHOICE:
         return Literal[option.choices], Field(
             default=option.default, description=f"{option.help} ({', '.join(option.choices)})"
         )
-    return str | None, Field(
-        default=None, description=f"{option.help}; e.g. 7d, 168h, P7D or '7 days'"
-    )
+    # durations and times: text in the forms the CLI takes
+    return str | None, Field(default=None, description=f"{option.help}; {option.hint}")
 
 
 def config_class(operation: Operation) -> type[TableSelection]:

@@ -58,6 +58,7 @@ class OptionKind(StrEnum):
     RATIO = "ratio"
     SIZE = "size"
     TEXT = "text"
+    VERSION = "version"  # a table version: a whole number, 0 or more
 
 
 Progress = Callable[[str], None] | None
@@ -75,9 +76,19 @@ class Option:
     choices: tuple[str, ...] = ()
     cli_only: bool = False  # a CLI convenience (``--now``), not offered in Dagster config
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", OptionKind(self.kind))  # its value ("count") will do
+
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
+
+    @property
+    def hint(self) -> str:
+        """The accepted forms of a value, as help texts show them."""
+        if self.kind is OptionKind.CHOICE:
+            return " | ".join(self.choices)
+        return _HINTS[self.kind]
 
     def parse(self, raw: Any) -> Any:
         """The typed value of `raw` (text from the CLI, a value from Dagster config); a default
@@ -111,6 +122,16 @@ def _count(option: Option, raw: Any) -> int:
     return value
 
 
+def _version(option: Option, raw: Any) -> int:
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a version number (0 or more)") from None
+    if value < 0:
+        raise ValueError(f"{value} is not a version number (0 or more)")
+    return value
+
+
 def _flag(option: Option, raw: Any) -> bool:
     if isinstance(raw, bool):
         return raw
@@ -133,6 +154,17 @@ def _choice(option: Option, raw: Any) -> str:
     return str(raw)
 
 
+_HINTS: dict[OptionKind, str] = {
+    OptionKind.DURATION: "e.g. 7d, 168h, P7D, '7 days'",
+    OptionKind.TIME: "now, ISO 8601 with a zone, or 1700000000s",
+    OptionKind.COUNT: "a whole number",
+    OptionKind.FLAG: "true or false",
+    OptionKind.RATIO: "e.g. 0.1 or 10%",
+    OptionKind.SIZE: "e.g. 128MB, 1GB",
+    OptionKind.TEXT: "e.g. day=2026-11-01",
+    OptionKind.VERSION: "a version number, 0 or more",
+}
+
 _PARSERS: dict[OptionKind, Callable[[Option, Any], Any]] = {
     OptionKind.DURATION: _duration,
     OptionKind.TIME: _time,
@@ -142,6 +174,7 @@ _PARSERS: dict[OptionKind, Callable[[Option, Any], Any]] = {
     OptionKind.RATIO: _ratio,
     OptionKind.SIZE: lambda option, raw: parse_size_bytes(str(raw)),
     OptionKind.TEXT: lambda option, raw: str(raw),
+    OptionKind.VERSION: _version,
 }
 
 

@@ -12,7 +12,16 @@ operation is writing its module and adding it to the tuple below::
 
 from __future__ import annotations
 
-from delta_ops.ops import checkpoint, cleanup, compact, purge, repair, row_tracking, vacuum
+from delta_ops.ops import (
+    checkpoint,
+    cleanup,
+    compact,
+    purge,
+    repair,
+    restore,
+    row_tracking,
+    vacuum,
+)
 from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
 
 OPERATIONS: dict[str, Operation] = {
@@ -25,6 +34,7 @@ OPERATIONS: dict[str, Operation] = {
         purge.OPERATION,
         compact.OPERATION,
         repair.OPERATION,
+        restore.OPERATION,
     )
 }
 #: the same operations by their Dagster action name (asset output and job name part)

@@ -1,0 +1,289 @@
+"""RESTORE: make the latest version read exactly as an older one did (Delta's RESTORE TABLE).
+
+    plan = plan_restore(load_snapshot(path), version=12)         # or timestamp_ms=...
+    print(plan.files_to_restore, plan.files_to_remove)           # a dry run
+    result = execute_restore(plan)
+
+Delta Spark's semantics, file by file: a file is the pair (path, deletion vector). The restore
+commit re-adds the files of version N that are not live now (with N's deletion vectors) and
+removes the live files N does not have, including a live file whose deletion vector differs
+from N's (the pair is removed, and N's pair added): rows deleted since N come back and rows
+written since leave (delta-rs 0.31 to 0.32 compared paths alone and left such rows deleted:
+delta-rs#4613). N's schema and table properties come back with it; the
+protocol never goes down: features the table gained since N stay.
+
+A restore needs N's files on storage: a vacuum after N may have deleted them. The plan checks
+every file it re-adds, and their deletion-vector files, and refuses (naming them) when one is
+gone; nothing is written. The commit (`RESTORE`, with Delta Spark's metrics) reads the files
+it removes, so a concurrent change to one of them is a conflict; a crash before the commit
+changes nothing, and running again finishes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from delta_ops import clock
+from delta_ops.errors import DataFileError, InvalidValue
+from delta_ops.log.actions import ADD_FIELDS, file_rows_as_actions
+from delta_ops.ops.engines import LOCAL, Spread
+from delta_ops.ops.operation import Operation, Option, OptionKind
+from delta_ops.ops.results import fields_data
+from delta_ops.protocol.deletion_vectors import dv_relative_paths, dv_unique_ids
+from delta_ops.protocol.features import Access, Protocol
+from delta_ops.protocol.units import format_bytes
+from delta_ops.storage import Storage
+from delta_ops.table.commit_times import version_at
+from delta_ops.table.remove_lines import encode_removes
+from delta_ops.table.snapshot import Snapshot, load_snapshot
+from delta_ops.table.transaction import Transaction
+
+#: files named in a refusal for missing files (the rest are counted)
+NAMED_MISSING = 10
+
+
+@dataclass(frozen=True)
+class RestorePlan:
+    table: str
+    version: int  # the latest version, restored from
+    restore_to: int  # version N
+    timestamp_ms: int | None  # the time asked for, when N was chosen by time
+    files_to_restore: int
+    bytes_to_restore: int
+    files_to_remove: int
+    bytes_to_remove: int
+    restores_metadata: bool  # N's schema or properties differ from the latest's
+    new_protocol: dict[str, Any] | None  # the latest's protocol with N's features added
+    snapshot: Snapshot = field(repr=False, compare=False)
+    target: Snapshot = field(repr=False, compare=False)
+    restored: pa.Table = field(repr=False, compare=False)  # N's files not live now
+    removed: pa.Table = field(repr=False, compare=False)  # live files N does not have
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not (
+            self.files_to_restore
+            or self.files_to_remove
+            or self.restores_metadata
+            or self.new_protocol
+        )
+
+    @property
+    def idle_reason(self) -> str:
+        """Why the plan has nothing to do (when it has nothing to do)."""
+        return f"version {self.version} already reads as version {self.restore_to}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields_data(self)
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    table: str
+    version: int | None  # the restore's commit (None: nothing to do)
+    restored_version: int
+    metrics: dict[str, int]  # Delta Spark's RESTORE metrics
+    duration_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields_data(self)
+
+
+def plan_restore(
+    snapshot: Snapshot, *, version: int | None = None, timestamp_ms: int | None = None
+) -> RestorePlan:
+    """Plan restoring `snapshot`'s table to `version`, or to the version current at
+    `timestamp_ms` (exactly one of them)."""
+    if (version is None) == (timestamp_ms is None):
+        raise InvalidValue("restore: give exactly one of --version N and --timestamp T")
+    snapshot.protocol.check_allows(Access.WRITE)
+    storage = snapshot.storage
+    if timestamp_ms is not None:
+        version = version_at(snapshot, timestamp_ms)
+        if version is None:
+            raise InvalidValue(
+                f"--timestamp: {storage.url} has no version committed at or before"
+                f" {clock_text(timestamp_ms)}"
+            )
+    assert version is not None
+    if not 0 <= version <= snapshot.version:
+        raise InvalidValue(
+            f"--version {version}: {storage.url} has versions 0 to {snapshot.version}"
+        )
+    target = load_snapshot(storage, version)
+    target.protocol.check_readable()
+    now_files, then_files = snapshot.file_index, target.file_index
+    now_keys, then_keys = _keys(now_files), _keys(then_files)
+    restored = then_files.filter(pc.invert(pc.is_in(then_keys, value_set=now_keys)))
+    removed = now_files.filter(pc.invert(pc.is_in(now_keys, value_set=then_keys)))
+    _require_on_storage(storage, restored, version)
+    metadata_changed = (
+        target.metadata.to_action() != snapshot.metadata.to_action() and version != snapshot.version
+    )
+    return RestorePlan(
+        table=storage.url,
+        version=snapshot.version,
+        restore_to=version,
+        timestamp_ms=timestamp_ms,
+        files_to_restore=restored.num_rows,
+        bytes_to_restore=_bytes(restored),
+        files_to_remove=removed.num_rows,
+        bytes_to_remove=_bytes(removed),
+        restores_metadata=metadata_changed,
+        new_protocol=_protocol_after(snapshot.protocol, target.protocol),
+        snapshot=snapshot,
+        target=target,
+        restored=restored,
+        removed=removed,
+    )
+
+
+def clock_text(ms: int) -> str:
+    """`ms` as an ISO 8601 UTC time."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+def _keys(files: pa.Table) -> pa.Array:
+    """A file's identity in log replay: its path and its deletion vector's unique id."""
+    if files.num_rows == 0:
+        return pa.array([], pa.string())
+    paths = files.column("path").combine_chunks().cast(pa.string())
+    dv_ids = pc.fill_null(dv_unique_ids(files.column("deletionVector")).cast(pa.string()), "")
+    joined: pa.Array = pc.binary_join_element_wise(paths, dv_ids, "\x00")
+    return joined
+
+
+def _bytes(files: pa.Table) -> int:
+    if files.num_rows == 0:
+        return 0
+    return int(pc.sum(pc.fill_null(files.column("size"), 0)).as_py() or 0)
+
+
+def _require_on_storage(storage: Storage, files: pa.Table, version: int) -> None:
+    """Refuse when a file (or deletion-vector file) to re-add is gone from storage."""
+    if files.num_rows == 0:
+        return
+    paths = [storage.table_path(p) for p in files.column("path").to_pylist()]
+    relative_dvs = dv_relative_paths(files.column("deletionVector")).drop_null()
+    paths += [storage.table_path(p) for p in pc.unique(relative_dvs).to_pylist()]
+    present = LOCAL.map_ordered(partial(_exists, storage), paths, spread=Spread.THREADS)
+    missing = [p for p, found in zip(paths, present, strict=True) if not found]
+    if missing:
+        names = ", ".join(missing[:NAMED_MISSING])
+        more = f" and {len(missing) - NAMED_MISSING} more" if len(missing) > NAMED_MISSING else ""
+        raise DataFileError(
+            f"{storage.url}: cannot restore version {version}: {len(missing)} of its files are"
+            f" gone from storage (a vacuum deleted them): {names}{more}"
+        )
+
+
+def _exists(storage: Storage, path: str) -> bool:
+    return storage.exists(path)
+
+
+def _protocol_after(now: Protocol, then: Protocol) -> dict[str, Any] | None:
+    """The protocol after the restore: the latest's, with any feature N had that it lacks
+    (a feature dropped since N); None when that is the latest's own."""
+    lacking = sorted(then.effective_features - now.effective_features)
+    if not lacking:
+        return None
+    return now.with_features(*lacking).to_action()
+
+
+def execute_restore(plan: RestorePlan) -> RestoreResult:
+    """Commit the restore: N's metadata where it differs, the removes, the re-adds."""
+    started = time.monotonic()
+    metrics = {
+        "tableSizeAfterRestore": _bytes(plan.target.file_index),
+        "numOfFilesAfterRestore": plan.target.num_files,
+        "numRemovedFiles": plan.files_to_remove,
+        "numRestoredFiles": plan.files_to_restore,
+        "removedFilesSize": plan.bytes_to_remove,
+        "restoredFilesSize": plan.bytes_to_restore,
+    }
+    if plan.nothing_to_do:
+        return RestoreResult(plan.table, None, plan.restore_to, metrics, 0)
+    snapshot = plan.snapshot
+    parameters: dict[str, Any] = {"version": plan.restore_to}
+    if plan.timestamp_ms is not None:
+        parameters["timestamp"] = clock_text(plan.timestamp_ms)
+    txn = Transaction(snapshot, operation="RESTORE", parameters=parameters, purpose=Access.WRITE)
+    if plan.new_protocol is not None:
+        txn.add_action({"protocol": plan.new_protocol})
+    if plan.restores_metadata:
+        metadata = {**plan.target.metadata.to_action(), "id": snapshot.metadata.to_action()["id"]}
+        txn.add_action({"metaData": metadata})
+    removed_paths = plan.removed.column("path").to_pylist()
+    with_stats = snapshot.files.filter(
+        pc.is_in(snapshot.files.column("path"), value_set=pa.array(removed_paths, pa.string()))
+    )
+    removed = with_stats.filter(pc.is_in(_keys(with_stats), value_set=_keys(plan.removed)))
+    removes = encode_removes(removed, deletion_timestamp=clock.now_ms(), data_change=True)
+    txn.read_files(removes.paths)
+    txn.add_encoded_removes(removes)
+    target_files = plan.target.files
+    restored = target_files.filter(pc.is_in(_keys(target_files), value_set=_keys(plan.restored)))
+    adds = file_rows_as_actions(restored, columns=ADD_FIELDS)
+    txn.add_actions({"add": {**add, "dataChange": True}} for add in adds)
+    txn.metrics = dict(metrics)
+    version = txn.commit().version
+    return RestoreResult(
+        table=plan.table,
+        version=version,
+        restored_version=plan.restore_to,
+        metrics=metrics,
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )
+
+
+# ------------------------------------------------------------------------------ the operation
+def describe_plan(plan: RestorePlan) -> str:
+    changes = []
+    if plan.restores_metadata:
+        changes.append("its schema and properties")
+    if plan.new_protocol is not None:
+        changes.append("the features it had (the protocol never goes down)")
+    extra = f", and {' and '.join(changes)}" if changes else ""
+    return (
+        f"restore version {plan.version} to version {plan.restore_to}: would re-add"
+        f" {plan.files_to_restore:,} files ({format_bytes(plan.bytes_to_restore)}) and remove"
+        f" {plan.files_to_remove:,} ({format_bytes(plan.bytes_to_remove)}){extra}"
+    )
+
+
+def describe_result(result: RestoreResult) -> str:
+    if result.version is None:
+        return f"nothing to do: the table already reads as version {result.restored_version}"
+    m = result.metrics
+    return (
+        f"restored version {result.restored_version} as version {result.version}:"
+        f" {m['numRestoredFiles']:,} files re-added, {m['numRemovedFiles']:,} removed;"
+        f" {m['numOfFilesAfterRestore']:,} files ({format_bytes(m['tableSizeAfterRestore'])})"
+    )
+
+
+OPERATION = Operation(
+    name="restore",
+    needs=Access.WRITE,
+    action="restore",
+    help="make the latest version read as an older one (RESTORE TABLE ... TO VERSION AS OF)",
+    options=(
+        Option("version", OptionKind.VERSION, "the version to restore"),
+        Option("timestamp", OptionKind.TIME, "restore the version current at this time"),
+    ),
+    plan_with=lambda snapshot, values, engine: plan_restore(
+        snapshot, version=values["version"], timestamp_ms=values["timestamp"]
+    ),
+    execute_with=lambda plan, progress: execute_restore(plan),
+    describe_plan=describe_plan,
+    describe_result=describe_result,
+)
+
+
+__all__ = ["OPERATION", "RestorePlan", "RestoreResult", "execute_restore", "plan_restore"]
