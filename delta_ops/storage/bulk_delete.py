@@ -8,6 +8,13 @@ retried with backoff, refused ones are reported and left out of the result. Othe
 fsspec implementations raise on a failed batch, and a file already gone counts as deleted::
 
     deleted = delete_batch(files, ["part-0.parquet", "part-1.parquet"])
+
+On the native client (``files.native``), one obstore bulk delete sends the batch (S3
+DeleteObjects, Azure blob batches) and raises on the first key that failed, without saying
+which others went. So a failed batch is followed by one listing of the batch's key range:
+keys still listed are retried with backoff while the store throttles (SlowDown and other
+transient codes), and reported and left out of the result when it refuses them (AccessDenied);
+keys no longer listed are deleted (a key already gone counts, as above).
 """
 
 from __future__ import annotations
@@ -16,10 +23,14 @@ import logging
 import random
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from delta_ops.storage.filesystem import TableRoot
+from delta_ops.storage.native_errors import first_line
 from delta_ops.storage.s3_listing import is_s3
+
+if TYPE_CHECKING:
+    from delta_ops.storage.native_store import NativeStore
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +43,8 @@ BACKOFF_S = 0.2  # first wait; doubles each attempt, with jitter, up to about 6 
 def delete_batch(files: TableRoot, relative_paths: Sequence[str]) -> list[str]:
     """Delete up to 1000 table-relative files of a table on an object store in one request
     where the store has one; return the ones that are gone now."""
+    if files.native is not None:
+        return native_delete_batch(files.native, files.root, relative_paths)
     fs = files.filesystem
     paths = [files.join(p) for p in relative_paths]
     if is_s3(fs):
@@ -84,4 +97,78 @@ def _s3_delete_objects(fs: Any, paths: list[str], relative: list[str]) -> list[s
     return [rel for key, rel in by_key.items() if key not in refused]
 
 
-__all__ = ["RETRYABLE_CODES", "delete_batch"]
+def native_delete_batch(store: NativeStore, root: str, relative_paths: Sequence[str]) -> list[str]:
+    """`delete_batch` on the native client (see the module docstring)."""
+    if not relative_paths:
+        return []
+    base = store.key(root).rstrip("/")
+    by_key = {(f"{base}/{p}" if base else p): p for p in relative_paths}
+    pending = sorted(by_key)
+    refused: dict[str, str] = {}
+    for attempt in range(ATTEMPTS):
+        try:
+            store.delete_keys(pending)
+            break
+        except FileNotFoundError:
+            code = "NoSuchKey"  # Azure and GCS refuse to delete a key that is gone
+        except OSError as exc:
+            code = _code(exc)
+        left = _still_listed(store, pending)
+        if not left:
+            break
+        if code not in RETRYABLE_CODES and code != "NoSuchKey":
+            refused.update((k, code) for k in left)
+            break
+        if attempt == ATTEMPTS - 1:
+            refused.update((k, code) for k in left)
+            break
+        if code != "NoSuchKey":
+            logger.info("%d deletes throttled by the store (%s); retrying", len(left), code)
+            time.sleep(BACKOFF_S * 2**attempt * (0.5 + random.random()))
+        pending = left
+    if refused:
+        key, code = next(iter(refused.items()))
+        logger.warning(
+            "the store refused to delete %d file(s) (first: %s, %s); they are kept and not "
+            "counted as deleted",
+            len(refused),
+            by_key[key],
+            code,
+        )
+    return [rel for key, rel in by_key.items() if key not in refused]
+
+
+def _code(error: BaseException) -> str:
+    """The store's error code in a native delete error (``... (code: AccessDenied)``), else
+    the first line of its text (treated as transient)."""
+    text = first_line(error)
+    start = text.rfind("(code: ")
+    if start >= 0:
+        return text[start + len("(code: ") :].split(")", 1)[0].strip()
+    if isinstance(error, PermissionError):
+        return "AccessDenied"
+    return "InternalError"
+
+
+def _still_listed(store: NativeStore, keys: Sequence[str]) -> list[str]:
+    """Which of the sorted `keys` the store still lists: one listing of their range, under
+    their common directory, from just before the first key to the last."""
+    wanted = set(keys)
+    common = keys[0].rsplit("/", 1)[0] if "/" in keys[0] else ""
+    for key in keys:
+        while common and not key.startswith(common + "/"):
+            common = common.rsplit("/", 1)[0] if "/" in common else ""
+    first, last = keys[0], keys[-1]
+    offset = first[:-1] + chr(ord(first[-1]) - 1) + "\U0010ffff" if first else None
+    found: list[str] = []
+    for page in store.list_tree(store.path(common), offset=store.path(offset) if offset else None):
+        for obj in page:
+            key = store.key(obj.path)
+            if key in wanted:
+                found.append(key)
+        if page and store.key(page[-1].path) >= last:
+            break
+    return found
+
+
+__all__ = ["RETRYABLE_CODES", "delete_batch", "native_delete_batch"]

@@ -2,8 +2,10 @@
 
 :class:`~delta_ops.storage.Storage` (``table_storage``), its tree walker and safe deleter
 (``tree``) and its bulk deleter (``bulk_delete``) all work on one :class:`TableRoot`: the fsspec
-filesystem (made on first use for a local table, which lists and reads through ``os``), the
-root path inside it, whether it is local, and how a table-relative path joins the root.
+filesystem (made on first use for a local table, which lists and reads through ``os``), or
+the native object-store client (``native``: a
+:class:`~delta_ops.storage.native_store.NativeStore`, when it serves the table), the root path
+inside it, whether it is local, and how a table-relative path joins the root.
 :func:`mtime_ms` reads the modification time of an fsspec listing entry, whatever the store
 calls it. This module imports nothing else of delta-ops, so the three build on it without
 importing one another's internals::
@@ -21,7 +23,10 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from delta_ops.storage.native_store import NativeStore
 
 
 def is_local_fs(fs: Any) -> bool:
@@ -52,21 +57,36 @@ def mtime_ms(info: Mapping[str, Any]) -> int:
 
 
 class TableRoot:
-    """A table's root path on its fsspec filesystem (None until needed for a local table)."""
+    """A table's root path on its fsspec filesystem (None until needed for a local table), or
+    on the native client (`native`; then there is no fsspec filesystem)."""
 
-    __slots__ = ("_fs", "is_local", "root")
+    __slots__ = ("_fs", "is_local", "native", "root")
 
-    def __init__(self, fs: Any | None, root: str, *, local: bool | None = None) -> None:
+    def __init__(
+        self,
+        fs: Any | None,
+        root: str,
+        *,
+        local: bool | None = None,
+        native: NativeStore | None = None,
+    ) -> None:
         self._fs = fs
+        #: the native object-store client serving the table, or None (fsspec or ``os``)
+        self.native = native
         #: the root path inside the filesystem, without a trailing slash ("/" stays "/")
         self.root = root.rstrip("/") or "/"
         #: True when the table lives on the local filesystem (``os`` serves the hot paths)
-        self.is_local = local if local is not None else is_local_fs(fs)
+        self.is_local = (
+            False if native is not None else local if local is not None else (is_local_fs(fs))
+        )
 
     @property
     def filesystem(self) -> Any:
         """The fsspec filesystem; a local table's is made on first use, which keeps a CLI
-        start fast."""
+        start fast. A table the native client serves has none (the storage package's code
+        branches on `native` first)."""
+        if self.native is not None:
+            raise TypeError(f"{self.root}: served by the native client, not fsspec")
         if self._fs is None:
             from fsspec.implementations.local import LocalFileSystem  # start-up: made when asked
 

@@ -9,14 +9,20 @@ similar numbers of keys. Every key under the prefix lands in exactly one range: 
 
     entries = list_in_ranges(fs, "bucket/table", known_names, skip_prefixes=["_delta_log/"])
 
-Only for s3fs filesystems (`call_s3`); other stores list with fsspec's `find`.
+Two clients: s3fs (`list_in_ranges`, its raw `call_s3`) and the native client
+(`list_in_ranges_native`, obstore's listing from an offset, run in threads: the requests and
+the parsing of their replies happen in Rust, outside the GIL). A range ends at its last
+known key, so it asks for no page past it. Other stores list with one recursive listing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from delta_ops.storage.native_store import NativeStore
 
 KEYS_PER_RANGE = 2000  # below this many known names per range, fewer ranges
 MAX_RANGES = 16
@@ -98,4 +104,47 @@ def list_in_ranges(
     return [obj for part in sync(fs.loop, all_ranges) for obj in part]
 
 
-__all__ = ["ListedObject", "cut_points", "is_s3", "list_in_ranges"]
+def list_in_ranges_native(
+    store: NativeStore, root: str, known_names: Sequence[str], skip_prefixes: Sequence[str] = ()
+) -> list[ListedObject]:
+    """`list_in_ranges` on the native client: every object under `root` (``bucket/prefix``)
+    whose relative key does not start with one of `skip_prefixes`."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    base = store.key(root).rstrip("/")
+    prefix = base + "/" if base else ""
+    cuts = [prefix + name for name in cut_points(known_names)]
+    bounds = list(zip([None, *cuts], [*cuts, None], strict=True))
+    jumps = {prefix + p: prefix + p[:-1] + "0" for p in skip_prefixes if p.endswith("/")}
+
+    def one_range(after: str | None, last: str | None) -> list[ListedObject]:
+        found: list[ListedObject] = []
+        while True:
+            restart = None
+            offset = store.path(after) if after is not None else None
+            for page in store.list_tree(root, offset=offset):
+                for obj in page:
+                    key = store.key(obj.path)
+                    if last is not None and key > last:
+                        return found
+                    skipped = next((j for p, j in jumps.items() if key.startswith(p)), None)
+                    if skipped is not None:
+                        restart = skipped
+                        break
+                    found.append(ListedObject(key[len(prefix) :], obj.size, obj.modification_time))
+                    if key == last:  # the range's end is a key that exists: no further page
+                        return found
+                if restart is not None:
+                    break
+            if restart is None:
+                return found
+            if last is not None and restart > last:
+                return found
+            after = restart
+
+    with ThreadPoolExecutor(max_workers=len(bounds)) as pool:
+        parts = list(pool.map(lambda bound: one_range(*bound), bounds))
+    return [obj for part in parts for obj in part]
+
+
+__all__ = ["ListedObject", "cut_points", "is_s3", "list_in_ranges", "list_in_ranges_native"]

@@ -1,9 +1,14 @@
-"""Table storage: one place where delta-ops touches files, through fsspec.
+"""Table storage: one place where delta-ops touches files, through ``os``, obstore or fsspec.
 
-A :class:`Storage` is opened from a URL or local path plus fsspec storage options. It knows the
+A :class:`Storage` is opened from a URL or local path plus storage options. It knows the
 table root and its `_delta_log`, lists the log with sizes and modification times, reads files
 (many at once where the filesystem can do that concurrently), and writes with the guarantees
 the protocol needs: put-if-absent for commits and atomic replacement for hints.
+
+Who serves it: a local path, ``os`` (fsspec's local filesystem only when asked); ``s3://``,
+``az://``/``abfs[s]://`` and ``gs://``, the native client (obstore, `native_store`) when it is
+installed, unless the storage option ``client=fsspec`` asks for fsspec (`native_options`);
+every other URL, fsspec. Paths are fsspec's either way (``bucket/key``).
 
 Example::
 
@@ -30,6 +35,13 @@ from urllib.parse import unquote
 from delta_ops.errors import InvalidLocation, MissingExtra, NotADeltaTable, UnsafePath, reading
 from delta_ops.storage import tree
 from delta_ops.storage.filesystem import TableRoot, is_local_fs, mtime_ms
+from delta_ops.storage.native_options import (
+    CLIENT_OPTION,
+    Unmappable,
+    choose_client,
+    native_spec,
+)
+from delta_ops.storage.native_store import NativeStore
 from delta_ops.storage.tree import TreeListing
 
 logger = logging.getLogger(__name__)
@@ -122,6 +134,9 @@ class FileReader:
         on_error: str = "raise",
     ) -> list[bytes]:
         """Byte ranges ``[start, end)`` of files (fsspec's `cat_ranges`; errors raise)."""
+        native = self._storage._native
+        if native is not None:
+            return native.get_ranges(paths, starts, ends)
         if not self._storage.is_local:
             ranges: list[bytes] = self._storage._filesystem.cat_ranges(
                 paths, starts, ends, on_error="raise"
@@ -159,6 +174,31 @@ def _raise_unless_gone(error: OSError) -> None:
     error (EIO, EACCES) is raised instead of leaving the directory out of the walk."""
     if not isinstance(error, FileNotFoundError):
         raise error
+
+
+#: the native client's conditional-write probe, kept in `_delta_log` (a hidden name)
+NATIVE_PROBE_NAME = ".delta-ops-conditional-probe"
+
+
+def _native_for(text: str, options: Mapping[str, Any], *, explicit: bool) -> NativeStore | None:
+    """The native client for a table URL, or None when an option has no native name and the
+    client was not asked for explicitly (fsspec then serves the table, as before)."""
+    try:
+        spec = native_spec(text, options)
+    except Unmappable as exc:
+        if explicit:
+            raise InvalidLocation(
+                f"{text}: the native client has no storage option {exc}; drop it, or use "
+                f"--storage-option {CLIENT_OPTION}=fsspec"
+            ) from None
+        logger.info("%s: fsspec serves the table (the native client has no option %s)", text, exc)
+        return None
+    try:
+        return NativeStore(spec)
+    except OSError as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        scheme = text.split("://", 1)[0]
+        raise InvalidLocation(f"{text}: cannot open the {scheme}:// store: {first}") from None
 
 
 def _filesystem_for(text: str, scheme: str, options: Mapping[str, Any]) -> tuple[Any, str]:
@@ -203,8 +243,9 @@ class Storage:
         local: bool | None = None,
         single_writer: bool = False,
         options: Mapping[str, Any] | None = None,
+        native: NativeStore | None = None,
     ):
-        self._files = TableRoot(fs, root, local=local)
+        self._files = TableRoot(fs, root, local=local, native=native)
         self.url = url
         #: the storage options it was opened with, so another process can open it the same way
         self.options: dict[str, Any] = dict(options or {})
@@ -218,14 +259,17 @@ class Storage:
     ) -> Storage:
         """Open a table location from a local path, `file://`, `memory://` or any fsspec URL.
 
-        `storage_options` go to the store's fsspec implementation (credentials, endpoint),
-        except ``single_writer`` ("true"/"false"), which declares that no other process writes
-        the table: only then may commits on a store without conditional writes go ahead.
+        `storage_options` go to the store's client (credentials, endpoint: fsspec's names, or
+        the native client's), except ``single_writer`` ("true"/"false"), which declares that
+        no other process writes the table (only then may commits on a store without
+        conditional writes go ahead), and ``client`` (``auto``, ``native``, ``fsspec``: which
+        client serves an s3/azure/gcs table, see `native_options`).
         """
         text = os.fspath(url)
         given = dict(storage_options or {})
         options = dict(given)
         single_writer = _flag(options.pop(SINGLE_WRITER_OPTION, False), SINGLE_WRITER_OPTION)
+        client_option = {CLIENT_OPTION: options.pop(CLIENT_OPTION, "auto")}
         storage_options = options
         if not text.strip() or text.rstrip("/").endswith("://"):
             raise InvalidLocation(
@@ -242,6 +286,18 @@ class Storage:
                 options=given,
             )
         scheme = text.split("://", 1)[0].lower() if "://" in text else "file"
+        client = choose_client(scheme, client_option)
+        if client != "fsspec":
+            native = _native_for(text, storage_options, explicit=client == "native")
+            if native is not None:
+                return cls(
+                    None,
+                    native.spec.root,
+                    text,
+                    single_writer=single_writer,
+                    options=given,
+                    native=native,
+                )
         try:
             fs, path = _filesystem_for(text, scheme, storage_options)
         except ImportError:
@@ -277,6 +333,18 @@ class Storage:
         return self._files.root
 
     @property
+    def _native(self) -> NativeStore | None:
+        """The native object-store client serving this table, or None."""
+        return self._files.native
+
+    @property
+    def client(self) -> str:
+        """Which client serves the table: ``local``, ``native`` (obstore) or ``fsspec``."""
+        if self._files.native is not None:
+            return "native"
+        return "local" if self.is_local else "fsspec"
+
+    @property
     def _filesystem(self) -> Any:
         """The fsspec filesystem behind a non-local table: for the storage package only, so
         that nothing above it depends on fsspec."""
@@ -304,6 +372,8 @@ class Storage:
         """
         decoded = unquote(path_in_log)
         if "://" in path_in_log or path_in_log.startswith("/"):
+            if self._native is not None:
+                return self._native.strip_protocol(decoded)
             return str(self._filesystem._strip_protocol(decoded))
         return self.join(decoded)
 
@@ -330,6 +400,14 @@ class Storage:
         directory = self.log_path if not subdir else self.log_file(subdir)
         if self.is_local:
             return self._list_local(directory, must_exist=not subdir)
+        if self._native is not None:
+            objects, dirs = self._native.list_dir(directory)
+            if not objects and not dirs and not subdir:
+                raise NotADeltaTable(self.url, "no _delta_log directory")
+            listed = [
+                FileEntry(posixpath.basename(o.path), o.size, o.modification_time) for o in objects
+            ]
+            return sorted((e for e in listed if not e.name.startswith(".")), key=lambda e: e.name)
         self._filesystem.invalidate_cache(directory)  # a stale listing could hide a commit
         try:
             infos = self._filesystem.ls(directory, detail=True)
@@ -359,6 +437,10 @@ class Storage:
                     return sorted(e.name for e in it if e.name.startswith(prefix) and e.is_file())
             except (FileNotFoundError, NotADirectoryError):
                 return []
+        if self._native is not None:
+            objects, _dirs = self._native.list_dir(directory)
+            names = (posixpath.basename(o.path) for o in objects)
+            return sorted(n for n in names if n.startswith(prefix))
         self._filesystem.invalidate_cache(directory)
         try:
             infos = self._filesystem.ls(directory, detail=True)
@@ -404,6 +486,8 @@ class Storage:
             if self.is_local:
                 with open(path, "rb") as f:
                     return f.read()
+            if self._native is not None:
+                return self._native.get(path)
             data: bytes = self._filesystem.cat_file(path)
             return data
 
@@ -417,6 +501,8 @@ class Storage:
                 with reading(p), open(p, "rb") as f:
                     out.append(f.read())
             return out
+        if self._native is not None:
+            return self._native.get_many(paths)
         data = self._filesystem.cat(list(paths), on_error="raise")
         if isinstance(data, bytes):  # a single path comes back unwrapped
             return [data]
@@ -438,6 +524,16 @@ class Storage:
             return total
 
     def exists(self, path: str) -> bool:
+        """Whether a file (or a directory: a prefix with files under it) exists."""
+        if self.is_local:
+            return os.path.exists(path)
+        if self._native is not None:
+            if self._native.head(path) is not None:
+                return True
+            if "." in posixpath.basename(path):  # a file's name: no directory to look for
+                return False
+            objects, dirs = self._native.list_dir(path)
+            return bool(objects or dirs)
         return bool(self._filesystem.exists(path))
 
     # ----------------------------------------------------------------------------- writing
@@ -460,7 +556,7 @@ class Storage:
                     return False
         if not self.supports_conditional_create:
             raise NotImplementedError(
-                f"{type(self._filesystem).__name__} ({self._filesystem.protocol}) is not known to create files only-if-absent"
+                f"{self._client_name} is not known to create files only-if-absent"
             )
         try:
             self._create_exclusive(path, data)
@@ -472,6 +568,9 @@ class Storage:
         """One exclusive create; FileExistsError when the name is taken. fsspec's local
         filesystem (and wrappers of it) opens with O_EXCL; its `pipe_file(mode="create")` would
         check and then write, which two processes can both pass."""
+        if self._native is not None:
+            self._native.put(path, data, create=True)
+            return
         from fsspec.implementations.local import LocalFileSystem
 
         if isinstance(self._filesystem, LocalFileSystem):
@@ -490,6 +589,8 @@ class Storage:
         """
         if self.is_local:
             return True
+        if self._native is not None:
+            return self._probe_conditional_create(self._native.spec.kind)
         from fsspec.implementations.local import LocalFileSystem
 
         if isinstance(
@@ -504,6 +605,12 @@ class Storage:
         return False
 
     @property
+    def _client_name(self) -> str:
+        if self._native is not None:
+            return f"the native {self._native.spec.kind} client ({self._native.spec.endpoint})"
+        return f"{type(self._filesystem).__name__} ({self._filesystem.protocol})"
+
+    @property
     def _protocols(self) -> tuple[str, ...]:
         """The filesystem's protocol names (fsspec gives one or a tuple)."""
         protocol = self._filesystem.protocol
@@ -511,7 +618,14 @@ class Storage:
 
     def _probe_conditional_create(self, protocol: str) -> bool:
         """Create a probe object twice, exclusively: a store that honours conditional writes
-        refuses the second. Done once per endpoint and process; the probe is removed."""
+        refuses the second. Done once per endpoint and process; the probe is removed.
+
+        The native client keeps its probe instead: a hidden object of a fixed name in
+        `_delta_log` (readers and every listing of delta-ops skip hidden names). Once it
+        exists, one refused create proves the endpoint conditional (a server ignoring the
+        precondition would have overwritten it): one request per process, not three."""
+        if self._native is not None:
+            return self._probe_native()
         client = getattr(self._filesystem, "client_kwargs", None) or {}
         key = (protocol, str(client.get("endpoint_url") or self._filesystem.storage_options))
         if key not in _PROBED:
@@ -525,6 +639,22 @@ class Storage:
             finally:
                 with suppress(FileNotFoundError):
                     self._filesystem.rm_file(probe)
+        return _PROBED[key]
+
+    def _probe_native(self) -> bool:
+        native = self._native
+        assert native is not None
+        key = ("native", native.spec.endpoint)
+        if key not in _PROBED:
+            probe = self.log_file(NATIVE_PROBE_NAME)
+            try:
+                for attempt in (b"1", b"2"):
+                    native.put(probe, attempt, create=True)
+                _PROBED[key] = False  # two creates of one name went through: not conditional
+                with suppress(FileNotFoundError):
+                    native.delete_one(probe)
+            except FileExistsError:
+                _PROBED[key] = True
         return _PROBED[key]
 
     def create_new(
@@ -565,16 +695,16 @@ class Storage:
         data = buffer.getvalue()
         if not self.supports_conditional_create:
             # checkpoint-like files only: a race is last-writer-wins, as Delta Spark on S3
-            if self._filesystem.exists(path) and not (
-                replace_empty and self._filesystem.info(path).get("size") == 0
-            ):
+            existing = self.stat(path)
+            if existing is not None and not (replace_empty and existing.size == 0):
                 return False, len(data)
-            self._filesystem.pipe_file(path, data)
+            self.write_atomic(path, data)
             return True, len(data)
         if self.put_if_absent(path, data):
             return True, len(data)
-        if replace_empty and self._filesystem.info(path).get("size") == 0:
-            self._filesystem.pipe_file(path, data)
+        existing = self.stat(path)
+        if replace_empty and existing is not None and existing.size == 0:
+            self.write_atomic(path, data)
             return True, len(data)
         return False, len(data)
 
@@ -583,7 +713,13 @@ class Storage:
         """A store whose uploads go up in parts and appear only when complete: S3 and Azure
         Blob (s3fs, adlfs), and GCS through gcsfs' own filesystem. Not GCS through gcsfs'
         extended filesystem, whose files in zonal buckets are visible while written; nor
-        memory://, local paths or wrappers of them, which write in place."""
+        memory://, local paths or wrappers of them, which write in place. The native client
+        streams on all three stores (GCS through its XML API's multipart uploads, which
+        appear only when completed)."""
+        if self._native is not None:
+            return True
+        if self.is_local:
+            return False
         names = set(self._protocols)
         if names & STREAMED_UPLOAD_PROTOCOLS:
             return True
@@ -598,7 +734,15 @@ class Storage:
         fails, the upload is abandoned: the file is marked closed first (so that nothing, not
         even its finalizer, completes it), then aborted (s3fs aborts the multipart upload,
         gcsfs cancels it, Azure drops uncommitted blocks by itself), and whatever may have
-        appeared under the name, which is this upload's alone, is deleted."""
+        appeared under the name, which is this upload's alone, is deleted. The native client
+        aborts its multipart upload the same way."""
+        if self._native is not None:
+            try:
+                return True, self._native.upload(path, write, STREAM_BLOCK_BYTES)
+            except BaseException:
+                with suppress(Exception):
+                    self._native.delete_one(path)
+                raise
         handle = self._filesystem.open(path, "wb", block_size=STREAM_BLOCK_BYTES)
         try:
             write(handle)
@@ -623,6 +767,9 @@ class Storage:
             with _staged_local(path, lambda f: f.write(data)) as tmp:
                 os.replace(tmp, path)
             return
+        if self._native is not None:
+            self._native.put(path, data, create=False)
+            return
         self._filesystem.pipe_file(path, data)
 
     def stat(self, path: str) -> FileEntry | None:
@@ -631,6 +778,11 @@ class Storage:
             if self.is_local:
                 st = os.stat(path)
                 return FileEntry(posixpath.basename(path), st.st_size, st.st_mtime_ns // 1_000_000)
+            if self._native is not None:
+                found = self._native.head(path)
+                if found is None:
+                    return None
+                return FileEntry(posixpath.basename(path), found.size, found.modification_time)
             info = self._filesystem.info(path)
         except FileNotFoundError:
             return None
@@ -656,6 +808,15 @@ class Storage:
                     rel = os.path.relpath(full, top).replace(os.sep, "/")
                     entries.append(FileEntry(rel, st.st_size, st.st_mtime_ns // 1_000_000))
             return sorted(entries, key=lambda e: e.name)
+        prefix = top.rstrip("/") + "/"
+        if self._native is not None:
+            for page in self._native.list_tree(top):
+                entries.extend(
+                    FileEntry(o.path[len(prefix) :], o.size, o.modification_time)
+                    for o in page
+                    if o.path.startswith(prefix)
+                )
+            return sorted(entries, key=lambda e: e.name)
         try:
             found = self._filesystem.find(top, detail=True)
         except FileNotFoundError:
@@ -674,6 +835,8 @@ class Storage:
         with reading(path):
             if self.is_local:
                 return open(path, "rb")
+            if self._native is not None:
+                return self._native.open_reader(path)
             handle: BinaryIO = self._filesystem.open(path, "rb")
             return handle
 
@@ -698,6 +861,13 @@ class Storage:
             os.unlink(source)
             os.utime(target)
             return True
+        if self._native is not None:
+            if self._native.head(target) is not None:
+                return False
+            self._native.copy(source, target)
+            with suppress(FileNotFoundError):
+                self._native.delete_one(source)
+            return True
         if self._filesystem.exists(target):
             return False
         self._filesystem.makedirs(posixpath.dirname(target), exist_ok=True)
@@ -709,6 +879,10 @@ class Storage:
         top = self.join(relative)
         if self.is_local:
             shutil.rmtree(top, ignore_errors=True)
+            return
+        if self._native is not None:
+            names = [e.name for e in self.list_tree(relative)]
+            self.delete_many([posixpath.join(relative, n) for n in names])
             return
         if self._filesystem.exists(top):
             self._filesystem.rm(top, recursive=True)
@@ -745,6 +919,11 @@ class Storage:
 
     def delete(self, paths: Iterable[str]) -> None:
         """Delete files (not directories); a file that is already gone is not an error."""
+        if self._native is not None:
+            for p in paths:
+                with suppress(FileNotFoundError):
+                    self._native.delete_one(p)
+            return
         remove = os.unlink if self.is_local else self._filesystem.rm_file
         for p in paths:
             try:

@@ -20,10 +20,11 @@ import posixpath
 from collections.abc import Callable, Container, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from delta_ops.storage.bulk_delete import delete_batch
 from delta_ops.storage.filesystem import TableRoot, mtime_ms
-from delta_ops.storage.s3_listing import is_s3, list_in_ranges
+from delta_ops.storage.s3_listing import is_s3, list_in_ranges, list_in_ranges_native
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,11 @@ def walk(
     `under` walks one directory's subtree only (paths stay relative to the root);
     ``recursive=False`` lists that directory's own entries (a parallel walk's first step)."""
     listing = TreeListing()
+    native = files.native
+    if not under and recursive and native is not None and native.kind == "s3":
+        return _omitted(_walk_ranges(files, skip_name, known_names), omit)
+    if native is not None:
+        return _omitted(_walk_native(files, skip_name, under, recursive), omit)
     if not under and recursive and not files.is_local and is_s3(files.filesystem):
         return _omitted(_walk_ranges(files, skip_name, known_names), omit)
     if files.is_local:
@@ -109,7 +115,11 @@ def _walk_ranges(
     skip = [f"{name}/" for name in ("_delta_log",) if skip_name(name)]
     listing = TreeListing()
     dirs: set[str] = set()
-    for obj in list_in_ranges(files.filesystem, files.root, known_names, skip):
+    if files.native is not None:
+        listed = list_in_ranges_native(files.native, files.root, known_names, skip)
+    else:
+        listed = list_in_ranges(files.filesystem, files.root, known_names, skip)
+    for obj in listed:
         parts = obj.relative.split("/")
         if not obj.relative or any(skip_name(part) for part in parts):
             continue
@@ -118,6 +128,47 @@ def _walk_ranges(
         listing.mtimes.append(obj.modification_time)
         dirs.update("/".join(parts[:i]) for i in range(1, len(parts)))
     listing.dirs = sorted(dirs)
+    return listing
+
+
+def _walk_native(
+    files: TableRoot, skip_name: Callable[[str], bool], under: str, recursive: bool
+) -> TreeListing:
+    """`walk` on the native client: one recursive listing (directories are the keys'
+    prefixes, as object stores have none), or one level with the store's delimiter."""
+    store = files.native
+    assert store is not None
+    root = files.root.rstrip("/")
+    top = f"{root}/{under}" if under else root
+    listing = TreeListing()
+
+    def relative(path: str) -> str | None:
+        found = path[len(root) :].lstrip("/") if path.startswith(root + "/") else None
+        if not found or any(skip_name(part) for part in found.split("/")):
+            return None
+        return found
+
+    if not recursive:
+        objects, subdirs = store.list_dir(top)
+        listing.dirs.extend(d for d in map(relative, subdirs) if d is not None)
+        pages: list[list[Any]] = [objects]
+    else:
+        pages = list(store.list_tree(top))
+    dirs: set[str] = set()
+    for page in pages:
+        for obj in page:
+            found = relative(obj.path)
+            if found is None:
+                continue
+            listing.paths.append(found)
+            listing.sizes.append(obj.size)
+            listing.mtimes.append(obj.modification_time)
+            if recursive:
+                parts = found.split("/")
+                dirs.update("/".join(parts[:i]) for i in range(1, len(parts)))
+    if recursive:
+        below = f"{under}/" if under else ""
+        listing.dirs = sorted(d for d in dirs if d.startswith(below) and d != under)
     return listing
 
 
@@ -212,6 +263,8 @@ def delete_many(
 def remove_empty_dirs(files: TableRoot, relative_dirs: Sequence[str]) -> int:
     """Remove the given directories that are empty, in order, never recursively."""
     removed = 0
+    if files.native is not None:
+        return 0  # object stores have no directories: one with no keys is gone by itself
     for d in relative_dirs:
         full = files.join(d)
         try:
