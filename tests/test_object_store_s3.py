@@ -1,7 +1,9 @@
 """S3 specifics, against moto's S3 server on loopback behind a proxy that answers as a loaded or
 locked-down S3 would (issue 13): vacuum deletes in DeleteObjects batches of at most 1000 keys,
 retries keys the store throttled, survives whole requests throttled with 503 SlowDown, and never
-counts a key the store refused as deleted. What every store shares is in test_object_stores.py.
+counts a key the store refused as deleted. Every test runs through both clients: the native
+one (obstore) and the fsspec fallback. What every store shares is in test_object_stores.py;
+faults in the middle of bodies and listings are in test_object_store_faults.py.
 """
 
 from __future__ import annotations
@@ -20,23 +22,26 @@ from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
 from tests.store_proxy import SLOW_DOWN, StoreProxy, delete_errors, is_delete_objects
-from tests.store_servers import StoreServer, serve_s3
+from tests.store_servers import CLIENTS, StoreServer, serve_s3
 from tests.support import deltalake_rows
 
 
 @pytest.fixture(scope="module")
-def s3() -> Iterator[StoreServer]:
-    with serve_s3() as server:
-        yield server
+def server() -> Iterator[StoreServer]:
+    with serve_s3() as running:
+        yield running
+
+
+@pytest.fixture(params=CLIENTS)
+def s3(server: StoreServer, request: pytest.FixtureRequest) -> StoreServer:
+    return server.through(request.param)
 
 
 def _table_with_orphans(s3: StoreServer, name: str, orphans: int) -> tuple[str, Storage]:
     url = s3.url(name)
     write_arrow(url, pa.table({"id": pa.array([1], pa.int64())}), storage_options=s3.options)
     storage = Storage.open(url, s3.options)
-    storage._filesystem.pipe(
-        {storage.join(f"orphan-{i:04d}.parquet"): b"x" for i in range(orphans)}
-    )
+    s3.fsspec().pipe({storage.join(f"orphan-{i:04d}.parquet"): b"x" for i in range(orphans)})
     return url, storage
 
 
@@ -135,7 +140,7 @@ def test_a_parallel_range_listing_finds_exactly_what_a_plain_listing_does(
     unknown = [f"p={i % 3}/part-{i:04d}a.parquet" for i in range(0, 900, 7)]
     unknown += ["0-first.parquet", "zz-last.parquet", "_change_data/c.parquet", "_delta_logx"]
     unknown += [f"_delta_log/{v:020d}.json" for v in range(30)]
-    storage._filesystem.pipe({storage.join(name): b"x" for name in known + unknown})
+    s3.fsspec().pipe({storage.join(name): b"x" for name in known + unknown})
 
     def skip(name: str) -> bool:
         return name == "_delta_log"

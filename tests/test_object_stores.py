@@ -29,27 +29,33 @@ from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
-from tests.store_servers import BUCKET, SERVERS, StoreServer, storage_args
+from tests.store_servers import CLIENTS, SERVERS, StoreServer, storage_args
 from tests.support import REPO, TABLES, deltalake_rows
 
 FIXTURE = TABLES / "delta-spark" / "dv-partitioned-with-checkpoint"
 
 
 @pytest.fixture(scope="module", params=sorted(SERVERS))
-def store(request: pytest.FixtureRequest) -> Iterator[StoreServer]:
-    with SERVERS[request.param]() as server:
-        yield server
+def server(request: pytest.FixtureRequest) -> Iterator[StoreServer]:
+    with SERVERS[request.param]() as running:
+        yield running
 
 
-def _filesystem(store: StoreServer) -> Any:
-    return Storage.open(store.url("probe"), store.options)._filesystem
+@pytest.fixture(params=CLIENTS)
+def store(server: StoreServer, request: pytest.FixtureRequest) -> StoreServer:
+    """The server through the native client (obstore) or the fsspec fallback."""
+    reached = server.through(request.param)
+    assert Storage.open(reached.url("t"), reached.options).client == request.param
+    return reached
 
 
 def _upload(store: StoreServer, local: Path, table: str) -> str:
-    fs = _filesystem(store)
+    fs = store.fsspec()
+    url = store.url(table)
+    root = url.split("://", 1)[1]
     for path in sorted(p for p in local.rglob("*") if p.is_file()):
-        fs.pipe_file(f"{BUCKET}/{table}/{path.relative_to(local).as_posix()}", path.read_bytes())
-    return store.url(table)
+        fs.pipe_file(f"{root}/{path.relative_to(local).as_posix()}", path.read_bytes())
+    return url
 
 
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
@@ -198,11 +204,11 @@ def test_compaction_and_purge_on_the_store_read_the_same_rows(
 def test_a_data_file_is_streamed_in_parts_and_appears_only_when_complete(
     store: StoreServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`create_new(..., unique_name=True)` (rewritten data files): on S3 and Azure the content
-    goes up in parts of STREAM_BLOCK_BYTES (5 MiB here, the smallest S3 part) instead of being
-    held whole (GCS through gcsfs' extended filesystem, the default, keeps the whole-file
-    upload); either way the object has exactly the bytes written, and a writer that fails
-    after parts went up leaves no object at all."""
+    """`create_new(..., unique_name=True)` (rewritten data files): on S3 and Azure, and on
+    GCS through the native client, the content goes up in parts of STREAM_BLOCK_BYTES (5 MiB
+    here, the smallest S3 part) instead of being held whole (GCS through gcsfs' extended
+    filesystem keeps the whole-file upload); either way the object has exactly the bytes
+    written, and a writer that fails after parts went up leaves no object at all."""
     import os
 
     from delta_ops.storage import table_storage
