@@ -9,18 +9,34 @@ Every request is forwarded unchanged (Host header included, so signatures hold) 
 forward, given the method, the path with query and the request body. The helpers below build
 S3's answers: 503 SlowDown for a whole request, and a DeleteObjects reply that lists keys as
 per-key errors (which S3 sends with status 200).
+
+`reset` (method, path with query) -> bool: for a request it accepts, the proxy forwards the
+request, starts the upstream answer (status, headers, half of the body) and then drops the
+connection: a reset in the middle of a body.
+
+`gcs_xml=True` puts fake-gcs-server behind the XML API that the native client (Rust
+object_store) writes with: fake-gcs serves reads, listings and deletes of it, but answers
+uploads of percent-encoded names as JSON-API uploads it cannot parse. The proxy turns a PUT
+(with its `x-goog-if-generation-match: 0`) into a JSON-API multipart upload with
+`ifGenerationMatch=0`, a copy into a JSON-API rewrite, and holds XML multipart uploads'
+parts until their completion uploads the whole object (an aborted or never completed upload
+leaves nothing). Preconditions are fake-gcs-server's own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import threading
+import uuid
 from collections.abc import Callable
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 Answer = Callable[[str, str, bytes], "tuple[int, bytes] | None"]
+Reset = Callable[[str, str], bool]
 
 SLOW_DOWN = (
     b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
@@ -51,11 +67,24 @@ def delete_errors(body: bytes, code: str) -> bytes:
 class StoreProxy:
     """The proxy, serving from a thread of its own until the block ends."""
 
-    def __init__(self, target: str, *, delay_s: float = 0.0, answer: Answer | None = None):
+    def __init__(
+        self,
+        target: str,
+        *,
+        delay_s: float = 0.0,
+        answer: Answer | None = None,
+        reset: Reset | None = None,
+        gcs_xml: bool = False,
+    ):
         self.target = target.rstrip("/")
         self.delay_s = delay_s
         self.answer = answer
+        self.reset = reset
+        self.gcs_xml = gcs_xml
+        self._uploads: dict[str, tuple[str, str, dict[int, bytes]]] = {}
         self.requests = 0
+        #: requests by kind ("GET list", "PUT", "POST delete", ...), for request counts
+        self.counts: dict[str, int] = {}
         self.url = ""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -101,6 +130,8 @@ class StoreProxy:
         assert isinstance(request, web.Request)
         body = await request.read()
         self.requests += 1
+        kind = request_kind(request.method, request.path_qs)
+        self.counts[kind] = self.counts.get(kind, 0) + 1
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         own = self.answer(request.method, request.path_qs, body) if self.answer else None
@@ -108,6 +139,13 @@ class StoreProxy:
             status, payload = own
             return web.Response(status=status, body=payload, content_type="application/xml")
         headers = {k: v for k, v in request.headers.items() if k.lower() not in ("content-length",)}
+        if self.gcs_xml:
+            headers["Host"] = urlsplit(self.target).netloc
+            translated = await self._gcs_xml(request.method, request.path_qs, headers, body)
+            if translated is not None:
+                return translated
+        if self.reset is not None and self.reset(request.method, request.path_qs):
+            return await self._reset_mid_body(request, headers, body)
         async with self._session.request(
             request.method,
             self.target + request.path_qs,
@@ -124,5 +162,131 @@ class StoreProxy:
                 return web.Response(status=upstream.status, headers=out)
             return web.Response(status=upstream.status, body=payload, headers=out)
 
+    async def _reset_mid_body(self, request: Any, headers: dict[str, str], body: bytes) -> Any:
+        from aiohttp import web
 
-__all__ = ["SLOW_DOWN", "StoreProxy", "delete_errors", "is_delete_objects"]
+        async with self._session.request(
+            request.method, self.target + request.path_qs, headers=headers, data=body
+        ) as upstream:
+            payload = await upstream.read()
+            drop = {"transfer-encoding", "connection", "content-length"}
+            out = {k: v for k, v in upstream.headers.items() if k.lower() not in drop}
+        response = web.StreamResponse(status=upstream.status, headers=out)
+        response.content_length = len(payload)
+        await response.prepare(request)
+        await response.write(payload[: len(payload) // 2])
+        assert request.transport is not None
+        request.transport.abort()  # the client sees the connection reset mid-body
+        return response
+
+    async def _gcs_xml(
+        self, method: str, path_qs: str, headers: dict[str, str], body: bytes
+    ) -> Any:
+        """fake-gcs-server's JSON API doing what an XML-API write asks (see the module
+        docstring); None for requests fake-gcs-server serves itself."""
+        from aiohttp import web
+
+        parts = urlsplit(path_qs)
+        query = parse_qs(parts.query, keep_blank_values=True)
+        bucket, _, encoded = parts.path.lstrip("/").partition("/")
+        name = unquote(encoded)
+        if not name or method not in ("PUT", "POST", "DELETE"):
+            return None
+        if method == "POST" and "uploads" in query:
+            upload = uuid.uuid4().hex
+            self._uploads[upload] = (bucket, name, {})
+            xml = (
+                f"<InitiateMultipartUploadResult><Bucket>{bucket}</Bucket><Key>{name}</Key>"
+                f"<UploadId>{upload}</UploadId></InitiateMultipartUploadResult>"
+            )
+            return web.Response(status=200, body=xml.encode(), content_type="application/xml")
+        if "uploadId" in query:
+            upload = query["uploadId"][0]
+            if upload not in self._uploads:
+                return web.Response(status=404, body=b"<Error><Code>NoSuchUpload</Code></Error>")
+            if method == "PUT":
+                number = int(query["partNumber"][0])
+                self._uploads[upload][2][number] = body
+                return web.Response(status=200, headers={"ETag": f'"part-{number}"'})
+            if method == "DELETE":
+                del self._uploads[upload]
+                return web.Response(status=204)
+            _bucket, _name, held = self._uploads.pop(upload)
+            data = b"".join(held[n] for n in sorted(held))
+            return await self._media_upload(bucket, name, data, headers, complete=True)
+        if method == "PUT" and "x-goog-copy-source" in {k.lower() for k in headers}:
+            source = next(v for k, v in headers.items() if k.lower() == "x-goog-copy-source")
+            source_bucket, _, source_name = unquote(source).lstrip("/").partition("/")
+            url = (
+                f"{self.target}/storage/v1/b/{source_bucket}/o/{quote(source_name, safe='')}"
+                f"/rewriteTo/b/{bucket}/o/{quote(name, safe='')}"
+            )
+            async with self._session.post(url, data=b"{}") as upstream:
+                payload = await upstream.read()
+            return web.Response(status=upstream.status, body=payload)
+        if method == "PUT":
+            return await self._media_upload(bucket, name, body, headers, complete=False)
+        return None
+
+    async def _media_upload(
+        self, bucket: str, name: str, data: bytes, headers: dict[str, str], *, complete: bool
+    ) -> Any:
+        from aiohttp import web
+
+        # a multipart (metadata + media) upload: fake-gcs-server checks ifGenerationMatch on
+        # it, not on a plain media upload
+        url = f"{self.target}/upload/storage/v1/b/{bucket}/o?uploadType=multipart"
+        lowered = {k.lower(): v for k, v in headers.items()}
+        if "x-goog-if-generation-match" in lowered:
+            url += f"&ifGenerationMatch={lowered['x-goog-if-generation-match']}"
+        boundary = uuid.uuid4().hex
+        related = (
+            (
+                f"--{boundary}\r\nContent-Type: application/json\r\n\r\n"
+                f"{json.dumps({'name': name})}\r\n--{boundary}\r\n"
+                "Content-Type: application/octet-stream\r\n\r\n"
+            ).encode()
+            + data
+            + f"\r\n--{boundary}--".encode()
+        )
+        async with self._session.post(
+            url,
+            data=related,
+            headers={"Content-Type": f"multipart/related; boundary={boundary}"},
+        ) as upstream:
+            payload = await upstream.read()
+        if upstream.status == 412:
+            error = b"<Error><Code>PreconditionFailed</Code></Error>"
+            return web.Response(status=412, body=error, content_type="application/xml")
+        if upstream.status >= 300:
+            return web.Response(status=upstream.status, body=payload)
+        created = json.loads(payload)
+        etag = f'"{created.get("etag", "")}"'
+        out = {"ETag": etag, "x-goog-generation": str(created.get("generation", ""))}
+        if complete:
+            xml = f"<CompleteMultipartUploadResult><ETag>{etag}</ETag></CompleteMultipartUploadResult>"
+            return web.Response(status=200, body=xml.encode(), headers=out)
+        return web.Response(status=200, headers=out)
+
+
+def request_kind(method: str, path_qs: str) -> str:
+    """What a request is, for the counts: its method, and for S3, Azure and GCS the kind of
+    listing, bulk delete or multipart step its query names."""
+    query = urlsplit(path_qs).query
+    for marker, name in (
+        ("list-type=2", "list"),
+        ("comp=list", "list"),
+        ("delete", "bulk delete"),
+        ("comp=batch", "bulk delete"),
+        ("uploads", "multipart start"),
+        ("partNumber", "multipart part"),
+        ("comp=block", "block"),
+        ("uploadId", "multipart end"),
+        ("comp=blocklist", "block list"),
+    ):
+        if re.search(rf"(^|&){re.escape(marker)}(=|&|$)", query) or marker in query.split("&"):
+            return f"{method} {name}"
+    return method
+
+
+__all__ = ["SLOW_DOWN", "StoreProxy", "delete_errors", "is_delete_objects", "request_kind"]

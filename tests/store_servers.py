@@ -49,6 +49,8 @@ class StoreServer:
     peer_options: dict[str, str]
     #: a folder in the bucket that every table of this StoreServer is under ("" none)
     namespace: str = ""
+    #: options that replace `options`' own for the native client (GCS: the XML shim)
+    native_options: dict[str, str] | None = None
 
     def url(self, table: str) -> str:
         return f"{self.scheme}://{BUCKET}/{self.namespace}{table}"
@@ -56,7 +58,9 @@ class StoreServer:
     def through(self, client: str) -> StoreServer:
         """The same server reached through delta-ops' `client` ("native": obstore, "fsspec"),
         its tables in a folder of their own, so both clients' runs never meet."""
-        return replace(self, options={**self.options, "client": client}, namespace=f"{client}/")
+        own = self.native_options if client == "native" and self.native_options else {}
+        options = {**self.options, **own, "client": client}
+        return replace(self, options=options, namespace=f"{client}/")
 
     def fsspec(self) -> Any:
         """An fsspec filesystem of the server, for tests to put and look at objects directly
@@ -154,7 +158,13 @@ def serve_gcs() -> Iterator[StoreServer]:
     args += ["-host", "127.0.0.1", "-port", str(port), "-log-level", "error"]
     # the XML API (which deltalake's client lists with) is served for this host only
     args += ["-external-url", endpoint, "-public-host", f"127.0.0.1:{port}"]
-    with _process(args, port), tempfile.TemporaryDirectory() as keys:
+    from tests.store_proxy import StoreProxy
+
+    with (
+        _process(args, port),
+        tempfile.TemporaryDirectory() as keys,
+        StoreProxy(endpoint, gcs_xml=True) as shim,
+    ):
         options = {"endpoint_url": endpoint, "token": "anon", "project": "test"}
         from gcsfs.core import GCSFileSystem
 
@@ -173,7 +183,10 @@ def serve_gcs() -> Iterator[StoreServer]:
             )
         )
         peer = {"google_service_account": str(account)}
-        yield StoreServer("gcs", "gs", endpoint, options, peer)
+        # the native client writes through the XML API, which fake-gcs-server takes only
+        # through the shim (tests/store_proxy.py, gcs_xml)
+        native = {"endpoint_url": shim.url}
+        yield StoreServer("gcs", "gs", endpoint, options, peer, native_options=native)
 
 
 SERVERS = {"s3": serve_s3, "azure": serve_azure, "gcs": serve_gcs}
