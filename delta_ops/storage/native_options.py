@@ -25,6 +25,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Literal
 
 from delta_ops.errors import InvalidLocation
@@ -80,6 +81,9 @@ class NativeSpec:
     client_options: dict[str, Any] = field(default_factory=dict)
     #: an obstore credential provider (an AWS profile), or None
     credential_provider: Any = None
+    #: obstore's RetryConfig: the storage options ``max_retries`` and ``retry_timeout``
+    #: (seconds), as deltalake takes them; obstore's defaults (10, 180 s) otherwise
+    retry: dict[str, Any] = field(default_factory=dict)
 
     @property
     def endpoint(self) -> str:
@@ -162,6 +166,18 @@ def native_spec(
         if name.lower() in CLIENT_OPTIONS:
             value = given.pop(name)
             client[name.lower()] = _flag(value) if name.lower() == "allow_http" else value
+    retry: dict[str, Any] = {}
+    for name in ("max_retries", "retry_timeout"):
+        if name in given:
+            value = given.pop(name)
+            try:
+                number = float(str(value).strip().rstrip("s"))
+            except ValueError:
+                raise InvalidLocation(f"storage option {name}={value!r}: a number") from None
+            if name == "max_retries":
+                retry[name] = int(number)
+            else:
+                retry[name] = timedelta(seconds=number)
     if _flag(given.pop("use_listings_cache", False)):
         raise Unmappable("use_listings_cache=true (the native client never caches listings)")
     if kind == "s3":
@@ -176,7 +192,7 @@ def native_spec(
     key_json = json.loads(config.get("service_account_key") or "{}") if kind == "gcs" else {}
     if str(key_json.get("gcs_base_url", "")).startswith("http://"):
         client.setdefault("allow_http", True)
-    return NativeSpec(kind, bucket, root, config, client, provider)
+    return NativeSpec(kind, bucket, root, config, client, provider, retry)
 
 
 # fsspec (s3fs) name -> obstore name

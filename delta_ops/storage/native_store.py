@@ -61,6 +61,8 @@ class NativeStore:
         kwargs: dict[str, Any] = {"config": dict(spec.config)}
         if spec.client_options:
             kwargs["client_options"] = dict(spec.client_options)
+        if spec.retry:
+            kwargs["retry_config"] = dict(spec.retry)
         if spec.credential_provider is not None:
             kwargs["credential_provider"] = spec.credential_provider
         with translated(spec.root):
