@@ -75,12 +75,16 @@ class StoreProxy:
         answer: Answer | None = None,
         reset: Reset | None = None,
         gcs_xml: bool = False,
+        drop_headers: frozenset[str] = frozenset(),
     ):
         self.target = target.rstrip("/")
         self.delay_s = delay_s
         self.answer = answer
         self.reset = reset
         self.gcs_xml = gcs_xml
+        #: request headers (lower case) the proxy does not forward: `if-none-match` makes
+        #: the server behind it one without conditional writes
+        self.drop_headers = drop_headers
         self._uploads: dict[str, tuple[str, str, dict[int, bytes]]] = {}
         self.requests = 0
         #: requests by kind ("GET list", "PUT", "POST delete", ...), for request counts
@@ -138,7 +142,8 @@ class StoreProxy:
         if own is not None:
             status, payload = own
             return web.Response(status=status, body=payload, content_type="application/xml")
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("content-length",)}
+        dropped = {"content-length", *self.drop_headers}
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in dropped}
         if self.gcs_xml:
             headers["Host"] = urlsplit(self.target).netloc
             translated = await self._gcs_xml(request.method, request.path_qs, headers, body)

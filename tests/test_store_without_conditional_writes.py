@@ -2,7 +2,8 @@
 refused with a message that says how to declare a single writer, and declaring it works.
 
 `plainmem://` is fsspec's real in-memory filesystem under a protocol delta-ops does not trust
-for exclusive creates, standing in for an S3-compatible server without conditional PUT.
+for exclusive creates, standing in for an S3-compatible server without conditional PUT. The
+native client's probe meets a real one: moto behind a proxy that drops `If-None-Match`.
 """
 
 from __future__ import annotations
@@ -64,3 +65,25 @@ def test_a_v2_checkpoint_completes_without_conditional_writes() -> None:
     sidecars = Storage.open(url).list_log("_sidecars")
     referenced = [n for n in result.written if n.startswith("_sidecars/")]
     assert len(sidecars) == len(referenced)  # nothing orphaned
+
+
+def test_the_native_probe_finds_a_server_that_ignores_if_none_match() -> None:
+    from delta_ops.storage import table_storage
+    from tests.store_proxy import StoreProxy
+    from tests.store_servers import serve_s3
+
+    with serve_s3() as s3, StoreProxy(s3.endpoint, drop_headers=frozenset({"if-none-match"})) as p:
+        table_storage._PROBED.clear()
+        options = {**s3.options, "endpoint_url": p.url, "client": "native"}
+        url = s3.url("no-conditional-put")
+        assert Storage.open(url, options).client == "native"
+        with pytest.raises(CommitRefused, match="single_writer=true"):
+            write_arrow(url, _rows(2), storage_options=options)
+        write_arrow(url, _rows(2), storage_options={**options, "single_writer": "true"})
+        assert load_snapshot(url, storage_options=options).version == 0
+        probes = [e for e in Storage.open(url, options).list_tree("_delta_log")]
+        assert not [e for e in probes if "probe" in e.name]  # removed after a failed probe
+        # the same server without the proxy honours it: probed once more, as its own endpoint
+        direct = {**s3.options, "client": "native"}
+        assert Storage.open(url, direct).supports_conditional_create
+        table_storage._PROBED.clear()
