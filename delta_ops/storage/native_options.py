@@ -240,7 +240,8 @@ def _s3(given: dict[str, Any], env: Mapping[str, str], bucket: str) -> tuple[dic
         "AWS_ACCESS_KEY_ID" in env and profile is None
     )
     if not config.get("skip_signature") and not has_keys:
-        from delta_ops.storage.aws_profile import profile_settings  # only for a profile
+        # AWS profiles (configparser) only for S3 tables without keys
+        from delta_ops.storage.aws_profile import profile_settings
 
         settings, provider = profile_settings(None if profile is None else str(profile), env)
         for name, value in settings.items():
@@ -249,7 +250,8 @@ def _s3(given: dict[str, Any], env: Mapping[str, str], bucket: str) -> tuple[dic
     elif profile is not None:
         raise Unmappable("profile together with key and secret")
     if not _has_region(config, env) and not _has_endpoint(config, env):
-        from delta_ops.storage.aws_profile import bucket_region  # AWS proper only
+        # http.client only to ask AWS proper for a bucket's region
+        from delta_ops.storage.aws_profile import bucket_region
 
         region = bucket_region(bucket)
         if region:
