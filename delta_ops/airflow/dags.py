@@ -1,0 +1,309 @@
+"""The DAG factory: a fleet of Delta tables maintained by Airflow, in one call per DAG.
+
+Airflow's counterpart of Dagster's `build_delta_maintenance_defs`:
+
+* :func:`build_delta_maintenance_dag`: per table a task group, ``[rewrites] ->
+  [enable_row_tracking] -> checkpoint -> cleanup -> vacuum``, each task one of
+  `delta_ops.airflow.operators`' operators, in a pool of the table's own (so two maintenance
+  tasks never work on one table at once, across DAGs too), retried with backoff for transient
+  errors only, skipped with the plan's reason when there is nothing to do, and reporting a
+  failure in one line (`delta_ops.airflow.alerts`). Each task's result is an event on its own
+  maintenance asset (``delta_maintenance/<name>/<table>/<action>``), which plots it over time;
+  a skipped step leaves none.
+* :func:`build_delta_commit_dags`: per table a DAG scheduled on the table's asset, which an
+  ``AssetWatcher`` (`delta_ops.airflow.triggers.DeltaCommitEventTrigger`) updates whenever
+  ``delta.checkpointInterval`` commits piled up: it checkpoints the table.
+
+Like Dagster's schedules and sensors, the DAGs start **paused**: deploying a DAG file never
+starts deleting files by itself (``start_automation=True`` to start them running). The pools
+must exist before the scheduler runs their tasks (Airflow does not create pools):
+``airflow pools import`` the file :func:`pools_file` writes, or ``airflow pools set`` each of
+:func:`pool_specs`. A DAG file::
+
+    from delta_ops.airflow.dags import build_delta_commit_dags, build_delta_maintenance_dag
+
+    maintenance = build_delta_maintenance_dag("/data/warehouse", name="lake",
+                                              options={"vacuum": {"retention": "7d"}})
+    commits = build_delta_commit_dags("/data/warehouse", name="lake")
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG, Asset, AssetWatcher, BaseOperator, TaskGroup, TriggerRule
+
+from delta_ops.airflow.alerts import Notifier, failure_callback
+from delta_ops.airflow.operators import operator_for
+from delta_ops.airflow.tables import DeltaTable, as_tables
+from delta_ops.airflow.triggers import DEFAULT_POLL_SECONDS, DeltaCommitEventTrigger
+from delta_ops.errors import InvalidValue
+from delta_ops.ops.registry import OPERATIONS
+
+#: what every table gets, in order, after its rewrites (and row-tracking backfill)
+CHAIN = ("checkpoint", "cleanup", "vacuum")
+#: operations that may run before the chain (``rewrites=``): they rewrite data files
+REWRITES = ("purge", "compact")
+DEFAULT_START = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+TAGS = ("delta-ops",)
+
+
+def pool_name(name: str, table: DeltaTable) -> str:
+    """One pool per table (``<name>__<table>``): its maintenance tasks never overlap."""
+    return f"{name}__{table.safe_name}"
+
+
+def task_id(operation: str) -> str:
+    """A task's id in its table's group: the operation's name (``enable_row_tracking``)."""
+    return operation.replace("-", "_")
+
+
+def table_asset(table: DeltaTable, watchers: Sequence[AssetWatcher] = ()) -> Asset:
+    """The table's asset, named by its URI as a pipeline's ``Asset(uri)`` would be."""
+    return Asset(uri=table.uri, name=table.uri, watchers=list(watchers))
+
+
+def maintenance_asset(name: str, table: DeltaTable, operation: str) -> Asset:
+    """The asset one maintenance step's results are events of."""
+    action = OPERATIONS[operation].action
+    return Asset(
+        name=f"delta_maintenance/{name}/{table.name}/{action}",
+        uri=f"x-delta-ops://{name}/{table.safe_name}/{action}",
+        group="delta_maintenance",
+    )
+
+
+def _default_args(
+    retries: int, retry_delay: dt.timedelta, notify: Notifier | None, base_url: str | None
+) -> dict[str, Any]:
+    return {
+        "owner": "delta-ops",
+        "retries": retries,
+        "retry_delay": retry_delay,
+        "retry_exponential_backoff": 2.0,
+        "on_failure_callback": failure_callback(notify, base_url=base_url),
+    }
+
+
+def _step(
+    operation: str,
+    table: DeltaTable,
+    *,
+    name: str,
+    delta_ops_conn_id: str | None,
+    storage_options: Mapping[str, Any] | None,
+    options: Mapping[str, Mapping[str, Any]],
+    dry_run: bool,
+    spark_conn_id: str | None,
+    pools: bool,
+) -> BaseOperator:
+    """One maintenance task of one table."""
+    operator = operator_for(operation)
+    return operator(
+        task_id=task_id(operation),
+        table=table.url,
+        table_name=table.name,
+        delta_ops_conn_id=table.delta_ops_conn_id or delta_ops_conn_id,
+        storage_options={**(storage_options or {}), **table.storage_options} or None,
+        dry_run=dry_run,
+        spark_conn_id=spark_conn_id,
+        pool=pool_name(name, table) if pools else None,
+        outlets=[maintenance_asset(name, table, operation)],
+        inlets=[table_asset(table)],
+        # a step runs when the steps before it succeeded or had nothing to do
+        trigger_rule=TriggerRule.NONE_FAILED,
+        **dict(options.get(operation, {})),
+    )
+
+
+def build_delta_maintenance_dag(
+    tables: Iterable[DeltaTable | str] | str,
+    *,
+    name: str = "delta",
+    dag_id: str | None = None,
+    schedule: str | None = "0 3 * * *",
+    start_date: dt.datetime = DEFAULT_START,
+    delta_ops_conn_id: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    rewrites: Sequence[str] = (),
+    dry_run: bool = False,
+    spark_conn_id: str | None = None,
+    pools: bool = True,
+    retries: int = 3,
+    retry_delay: dt.timedelta = dt.timedelta(seconds=30),
+    notify: Notifier | None = None,
+    base_url: str | None = None,
+    start_automation: bool = False,
+    tags: Sequence[str] = TAGS,
+) -> DAG:
+    """The maintenance DAG of a fleet of Delta tables.
+
+    Args:
+        tables: `DeltaTable`s, table URLs, or one warehouse root to discover tables in.
+        name: the fleet's name: the DAG's (``<name>_maintenance``), the pools' and the
+            maintenance assets' prefix, so several fleets live side by side.
+        dag_id: the DAG's id, if not ``<name>_maintenance``.
+        schedule: when it runs (a cron expression, a timetable, None for manual runs).
+        start_date: the first date a schedule counts from.
+        delta_ops_conn_id: the connection holding every table's storage options (a table's
+            own wins).
+        storage_options: options over the connection's, for every table (a table's win).
+        options: each operation's options, by its name
+            (``{"vacuum": {"retention": "7d", "engine": "spark"}}``), as the CLI takes them.
+        rewrites: operations to run before the chain (``"purge"``, ``"compact"``), in order.
+        dry_run: plan only: every task logs and returns its plan and changes nothing.
+        spark_conn_id: the Spark connection of the steps whose ``engine`` is ``spark``.
+        pools: put each table's steps in its own pool (create them: :func:`pools_file`).
+        retries: how often a step retries a retryable error (a concurrent commit, a store's
+            hiccup), with exponential backoff from `retry_delay`; other errors never retry.
+        retry_delay: the first retry's delay.
+        notify: called with a `MaintenanceFailure` for every failed step (they are logged
+            anyway).
+        base_url: the Airflow UI's address for the alerts' links (default: Airflow's own).
+        start_automation: the DAG starts running when deployed (default: paused).
+        tags: the DAG's tags.
+    """
+    targets = as_tables(tables)
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(OPERATIONS))
+    if unknown:
+        raise InvalidValue(f"options for unknown operations {unknown}; known: {sorted(OPERATIONS)}")
+    for rewrite in rewrites:
+        if rewrite not in REWRITES:
+            raise InvalidValue(f"rewrites: {rewrite!r} is not one of {', '.join(REWRITES)}")
+    with DAG(
+        dag_id or f"{name}_maintenance",
+        schedule=schedule,
+        start_date=start_date,
+        catchup=False,
+        max_active_runs=1,
+        is_paused_upon_creation=not start_automation,
+        default_args=_default_args(retries, retry_delay, notify, base_url),
+        tags=list(tags),
+        description=f"delta-ops maintenance of {len(targets)} Delta table(s)",
+        doc_md=__doc__,
+    ) as dag:
+        for table in targets:
+            with TaskGroup(group_id=table.safe_name, tooltip=f"maintenance of {table.url}"):
+                steps = [*rewrites]
+                if table.enable_row_tracking:
+                    steps.append("enable-row-tracking")
+                steps.extend(CHAIN)
+                previous: BaseOperator | None = None
+                for operation in steps:
+                    task = _step(
+                        operation,
+                        table,
+                        name=name,
+                        delta_ops_conn_id=delta_ops_conn_id,
+                        storage_options=storage_options,
+                        options=options,
+                        dry_run=dry_run,
+                        spark_conn_id=spark_conn_id,
+                        pools=pools,
+                    )
+                    if previous is not None:
+                        previous >> task
+                    previous = task
+    return dag
+
+
+def build_delta_commit_dags(
+    tables: Iterable[DeltaTable | str] | str,
+    *,
+    name: str = "delta",
+    delta_ops_conn_id: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+    min_commits: int | None = None,
+    poll_interval: float = DEFAULT_POLL_SECONDS,
+    spark_conn_id: str | None = None,
+    pools: bool = True,
+    retries: int = 3,
+    retry_delay: dt.timedelta = dt.timedelta(seconds=30),
+    notify: Notifier | None = None,
+    base_url: str | None = None,
+    start_automation: bool = False,
+    tags: Sequence[str] = TAGS,
+) -> list[DAG]:
+    """One DAG per table, ``<name>_<table>_checkpoint_on_commits``: scheduled on the table's
+    asset, which a `DeltaCommitEventTrigger` watcher updates once the commits since the last
+    checkpoint reach `min_commits` (default: the table's ``delta.checkpointInterval``); it
+    checkpoints the table (with `options`, the checkpoint's). The other arguments are
+    :func:`build_delta_maintenance_dag`'s."""
+    targets = as_tables(tables)
+    dags = []
+    for table in targets:
+        conn_id = table.delta_ops_conn_id or delta_ops_conn_id
+        merged = {**(storage_options or {}), **table.storage_options} or None
+        watcher = AssetWatcher(
+            name=f"{name}_{table.safe_name}_commits",
+            trigger=DeltaCommitEventTrigger(
+                table.url,
+                delta_ops_conn_id=conn_id,
+                storage_options=merged,
+                min_commits=min_commits,
+                poll_interval=poll_interval,
+            ),
+        )
+        with DAG(
+            f"{name}_{table.safe_name}_checkpoint_on_commits",
+            schedule=[table_asset(table, [watcher])],
+            start_date=DEFAULT_START,
+            catchup=False,
+            max_active_runs=1,
+            is_paused_upon_creation=not start_automation,
+            default_args=_default_args(retries, retry_delay, notify, base_url),
+            tags=list(tags),
+            description=f"delta-ops: checkpoint {table.name} when commits piled up",
+        ) as dag:
+            _step(
+                "checkpoint",
+                table,
+                name=name,
+                delta_ops_conn_id=delta_ops_conn_id,
+                storage_options=storage_options,
+                options={"checkpoint": dict(options or {})},
+                dry_run=False,
+                spark_conn_id=spark_conn_id,
+                pools=pools,
+            )
+        dags.append(dag)
+    return dags
+
+
+def pool_specs(*dags: DAG) -> dict[str, dict[str, Any]]:
+    """The pools the DAGs' tasks use (one slot each), as ``airflow pools import`` reads them."""
+    specs: dict[str, dict[str, Any]] = {}
+    for dag in dags:
+        for task in dag.tasks:
+            if task.pool and task.pool != "default_pool" and task.pool not in specs:
+                description = f"delta-ops: one maintenance step at a time ({task.pool})"
+                specs[task.pool] = {"slots": 1, "description": description}
+    return specs
+
+
+def pools_file(path: str | Path, *dags: DAG) -> Path:
+    """Write :func:`pool_specs` to `path` for ``airflow pools import PATH``."""
+    target = Path(path)
+    target.write_text(json.dumps(pool_specs(*dags), indent=2, sort_keys=True) + "\n")
+    return target
+
+
+__all__ = [
+    "CHAIN",
+    "REWRITES",
+    "build_delta_commit_dags",
+    "build_delta_maintenance_dag",
+    "maintenance_asset",
+    "pool_name",
+    "pool_specs",
+    "pools_file",
+    "table_asset",
+    "task_id",
+]

@@ -1,0 +1,307 @@
+"""One Airflow operator per delta-ops operation, generated from the operation registry.
+
+The CLI's subcommands and Dagster's jobs come from `delta_ops.ops.registry`; so do these
+operators, one class per operation, named after it: ``DeltaCheckpointOperator``,
+``DeltaCleanupOperator``, ``DeltaVacuumOperator``, ``DeltaEnableRowTrackingOperator``,
+``DeltaPurgeOperator``, ``DeltaCompactOperator``, and one for every operation added later
+(:data:`OPERATORS` maps each operation's name to its class). Each takes:
+
+* ``table``: the table's path or URL; ``delta_ops_conn_id`` and ``storage_options`` for an
+  object store (`delta_ops.airflow.hook`; given options win over the connection's);
+* the operation's options by their names, as the CLI's flags and Dagster's config take them
+  (``retention="7d"``, ``force=True``, ``target_size="256MB"``, ``engine="spark"``), parsed by
+  the same code: a bad value fails the DAG's import with the CLI's words (``--retention: ...``),
+  and a templated one (``"{{ params.retention }}"``) when the task runs. The CLI's own
+  conveniences (``--now``) are not offered, as in Dagster;
+* ``engine="spark"`` with ``spark_conn_id`` (`delta_ops.airflow.engines`), ``version`` for the
+  operations that act on a chosen version (checkpoint: the CLI's ``--version``), ``dry_run``.
+
+What a run does:
+
+* plans, and logs the plan as ``delta-ops <op> --dry-run`` prints it;
+* skips the task (``AirflowSkipException``, the plan's reason) when there is nothing to do, so
+  a run's grid shows real work only;
+* executes (not with ``dry_run=True``: then the plan is the result), logging progress of long
+  steps every ``progress_every_seconds``;
+* returns the result as plain data (`delta_ops.ops.results.to_data`, the CLI's ``--json``): the
+  task's XCom, and the ``extra`` of an event on each of the task's outlet assets. Lists longer
+  than ``max_listed`` (1000: a vacuum's deleted paths) are cut to their first entries and named
+  under ``truncated``; their counts stay whole;
+* fails without retrying on a delta-ops error that retrying cannot fix (a bad value, a feature
+  the table's protocol refuses: ``AirflowFailException`` naming the table and operation), and
+  lets a retryable one (a concurrent commit, a store's hiccup) through to the task's
+  ``retries``;
+* when the task is killed (``on_kill``: marked failed, cleared, timed out), cancels its Spark
+  jobs and stops at once with ``AirflowTaskTerminated``. Every operation writes in an order
+  where stopping at any point leaves a table every reader reads, and running it again
+  finishes the work (see the guarantees page).
+
+Example (a DAG file)::
+
+    from delta_ops.airflow.operators import DeltaVacuumOperator
+
+    DeltaVacuumOperator(task_id="vacuum_events", table="s3://lake/events",
+                        delta_ops_conn_id="lake_s3", retention="7d", retries=3)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import types
+from collections.abc import Mapping
+from typing import Any, ClassVar, NoReturn, cast
+
+from airflow.sdk import Asset, BaseOperator, Context
+from airflow.sdk.exceptions import (
+    AirflowFailException,
+    AirflowSkipException,
+    AirflowTaskTerminated,
+)
+
+from delta_ops.airflow.engines import build_engine, cancel_spark_jobs
+from delta_ops.airflow.hook import table_storage_options
+from delta_ops.errors import DeltaOpsError, InvalidValue
+from delta_ops.ops.engines import LOCAL, Engine
+from delta_ops.ops.operation import Operation, Option
+from delta_ops.ops.progress import LogLines, reporting
+from delta_ops.ops.registry import OPERATIONS
+from delta_ops.ops.results import to_data
+
+#: a value holding Jinja is parsed once Airflow has rendered it, when the task runs
+_TEMPLATE = re.compile(r"{{|{%")
+_PLAIN = (str, int, float, bool, type(None))
+#: lists in a result longer than this are cut in the XCom and asset events
+MAX_LISTED = 1000
+
+
+def operator_options(operation: Operation) -> tuple[Option, ...]:
+    """The options an operator takes: the registry's, less the CLI's own conveniences."""
+    return tuple(option for option in operation.options if not option.cli_only)
+
+
+def operator_name(operation: Operation) -> str:
+    """``enable-row-tracking`` -> ``DeltaEnableRowTrackingOperator``."""
+    words = re.split(r"[-_]", operation.name)
+    return "Delta" + "".join(word.capitalize() for word in words) + "Operator"
+
+
+def bounded(data: Mapping[str, Any], limit: int) -> dict[str, Any]:
+    """`data` with every list longer than `limit` cut to its first `limit` entries; the keys of
+    the cut lists under ``truncated``."""
+    out: dict[str, Any] = {}
+    cut = []
+    for key, value in data.items():
+        if isinstance(value, list) and len(value) > limit:
+            value = value[:limit]
+            cut.append(key)
+        out[key] = value
+    if cut:
+        out["truncated"] = cut
+    return out
+
+
+def _templated(value: Any) -> bool:
+    """True for a value Airflow renders or resolves later (Jinja text, an XComArg)."""
+    if isinstance(value, str):
+        return _TEMPLATE.search(value) is not None
+    return not isinstance(value, _PLAIN)
+
+
+class DeltaOperationOperator(BaseOperator):
+    """What every generated operator shares; :data:`OPERATORS` has one subclass per operation
+    (see the module's doc for the arguments and what a run does)."""
+
+    #: the registry's operation the subclass runs
+    operation: ClassVar[Operation]
+    ui_color = "#cde8f5"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        delta_ops_conn_id: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        dry_run: bool = False,
+        engine: str = "local",
+        spark_conn_id: str | None = None,
+        table_name: str | None = None,
+        max_listed: int = MAX_LISTED,
+        progress_every_seconds: float = 10.0,
+        **kwargs: Any,
+    ) -> None:
+        operation = self.operation
+        options = operator_options(operation)
+        given = {o.name: kwargs.pop(o.name) for o in options if o.name in kwargs}
+        # the version to act on, for an operation that takes one (the CLI's --version)
+        version = kwargs.pop("version", None) if operation.at_version else None
+        super().__init__(**kwargs)
+        self.table = table
+        self.delta_ops_conn_id = delta_ops_conn_id
+        self.storage_options = dict(storage_options) if storage_options else None
+        self.plan_only = dry_run  # `dry_run` is BaseOperator's method (render the templates)
+        self.spark_conn_id = spark_conn_id
+        if operation.at_version:
+            self.version = version
+        self.table_name = table_name
+        self.max_listed = max_listed
+        self.progress_every_seconds = progress_every_seconds
+        if any(o.name == "engine" for o in options):
+            given.setdefault("engine", engine)
+        elif engine != "local":
+            raise InvalidValue(f"{operation.name}: runs in this process; --engine is not an option")
+        for option in options:
+            setattr(self, option.name, given.get(option.name))
+        self._engine: Engine = LOCAL
+        self._working = False
+        self._check_values()
+
+    # ------------------------------------------------------------------ values
+    def _raw_options(self) -> dict[str, Any]:
+        return {o.name: getattr(self, o.name) for o in operator_options(self.operation)}
+
+    def _check_values(self) -> None:
+        """Parse every value that is not templated now, so a bad one fails the DAG's import
+        with the CLI's message (the rest are parsed when the task runs)."""
+        for option in operator_options(self.operation):
+            value = getattr(self, option.name)
+            if not _templated(value):
+                option.parse(value)
+        if self.operation.at_version and not _templated(self.version):
+            self._version()
+
+    def _version(self) -> int | None:
+        if not self.operation.at_version or self.version is None:
+            return None
+        try:
+            return int(str(self.version).strip())
+        except ValueError:
+            raise InvalidValue(f"--version: {self.version!r} is not a whole number") from None
+
+    @property
+    def display_name(self) -> str:
+        """The table as alerts and messages name it: `table_name`, else the path's last part."""
+        return self.table_name or os.path.basename(str(self.table).rstrip("/")) or str(self.table)
+
+    # ------------------------------------------------------------------ running
+    def execute(self, context: Context) -> dict[str, Any]:
+        operation = self.operation
+        self._working = True
+        try:
+            try:
+                values = operation.parse(self._raw_options())
+                self._engine = build_engine(values.get("engine", "local"), self.spark_conn_id)
+                options = table_storage_options(self.delta_ops_conn_id, self.storage_options)
+                loaded = operation.load(self.table, self._version(), options)
+                if self.plan_only:
+                    plan, warnings = operation.preview(loaded, values, self._engine)
+                else:
+                    plan, warnings = operation.plan(loaded, values, self._engine), []
+            except DeltaOpsError as exc:
+                self._fail(exc)
+            self.log.info("%s: %s", self.display_name, operation.describe_plan(plan))
+            for warning in warnings:
+                self.log.warning("%s", warning)
+            if plan.nothing_to_do:
+                raise AirflowSkipException(
+                    f"{self.display_name}: {operation.name}: nothing to do:"
+                    f" {operation.idle_reason(plan)}"
+                )
+            if self.plan_only:
+                data = {**to_data(plan), "dry_run": True, "warnings": warnings}
+            else:
+                data = {**to_data(self._execute(plan)), "dry_run": False}
+        finally:
+            self._working = False
+        data = bounded(data, self.max_listed)
+        self._record(context, data)
+        return data
+
+    def _execute(self, plan: Any) -> Any:
+        operation = self.operation
+        lines = LogLines(self.log.info, every_s=self.progress_every_seconds)
+        try:
+            with reporting(lines):
+                result = operation.execute(plan, self.log.info)
+        except DeltaOpsError as exc:
+            self._fail(exc)
+        self.log.info("%s: %s", self.display_name, operation.describe_result(result))
+        return result
+
+    def _fail(self, exc: DeltaOpsError) -> NoReturn:
+        """Re-raise a retryable error for the task's retries; fail the rest without retrying."""
+        if exc.retryable:
+            raise exc
+        raise AirflowFailException(
+            f"{self.display_name}: {self.operation.name} failed: {exc}"
+        ) from exc
+
+    def _record(self, context: Context, data: dict[str, Any]) -> None:
+        """The result in an event on each outlet asset (aliases get none)."""
+        for outlet in self.outlets:
+            if isinstance(outlet, Asset):
+                context["outlet_events"][outlet].extra.update(data)
+
+    def on_kill(self) -> None:
+        """Stop now: cancel the engine's Spark jobs, then end the task. Whatever the operation
+        had done stays readable (its writes are ordered for exactly this), and the next run
+        finishes the work."""
+        if not self._working:
+            return  # done already (a timeout calls this after the task stopped)
+        self._working = False
+        cancel_spark_jobs(self._engine)
+        raise AirflowTaskTerminated(
+            f"{self.display_name}: {self.operation.name} stopped by a kill; the table stays"
+            " readable, and the next run finishes the work"
+        )
+
+
+def _operator_class(operation: Operation) -> type[DeltaOperationOperator]:
+    names = tuple(o.name for o in operator_options(operation))
+    if operation.at_version and "version" in names:
+        raise TypeError(f"{operation.name}: an option named version clashes with --version")
+    at_version = ("version",) if operation.at_version else ()
+    name = operator_name(operation)
+    listed = "\n".join(
+        f"* ``{o.name}`` ({o.kind.value}): {o.help}" for o in operator_options(operation)
+    )
+    namespace = {
+        "operation": operation,
+        "template_fields": ("table", "storage_options", *at_version, *names),
+        "__doc__": f"delta-ops {operation.name}: {operation.help}\n\nOptions:\n\n{listed}\n",
+        "__module__": __name__,
+        "__qualname__": name,
+    }
+    # new_class makes it with the base's metaclass, as a class statement would
+    made = types.new_class(
+        name, (DeltaOperationOperator,), exec_body=lambda ns: ns.update(namespace)
+    )
+    return cast(type[DeltaOperationOperator], made)
+
+
+#: every registered operation's operator class, by the operation's name
+OPERATORS: dict[str, type[DeltaOperationOperator]] = {
+    name: _operator_class(operation) for name, operation in OPERATIONS.items()
+}
+globals().update({cls.__name__: cls for cls in OPERATORS.values()})
+
+
+def operator_for(name: str) -> type[DeltaOperationOperator]:
+    """The operator of a registered operation, by its CLI name (``vacuum``) or Dagster action
+    name (``log_cleanup``)."""
+    for operation_name, cls in OPERATORS.items():
+        if name in (operation_name, cls.operation.action):
+            return cls
+    raise InvalidValue(f"unknown operation {name!r}; known: {', '.join(sorted(OPERATORS))}")
+
+
+__all__ = [  # noqa: PLE0604 - the generated classes' names are only known at import
+    "MAX_LISTED",
+    "OPERATORS",
+    "DeltaOperationOperator",
+    "bounded",
+    "operator_for",
+    "operator_name",
+    "operator_options",
+    *sorted(cls.__name__ for cls in OPERATORS.values()),
+]

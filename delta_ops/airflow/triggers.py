@@ -1,0 +1,240 @@
+"""Triggers that watch a table's commits, reading only the new ones: a deferred task's, and an
+``AssetWatcher``'s.
+
+Both keep a cursor (the newest version seen and the checkpoint interval, as Dagster's commit
+sensor keeps one per table) and probe from it (`delta_ops.ops.probe.probe_commits`): each look
+checks for ``N+1.json``, ``N+2.json``, ... after the cursor, so it costs a few existence checks
+however long the log is. A table is *due* once the commits since its last checkpoint reach
+``min_commits`` (default: its ``delta.checkpointInterval``) and its protocol lets delta-ops
+checkpoint it.
+
+* :class:`DeltaCommitTrigger` (a ``BaseTrigger``): what `delta_ops.airflow.sensors`'s
+  deferrable sensor waits on; fires once, when the table is due (or its checkpoint is refused,
+  or the table cannot be read), and ends.
+* :class:`DeltaCommitEventTrigger` (a ``BaseEventTrigger``): runs for as long as the watcher
+  lives and fires once per due version, so a DAG scheduled on the table's asset checkpoints
+  after commits::
+
+    table = Asset("lake/events", uri="s3://lake/events", watchers=[AssetWatcher(
+        name="events_commits",
+        trigger=DeltaCommitEventTrigger("s3://lake/events", delta_ops_conn_id="lake_s3"),
+    )])
+
+Storage is read in a worker thread, so a slow store never blocks the triggerer's event loop;
+the connection is read with the hook's async method.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
+
+from delta_ops.airflow.hook import atable_storage_options
+from delta_ops.errors import DeltaOpsError
+from delta_ops.ops.probe import probe_commits
+from delta_ops.ops.registry import OPERATIONS
+from delta_ops.storage import Storage
+from delta_ops.table.snapshot import load_head
+
+DEFAULT_POLL_SECONDS = 30.0
+
+
+@dataclass
+class CommitWatch:
+    """One table's cursor between looks (blocking I/O: call :meth:`look` in a thread)."""
+
+    storage: Storage
+    min_commits: int | None = None
+    version: int | None = None
+    interval: int | None = None
+
+    def look(self) -> dict[str, Any]:
+        """The table's commits since its checkpoint, read from the cursor on; ``status`` is
+        ``due``, ``refused`` (due, but its protocol refuses a checkpoint: ``reason`` says why)
+        or ``waiting``."""
+        probe = probe_commits(
+            self.storage, known_version=self.version, known_interval=self.interval
+        )
+        self.version, self.interval = probe.latest_version, probe.checkpoint_interval
+        threshold = self.min_commits or probe.checkpoint_interval
+        data: dict[str, Any] = {
+            "status": "waiting",
+            "version": probe.latest_version,
+            "last_checkpoint_version": probe.last_checkpoint_version,
+            "commits_since_checkpoint": probe.commits_since_checkpoint,
+            "threshold": threshold,
+            "files_checked": probe.files_checked,
+        }
+        if probe.commits_since_checkpoint >= threshold:
+            head = load_head(self.storage, probe.latest_version)
+            refused = head.protocol.refusal(OPERATIONS["checkpoint"].needs)
+            data["status"] = "refused" if refused else "due"
+            if refused:
+                data["reason"] = refused
+        return data
+
+
+def _event(payload: dict[str, Any]) -> TriggerEvent:
+    """A trigger event carrying `payload` (plain data: the triggerer stores it as JSON)."""
+    return TriggerEvent(payload)  # type: ignore[no-untyped-call]  # Airflow's is untyped
+
+
+def describe(table: str, data: Mapping[str, Any]) -> str:
+    """One line for a look's result."""
+    return (
+        f"{table}: {data['commits_since_checkpoint']} commit(s) since checkpoint"
+        f" {data['last_checkpoint_version']}, at version {data['version']}; a checkpoint is due"
+        f" at {data['threshold']}: {data['status']}"
+    )
+
+
+class _CommitTriggerBase:
+    """The arguments both triggers take, and opening the table from them."""
+
+    def _set_arguments(
+        self,
+        table: str,
+        delta_ops_conn_id: str | None,
+        storage_options: Mapping[str, Any] | None,
+        min_commits: int | None,
+        poll_interval: float,
+    ) -> None:
+        self.table = table
+        self.delta_ops_conn_id = delta_ops_conn_id
+        self.storage_options = dict(storage_options) if storage_options else None
+        self.min_commits = min_commits
+        self.poll_interval = poll_interval
+
+    def _arguments(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "delta_ops_conn_id": self.delta_ops_conn_id,
+            "storage_options": self.storage_options,
+            "min_commits": self.min_commits,
+            "poll_interval": self.poll_interval,
+        }
+
+    async def _watch(self) -> CommitWatch:
+        options = await atable_storage_options(self.delta_ops_conn_id, self.storage_options)
+        storage = await asyncio.to_thread(Storage.open, self.table, options)
+        return CommitWatch(storage, self.min_commits)
+
+
+class DeltaCommitTrigger(_CommitTriggerBase, BaseTrigger):
+    """Fires once the table is due for a checkpoint, then ends (a deferred sensor's trigger).
+
+    The event's payload is the last look's data with ``table``; ``status`` ``error`` (with
+    ``error`` and ``retryable``) when the table cannot be read.
+
+    Args:
+        table: the table's path or URL.
+        delta_ops_conn_id: a connection holding its storage options (`delta_ops.airflow.hook`).
+        storage_options: options over the connection's.
+        min_commits: commits since the checkpoint that make it due (default: the table's
+            ``delta.checkpointInterval``).
+        poll_interval: seconds between looks.
+        known_version: the cursor a previous look left (the deferring sensor's).
+        known_interval: the checkpoint interval it read with it.
+    """
+
+    def __init__(
+        self,
+        table: str,
+        *,
+        delta_ops_conn_id: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        min_commits: int | None = None,
+        poll_interval: float = DEFAULT_POLL_SECONDS,
+        known_version: int | None = None,
+        known_interval: int | None = None,
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's base is untyped
+        self._set_arguments(table, delta_ops_conn_id, storage_options, min_commits, poll_interval)
+        self.known_version = known_version
+        self.known_interval = known_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{__name__}.DeltaCommitTrigger",
+            {
+                **self._arguments(),
+                "known_version": self.known_version,
+                "known_interval": self.known_interval,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        try:
+            watch = await self._watch()
+            watch.version, watch.interval = self.known_version, self.known_interval
+            while True:
+                data = await asyncio.to_thread(watch.look)
+                self.log.info("%s", describe(self.table, data))
+                if data["status"] != "waiting":
+                    yield _event({"table": self.table, **data})
+                    return
+                await asyncio.sleep(self.poll_interval)
+        except DeltaOpsError as exc:
+            yield _event(
+                {
+                    "table": self.table,
+                    "status": "error",
+                    "error": str(exc),
+                    "retryable": exc.retryable,
+                }
+            )
+
+
+class DeltaCommitEventTrigger(_CommitTriggerBase, BaseEventTrigger):
+    """Fires once per version at which the table is due for a checkpoint, for as long as it
+    runs (an ``AssetWatcher``'s trigger: each event is an asset event whose ``extra`` holds the
+    look's data under ``payload``). A table whose checkpoint is refused, or that cannot be read
+    (not created yet, a store's hiccup), is logged and looked at again; it fires nothing.
+
+    Args: as :class:`DeltaCommitTrigger`'s, without a cursor (the watcher keeps its own while
+    it runs; Airflow tells watchers apart by their arguments, so they must not change).
+    """
+
+    def __init__(
+        self,
+        table: str,
+        *,
+        delta_ops_conn_id: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        min_commits: int | None = None,
+        poll_interval: float = DEFAULT_POLL_SECONDS,
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's base is untyped
+        self._set_arguments(table, delta_ops_conn_id, storage_options, min_commits, poll_interval)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return f"{__name__}.DeltaCommitEventTrigger", self._arguments()
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        watch: CommitWatch | None = None
+        fired: int | None = None
+        said = ""
+        while True:
+            try:
+                watch = watch or await self._watch()
+                data = await asyncio.to_thread(watch.look)
+            except DeltaOpsError as exc:
+                if str(exc) != said:  # once per different problem, not every look
+                    self.log.warning("%s: cannot look at the commits: %s", self.table, exc)
+                said = str(exc)
+            else:
+                said = ""
+                if data["version"] != fired and data["status"] == "due":
+                    fired = data["version"]
+                    yield _event({"table": self.table, **data})
+                elif data["status"] == "refused" and data["version"] != fired:
+                    fired = data["version"]
+                    self.log.warning("%s: not checkpointed: %s", self.table, data["reason"])
+            await asyncio.sleep(self.poll_interval)
+
+
+__all__ = ["CommitWatch", "DeltaCommitEventTrigger", "DeltaCommitTrigger", "describe"]
