@@ -179,12 +179,13 @@ class NativeStore:
         return out
 
     def open_reader(self, path: str) -> BinaryIO:
-        """A seekable, buffered reader of an object (FileNotFoundError when missing)."""
-        import obstore
+        """A seekable, buffered reader of an object (FileNotFoundError when missing).
 
-        with translated(path):
-            handle = obstore.open_reader(self.store, self.key(path))
-        return io.BufferedReader(_RawReader(handle, path), buffer_size=1 << 20)
+        It starts with the object's last TAIL_BYTES (S3 and GCS: one suffix-range GET, which
+        also gives the size; Azure, which has no suffix ranges: a HEAD, then that range):
+        a small file (a commit, a checkpoint, a deletion vector) is then read whole in that
+        request, and a parquet reader finds its footer there; other bytes are ranged GETs."""
+        return io.BufferedReader(_TailReader(self, path), buffer_size=1 << 20)
 
     # ------------------------------------------------------------------------- writing
     def put(self, path: str, data: bytes, *, create: bool) -> None:
@@ -245,12 +246,43 @@ class NativeStore:
             obstore.delete(self.store, list(keys))
 
 
-class _RawReader(io.RawIOBase):
-    """obstore's ReadableFile as a raw binary stream Python's buffered reader takes."""
+#: what a reader fetches first: the object's tail (a parquet footer, or the whole file)
+TAIL_BYTES = 1 << 20
 
-    def __init__(self, handle: Any, path: str) -> None:
-        self._handle = handle
+
+class _TailReader(io.RawIOBase):
+    """An object as a raw, seekable binary stream: its tail fetched on opening, the rest by
+    ranged GETs (see `NativeStore.open_reader`)."""
+
+    def __init__(self, owner: NativeStore, path: str) -> None:
+        import obstore
+
+        self._owner = owner
         self._path = path
+        self._key = owner.key(path)
+        self._pos = 0
+        with translated(path):
+            try:
+                if owner.kind == "azure":
+                    raise NotImplementedError  # no suffix ranges on Azure
+                got = obstore.get(owner.store, self._key, options={"range": {"suffix": TAIL_BYTES}})
+                self.size = int(got.meta["size"])
+                self._tail_start = int(got.range[0])
+                self._tail = bytes(got.bytes())
+            except FileNotFoundError:
+                raise
+            except Exception:  # noqa: BLE001 - Azure, or an empty object (no range to answer)
+                self.size = int(obstore.head(owner.store, self._key)["size"])
+                self._tail_start = max(0, self.size - TAIL_BYTES)
+                self._tail = (
+                    bytes(
+                        obstore.get_range(
+                            owner.store, self._key, start=self._tail_start, end=self.size
+                        )
+                    )
+                    if self.size
+                    else b""
+                )
 
     def readable(self) -> bool:
         return True
@@ -259,23 +291,38 @@ class _RawReader(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int:
+        import obstore
+
         view = memoryview(buffer).cast("B")
-        with translated(self._path):
-            data = self._handle.read(len(view))
+        end = min(self.size, self._pos + len(view))
+        if end <= self._pos:
+            return 0
+        if self._pos >= self._tail_start:
+            data: Any = memoryview(self._tail)[
+                self._pos - self._tail_start : end - self._tail_start
+            ]
+        else:
+            end = min(end, self._tail_start) if end > self._tail_start else end
+            with translated(self._path):
+                data = obstore.get_range(self._owner.store, self._key, start=self._pos, end=end)
         n = len(data)
         view[:n] = memoryview(data)
+        self._pos += n
         return n
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        return int(self._handle.seek(offset, whence))
+        if whence == io.SEEK_SET:
+            self._pos = offset
+        elif whence == io.SEEK_CUR:
+            self._pos += offset
+        else:
+            self._pos = self.size + offset
+        if self._pos < 0:
+            raise ValueError("negative seek position")
+        return self._pos
 
     def tell(self) -> int:
-        return int(self._handle.tell())
-
-    def close(self) -> None:
-        if not self.closed:
-            self._handle.close()
-        super().close()
+        return self._pos
 
 
 class _Sink(io.RawIOBase):

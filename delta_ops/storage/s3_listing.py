@@ -12,7 +12,9 @@ similar numbers of keys. Every key under the prefix lands in exactly one range: 
 Two clients: s3fs (`list_in_ranges`, its raw `call_s3`) and the native client
 (`list_in_ranges_native`, obstore's listing from an offset, run in threads: the requests and
 the parsing of their replies happen in Rust, outside the GIL). A range ends at its last
-known key, so it asks for no page past it. Other stores list with one recursive listing.
+known key, so it asks for no page past it, and keeps the other keys of a page that holds
+skipped ones, jumping over a skipped prefix only when a page ends inside it. Other stores
+list with one recursive listing.
 """
 
 from __future__ import annotations
@@ -127,13 +129,15 @@ def list_in_ranges_native(
                     key = store.key(obj.path)
                     if last is not None and key > last:
                         return found
-                    skipped = next((j for p, j in jumps.items() if key.startswith(p)), None)
-                    if skipped is not None:
-                        restart = skipped
-                        break
+                    if any(key.startswith(p) for p in jumps):
+                        continue  # a skipped key: left out, the page's others are kept
                     found.append(ListedObject(key[len(prefix) :], obj.size, obj.modification_time))
                     if key == last:  # the range's end is a key that exists: no further page
                         return found
+                # a page ending inside a skipped prefix (a long log): jump past it instead
+                # of paging through it
+                tail = store.key(page[-1].path) if page else ""
+                restart = next((j for p, j in jumps.items() if tail.startswith(p)), None)
                 if restart is not None:
                     break
             if restart is None:
