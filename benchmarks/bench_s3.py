@@ -1,14 +1,20 @@
-"""Benchmark: maintenance on S3 with 20 ms added to every request (issue 13), against delta-rs.
+"""Benchmark: maintenance on an object store with 20 ms added to every request (issues 13, 28),
+against delta-rs.
 
-An S3 server (moto's, in this process) sits behind a proxy on loopback that delays every request
-by ``--latency-ms`` (20), as a real store's round trip would. The table: one commit adding
-N+1 files (N = 10,000 by default, tiny parquet files), one commit removing N of them 30 days ago.
+The store (``--store``: moto's S3 server, Azurite, fake-gcs-server; each in a process of its
+own, whose CPU time is reported per run so the server is seen not to be the floor) sits behind
+a proxy on loopback that delays every request by ``--latency-ms`` (20), as a real store's round
+trip would, and counts the requests of every run (by kind: listings, bulk deletes, PUTs, ...).
+delta-ops runs through ``--client`` (``native``: obstore, the default; ``fsspec``; or ``both``).
+On GCS both sides write through the test proxy's XML shim (fake-gcs-server takes object_store's
+XML uploads only through it). The table: one commit adding N+1 files (N = 10,000 by default,
+tiny parquet files), one commit removing N of them 30 days ago.
 
 - vacuum (full): ``delta-ops vacuum s3://... --mode full --retention 0h --force
   --in-flight-grace 0s`` against ``DeltaTable.vacuum(retention_hours=0, full=True,
   enforce_retention_duration=False, dry_run=False)``; after every run exactly the one live data
   file must be left, and both sides must have deleted the same N files.
-  Target: median wall ours/theirs <= 0.3.
+  Goal: median wall ours/theirs <= 0.5.
 - checkpoint: ``delta-ops checkpoint`` against ``DeltaTable.create_checkpoint()``. After every
   run the log is downloaded and the checkpoint put alone (with its ``_last_checkpoint``) into a
   scratch table, which ``deltalake`` must load with the state it loads from the two commits
@@ -23,9 +29,12 @@ Before every run (untimed) the table is restored through the server directly (no
 Each command runs as a fresh process (start-up included, as a scheduled job pays it). Every
 check runs before the op's ratio is printed; a difference prints ``MISMATCH: ...`` and exits 1.
 
-    python benchmarks/bench_s3.py [--runs 3] [--files 10000] [--latency-ms 20]
+    python benchmarks/bench_s3.py [--store s3|azure|gcs] [--client native|fsspec|both]
+        [--runs 3] [--files 10000] [--latency-ms 20]
 
-Exit status: 0 PASS (vacuum target met), 1 FAIL (target missed, or MISMATCH), 3 ours failed.
+Goals (issue 28): vacuum <= 0.5x delta-rs, checkpoint and cleanup <= 1.0x, client CPU <= 1.0x,
+requests per run <= delta-rs'. Exit status: 0 PASS (every goal met), 1 FAIL (a goal missed, or
+MISMATCH), 3 ours failed.
 """
 
 from __future__ import annotations
@@ -33,7 +42,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import logging
 import os
 import shutil
 import sys
@@ -61,7 +69,7 @@ from benchmarks.verify import (
     state_difference,
 )
 from tests.store_proxy import StoreProxy
-from tests.store_servers import serve_s3
+from tests.store_servers import BUCKET, StoreServer, serve_azure, serve_gcs, serve_s3_process
 
 DATA = ROOT / "benchmarks" / ".data"
 RESULTS = DATA / "results"
@@ -134,7 +142,7 @@ class Table:
 
     def _objects(self) -> list[str]:
         self.fs.invalidate_cache()
-        return list(self.fs.find(self.prefix))
+        return [p.lstrip("/") for p in self.fs.find(self.prefix)]
 
     def restore(self, data: bool) -> None:
         existing = self._objects()
@@ -244,6 +252,37 @@ class Verifier:
         return f"same work: both sides deleted the same {len(outcome)} {kind} files"
 
 
+def server_cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) the server process has used so far (0 when unknown)."""
+    if pid is None:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Counted:
+    """What the proxy and the server saw of each run of one side: requests (in all and by
+    kind) and the server's CPU time."""
+
+    def __init__(self) -> None:
+        self.requests: list[int] = []
+        self.kinds: list[dict[str, int]] = []
+        self.server_cpu_s: list[float] = []
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "requests_by_kind": self.kinds[-1] if self.kinds else {},
+            "server_cpu_s": self.server_cpu_s,
+        }
+
+    def summary(self) -> str:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted((self.kinds or [{}])[-1].items()))
+        cpu = sorted(self.server_cpu_s)[len(self.server_cpu_s) // 2] if self.server_cpu_s else 0
+        return f"requests {self.requests} ({kinds}); server CPU {cpu:.2f} s (median)"
+
+
 def _measure(
     label: str,
     cmd: list[str],
@@ -252,29 +291,48 @@ def _measure(
     table: Table,
     data: bool,
     verifier: Verifier,
-) -> Measurement:
+    proxy: StoreProxy,
+    server_pid: int | None,
+) -> tuple[Measurement, Counted]:
     """`runs` fresh-process runs, the table restored (untimed) before each and the run's work
-    checked by `verifier` after it (raises Mismatch)."""
+    checked by `verifier` after it (raises Mismatch); the proxy's and server's counts of each."""
     m = Measurement(label=label, cmd=cmd)
+    counted = Counted()
     for _ in range(runs):
         table.restore(data)
         before = table.listing()
+        requests, kinds, cpu = proxy.requests, dict(proxy.counts), server_cpu_s(server_pid)
         result = run_fresh(cmd, env=env, timeout=1800)
+        counted.requests.append(proxy.requests - requests)
+        counted.kinds.append(
+            {k: v - kinds.get(k, 0) for k, v in proxy.counts.items() if v - kinds.get(k, 0)}
+        )
+        counted.server_cpu_s.append(server_cpu_s(server_pid) - cpu)
         if not result.ok:
             m.error = result.error_summary()
-            return m
+            return m, counted
         verifier.check(label, before, table.listing())
-        print(f"  {label:<9} {result.wall_s:7.3f} s", flush=True)
+        print(
+            f"  {label:<16} {result.wall_s:7.3f} s  cpu {result.user_s + result.sys_s:6.3f} s"
+            f"  requests {counted.requests[-1]}",
+            flush=True,
+        )
         m.runs.append(result)
-    return m
+    return m, counted
+
+
+GOALS = {"vacuum": 0.5, "checkpoint": 1.0, "cleanup": 1.0}
+SERVERS = {"s3": serve_s3_process, "azure": serve_azure, "gcs": serve_gcs}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--store", choices=sorted(SERVERS), default="s3")
+    p.add_argument("--client", choices=["native", "fsspec", "both"], default="native")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--files", type=int, default=10_000)
     p.add_argument("--latency-ms", type=float, default=20.0)
-    p.add_argument("--target-wall", type=float, default=0.3)
+    p.add_argument("--ops", default="checkpoint,cleanup,vacuum")
     a = p.parse_args(argv)
     try:
         return run(a)
@@ -282,72 +340,127 @@ def main(argv: list[str] | None = None) -> int:
         return report_mismatch("bench_s3", exc)
 
 
+def _through(server: StoreServer, proxy: StoreProxy, client: str) -> dict[str, str]:
+    """Our storage options reaching the server through the delaying proxy."""
+    options = dict(server.through(client).options)
+    if server.name == "azure":
+        account = server.endpoint.rsplit("/", 1)[1]
+        options["connection_string"] = options["connection_string"].replace(
+            f"BlobEndpoint={server.endpoint};", f"BlobEndpoint={proxy.url}/{account};"
+        )
+    else:
+        options["endpoint_url"] = proxy.url
+    return options
+
+
+def _theirs(server: StoreServer, proxy: StoreProxy, scratch: Path) -> dict[str, str]:
+    """deltalake's storage options reaching the server through the delaying proxy."""
+    if server.name == "s3":
+        return {**server.peer_options, "AWS_ENDPOINT_URL": proxy.url}
+    if server.name == "azure":
+        account = server.endpoint.rsplit("/", 1)[1]
+        return {**server.peer_options, "AZURE_STORAGE_ENDPOINT": f"{proxy.url}/{account}"}
+    account_file = scratch / "gcs-through-proxy.json"
+    account_file.write_text(
+        json.dumps(
+            {
+                "gcs_base_url": proxy.url,
+                "disable_oauth": True,
+                "client_email": "",
+                "private_key": "",
+                "private_key_id": "",
+            }
+        )
+    )
+    return {"google_service_account": str(account_file)}
+
+
 def run(a: argparse.Namespace) -> int:
     """The benchmark; raises Mismatch when the sides did not do the same work."""
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
     env = {**os.environ, "AWS_EC2_METADATA_DISABLED": "true"}
     py = sys.executable
     summary: dict[str, Any] = {}
-    with serve_s3() as s3, StoreProxy(s3.endpoint, delay_s=a.latency_ms / 1000) as proxy:
-        import s3fs
-
-        direct = s3fs.S3FileSystem(**s3.options, use_listings_cache=False)
-        table = Table(direct, "lake/bench", a.files)
-        url = s3.url("bench")
-        ours_opts = {**s3.options, "endpoint_url": proxy.url}
-        theirs_opts = {**s3.peer_options, "AWS_ENDPOINT_URL": proxy.url}
-        flags = [arg for k, v in ours_opts.items() for arg in ("--storage-option", f"{k}={v}")]
-        print(f"restoring {a.files + 1} files on the server ...", flush=True)
-        table.restore(data=True)
-        comparisons = []
-        for op, extra in (
-            ("checkpoint", []),
-            ("cleanup", []),
-            (
-                "vacuum",
-                ["--mode", "full", "--retention", "0h", "--force", "--in-flight-grace", "0s"],
-            ),
-        ):
-            data = op == "vacuum"
-            ours_cmd = [py, "-m", "delta_ops.cli", op, url, "--json", *extra, *flags]
-            theirs_cmd = [
-                py,
-                "-c",
-                THEIRS_SCRIPT.format(op=THEIRS[op]),
-                url,
-                json.dumps(theirs_opts),
-            ]
-
-            print(f"{op} ({a.latency_ms:g} ms per request):", flush=True)
-            verifier = Verifier(op, table)
-            ours = _measure("delta-ops", ours_cmd, env, a.runs, table, data, verifier)
-            theirs = _measure("delta-rs", theirs_cmd, env, a.runs, table, data, verifier)
-            if ours.ok and theirs.ok:
-                print(verifier.describe(), flush=True)
-            comparison = Comparison(ours=ours, theirs=theirs, name=f"S3 {op}, {a.files} files")
-            print(format_result(comparison, a.target_wall if data else 1.0, None))
-            comparisons.append(comparison)
-            summary[op] = comparison.to_dict()
-        print(f"proxy requests in all: {proxy.requests}")
-    vacuum = comparisons[-1]
-    verdict = evaluate(vacuum, a.target_wall, None)
+    clients = ["native", "fsspec"] if a.client == "both" else [a.client]
+    passed = True
+    ours_failed = False
+    VERIFY.mkdir(parents=True, exist_ok=True)
+    with SERVERS[a.store]() as server:
+        # GCS: both sides write through the XML shim in front of fake-gcs-server
+        upstream = (server.native_options or {}).get("endpoint_url", server.endpoint)
+        if server.name != "gcs":
+            upstream = server.endpoint.rsplit("/", 1)[0] if server.name == "azure" else upstream
+        with StoreProxy(upstream, delay_s=a.latency_ms / 1000) as proxy:
+            direct = server.fsspec()
+            table = Table(direct, f"{BUCKET}/bench", a.files)
+            url = server.url("bench")
+            theirs_opts = _theirs(server, proxy, VERIFY)
+            print(f"restoring {a.files + 1} files on {server.name} ...", flush=True)
+            table.restore(data=True)
+            for op in a.ops.split(","):
+                extra = (
+                    ["--mode", "full", "--retention", "0h", "--force", "--in-flight-grace", "0s"]
+                    if op == "vacuum"
+                    else []
+                )
+                data = op == "vacuum"
+                print(f"{op} on {server.name} ({a.latency_ms:g} ms per request):", flush=True)
+                verifier = Verifier(op, table)
+                theirs_cmd = [py, "-c", THEIRS_SCRIPT.format(op=THEIRS[op]), url]
+                theirs_cmd.append(json.dumps(theirs_opts))
+                theirs, theirs_counted = _measure(
+                    "delta-rs", theirs_cmd, env, a.runs, table, data, verifier, proxy, server.pid
+                )
+                for client in clients:
+                    options = _through(server, proxy, client)
+                    flags = [
+                        x for k, v in options.items() for x in ("--storage-option", f"{k}={v}")
+                    ]
+                    ours_cmd = [py, "-m", "delta_ops.cli", op, url, "--json", *extra, *flags]
+                    label = f"delta-ops {client}"
+                    ours, counted = _measure(
+                        label, ours_cmd, env, a.runs, table, data, verifier, proxy, server.pid
+                    )
+                    if ours.ok and theirs.ok:
+                        print(verifier.describe(), flush=True)
+                    name = f"{server.name} {op}, {a.files} files, {client}"
+                    comparison = Comparison(ours=ours, theirs=theirs, name=name)
+                    print(format_result(comparison, GOALS[op], None))
+                    print(f"  ours:     {counted.summary()}")
+                    print(f"  delta-rs: {theirs_counted.summary()}")
+                    verdict = evaluate(comparison, GOALS[op], None)
+                    cpu_ok = ours.ok and theirs.ok and ours.median_cpu_s <= theirs.median_cpu_s
+                    fewer = max(counted.requests, default=0) <= min(
+                        theirs_counted.requests, default=0
+                    )
+                    print(
+                        f"  client CPU ours <= theirs: {cpu_ok}; requests ours <= theirs: {fewer}"
+                    )
+                    passed = passed and verdict.passed and cpu_ok and fewer
+                    ours_failed = ours_failed or not ours.ok
+                    summary[f"{op}/{client}"] = {
+                        **comparison.to_dict(),
+                        "ours_counts": counted.to_dict(),
+                        "theirs_counts": theirs_counted.to_dict(),
+                        "goal_wall_ratio": GOALS[op],
+                    }
+            print(f"proxy requests in all: {proxy.requests}")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "bench_s3.json").write_text(
+    (RESULTS / f"bench_{a.store}.json").write_text(
         json.dumps(
             {
+                "store": a.store,
                 "files": a.files,
                 "latency_ms": a.latency_ms,
                 "comparisons": summary,
-                "target_wall_ratio": a.target_wall,
-                "verdict": verdict.label,
+                "verdict": "PASS" if passed else "FAIL",
             },
             indent=2,
         )
         + "\n"
     )
-    if not vacuum.ours.ok:
+    if ours_failed:
         return 3
-    return 0 if verdict.passed else 1
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

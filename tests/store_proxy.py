@@ -195,7 +195,8 @@ class StoreProxy:
         query = parse_qs(parts.query, keep_blank_values=True)
         bucket, _, encoded = parts.path.lstrip("/").partition("/")
         name = unquote(encoded)
-        if not name or method not in ("PUT", "POST", "DELETE"):
+        json_api = parts.path.startswith(("/upload/", "/storage/", "/download/"))
+        if not name or json_api or method not in ("PUT", "POST", "DELETE"):
             return None
         if method == "POST" and "uploads" in query:
             upload = uuid.uuid4().hex

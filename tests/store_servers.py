@@ -51,6 +51,8 @@ class StoreServer:
     namespace: str = ""
     #: options that replace `options`' own for the native client (GCS: the XML shim)
     native_options: dict[str, str] | None = None
+    #: the server's own process (None: a thread of this one), for its CPU time
+    pid: int | None = None
 
     def url(self, table: str) -> str:
         return f"{self.scheme}://{BUCKET}/{self.namespace}{table}"
@@ -88,14 +90,37 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes] | None = None) -> No
 
 
 @contextmanager
-def _process(args: list[str], port: int) -> Iterator[None]:
+def _process(args: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for_port(port, proc)
-        yield
+        yield proc
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@contextmanager
+def serve_s3_process() -> Iterator[StoreServer]:
+    """moto's S3 server in a process of its own (benchmarks: its CPU time is its own)."""
+    import sys
+
+    port = free_port()
+    args = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    with _process(args, port) as proc:
+        endpoint = f"http://127.0.0.1:{port}"
+        options = {"endpoint_url": endpoint, "key": "testing", "secret": "testing"}
+        import s3fs
+
+        s3fs.S3FileSystem(**options).mkdir(BUCKET)
+        peer = {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+        }
+        yield StoreServer("s3", "s3", endpoint, options, peer, pid=proc.pid)
 
 
 @contextmanager
@@ -130,7 +155,7 @@ def serve_azure() -> Iterator[StoreServer]:
     port = free_port()
     args = [str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", str(port)]
     args += ["--inMemoryPersistence", "--skipApiVersionCheck", "--silent"]
-    with _process(args, port):
+    with _process(args, port) as proc:
         endpoint = f"http://127.0.0.1:{port}/{AZURE_ACCOUNT}"
         connection = (
             f"DefaultEndpointsProtocol=http;AccountName={AZURE_ACCOUNT};"
@@ -145,7 +170,8 @@ def serve_azure() -> Iterator[StoreServer]:
             "AZURE_STORAGE_ENDPOINT": endpoint,
             "allow_http": "true",
         }
-        yield StoreServer("azure", "az", endpoint, {"connection_string": connection}, peer)
+        options = {"connection_string": connection}
+        yield StoreServer("azure", "az", endpoint, options, peer, pid=proc.pid)
 
 
 @contextmanager
@@ -161,7 +187,7 @@ def serve_gcs() -> Iterator[StoreServer]:
     from tests.store_proxy import StoreProxy
 
     with (
-        _process(args, port),
+        _process(args, port) as proc,
         tempfile.TemporaryDirectory() as keys,
         StoreProxy(endpoint, gcs_xml=True) as shim,
     ):
@@ -186,7 +212,9 @@ def serve_gcs() -> Iterator[StoreServer]:
         # the native client writes through the XML API, which fake-gcs-server takes only
         # through the shim (tests/store_proxy.py, gcs_xml)
         native = {"endpoint_url": shim.url}
-        yield StoreServer("gcs", "gs", endpoint, options, peer, native_options=native)
+        yield StoreServer(
+            "gcs", "gs", endpoint, options, peer, native_options=native, pid=proc.pid
+        )
 
 
 SERVERS = {"s3": serve_s3, "azure": serve_azure, "gcs": serve_gcs}
