@@ -45,6 +45,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -54,16 +55,19 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from delta_ops.clock import fixed_wall_clock
-from delta_ops.errors import DeltaOpsError, RetentionTooShort
+from delta_ops.errors import DataFileError, DeltaOpsError, RetentionTooShort, VersionNotFound
 from delta_ops.ops.checkpoint import execute_checkpoint, plan_checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.compact import execute_compact, plan_compact
 from delta_ops.ops.purge import execute_purge, plan_purge
+from delta_ops.ops.restore import execute_restore, plan_restore
 from delta_ops.ops.row_tracking import execute_enable_row_tracking, plan_enable_row_tracking
 from delta_ops.ops.vacuum import DEFAULT_IN_FLIGHT_GRACE_MS, execute_vacuum, plan_vacuum
 from delta_ops.protocol.deletion_vectors import (
+    DeletionVectorDescriptor,
     encode_deletion_vector_file,
     inline_descriptor,
+    load_deletion_vector,
     z85_encode,
 )
 from delta_ops.table.snapshot import load_snapshot
@@ -632,6 +636,46 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self._assert_readable(self.promised, "the row-tracking backfill")
         files = load_snapshot(self.path).files
         assert files.column("baseRowId").null_count == 0
+
+    @rule(pick=st.integers(0, 1000))
+    def restore(self, pick: int) -> None:
+        """Restore an older version: the new latest reads exactly as that version did and every
+        promised version still reads. A version whose files a vacuum took, or whose log a
+        cleanup took, is refused with nothing written."""
+        target = sorted(self.rows)[pick % len(self.rows)]
+        before = load_snapshot(self.path).version
+        try:
+            self._ours(
+                lambda: execute_restore(plan_restore(load_snapshot(self.path), version=target))
+            )
+        except (DataFileError, VersionNotFound) as exc:
+            assert load_snapshot(self.path).version == before, f"a refused restore wrote: {exc}"
+            return
+        latest = self._latest()
+        if latest != before:
+            self.rows[latest] = self.rows[target]  # _ours assumed our commit changes no rows
+            self._deleted_rows_now()
+        assert _rows(self.path, latest) == self.rows[target], f"restore of {target}"
+        self._assert_readable(self.promised, f"a restore of version {target}")
+
+    def _deleted_rows_now(self) -> None:
+        """The rows each live file's deletion vector deletes, as the log says now (a restore
+        put back older vectors)."""
+        files = load_snapshot(self.path).files.select(["path", "deletionVector"]).to_pylist()
+        fs = fsspec.filesystem("file")
+        self.deleted = {
+            f["path"]: set(
+                load_deletion_vector(
+                    DeletionVectorDescriptor.from_dict(
+                        {k: v for k, v in f["deletionVector"].items() if v is not None}
+                    ),
+                    str(self.path),
+                    fs,
+                )
+            )
+            for f in files
+            if f["deletionVector"] is not None
+        }
 
     # ------------------------------------------------------------------ compound steps
     # What loses data takes several steps in one order; these make such orders common.

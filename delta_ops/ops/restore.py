@@ -123,9 +123,7 @@ def plan_restore(
     restored = then_files.filter(pc.invert(pc.is_in(then_keys, value_set=now_keys)))
     removed = now_files.filter(pc.invert(pc.is_in(now_keys, value_set=then_keys)))
     _require_on_storage(storage, restored, version)
-    metadata_changed = (
-        target.metadata.to_action() != snapshot.metadata.to_action() and version != snapshot.version
-    )
+    metadata = _metadata_after(snapshot, target)
     return RestorePlan(
         table=storage.url,
         version=snapshot.version,
@@ -135,7 +133,7 @@ def plan_restore(
         bytes_to_restore=_bytes(restored),
         files_to_remove=removed.num_rows,
         bytes_to_remove=_bytes(removed),
-        restores_metadata=metadata_changed,
+        restores_metadata=metadata is not None,
         new_protocol=_protocol_after(snapshot.protocol, target.protocol),
         snapshot=snapshot,
         target=target,
@@ -187,6 +185,23 @@ def _exists(storage: Storage, path: str) -> bool:
     return storage.exists(path)
 
 
+#: properties that stay as they are now: row tracking, once on, stays on with the same
+#: materialized columns (a restored file's row ids live in them), as the protocol stays
+KEPT_PROPERTIES = ("delta.enableRowTracking", "delta.rowTracking")
+
+
+def _metadata_after(snapshot: Snapshot, target: Snapshot) -> dict[str, Any] | None:
+    """N's metaData (schema, partitioning, properties) with the table's id and the kept
+    properties of now; None when that is the latest's own."""
+    now = snapshot.metadata.to_action()
+    then = target.metadata.to_action()
+    kept = {k: v for k, v in now.get("configuration", {}).items() if k.startswith(KEPT_PROPERTIES)}
+    restored = then.get("configuration", {}).items()
+    configuration = {k: v for k, v in restored if not k.startswith(KEPT_PROPERTIES)} | kept
+    after = {**then, "id": now["id"], "configuration": configuration}
+    return None if after == now else after
+
+
 def _protocol_after(now: Protocol, then: Protocol) -> dict[str, Any] | None:
     """The protocol after the restore: the latest's, with any feature N had that it lacks
     (a feature dropped since N); None when that is the latest's own."""
@@ -216,8 +231,8 @@ def execute_restore(plan: RestorePlan) -> RestoreResult:
     txn = Transaction(snapshot, operation="RESTORE", parameters=parameters, purpose=Access.WRITE)
     if plan.new_protocol is not None:
         txn.add_action({"protocol": plan.new_protocol})
-    if plan.restores_metadata:
-        metadata = {**plan.target.metadata.to_action(), "id": snapshot.metadata.to_action()["id"]}
+    metadata = _metadata_after(snapshot, plan.target)
+    if metadata is not None:
         txn.add_action({"metaData": metadata})
     removed_paths = plan.removed.column("path").to_pylist()
     with_stats = snapshot.files.filter(
