@@ -26,6 +26,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 )
 
 from delta_ops.errors import MissingExtra
+from delta_ops.ops.failure_notice import failure_line
 
 TABLE_TAG = "delta_ops/table"
 WEBSERVER_URL_ENV = "DAGSTER_WEBSERVER_URL"
@@ -46,10 +47,12 @@ class MaintenanceFailure:
 
     @property
     def message(self) -> str:
-        """One line: table, job and step, the error, and where to look."""
-        where = f" (step {self.step})" if self.step else ""
+        """One line: table, job and step, the error, and where to look (the same line
+        Airflow's failure callback gives, `delta_ops.ops.failure_notice`)."""
         link = self.run_url or f"run {self.run_id}"
-        return f"delta-ops: {self.job}{where} failed for {self.table}: {self.error} | {link}"
+        return failure_line(
+            job=self.job, step=self.step, table=self.table, error=self.error, link=link
+        )
 
 
 Notifier: TypeAlias = Callable[[MaintenanceFailure], None]
