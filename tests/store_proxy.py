@@ -20,7 +20,8 @@ uploads of percent-encoded names as JSON-API uploads it cannot parse. The proxy 
 (with its `x-goog-if-generation-match: 0`) into a JSON-API multipart upload with
 `ifGenerationMatch=0`, a copy into a JSON-API rewrite, and holds XML multipart uploads'
 parts until their completion uploads the whole object (an aborted or never completed upload
-leaves nothing). Preconditions are fake-gcs-server's own.
+leaves nothing), and applies a listing's `start-after`, which fake-gcs-server ignores.
+Preconditions are fake-gcs-server's own.
 """
 
 from __future__ import annotations
@@ -195,6 +196,8 @@ class StoreProxy:
         query = parse_qs(parts.query, keep_blank_values=True)
         bucket, _, encoded = parts.path.lstrip("/").partition("/")
         name = unquote(encoded)
+        if method == "GET" and "start-after" in query and "list-type" in query:
+            return await self._listing_after(path_qs, headers, query["start-after"][0])
         json_api = parts.path.startswith(("/upload/", "/storage/", "/download/"))
         if not name or json_api or method not in ("PUT", "POST", "DELETE"):
             return None
@@ -233,6 +236,22 @@ class StoreProxy:
         if method == "PUT":
             return await self._media_upload(bucket, name, body, headers, complete=False)
         return None
+
+    async def _listing_after(self, path_qs: str, headers: dict[str, str], after: str) -> Any:
+        """An XML listing from `start-after`, which fake-gcs-server ignores: its answer with
+        the keys up to `after` left out."""
+        from aiohttp import web
+
+        async with self._session.get(self.target + path_qs, headers=headers) as upstream:
+            payload = (await upstream.read()).decode()
+            status = upstream.status
+
+        def kept(match: re.Match[str]) -> str:
+            key = re.search(r"<Key>(.*?)</Key>", match.group(0))
+            return match.group(0) if key is None or unquote(key.group(1)) > after else ""
+
+        body = re.sub(r"<Contents>.*?</Contents>", kept, payload, flags=re.DOTALL)
+        return web.Response(status=status, body=body.encode(), content_type="application/xml")
 
     async def _media_upload(
         self, bucket: str, name: str, data: bytes, headers: dict[str, str], *, complete: bool
