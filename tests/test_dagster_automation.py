@@ -21,6 +21,7 @@ from delta_ops.dagster import (
 from delta_ops.dagster.alerts import MaintenanceFailure, slack_notifier
 from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.ops.probe import probe_commits
+from delta_ops.ops.registry import OPERATIONS
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import Transaction
@@ -385,14 +386,10 @@ def test_run_failure_sensor_reports_failed_maintenance_runs(tmp_path, caplog):
     sensor = defs.resolve_sensor_def("f_run_failure_sensor")
     assert isinstance(sensor, dg.RunStatusSensorDefinition)
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
-    assert {j.name for j in sensor._monitored_jobs} == {
+    every_operation = {f"f_{op.action}_job" for op in OPERATIONS.values()}  # one job each
+    assert {"f_checkpoint_job", "f_log_cleanup_job", "f_repair_job"} <= every_operation
+    assert {j.name for j in sensor._monitored_jobs} == every_operation | {
         "f_maintenance_assets_job",
-        "f_checkpoint_job",
-        "f_log_cleanup_job",
-        "f_vacuum_job",
-        "f_row_tracking_job",
-        "f_purge_job",
-        "f_compact_job",
         "f_maintenance_job",
     }
     instance = dg.DagsterInstance.ephemeral()
