@@ -55,6 +55,7 @@ from delta_ops.ops.checkpoint import IN_PROGRESS_GRACE_MS, checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.compact import execute_compact, plan_compact
 from delta_ops.ops.purge import execute_purge, plan_purge
+from delta_ops.ops.restore import execute_restore, plan_restore
 from delta_ops.ops.row_tracking import execute_enable_row_tracking, plan_enable_row_tracking
 from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
 from delta_ops.table.snapshot import load_snapshot
@@ -360,6 +361,9 @@ class Op:
 
     run: Callable[[str, dict[str, Any] | None, int], Any]
     promised: Callable[[History], list[int]]
+    #: the version whose rows the latest reads once the op has finished (None: the history's
+    #: latest, as for every op but a restore); until then the latest reads as before
+    reads_as: Callable[[History], int] | None = None
 
 
 def _every_version(h: History) -> list[int]:
@@ -402,6 +406,15 @@ def _compact(url: str, so: dict[str, Any] | None, now: int = 0) -> Any:
     return execute_compact(plan_compact(load_snapshot(url, storage_options=so)))
 
 
+#: the version a restore goes back to: inside the file retention, deletion vectors changed since
+RESTORED_VERSION = 14
+
+
+def _restore(url: str, so: dict[str, Any] | None, now: int = 0) -> Any:
+    snapshot = load_snapshot(url, storage_options=so)
+    return execute_restore(plan_restore(snapshot, version=RESTORED_VERSION))
+
+
 OPS: dict[str, Op] = {
     "checkpoint": Op(lambda url, so, now: checkpoint(url, storage_options=so), _every_version),
     # the re-run finds the crashed run's young parts: it would wait up to 30 s for them to
@@ -420,6 +433,8 @@ OPS: dict[str, Op] = {
     "enable-row-tracking": Op(_row_tracking, _every_version),
     "purge": Op(_purge, _every_version),
     "compact": Op(_compact, _every_version),
+    # deletes nothing: every version stays readable, and the latest reads as version 14 did
+    "restore": Op(_restore, _every_version, reads_as=lambda h: RESTORED_VERSION),
 }
 
 
@@ -446,6 +461,9 @@ def _end_state(path: Path, op: str) -> Any:
             if p.is_file() and "_delta_log" not in p.parts
         )
         return data, rows
+    if op == "restore":
+        assert rows == deltalake_rows(path, version=RESTORED_VERSION), "restore: rows"
+        return snapshot.num_files, rows
     if op in ("purge", "compact"):
         files = snapshot.file_index
         with_dv = files.num_rows - files.column("deletionVector").null_count
@@ -530,7 +548,10 @@ def _check_promises(table: Path, h: History, op: str, moment: str) -> None:
         assert deltalake_rows(table, version=version) == h.rows[version], (
             f"{op}: version {version} {moment}"
         )
-    assert _duckdb_rows(table) == h.rows[h.latest], f"{op}: DuckDB's latest {moment}"
+    latest = _duckdb_rows(table)
+    finished = OPS[op].reads_as
+    readings = [h.rows[h.latest]] + ([h.rows[finished(h)]] if finished is not None else [])
+    assert latest in readings, f"{op}: DuckDB's latest {moment}"
     load_snapshot(table)
     _log_files_whole(table)
     missing = [f for f in h.keep if f not in h.gone.get(op, ()) and not (table / f).exists()]
