@@ -51,11 +51,6 @@ def clamp(requested_ms: int | None) -> Clamped:
     return Clamped(wall, requested_ms)
 
 
-def bounded(requested_ms: int | None) -> int:
-    """The clamped moment alone (:func:`clamp`)."""
-    return clamp(requested_ms).now_ms
-
-
 @contextmanager
 def fixed_wall_clock(ms: int, *, all_threads: bool = False) -> Iterator[None]:
     """Pretend the wall clock reads `ms` inside the block (this thread, or every thread)."""

@@ -82,7 +82,7 @@ MUTANTS = (
     Mutant(
         "vacuum-future-now-not-clamped",
         "delta_ops/ops/vacuum.py",
-        "    now_ms = clock.bounded(now_ms)  # never more destructive than the real clock\n",
+        "    now_ms = clamped.now_ms\n",
         "",
     ),
     Mutant(
@@ -100,8 +100,8 @@ MUTANTS = (
     Mutant(
         "cleanup-future-now-not-clamped",
         "delta_ops/ops/cleanup.py",
-        "    effective = clock.bounded(now_ms)\n",
-        "    effective = now_ms\n",
+        "    plan = _plan_cleanup(snapshot, clamped.now_ms, retention_ms)\n",
+        "    plan = _plan_cleanup(snapshot, now_ms, retention_ms)\n",
     ),
     Mutant(
         "rewrite-removes-dated-a-week-early",
@@ -209,6 +209,20 @@ MUTANTS = (
         "delta_ops/ops/cleanup.py",
         "    cutoff = truncate_to_utc_day(now_ms - retention)\n",
         "    cutoff = truncate_to_utc_day(now_ms - retention) + 86_400_000\n",
+    ),
+    # ---- written with restore (issue 30): the suite gained it in both the model and the sweep
+    Mutant(
+        "restore-compares-paths-alone",
+        "delta_ops/ops/restore.py",
+        '    joined: pa.Array = pc.binary_join_element_wise(paths, dv_ids, "\\x00")\n',
+        "    joined: pa.Array = paths\n",
+    ),
+    Mutant(
+        "restore-keeps-files-written-since",
+        "delta_ops/ops/restore.py",
+        "    removes = encode_removes(removed, deletion_timestamp=clock.now_ms(), data_change=True)\n",
+        "    removes = encode_removes(removed.slice(0, 0), deletion_timestamp=clock.now_ms(),"
+        " data_change=True)\n",
     ),
 )
 
