@@ -156,8 +156,9 @@ class StoreProxy:
             request.method,
             self.target + request.path_qs,
             headers=headers,
-            data=body,
+            data=body or None,  # no Content-Length: 0 the client did not sign
             allow_redirects=False,
+            skip_auto_headers=_unsent(headers),
         ) as upstream:
             payload = await upstream.read()
             drop = {"transfer-encoding", "connection"}
@@ -172,7 +173,11 @@ class StoreProxy:
         from aiohttp import web
 
         async with self._session.request(
-            request.method, self.target + request.path_qs, headers=headers, data=body
+            request.method,
+            self.target + request.path_qs,
+            headers=headers,
+            data=body or None,
+            skip_auto_headers=_unsent(headers),
         ) as upstream:
             payload = await upstream.read()
             drop = {"transfer-encoding", "connection", "content-length"}
@@ -292,6 +297,12 @@ class StoreProxy:
             xml = f"<CompleteMultipartUploadResult><ETag>{etag}</ETag></CompleteMultipartUploadResult>"
             return web.Response(status=200, body=xml.encode(), headers=out)
         return web.Response(status=200, headers=out)
+
+
+def _unsent(headers: dict[str, str]) -> tuple[str, ...]:
+    """Headers aiohttp would add that the client did not send: Azure's shared-key signature
+    covers Content-Type, so an added one makes the server refuse the request."""
+    return () if any(k.lower() == "content-type" for k in headers) else ("Content-Type",)
 
 
 def request_kind(method: str, path_qs: str) -> str:
