@@ -20,7 +20,8 @@ uploads of percent-encoded names as JSON-API uploads it cannot parse. The proxy 
 (with its `x-goog-if-generation-match: 0`) into a JSON-API multipart upload with
 `ifGenerationMatch=0`, a copy into a JSON-API rewrite, and holds XML multipart uploads'
 parts until their completion uploads the whole object (an aborted or never completed upload
-leaves nothing), and applies a listing's `start-after`, which fake-gcs-server ignores.
+leaves nothing), and applies a listing's `start-after`, which fake-gcs-server ignores (and
+every proxy applies an Azure listing's `startFrom`, which Azurite ignores).
 Preconditions are fake-gcs-server's own.
 """
 
@@ -150,6 +151,11 @@ class StoreProxy:
             translated = await self._gcs_xml(request.method, request.path_qs, headers, body)
             if translated is not None:
                 return translated
+        if request.method == "GET" and "startFrom=" in request.path_qs:
+            start = parse_qs(urlsplit(request.path_qs).query).get("startFrom", [""])[0]
+            return await self._listing_after(
+                request.path_qs, headers, start, entry="Blob", name="Name", inclusive=True
+            )
         if self.reset is not None and self.reset(request.method, request.path_qs):
             return await self._reset_mid_body(request, headers, body)
         async with self._session.request(
@@ -242,9 +248,18 @@ class StoreProxy:
             return await self._media_upload(bucket, name, body, headers, complete=False)
         return None
 
-    async def _listing_after(self, path_qs: str, headers: dict[str, str], after: str) -> Any:
-        """An XML listing from `start-after`, which fake-gcs-server ignores: its answer with
-        the keys up to `after` left out."""
+    async def _listing_after(
+        self,
+        path_qs: str,
+        headers: dict[str, str],
+        after: str,
+        *,
+        entry: str = "Contents",
+        name: str = "Key",
+        inclusive: bool = False,
+    ) -> Any:
+        """An XML listing from `start-after` (GCS) or `startFrom` (Azure, inclusive), which
+        fake-gcs-server and Azurite ignore: their answer with the keys before it left out."""
         from aiohttp import web
 
         async with self._session.get(self.target + path_qs, headers=headers) as upstream:
@@ -252,10 +267,13 @@ class StoreProxy:
             status = upstream.status
 
         def kept(match: re.Match[str]) -> str:
-            key = re.search(r"<Key>(.*?)</Key>", match.group(0))
-            return match.group(0) if key is None or unquote(key.group(1)) > after else ""
+            key = re.search(rf"<{name}>(.*?)</{name}>", match.group(0))
+            if key is None:
+                return match.group(0)
+            found = unquote(key.group(1))
+            return match.group(0) if found > after or (inclusive and found == after) else ""
 
-        body = re.sub(r"<Contents>.*?</Contents>", kept, payload, flags=re.DOTALL)
+        body = re.sub(rf"<{entry}>.*?</{entry}>", kept, payload, flags=re.DOTALL)
         return web.Response(status=status, body=body.encode(), content_type="application/xml")
 
     async def _media_upload(
