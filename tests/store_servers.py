@@ -212,9 +212,7 @@ def serve_gcs() -> Iterator[StoreServer]:
         # the native client writes through the XML API, which fake-gcs-server takes only
         # through the shim (tests/store_proxy.py, gcs_xml)
         native = {"endpoint_url": shim.url}
-        yield StoreServer(
-            "gcs", "gs", endpoint, options, peer, native_options=native, pid=proc.pid
-        )
+        yield StoreServer("gcs", "gs", endpoint, options, peer, native_options=native, pid=proc.pid)
 
 
 SERVERS = {"s3": serve_s3, "azure": serve_azure, "gcs": serve_gcs}
