@@ -22,6 +22,7 @@ from delta_ops.dagster import (
     DeltaTableTarget,
     build_delta_maintenance_defs,
 )
+from delta_ops.ops.registry import OPERATIONS
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
 from tests import log_builder as lb
@@ -131,16 +132,11 @@ def test_definitions_load_and_every_name_is_prefixed(tmp_path):
     )
     dg.Definitions.validate_loadable(defs)
     repo = defs.get_repository_def()
-    assert {j.name for j in repo.get_all_jobs() if not j.name.startswith("__")} == {
-        "lake_maintenance_assets_job",
-        "lake_checkpoint_job",
-        "lake_log_cleanup_job",
-        "lake_vacuum_job",
-        "lake_row_tracking_job",
-        "lake_purge_job",
-        "lake_compact_job",
-        "lake_maintenance_job",
-    }
+    one_per_operation = {f"lake_{op.action}_job" for op in OPERATIONS.values()}
+    assert {"lake_checkpoint_job", "lake_log_cleanup_job", "lake_compact_job"} <= one_per_operation
+    assert {j.name for j in repo.get_all_jobs() if not j.name.startswith("__")} == (
+        one_per_operation | {"lake_maintenance_assets_job", "lake_maintenance_job"}
+    )
     assert {s.name for s in repo.schedule_defs} == {
         "lake_maintenance_schedule",
         "lake_row_tracking_schedule",
@@ -195,7 +191,8 @@ def test_two_fleets_merge_into_one_code_location(tmp_path):
     dg.Definitions.validate_loadable(merged)
     repo = merged.get_repository_def()
     names = {j.name for j in repo.get_all_jobs() if not j.name.startswith("__")}
-    assert len(names) == 16 and all(n.startswith(("a_", "b_")) for n in names)
+    jobs_per_fleet = len(OPERATIONS) + 2  # one per operation, the assets job, the maintenance job
+    assert len(names) == 2 * jobs_per_fleet and all(n.startswith(("a_", "b_")) for n in names)
     assert {s.name for s in repo.sensor_defs} == {
         "a_commit_sensor",
         "a_run_failure_sensor",

@@ -14,10 +14,12 @@ under the root with ``__`` for ``/``::
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from delta_ops.ops.table_names import check_unique, safe_identifier
+from delta_ops.storage.warehouse import find_tables, name_for
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ class DeltaTable:
     @property
     def safe_name(self) -> str:
         """The name as an Airflow identifier (letters, digits, underscores)."""
-        return re.sub(r"[^A-Za-z0-9_]", "_", self.name)
+        return safe_identifier(self.name)
 
     @property
     def uri(self) -> str:
@@ -60,20 +62,9 @@ class DeltaTable:
 
 
 def discover_tables(warehouse: str, *, max_depth: int = 2) -> list[DeltaTable]:
-    """Local directories under `warehouse` (up to `max_depth` levels) that hold a `_delta_log`."""
-    found: list[DeltaTable] = []
-    root = os.path.abspath(warehouse)
-    if not os.path.isdir(root):
-        return found
-    for current, dirs, _ in os.walk(root):
-        depth = os.path.relpath(current, root).count(os.sep) + (0 if current == root else 1)
-        if "_delta_log" in dirs and current != root:
-            rel = os.path.relpath(current, root)
-            found.append(DeltaTable(name=rel.replace(os.sep, "__"), url=current))
-            dirs[:] = []
-            continue
-        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))] if depth < max_depth else []
-    return sorted(found, key=lambda t: t.name)
+    """Local directories under `warehouse` (up to `max_depth` levels) that hold a `_delta_log`
+    (`delta_ops.storage.warehouse`)."""
+    return [DeltaTable(name=n, url=u) for n, u in find_tables(warehouse, max_depth=max_depth)]
 
 
 def as_tables(tables: Iterable[DeltaTable | str] | str) -> list[DeltaTable]:
@@ -81,25 +72,13 @@ def as_tables(tables: Iterable[DeltaTable | str] | str) -> list[DeltaTable]:
     must stay unique, also as identifiers."""
     if isinstance(tables, str):
         return discover_tables(tables)
-    out = []
-    for table in tables:
-        if isinstance(table, DeltaTable):
-            out.append(table)
-        else:
-            name = os.path.basename(str(table).rstrip("/")) or "table"
-            out.append(DeltaTable(name=name, url=str(table)))
-    names = [t.name for t in out]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValueError(f"table names must be unique within a DAG: {duplicates}")
-    by_safe: dict[str, list[str]] = {}
-    for table in out:
-        by_safe.setdefault(table.safe_name, []).append(table.name)
-    clashes = [sorted(group) for group in by_safe.values() if len(group) > 1]
-    if clashes:
-        raise ValueError(
-            f"table names must stay unique as Airflow identifiers (letters, digits, _): {clashes}"
-        )
+    out = [
+        table
+        if isinstance(table, DeltaTable)
+        else DeltaTable(name=name_for(str(table)), url=str(table))
+        for table in tables
+    ]
+    check_unique([t.name for t in out], "a DAG", "Airflow")
     return out
 
 

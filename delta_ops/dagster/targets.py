@@ -1,11 +1,12 @@
 """Which tables a maintenance fleet covers: explicit targets or a discovered warehouse."""
 
-import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import dagster as dg
+
+from delta_ops.ops.table_names import check_unique, safe_identifier
+from delta_ops.storage.warehouse import find_tables, name_for
 
 
 @dataclass(frozen=True)
@@ -31,47 +32,24 @@ class DeltaTableTarget:
     @property
     def safe_name(self) -> str:
         """The name as a Dagster identifier (letters, digits, underscores)."""
-        return re.sub(r"[^A-Za-z0-9_]", "_", self.name)
+        return safe_identifier(self.name)
 
 
 def discover_tables(warehouse: str, *, max_depth: int = 2) -> list[DeltaTableTarget]:
-    """Local directories under `warehouse` (up to `max_depth` levels) that hold a `_delta_log`."""
-    found: list[DeltaTableTarget] = []
-    root = os.path.abspath(warehouse)
-    if not os.path.isdir(root):
-        return found
-    for current, dirs, _ in os.walk(root):
-        depth = os.path.relpath(current, root).count(os.sep) + (0 if current == root else 1)
-        if "_delta_log" in dirs and current != root:
-            rel = os.path.relpath(current, root)
-            found.append(DeltaTableTarget(name=rel.replace(os.sep, "__"), url=current))
-            dirs[:] = []
-            continue
-        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))] if depth < max_depth else []
-    return sorted(found, key=lambda t: t.name)
+    """Local directories under `warehouse` (up to `max_depth` levels) that hold a `_delta_log`
+    (`delta_ops.storage.warehouse`)."""
+    return [DeltaTableTarget(name=n, url=u) for n, u in find_tables(warehouse, max_depth=max_depth)]
 
 
 def as_targets(tables: Iterable[DeltaTableTarget | str] | str) -> list[DeltaTableTarget]:
     """Normalize the factory's `tables` argument: targets, URLs, or one warehouse root."""
     if isinstance(tables, str):
         return discover_tables(tables)
-    targets = []
-    for t in tables:
-        if isinstance(t, DeltaTableTarget):
-            targets.append(t)
-        else:
-            name = os.path.basename(str(t).rstrip("/")) or "table"
-            targets.append(DeltaTableTarget(name=name, url=str(t)))
-    names = [t.name for t in targets]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValueError(f"table names must be unique within a fleet: {duplicates}")
-    by_safe: dict[str, list[str]] = {}
-    for t in targets:
-        by_safe.setdefault(t.safe_name, []).append(t.name)
-    clashes = [sorted(group) for group in by_safe.values() if len(group) > 1]
-    if clashes:
-        raise ValueError(
-            f"table names must stay unique as Dagster identifiers (letters, digits, _): {clashes}"
-        )
+    targets = [
+        t
+        if isinstance(t, DeltaTableTarget)
+        else DeltaTableTarget(name=name_for(str(t)), url=str(t))
+        for t in tables
+    ]
+    check_unique([t.name for t in targets], "a fleet", "Dagster")
     return targets
