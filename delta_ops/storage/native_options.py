@@ -130,6 +130,17 @@ def _flag(value: object) -> bool:
     return str(value).strip().lower() in _TRUE
 
 
+def option_flag(value: object, name: str) -> bool:
+    """A true/false storage option, strictly: anything else is refused in one line, whichever
+    client serves the table."""
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in ("false", "0", "no", ""):
+        return False
+    raise InvalidLocation(f"storage option {name}={value!r}: use true or false")
+
+
 def split_url(url: str) -> tuple[str, str, str, str | None]:
     """(scheme, bucket, key prefix, account) of a store URL; the account only for abfs[s]://
     URLs naming it (``container@account.dfs.core.windows.net``)."""
@@ -178,7 +189,7 @@ def native_spec(
                 retry[name] = int(number)
             else:
                 retry[name] = timedelta(seconds=number)
-    if _flag(given.pop("use_listings_cache", False)):
+    if option_flag(given.pop("use_listings_cache", False), "use_listings_cache"):
         raise Unmappable("use_listings_cache=true (the native client never caches listings)")
     if kind == "s3":
         config, provider = _s3(given, env, bucket)

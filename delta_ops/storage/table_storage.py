@@ -40,6 +40,7 @@ from delta_ops.storage.native_options import (
     Unmappable,
     choose_client,
     native_spec,
+    option_flag,
 )
 from delta_ops.storage.native_store import NativeStore
 from delta_ops.storage.tree import TreeListing
@@ -91,13 +92,7 @@ STREAMED_UPLOAD_PROTOCOLS = frozenset({"s3", "s3a", "az", "abfs", "abfss"})
 STREAM_BLOCK_BYTES = 16 * 1024 * 1024
 
 
-def _flag(value: object, name: str) -> bool:
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no", ""):
-        return False
-    raise InvalidLocation(f"storage option {name}={value!r}: use true or false")
+_flag = option_flag  # true/false storage options: the same words on both clients
 
 
 def temporary_path(directory: str, name: str) -> str:
