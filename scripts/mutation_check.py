@@ -214,8 +214,8 @@ MUTANTS = (
     Mutant(
         "restore-compares-paths-alone",
         "delta_ops/ops/restore.py",
-        '    joined: pa.Array = pc.binary_join_element_wise(paths, dv_ids, "\\x00")\n',
-        "    joined: pa.Array = paths\n",
+        '    return file_keys(paths, dv_unique_ids(files.column("deletionVector")).cast(pa.string()))\n',
+        "    return paths\n",
     ),
     Mutant(
         "restore-keeps-files-written-since",

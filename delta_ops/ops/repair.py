@@ -29,7 +29,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -191,7 +190,7 @@ def _missing(storage: Storage, files: pa.Table, engine: Engine) -> tuple[pa.Arra
         (i, _absolute_dv_path(storage, dv[i].as_py())) for i, flag in enumerate(absolute) if flag
     ]
     exists = engine.map_ordered(
-        partial(_exists, storage),
+        storage.exists,
         [path for _, path in checks + dv_checks],
         spread=Spread.THREADS,
         batch=200,
@@ -210,10 +209,6 @@ def _absolute_dv_path(storage: Storage, dv: Mapping[str, Any]) -> str:
     path = descriptor.absolute_path(storage.root)
     assert path is not None  # a 'p' descriptor names its file
     return storage.table_path(path)
-
-
-def _exists(storage: Storage, path: str) -> bool:
-    return storage.exists(path)
 
 
 def _described(

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -32,6 +31,7 @@ import pyarrow.compute as pc
 from delta_ops import clock
 from delta_ops.errors import DataFileError, InvalidValue
 from delta_ops.log.actions import ADD_FIELDS, file_rows_as_actions
+from delta_ops.log.state_stream import file_keys
 from delta_ops.ops.engines import LOCAL, Spread
 from delta_ops.ops.operation import Operation, Option, OptionKind
 from delta_ops.ops.results import fields_data
@@ -152,9 +152,7 @@ def _keys(files: pa.Table) -> pa.Array:
     if files.num_rows == 0:
         return pa.array([], pa.string())
     paths = files.column("path").combine_chunks().cast(pa.string())
-    dv_ids = pc.fill_null(dv_unique_ids(files.column("deletionVector")).cast(pa.string()), "")
-    joined: pa.Array = pc.binary_join_element_wise(paths, dv_ids, "\x00")
-    return joined
+    return file_keys(paths, dv_unique_ids(files.column("deletionVector")).cast(pa.string()))
 
 
 def _bytes(files: pa.Table) -> int:
@@ -170,7 +168,7 @@ def _require_on_storage(storage: Storage, files: pa.Table, version: int) -> None
     paths = [storage.table_path(p) for p in files.column("path").to_pylist()]
     relative_dvs = dv_relative_paths(files.column("deletionVector")).drop_null()
     paths += [storage.table_path(p) for p in pc.unique(relative_dvs).to_pylist()]
-    present = LOCAL.map_ordered(partial(_exists, storage), paths, spread=Spread.THREADS)
+    present = LOCAL.map_ordered(storage.exists, paths, spread=Spread.THREADS)
     missing = [p for p, found in zip(paths, present, strict=True) if not found]
     if missing:
         names = ", ".join(missing[:NAMED_MISSING])
@@ -179,10 +177,6 @@ def _require_on_storage(storage: Storage, files: pa.Table, version: int) -> None
             f"{storage.url}: cannot restore version {version}: {len(missing)} of its files are"
             f" gone from storage (a vacuum deleted them): {names}{more}"
         )
-
-
-def _exists(storage: Storage, path: str) -> bool:
-    return storage.exists(path)
 
 
 #: properties that stay as they are now: row tracking, once on, stays on with the same
