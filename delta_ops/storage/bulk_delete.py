@@ -85,6 +85,12 @@ def _s3_delete_objects(fs: Any, paths: list[str], relative: list[str]) -> list[s
         )
         time.sleep(BACKOFF_S * 2**attempt * (0.5 + random.random()))
         pending = retry
+    return _deleted(by_key, refused)
+
+
+def _deleted(by_key: dict[str, str], refused: dict[str, str]) -> list[str]:
+    """The relative paths of the keys the store did not refuse (deleted or already gone),
+    after a warning naming the first refusal."""
     if refused:
         key, code = next(iter(refused.items()))
         logger.warning(
@@ -126,16 +132,7 @@ def native_delete_batch(store: NativeStore, root: str, relative_paths: Sequence[
             logger.info("%d deletes throttled by the store (%s); retrying", len(left), code)
             time.sleep(BACKOFF_S * 2**attempt * (0.5 + random.random()))
         pending = left
-    if refused:
-        key, code = next(iter(refused.items()))
-        logger.warning(
-            "the store refused to delete %d file(s) (first: %s, %s); they are kept and not "
-            "counted as deleted",
-            len(refused),
-            by_key[key],
-            code,
-        )
-    return [rel for key, rel in by_key.items() if key not in refused]
+    return _deleted(by_key, refused)
 
 
 def _code(error: BaseException) -> str:
