@@ -112,21 +112,23 @@ def _time(option: Option, raw: Any) -> int:
     return parse_time_ms(str(raw), now_ms=clock.now_ms())
 
 
-def _count(option: Option, raw: Any) -> int:
+def _integer(raw: Any, expected: str) -> int:
+    """`raw` as an int; ValueError "<raw> is not <expected>" when it is none."""
     try:
-        value = int(str(raw).strip())
+        return int(str(raw).strip())
     except ValueError:
-        raise ValueError(f"{raw!r} is not a whole number (at least 1)") from None
+        raise ValueError(f"{raw!r} is not {expected}") from None
+
+
+def _count(option: Option, raw: Any) -> int:
+    value = _integer(raw, "a whole number (at least 1)")
     if value < 1:
         raise ValueError(f"must be at least 1, got {value}")
     return value
 
 
 def _version(option: Option, raw: Any) -> int:
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise ValueError(f"{raw!r} is not a version number (0 or more)") from None
+    value = _integer(raw, "a version number (0 or more)")
     if value < 0:
         raise ValueError(f"{value} is not a version number (0 or more)")
     return value
