@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from deltalake import write_deltalake
 
 from delta_ops import cli
 from delta_ops.clock import fixed_wall_clock
@@ -1529,3 +1530,29 @@ def test_stats_columns_property_shapes_stats_parsed(tmp_path):
     written = pq.read_table(log_dir(table) / result.written[0])
     parsed = [a["stats_parsed"] for a in _non_null(written, "add")]
     assert parsed == [stats]
+
+
+def test_a_checkpoint_reads_the_log_listing_and_hint_no_more_than_it_needs(tmp_path, monkeypatch):
+    """On an object store every listing and `_last_checkpoint` read is a round trip. A run
+    lists `_delta_log` for the load, before writing and after it, and reads the hint for the
+    load and around its update; planning reuses the load's listing and hint."""
+    table = tmp_path / "t"
+    for i in range(3):
+        write_deltalake(table, pa.table({"a": [i]}), mode="append")
+    calls: list[str] = []
+    list_log, read_bytes = Storage.list_log, Storage.read_bytes
+
+    def counted_list_log(self: Storage, subdir: str = "") -> Any:
+        calls.append("list")
+        return list_log(self, subdir)
+
+    def counted_read_bytes(self: Storage, path: str) -> bytes:
+        if path.endswith("_last_checkpoint"):
+            calls.append("hint")
+        return read_bytes(self, path)
+
+    monkeypatch.setattr(Storage, "list_log", counted_list_log)
+    monkeypatch.setattr(Storage, "read_bytes", counted_read_bytes)
+    result = checkpoint(str(table))
+    assert list(result.written) == ["00000000000000000002.checkpoint.parquet"]
+    assert calls.count("list") == 4 and calls.count("hint") == 3, calls

@@ -207,15 +207,17 @@ class ExistingCheckpoints:
     redundant: tuple[str, ...] = ()
 
 
-def _checkpoint_files_at(storage: Storage, version: int) -> list[LogFile]:
-    """The checkpoint files at `version`, from one listing of `_delta_log`."""
-    return [
-        f
-        for f in (
+def _checkpoint_files_at(
+    storage: Storage, version: int, listing: Iterable[LogFile] | None = None
+) -> list[LogFile]:
+    """The checkpoint files at `version`, from `listing` (parsed names of `_delta_log`) or, when
+    None, from one new listing."""
+    if listing is None:
+        parsed = (
             parse_log_file_name(e.name, e.size, e.modification_time) for e in storage.list_log()
         )
-        if f is not None and f.version == version and f.is_checkpoint
-    ]
+        listing = (f for f in parsed if f is not None)
+    return [f for f in listing if f.version == version and f.is_checkpoint]
 
 
 def _partial_sets(files: list[LogFile], complete: list[CheckpointRef]) -> dict[int, list[LogFile]]:
@@ -252,6 +254,8 @@ def _existing_checkpoints(
     for ref in reversed(complete):  # the reader's preference first
         try:
             verify_checkpoint(storage, list(ref.files))
+        except FileNotFoundError:
+            continue  # removed since `files` was listed: not there (execute lists again)
         except CorruptLog as exc:
             logger.warning(
                 "%s: checkpoint %s is unreadable (%s); it will be rewritten",
@@ -320,7 +324,15 @@ def plan_checkpoint(
         stream_above = STREAM_ABOVE_ACTIONS
     snapshot, state = _checkpoint_state(snapshot, now_ms, stream_above)
     version = snapshot.version
-    existing = _existing_checkpoints(snapshot.storage, version, clock.now_ms())
+    # The load's listing and hint are as fresh as the state the plan is made from; execute
+    # lists again before it writes (`_await_other_run`), so the plan does not re-read them.
+    segment = snapshot.segment
+    existing = _existing_checkpoints(
+        snapshot.storage,
+        version,
+        clock.now_ms(),
+        files=_checkpoint_files_at(snapshot.storage, version, segment.listing),
+    )
     if use_v2:
         kind, num_parts = (
             CheckpointKind.V2,
@@ -339,7 +351,7 @@ def plan_checkpoint(
     else:
         kind, num_parts = CheckpointKind.CLASSIC, 1
         files = (classic_checkpoint_name(version),)
-    hint = read_last_checkpoint(snapshot.storage).info
+    hint = segment.last_checkpoint.info
     hint_version = hint.version if hint is not None else None
     return CheckpointPlan(
         table=snapshot.storage.url,
@@ -411,8 +423,8 @@ def load_for_checkpoint(
     storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
     segment = build_log_segment(storage, version)
     if _checkpoint_actions(storage, segment) >= STREAM_ABOVE_ACTIONS:
-        return load_head(storage, version)
-    return load_snapshot(storage, version)
+        return load_head(storage, version, segment=segment)
+    return load_snapshot(storage, version, segment=segment)
 
 
 def _checkpoint_actions(storage: Storage, segment: LogSegment) -> int:

@@ -393,6 +393,7 @@ def load_snapshot(
     version: int | None = None,
     *,
     storage_options: Mapping[str, Any] | None = None,
+    segment: LogSegment | None = None,
 ) -> Snapshot:
     """Load the snapshot of a table at `version` (the latest when None).
 
@@ -400,13 +401,15 @@ def load_snapshot(
         table: a URL or path, or an open Storage.
         version: the version to load; None for the latest.
         storage_options: fsspec options (credentials, endpoints) when `table` is a URL.
+        segment: a segment of `version` the caller has just built from a fresh listing: its
+            listing and `_last_checkpoint` are used instead of reading them again.
 
     Raises:
         DeltaOpsError: NotADeltaTable, VersionNotFound, VersionGap, CorruptLog or
             UnsupportedFeature.
     """
     storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
-    snapshot = _load_with_fallback(storage, version, _load_segment)
+    snapshot = _load_with_fallback(storage, version, _load_segment, segment)
     snapshot.protocol.check_readable()
     return snapshot
 
@@ -445,23 +448,31 @@ def load_head(
     version: int | None = None,
     *,
     storage_options: Mapping[str, Any] | None = None,
+    segment: LogSegment | None = None,
 ) -> TableHead:
     """Load a table's version, protocol and metadata (the latest version when None), reading
-    no file state. Raises what :func:`load_snapshot` raises."""
+    no file state; `segment` as for :func:`load_snapshot`. Raises what :func:`load_snapshot`
+    raises."""
     storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
-    head = _load_with_fallback(storage, version, _load_head)
+    head = _load_with_fallback(storage, version, _load_head, segment)
     head.protocol.check_readable()
     return head
 
 
 def _load_with_fallback(
-    storage: Storage, version: int | None, load: Callable[[Storage, LogSegment], _Loaded]
+    storage: Storage,
+    version: int | None,
+    load: Callable[[Storage, LogSegment], _Loaded],
+    built: LogSegment | None = None,
 ) -> _Loaded:
-    """Load a segment; a checkpoint that cannot be read is skipped with a warning in favour of
-    the next older one (or plain JSON replay) while the history can still rebuild the state."""
-    listing = list_log_files(storage)
+    """Load a segment (`built`, or one built from a new listing); a checkpoint that cannot be
+    read is skipped with a warning in favour of the next older one (or plain JSON replay) while
+    the history can still rebuild the state."""
+    if built is not None and version is not None and built.version != version:
+        raise ValueError(f"segment of version {built.version} given to load version {version}")
+    listing = list(built.listing) if built is not None else list_log_files(storage)
     excluded: list[str] = []
-    segment = build_log_segment(storage, version, listing=listing)
+    segment = built if built is not None else build_log_segment(storage, version, listing=listing)
     while True:
         try:
             return load(storage, segment)
