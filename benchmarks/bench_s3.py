@@ -1,13 +1,16 @@
 """Benchmark: maintenance on an object store with 20 ms added to every request (issues 13, 28),
 against delta-rs.
 
-The store (``--store``: moto's S3 server, Azurite, fake-gcs-server; each in a process of its
-own, whose CPU time is reported per run so the server is seen not to be the floor) sits behind
+The store (``--store``: S3, Azurite, fake-gcs-server; each in a process of its own, whose CPU
+time is reported per run so the server is seen not to be the floor) sits behind
 a proxy on loopback that delays every request by ``--latency-ms`` (20), as a real store's round
 trip would, and counts the requests of every run (by kind: listings, bulk deletes, PUTs, ...).
 delta-ops runs through ``--client`` (``native``: obstore, the default; ``fsspec``; or ``both``).
 On GCS both sides write through the test proxy's XML shim (fake-gcs-server takes object_store's
-XML uploads only through it). The table: one commit adding N+1 files (N = 10,000 by default,
+XML uploads only through it). S3 is served by ``--server``: ``fast`` (the default,
+``benchmarks/fast_s3.py``: in memory, one asyncio process, a few ms of CPU per request, so the
+round trips and the clients are what is measured) or ``moto`` (the store tests' server, whose
+one Python process spends more CPU on a 10,000-key vacuum than both clients). The table: one commit adding N+1 files (N = 10,000 by default,
 tiny parquet files), one commit removing N of them 30 days ago.
 
 - vacuum (full): ``delta-ops vacuum s3://... --mode full --retention 0h --force
@@ -29,8 +32,8 @@ Before every run (untimed) the table is restored through the server directly (no
 Each command runs as a fresh process (start-up included, as a scheduled job pays it). Every
 check runs before the op's ratio is printed; a difference prints ``MISMATCH: ...`` and exits 1.
 
-    python benchmarks/bench_s3.py [--store s3|azure|gcs] [--client native|fsspec|both]
-        [--runs 3] [--files 10000] [--latency-ms 20]
+    python benchmarks/bench_s3.py [--store s3|azure|gcs] [--server fast|moto]
+        [--client native|fsspec|both] [--runs 3] [--files 10000] [--latency-ms 20]
 
 Goals (issue 28): vacuum <= 0.5x delta-rs, checkpoint and cleanup <= 1.0x, client CPU <= 1.0x,
 requests per run <= delta-rs'. Exit status: 0 PASS (every goal met), 1 FAIL (a goal missed, or
@@ -56,6 +59,7 @@ if str(ROOT) not in sys.path:
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from benchmarks.fast_s3 import serve_fast_s3
 from benchmarks.harness import Comparison, Measurement, evaluate, format_result, run_fresh
 from benchmarks.verify import (
     CheckpointContents,
@@ -269,18 +273,28 @@ class Counted:
         self.requests: list[int] = []
         self.kinds: list[dict[str, int]] = []
         self.server_cpu_s: list[float] = []
+        #: this process' CPU during the run: the proxy's (its thread is all that runs here)
+        self.proxy_cpu_s: list[float] = []
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "requests": self.requests,
             "requests_by_kind": self.kinds[-1] if self.kinds else {},
             "server_cpu_s": self.server_cpu_s,
+            "proxy_cpu_s": self.proxy_cpu_s,
         }
 
     def summary(self) -> str:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted((self.kinds or [{}])[-1].items()))
-        cpu = sorted(self.server_cpu_s)[len(self.server_cpu_s) // 2] if self.server_cpu_s else 0
-        return f"requests {self.requests} ({kinds}); server CPU {cpu:.2f} s (median)"
+        cpu, proxy = _median(self.server_cpu_s), _median(self.proxy_cpu_s)
+        return (
+            f"requests {self.requests} ({kinds}); server CPU {cpu:.3f} s, proxy CPU "
+            f"{proxy:.3f} s (medians)"
+        )
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2] if values else 0.0
 
 
 def _measure(
@@ -302,7 +316,9 @@ def _measure(
         table.restore(data)
         before = table.listing()
         requests, kinds, cpu = proxy.requests, dict(proxy.counts), server_cpu_s(server_pid)
+        own = time.process_time()
         result = run_fresh(cmd, env=env, timeout=1800)
+        counted.proxy_cpu_s.append(time.process_time() - own)
         counted.requests.append(proxy.requests - requests)
         counted.kinds.append(
             {k: v - kinds.get(k, 0) for k, v in proxy.counts.items() if v - kinds.get(k, 0)}
@@ -322,12 +338,15 @@ def _measure(
 
 
 GOALS = {"vacuum": 0.5, "checkpoint": 1.0, "cleanup": 1.0}
-SERVERS = {"s3": serve_s3_process, "azure": serve_azure, "gcs": serve_gcs}
+SERVERS = {"s3": serve_fast_s3, "azure": serve_azure, "gcs": serve_gcs}
+#: --server: what serves --store s3
+S3_SERVERS = {"fast": serve_fast_s3, "moto": serve_s3_process}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--store", choices=sorted(SERVERS), default="s3")
+    p.add_argument("--server", choices=sorted(S3_SERVERS), default="fast", help="S3's server")
     p.add_argument("--client", choices=["native", "fsspec", "both"], default="native")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--files", type=int, default=10_000)
@@ -384,7 +403,8 @@ def run(a: argparse.Namespace) -> int:
     passed = True
     ours_failed = False
     VERIFY.mkdir(parents=True, exist_ok=True)
-    with SERVERS[a.store]() as server:
+    serve = S3_SERVERS[a.server] if a.store == "s3" else SERVERS[a.store]
+    with serve() as server:
         # GCS: both sides write through the XML shim in front of fake-gcs-server
         upstream = (server.native_options or {}).get("endpoint_url", server.endpoint)
         if server.name != "gcs":
@@ -445,10 +465,12 @@ def run(a: argparse.Namespace) -> int:
                     }
             print(f"proxy requests in all: {proxy.requests}")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"bench_{a.store}.json").write_text(
+    name = f"bench_{a.store}-moto" if a.store == "s3" and a.server == "moto" else f"bench_{a.store}"
+    (RESULTS / f"{name}.json").write_text(
         json.dumps(
             {
                 "store": a.store,
+                "server": a.server if a.store == "s3" else a.store,
                 "files": a.files,
                 "latency_ms": a.latency_ms,
                 "comparisons": summary,
