@@ -32,10 +32,12 @@ from delta_ops.errors import (
 )
 from delta_ops.ops import progress
 from delta_ops.ops.engines import LOCAL, Engine
+from delta_ops.ops.history import HISTORY_ENV, OperationHistory
 from delta_ops.ops.inspect import format_summary, summarize
 from delta_ops.ops.operation import OptionKind
 from delta_ops.ops.registry import OPERATIONS, Operation
 from delta_ops.ops.results import to_data
+from delta_ops.ops.runs import run_operation
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.version import __version__
 
@@ -108,18 +110,37 @@ def _run_operation(operation: Operation, args: argparse.Namespace) -> int:
     values = operation.parse({o.name: getattr(args, o.name) for o in operation.options})
     engine = _engine(values.get("engine", "local"))
     version = args.version if operation.at_version else None
-    table = operation.load(args.table, version, _storage_options(args.storage_option))
+    options = _storage_options(args.storage_option)
     if args.dry_run:
-        plan, warnings = operation.preview(table, values, engine)
-        for warning in warnings:
+        run = run_operation(
+            operation,
+            args.table,
+            values,
+            engine,
+            version=version,
+            storage_options=options,
+            dry_run=True,
+        )
+        for warning in run.warnings:
             print(f"delta-ops: warning: {warning}", file=sys.stderr)
-        data = {**to_data(plan), "dry_run": True, "warnings": warnings}
-        _print(args, data, operation.describe_plan(plan))
+        data = {**to_data(run.plan), "dry_run": True, "warnings": list(run.warnings)}
+        _print(args, data, operation.describe_plan(run.plan))
         return 0
-    plan = operation.plan(table, values, engine)
     say = (lambda m: print(f"delta-ops: {m}", file=sys.stderr)) if args.verbose else None
+    location = args.history or os.environ.get(HISTORY_ENV) or None
     with progress.reporting(_progress_reporter(say)):
-        result = operation.execute(plan, say)
+        run = run_operation(
+            operation,
+            args.table,
+            values,
+            engine,
+            version=version,
+            storage_options=options,
+            progress=say,
+            history=OperationHistory(location, options or None) if location else None,
+            front_end="cli",
+        )
+    result = run.result
     _print(args, {**to_data(result), "dry_run": False}, operation.describe_result(result))
     return 0
 
@@ -176,6 +197,13 @@ def _add_operation(sub: Any, operation: Operation) -> None:
             help=_literal(f"{option.help} ({hint}{default})"),
         )
     parser.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
+    parser.add_argument(
+        "--history",
+        default=None,
+        metavar="PATH",
+        help=f"record the run in the operation history, a Delta table at PATH (default"
+        f" ${HISTORY_ENV}; none when neither is set)",
+    )
     parser.set_defaults(func=lambda args: _run_operation(operation, args))
 
 

@@ -1082,6 +1082,7 @@ OPERATION = Operation(
     execute_with=lambda plan, progress: execute_checkpoint(plan),
     describe_plan=_describe_checkpoint_plan,
     describe_result=_describe_checkpoint_result,
+    touched=lambda result: (len(result.written) + len(result.removed), result.size_in_bytes),
     at_version=True,
     # the head of a table whose checkpoint is big (streamed), else the snapshot
     load_with=lambda table, version, options: load_for_checkpoint(

@@ -483,5 +483,6 @@ OPERATION = Operation(
     execute_with=lambda plan, progress: execute_cleanup(plan),
     describe_plan=_describe_cleanup_plan,
     describe_result=_describe_cleanup_result,
+    touched=lambda result: (result.num_deleted, None),
     needs_files=False,
 )

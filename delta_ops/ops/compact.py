@@ -265,6 +265,10 @@ OPERATION = Operation(
     execute_with=lambda plan, progress: execute_compact(plan),
     describe_plan=describe_plan,
     describe_result=describe_result,
+    touched=lambda result: (
+        result.files_removed + result.files_added,
+        result.bytes_removed + result.bytes_added,
+    ),
 )
 
 

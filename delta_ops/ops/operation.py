@@ -62,6 +62,8 @@ class OptionKind(StrEnum):
 
 
 Progress = Callable[[str], None] | None
+#: what a result touched: (files, bytes); bytes None where the operation does not count them
+Touched = tuple[int, int | None]
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,8 @@ class Operation:
     needs_files: bool = True  # False: plans from a TableHead (no file state is loaded)
     #: loads what the op plans from, when neither a snapshot nor a head always fits
     load_with: Callable[[str | Storage, int | None, Mapping[str, Any] | None], Any] | None = None
+    #: the files and bytes a result deleted, rewrote or wrote (the operation history's columns)
+    touched: Callable[[Any], Touched] | None = None
 
     def parse(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """Typed option values from raw ones; unknown names are a programming error."""
@@ -273,5 +277,6 @@ __all__ = [
     "OptionKind",
     "Plan",
     "Progress",
+    "Touched",
     "requested_now",
 ]

@@ -237,6 +237,10 @@ OPERATION = Operation(
     execute_with=lambda plan, progress: execute_purge(plan),
     describe_plan=describe_plan,
     describe_result=describe_result,
+    touched=lambda result: (
+        result.files_rewritten + len(result.files_written),
+        result.bytes_written,
+    ),
 )
 
 

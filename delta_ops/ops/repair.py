@@ -335,6 +335,7 @@ OPERATION = Operation(
     execute_with=lambda plan, progress: execute_repair(plan),
     describe_plan=describe_plan,
     describe_result=describe_result,
+    touched=lambda result: (result.num_removed, result.bytes_removed),
 )
 
 __all__ = [

@@ -277,6 +277,13 @@ def describe_result(result: RestoreResult) -> str:
     )
 
 
+def _touched(result: RestoreResult) -> tuple[int, int]:
+    """Files removed and restored, and their bytes (Delta Spark's RESTORE metrics)."""
+    m = result.metrics
+    files = m["numRemovedFiles"] + m["numRestoredFiles"]
+    return files, m["removedFilesSize"] + m["restoredFilesSize"]
+
+
 OPERATION = Operation(
     name="restore",
     needs=Access.WRITE,
@@ -292,6 +299,7 @@ OPERATION = Operation(
     execute_with=lambda plan, progress: execute_restore(plan),
     describe_plan=describe_plan,
     describe_result=describe_result,
+    touched=_touched,
 )
 
 

@@ -527,4 +527,5 @@ OPERATION = Operation(
     execute_with=lambda plan, progress: execute_enable_row_tracking(plan, progress=progress),
     describe_plan=_describe_row_tracking_plan,
     describe_result=_describe_row_tracking_result,
+    touched=lambda result: (result.files_backfilled, None),
 )

@@ -814,6 +814,7 @@ OPERATION = Operation(
     execute_with=lambda plan, progress: execute_vacuum(plan),
     describe_plan=_describe_vacuum_plan,
     describe_result=_describe_vacuum_result,
+    touched=lambda result: (result.num_deleted, result.bytes),
 )
 
 
