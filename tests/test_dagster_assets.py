@@ -568,11 +568,11 @@ FLAKY_CALLS = []
 class FlakyResource(DeltaMaintenanceResource):
     """Fails the first checkpoint with a storage error, as a dropped connection would."""
 
-    def execute(self, operation, plan, *, progress=None):
-        FLAKY_CALLS.append(plan.version)
+    def run(self, operation, url, options=None, **kwargs):
+        FLAKY_CALLS.append(operation)
         if len(FLAKY_CALLS) == 1:
             raise OSError("connection reset by peer")
-        return super().execute(operation, plan, progress=progress)
+        return super().run(operation, url, options, **kwargs)
 
 
 def test_transient_storage_error_is_retried(tmp_path):

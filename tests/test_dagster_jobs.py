@@ -31,9 +31,12 @@ def age(table: Path, days: float, *, log: bool) -> None:
 
 
 def tree(root: Path) -> dict[str, tuple]:
-    """Every file and directory under `root` with its size and mtime: a dry run changes none."""
+    """Every file and directory under `root` with its size and mtime: a dry run changes none.
+    The fleet's operation history (`_delta_ops_history`, which records every run, a failed
+    one too) is left out."""
     out = {}
     for current, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "_delta_ops_history"]
         for d in dirs:
             out[os.path.relpath(os.path.join(current, d), root) + "/"] = ()
         for f in files:

@@ -42,6 +42,7 @@ from delta_ops.airflow.operators import operator_for
 from delta_ops.airflow.tables import DeltaTable, as_tables
 from delta_ops.airflow.triggers import DEFAULT_POLL_SECONDS, DeltaCommitEventTrigger
 from delta_ops.errors import InvalidValue
+from delta_ops.ops.history import fleet_history
 from delta_ops.ops.registry import OPERATIONS
 
 #: what every table gets, in order, after its rewrites (and row-tracking backfill)
@@ -100,8 +101,10 @@ def _step(
     dry_run: bool,
     spark_conn_id: str | None,
     pools: bool,
+    history: str | None,
 ) -> BaseOperator:
-    """One maintenance task of one table."""
+    """One maintenance task of one table; `history` is where it records its runs (None:
+    nowhere)."""
     operator = operator_for(operation)
     return operator(
         task_id=task_id(operation),
@@ -116,6 +119,8 @@ def _step(
         inlets=[table_asset(table)],
         # a step runs when the steps before it succeeded or had nothing to do
         trigger_rule=TriggerRule.NONE_FAILED,
+        history=history is not None,
+        history_location=history,
         **dict(options.get(operation, {})),
     )
 
@@ -140,6 +145,7 @@ def build_delta_maintenance_dag(
     base_url: str | None = None,
     start_automation: bool = False,
     tags: Sequence[str] = TAGS,
+    history: bool | str = True,
 ) -> DAG:
     """The maintenance DAG of a fleet of Delta tables.
 
@@ -167,8 +173,14 @@ def build_delta_maintenance_dag(
         base_url: the Airflow UI's address for the alerts' links (default: Airflow's own).
         start_automation: the DAG starts running when deployed (default: paused).
         tags: the DAG's tags.
+        history: where every step records its runs, the operation history
+            (`delta_ops.ops.history`): True for ``_delta_ops_history`` in the warehouse root
+            (or the folder holding the tables), a path or URL, or False for nowhere.
     """
     targets = as_tables(tables)
+    location = fleet_history(
+        history, tables if isinstance(tables, str) else [t.url for t in targets]
+    )
     options = dict(options or {})
     unknown = sorted(set(options) - set(OPERATIONS))
     if unknown:
@@ -206,6 +218,7 @@ def build_delta_maintenance_dag(
                         dry_run=dry_run,
                         spark_conn_id=spark_conn_id,
                         pools=pools,
+                        history=location,
                     )
                     if previous is not None:
                         previous >> task
@@ -230,6 +243,7 @@ def build_delta_commit_dags(
     base_url: str | None = None,
     start_automation: bool = False,
     tags: Sequence[str] = TAGS,
+    history: bool | str = True,
 ) -> list[DAG]:
     """One DAG per table, ``<name>_<table>_checkpoint_on_commits``: scheduled on the table's
     asset, which a `DeltaCommitEventTrigger` watcher updates once the commits since the last
@@ -237,6 +251,9 @@ def build_delta_commit_dags(
     checkpoints the table (with `options`, the checkpoint's). The other arguments are
     :func:`build_delta_maintenance_dag`'s."""
     targets = as_tables(tables)
+    location = fleet_history(
+        history, tables if isinstance(tables, str) else [t.url for t in targets]
+    )
     dags = []
     for table in targets:
         conn_id = table.delta_ops_conn_id or delta_ops_conn_id
@@ -272,6 +289,7 @@ def build_delta_commit_dags(
                 dry_run=False,
                 spark_conn_id=spark_conn_id,
                 pools=pools,
+                history=location,
             )
         dags.append(dag)
     return dags

@@ -63,10 +63,13 @@ from delta_ops.airflow.engines import build_engine, cancel_spark_jobs
 from delta_ops.airflow.hook import table_storage_options
 from delta_ops.errors import DeltaOpsError, InvalidValue
 from delta_ops.ops.engines import LOCAL, Engine
+from delta_ops.ops.history import OperationHistory
 from delta_ops.ops.operation import Operation, Option
 from delta_ops.ops.progress import LogLines, reporting
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.ops.results import to_data
+from delta_ops.ops.runs import run_operation
+from delta_ops.storage.warehouse import history_location
 
 #: a value holding Jinja is parsed once Airflow has rendered it, when the task runs
 _TEMPLATE = re.compile(r"{{|{%")
@@ -128,6 +131,8 @@ class DeltaOperationOperator(BaseOperator):
         table_name: str | None = None,
         max_listed: int = MAX_LISTED,
         progress_every_seconds: float = 10.0,
+        history: bool = True,
+        history_location: str | None = None,
         **kwargs: Any,
     ) -> None:
         operation = self.operation
@@ -146,6 +151,8 @@ class DeltaOperationOperator(BaseOperator):
         self.table_name = table_name
         self.max_listed = max_listed
         self.progress_every_seconds = progress_every_seconds
+        self.history = history
+        self.history_location = history_location
         if any(o.name == "engine" for o in options):
             given.setdefault("engine", engine)
         elif engine != "local":
@@ -192,41 +199,53 @@ class DeltaOperationOperator(BaseOperator):
                 values = operation.parse(self._raw_options())
                 self._engine = build_engine(values.get("engine", "local"), self.spark_conn_id)
                 options = table_storage_options(self.delta_ops_conn_id, self.storage_options)
-                loaded = operation.load(self.table, self._version(), options)
-                if self.plan_only:
-                    plan, warnings = operation.preview(loaded, values, self._engine)
-                else:
-                    plan, warnings = operation.plan(loaded, values, self._engine), []
+                lines = LogLines(self.log.info, every_s=self.progress_every_seconds)
+                with reporting(lines):
+                    run = run_operation(
+                        operation,
+                        self.table,
+                        values,
+                        self._engine,
+                        version=self._version(),
+                        storage_options=options,
+                        dry_run=self.plan_only,
+                        skip_idle=True,
+                        progress=self.log.info,
+                        on_plan=self._log_plan,
+                        history=self._history(options),
+                        table_name=self.display_name,
+                        front_end="airflow",
+                    )
             except DeltaOpsError as exc:
                 self._fail(exc)
-            self.log.info("%s: %s", self.display_name, operation.describe_plan(plan))
-            for warning in warnings:
-                self.log.warning("%s", warning)
-            if plan.nothing_to_do:
+            if run.plan.nothing_to_do:
                 raise AirflowSkipException(
                     f"{self.display_name}: {operation.name}: nothing to do:"
-                    f" {operation.idle_reason(plan)}"
+                    f" {operation.idle_reason(run.plan)}"
                 )
             if self.plan_only:
-                data = {**to_data(plan), "dry_run": True, "warnings": warnings}
+                data = {**to_data(run.plan), "dry_run": True, "warnings": list(run.warnings)}
             else:
-                data = {**to_data(self._execute(plan)), "dry_run": False}
+                self.log.info("%s: %s", self.display_name, operation.describe_result(run.result))
+                data = {**to_data(run.result), "dry_run": False}
         finally:
             self._working = False
         data = bounded(data, self.max_listed)
         self._record(context, data)
         return data
 
-    def _execute(self, plan: Any) -> Any:
-        operation = self.operation
-        lines = LogLines(self.log.info, every_s=self.progress_every_seconds)
-        try:
-            with reporting(lines):
-                result = operation.execute(plan, self.log.info)
-        except DeltaOpsError as exc:
-            self._fail(exc)
-        self.log.info("%s: %s", self.display_name, operation.describe_result(result))
-        return result
+    def _log_plan(self, plan: Any, warnings: tuple[str, ...]) -> None:
+        self.log.info("%s: %s", self.display_name, self.operation.describe_plan(plan))
+        for warning in warnings:
+            self.log.warning("%s", warning)
+
+    def _history(self, options: Mapping[str, Any] | None) -> OperationHistory | None:
+        """Where the run is recorded: `history_location`, else ``_delta_ops_history`` beside
+        the table (None with ``history=False``)."""
+        if not self.history:
+            return None
+        location = self.history_location or history_location([self.table])
+        return OperationHistory(location, options) if location else None
 
     def _fail(self, exc: DeltaOpsError) -> NoReturn:
         """Re-raise a retryable error for the task's retries; fail the rest without retrying."""

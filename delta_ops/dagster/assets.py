@@ -102,23 +102,33 @@ def run_action(
     dry_run: bool = False,
     options: Mapping[str, Any] | None = None,
 ) -> ActionOutcome:
-    """Plan one action once and execute it when there is work (a dry run stops at the plan).
+    """Plan one action once and execute it when there is work (a dry run stops at the plan),
+    recording the run in the resource's operation history.
 
     delta-ops errors that retrying cannot fix become a non-retryable Failure naming the table
     and the action; retryable ones (a concurrent commit, a transient store error) propagate
     so the retry policy runs the action again.
     """
     so = dict(table.storage_options) or None
-    operation = operation_named(action)
     started = time.monotonic()
     try:
         with library_logs_to(log):
-            plan = resource.plan(action, table.url, options, storage_options=so)
-            if plan.nothing_to_do:
-                reason = operation.idle_reason(plan)
-                return ActionOutcome(None, reason, plan, time.monotonic() - started)
-            result = plan if dry_run else resource.execute(action, plan, progress=log.info)
-            return ActionOutcome(result, None, plan, time.monotonic() - started)
+            run = resource.run(
+                action,
+                table.url,
+                options,
+                storage_options=so,
+                dry_run=dry_run,
+                progress=log.info,
+                table_name=table.name,
+            )
+        seconds = time.monotonic() - started
+        for warning in run.warnings:  # a dry run shows what force would do, and says so
+            log.warning(f"{table.name}: {action}: {warning}")
+        if run.plan.nothing_to_do:
+            reason = operation_named(action).idle_reason(run.plan)
+            return ActionOutcome(None, reason, run.plan, seconds)
+        return ActionOutcome(run.result if run.executed else run.plan, None, run.plan, seconds)
     except DeltaOpsError as exc:
         if exc.retryable:
             raise

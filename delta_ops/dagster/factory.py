@@ -12,6 +12,7 @@ from delta_ops.dagster.jobs import build_jobs
 from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget, as_targets
 from delta_ops.dagster.translator import ACTIONS, DeltaMaintenanceTranslator
+from delta_ops.ops.history import fleet_history
 
 
 def build_delta_maintenance_defs(
@@ -27,6 +28,7 @@ def build_delta_maintenance_defs(
     start_automation: bool = False,
     notify: Notifier | None = None,
     webserver_url: str | None = None,
+    history: bool | str = True,
 ) -> dg.Definitions:
     """Maintenance assets, checks, jobs, schedules and sensors for a fleet of Delta tables.
 
@@ -48,6 +50,10 @@ def build_delta_maintenance_defs(
             `delta_ops.dagster.alerts.slack_notifier("#alerts")`); failures are logged anyway.
         webserver_url: the Dagster UI's address, so alerts link to the failed run (default
             $DAGSTER_WEBSERVER_URL).
+        history: where every maintenance run is recorded, the operation history
+            (`delta_ops.ops.history`): True for ``_delta_ops_history`` in the warehouse root
+            (or the folder holding the tables) unless `resource` names its own, a path or URL,
+            or False for nowhere.
 
     Returns:
         A `Definitions` to merge into your code location.
@@ -56,6 +62,11 @@ def build_delta_maintenance_defs(
         defs = dg.Definitions.merge(pipeline_defs, build_delta_maintenance_defs("/data/warehouse"))
     """
     targets = as_targets(tables)
+    resource = _with_history(
+        resource or DeltaMaintenanceResource(),
+        history,
+        tables if isinstance(tables, str) else [t.url for t in targets],
+    )
     translator = translator or DeltaMaintenanceTranslator(
         key_prefix=("delta_maintenance", name), table_key_prefix=(name,)
     )
@@ -135,8 +146,23 @@ def build_delta_maintenance_defs(
         jobs=[asset_job, *op_jobs.values()],
         schedules=schedules,
         sensors=sensors,
-        resources={resource_key: resource or DeltaMaintenanceResource()},
+        resources={resource_key: resource},
     )
+
+
+def _with_history(
+    resource: DeltaMaintenanceResource, history: bool | str, tables: str | list[str]
+) -> DeltaMaintenanceResource:
+    """`resource` recording where the factory's `history` says (a resource naming its own
+    location keeps it when `history` is True). Made anew: Dagster builds a run's resource
+    from its config, which `model_copy` leaves as it was."""
+    if history is True and resource.history_location is not None:
+        return resource
+    if history is False:
+        change: dict[str, object] = {"history": False}
+    else:
+        change = {"history_location": fleet_history(history, tables)}
+    return type(resource)(**{**resource.model_dump(), **change})
 
 
 __all__ = ["build_delta_maintenance_defs"]

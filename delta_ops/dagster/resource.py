@@ -14,12 +14,15 @@ from pydantic import Field
 from delta_ops import clock
 from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.health import MaintenanceWork, TableHealth, maintenance_work, table_health
+from delta_ops.ops.history import OperationHistory
 from delta_ops.ops.probe import CommitProbe, probe_commits
 from delta_ops.ops.progress import LogLines, reporting
 from delta_ops.ops.registry import BY_ACTION, OPERATIONS, Operation
 from delta_ops.ops.results import to_data
+from delta_ops.ops.runs import Run, run_operation
 from delta_ops.protocol.units import format_duration
 from delta_ops.storage import Storage
+from delta_ops.storage.warehouse import history_location
 from delta_ops.table.snapshot import Snapshot, load_head, load_snapshot
 
 #: `*_ms` values from here on are times (2001-09-09), below it durations
@@ -45,6 +48,16 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
 
     storage_options: dict[str, str] = Field(
         default_factory=dict, description="fsspec storage options for every table"
+    )
+    history: bool = Field(
+        default=True,
+        description="record every operation run (failures and skips too) in the operation"
+        " history, a Delta table DuckDB, Spark and deltalake read",
+    )
+    history_location: str | None = Field(
+        default=None,
+        description="the operation history's path or URL (default: _delta_ops_history in the"
+        " folder holding the tables; build_delta_maintenance_defs sets the fleet's)",
     )
     progress_every_seconds: float = Field(
         default=10.0,
@@ -106,6 +119,48 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
         values = op.parse(dict(options or {}))
         engine = _engine(values.get("engine", "local"))
         return op.plan(op.load(self._storage(url, storage_options)), values, engine)
+
+    def run(
+        self,
+        operation: str,
+        url: str,
+        options: Mapping[str, Any] | None = None,
+        *,
+        storage_options: Mapping[str, str] | None = None,
+        dry_run: bool = False,
+        progress: Callable[[str], None] | None = None,
+        table_name: str | None = None,
+    ) -> Run:
+        """Plan a registered operation on the table at `url` and execute it unless its plan
+        has nothing to do or this is a dry run (`delta_ops.ops.runs.run_operation`), recording
+        the run in the history (not a dry run). With `progress` (the step's
+        `context.log.info`), messages and periodic progress lines of long work go there."""
+        op = operation_named(operation)
+        values = op.parse(dict(options or {}))
+        lines = LogLines(progress, every_s=self.progress_every_seconds) if progress else None
+        with reporting(lines):
+            return run_operation(
+                op,
+                self._storage(url, storage_options),
+                values,
+                _engine(values.get("engine", "local")),
+                dry_run=dry_run,
+                skip_idle=True,
+                progress=progress,
+                history=self.history_for(url, storage_options),
+                table_name=table_name,
+                front_end="dagster",
+            )
+
+    def history_for(
+        self, url: str, storage_options: Mapping[str, str] | None = None
+    ) -> OperationHistory | None:
+        """Where runs on the table at `url` are recorded (None: not recorded)."""
+        if not self.history:
+            return None
+        location = self.history_location or history_location([url])
+        options = {**self.storage_options, **(storage_options or {})}
+        return OperationHistory(location, options or None) if location else None
 
     def execute(
         self, operation: str, plan: Any, *, progress: Callable[[str], None] | None = None
