@@ -29,6 +29,7 @@ OPS = {
         ["vacuum", "--retention", "0h", "--force", "--in-flight-grace", "0s"],
     ),
     "row-tracking": (Access.ENABLE_ROW_TRACKING, ["enable-row-tracking"]),
+    "recompute-stats": (Access.WRITE, ["recompute-stats"]),
 }
 # feature -> operations it allows (the rest must be refused)
 EXPECTED = {
@@ -37,7 +38,15 @@ EXPECTED = {
     "variantShredding": {"checkpoint", "cleanup", "vacuum"},
     "geospatial": {"checkpoint", "cleanup", "vacuum"},
     "catalogManaged": {"checkpoint", "read rows"},
-    "deletionVectors": {"checkpoint", "cleanup", "vacuum", "row-tracking", "write", "read rows"},
+    "deletionVectors": {
+        "checkpoint",
+        "cleanup",
+        "vacuum",
+        "row-tracking",
+        "recompute-stats",
+        "write",
+        "read rows",
+    },
 }
 #: features delta-rs and DuckDB (delta-kernel) read; they refuse the others outright
 PEERS_READ = {"icebergCompatV2", "deletionVectors"}

@@ -16,7 +16,10 @@ Delta Spark writes them (deletes by deletion vectors, inline or in a DV file). U
 appear as a crashed writer leaves them (orphans, young and old), and restored backups make
 files look younger than their commits (`touch`). Our ops run in between: checkpoints (classic,
 multi-part, V2 when the policy says so), log cleanup, vacuum (full and lite, any retention,
-`--force`, a past or future `now`), compaction, purge and the row-tracking backfill. Once row
+`--force`, a past or future `now`), compaction, purge, the row-tracking backfill, restore,
+repair (after a live data file is deleted behind the log's back: the versions that read it are
+lost, the latest reads without its rows) and recompute-stats (after appends whose commits
+carry no stats). Once row
 tracking is on, `deltalake` cannot write the table, and our own writer appends instead.
 
 How time works. `deltalake` writes at the real clock; our ops read the wall clock through
@@ -60,6 +63,8 @@ from delta_ops.ops.checkpoint import execute_checkpoint, plan_checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.compact import execute_compact, plan_compact
 from delta_ops.ops.purge import execute_purge, plan_purge
+from delta_ops.ops.recompute_stats import execute_recompute_stats, plan_recompute_stats
+from delta_ops.ops.repair import execute_repair, plan_repair
 from delta_ops.ops.restore import execute_restore, plan_restore
 from delta_ops.ops.row_tracking import execute_enable_row_tracking, plan_enable_row_tracking
 from delta_ops.ops.vacuum import DEFAULT_IN_FLIGHT_GRACE_MS, execute_vacuum, plan_vacuum
@@ -657,6 +662,77 @@ class ReliabilityMachine(RuleBasedStateMachine):
             self._deleted_rows_now()
         assert _rows(self.path, latest) == self.rows[target], f"restore of {target}"
         self._assert_readable(self.promised, f"a restore of version {target}")
+
+    @rule(pick=st.integers(0, 1000))
+    def lose_a_file_then_repair(self, pick: int) -> None:
+        """A live data file deleted behind the log's back (by hand, a bad copy), then
+        repaired: the versions that read it are lost for good, every other promised version
+        still reads, and the latest reads without that file's rows."""
+        snapshot = load_snapshot(self.path)
+        files = snapshot.files.to_pylist()
+        if not files:
+            return
+        add = _plain(files[pick % len(files)])
+        data = pq.read_table(self.path / add["path"])
+        deleted = self.deleted.get(add["path"], set()) if add.get("deletionVector") else set()
+        part = int(add["partitionValues"]["part"])
+        lost = [
+            tuple({**row, "part": part}[c] for c in COLUMNS)
+            for i, row in enumerate(data.to_pylist())
+            if i not in deleted
+        ]
+        (self.path / add["path"]).unlink()
+        self.promised -= {v for v in self.promised if add["path"] in _referenced(self.path, v)}
+        expected = list(self.rows[self._latest()])
+        for row in lost:
+            expected.remove(row)
+        before = self._latest()
+        result = self._ours(
+            lambda: execute_repair(plan_repair(load_snapshot(self.path), force=True))
+        )
+        assert result.removed == (add["path"],), result
+        latest = self._latest()
+        assert latest == before + 1
+        self.rows[latest] = sorted(expected)  # _ours assumed our commit changes no rows
+        self.deleted.pop(add["path"], None)
+        assert _rows(self.path, latest) == self.rows[latest], "repair"
+        self._assert_readable(self.promised, f"a repair of {add['path']}")
+
+    @rule()
+    def recompute_stats(self) -> None:
+        """Files short of stats (an old writer's, a hand-written commit's) get them; no
+        version's rows change, and nothing is left to do."""
+        self._ours(lambda: execute_recompute_stats(plan_recompute_stats(load_snapshot(self.path))))
+        self._assert_readable(self.promised, "a recompute of stats")
+        snapshot = load_snapshot(self.path)
+        assert snapshot.record_counts.null_count == 0
+        assert plan_recompute_stats(snapshot).nothing_to_do
+
+    @precondition(lambda self: not self.tracked)
+    @rule(n=st.integers(1, 3))
+    def append_without_stats(self, n: int) -> None:
+        """An old writer's append: a data file committed with no stats at all."""
+        batch = self._batch(n)
+        part = batch.column("part")[0].as_py()
+        batch = batch.filter(pc.equal(batch.column("part"), part))
+        name = f"part={part}/part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+        (self.path / f"part={part}").mkdir(exist_ok=True)
+        pq.write_table(batch.drop_columns(["part"]), self.path / name)
+        add = {
+            "path": name,
+            "partitionValues": {"part": str(part)},
+            "size": (self.path / name).stat().st_size,
+            "modificationTime": self.now,
+            "dataChange": True,
+        }
+        version = self._latest() + 1
+        commit = [{"commitInfo": {"timestamp": self.now, "operation": "WRITE"}}, {"add": add}]
+        (self.path / "_delta_log" / f"{version:020d}.json").write_text(
+            "".join(json.dumps(a) + "\n" for a in commit)
+        )
+        expected = [*self.rows[self._latest()]]
+        expected += [tuple(row[c] for c in COLUMNS) for row in batch.to_pylist()]
+        self._record_version(expected)
 
     def _deleted_rows_now(self) -> None:
         """The rows each live file's deletion vector deletes, as the log says now (a restore

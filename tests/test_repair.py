@@ -126,3 +126,24 @@ def test_a_bad_ratio_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert cli.main(["repair", str(table), "--max-missing-ratio", "2"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--max-missing-ratio" in err
+
+
+def test_inspect_with_files_marks_a_lost_file_and_advises_repair(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`inspect --files` lists the live files, so it also says which storage lacks (one
+    listing); without --files inspect lists no data and advises nothing about them."""
+    table = _table(tmp_path, files=3)
+    lost = load_snapshot(table).files.column("path")[1].as_py()
+    (table / lost).unlink()
+    assert cli.main(["inspect", str(table), "--files", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["missing_files"] == [lost]
+    [advice] = [a for a in summary["advice"] if "repair" in a["command"]]
+    assert "1 live files are missing" in advice["problem"]
+    assert cli.main(["inspect", str(table), "--files"]) == 0
+    assert f"{lost}  (missing from storage)" in capsys.readouterr().out
+    assert cli.main(["inspect", str(table), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert "missing_files" not in summary
+    assert not [a for a in summary["advice"] if "repair" in a["command"]]

@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -205,8 +206,12 @@ class Health:
     advice: list[dict[str, str]]
 
 
-def health(snapshot: Snapshot, now_ms: int, leftovers: int) -> Health:
-    """Each thing worth doing to the table now, with the command that does it."""
+def health(
+    snapshot: Snapshot, now_ms: int, leftovers: int, *, missing_files: Sequence[str] = ()
+) -> Health:
+    """Each thing worth doing to the table now, with the command that does it.
+    `missing_files`: live files the caller found missing from storage (`inspect --files`
+    looks; nothing here lists the table's data)."""
     facts = table_health(snapshot, now_ms)
     log = snapshot.storage.list_log()
     protocol = snapshot.protocol
@@ -214,6 +219,14 @@ def health(snapshot: Snapshot, now_ms: int, leftovers: int) -> Health:
     expired = len(plan_cleanup(snapshot, now_ms).deleted) if Access.CLEANUP in allowed else 0
     table = _quoted(snapshot.storage.url)
     advice = []
+    if missing_files and Access.WRITE in allowed:
+        advice.append(
+            {
+                "problem": f"{len(missing_files)} live files are missing from storage (e.g."
+                f" {missing_files[0]}): every reader of the table fails on them",
+                "command": f"delta-ops repair {table} --dry-run  # then without --dry-run",
+            }
+        )
     if facts.unsupported_writer_features:
         features = ", ".join(facts.unsupported_writer_features)
         advice.append(
@@ -255,6 +268,15 @@ def health(snapshot: Snapshot, now_ms: int, leftovers: int) -> Health:
                 "problem": f"row tracking is not fully on ({facts.files_without_row_ids} files "
                 "without row ids)",
                 "command": f"delta-ops enable-row-tracking {table}",
+            }
+        )
+    lacking = int(snapshot.record_counts.null_count) if snapshot.num_files else 0
+    if lacking and Access.WRITE in allowed:
+        advice.append(
+            {
+                "problem": f"{lacking} live files have no numRecords in their stats: readers"
+                " cannot skip them, row counts and the row-tracking backfill read their footers",
+                "command": f"delta-ops recompute-stats {table}",
             }
         )
     return Health(

@@ -14,6 +14,7 @@ from typing import Any
 from delta_ops import clock
 from delta_ops.ops.health import RowTracking, health, row_tracking_state
 from delta_ops.ops.leftovers import find_leftovers
+from delta_ops.ops.repair import missing_live_files
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.units import format_bytes
 from delta_ops.table.snapshot import Snapshot
@@ -52,11 +53,14 @@ class TableSummary:
     # each operation: "allowed", or the features refusing it ("refused: f1, f2")
     operations: dict[str, str] = field(default_factory=dict)
     files: list[str] | None = None
+    # live files storage lacks (looked for only with `include_files`: one listing)
+    missing_files: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = fields_data(self)
         if self.files is None:
             out.pop("files")
+            out.pop("missing_files")
         return out
 
 
@@ -73,7 +77,14 @@ def summarize(
         if checkpoint_version is not None
         else snapshot.version + 1
     )
-    needs = health(snapshot, now_ms if now_ms is not None else clock.now_ms(), len(leftovers))
+    # the live files storage lacks: looked for only when the files are listed (one listing)
+    missing = missing_live_files(snapshot) if include_files else None
+    needs = health(
+        snapshot,
+        now_ms if now_ms is not None else clock.now_ms(),
+        len(leftovers),
+        missing_files=missing or (),
+    )
     return TableSummary(
         table=snapshot.storage.url,
         version=snapshot.version,
@@ -119,6 +130,7 @@ def summarize(
             for op, refusing in protocol.allowed_operations().items()
         },
         files=sorted(snapshot.file_index.column("path").to_pylist()) if include_files else None,
+        missing_files=missing,
     )
 
 
@@ -181,6 +193,9 @@ def format_summary(summary: TableSummary) -> str:
     else:
         lines.append("to do:            nothing needs doing now")
     if summary.files is not None:
+        gone = set(summary.missing_files or ())
         lines.append("files:")
-        lines.extend(f"  {f}" for f in summary.files)
+        lines.extend(
+            f"  {f}" + ("  (missing from storage)" if f in gone else "") for f in summary.files
+        )
     return "\n".join(lines)

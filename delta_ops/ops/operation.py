@@ -77,6 +77,7 @@ class Option:
     default: Any = None
     choices: tuple[str, ...] = ()
     cli_only: bool = False  # a CLI convenience (``--now``), not offered in Dagster config
+    example: str = ""  # the accepted forms, where the kind's own hint would mislead
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", OptionKind(self.kind))  # its value ("count") will do
@@ -90,7 +91,7 @@ class Option:
         """The accepted forms of a value, as help texts show them."""
         if self.kind is OptionKind.CHOICE:
             return " | ".join(self.choices)
-        return _HINTS[self.kind]
+        return self.example or _HINTS[self.kind]
 
     def parse(self, raw: Any) -> Any:
         """The typed value of `raw` (text from the CLI, a value from Dagster config); a default

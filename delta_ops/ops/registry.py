@@ -17,6 +17,7 @@ from delta_ops.ops import (
     cleanup,
     compact,
     purge,
+    recompute_stats,
     repair,
     restore,
     row_tracking,
@@ -35,6 +36,7 @@ OPERATIONS: dict[str, Operation] = {
         compact.OPERATION,
         repair.OPERATION,
         restore.OPERATION,
+        recompute_stats.OPERATION,
     )
 }
 #: the same operations by their Dagster action name (asset output and job name part)

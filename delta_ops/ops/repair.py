@@ -164,6 +164,14 @@ def plan_repair(
     )
 
 
+def missing_live_files(snapshot: Snapshot, engine: Engine = LOCAL) -> list[str]:
+    """The live files (as the log writes their paths) whose data file or deletion-vector file
+    storage does not have, found by one listing of the table (what `inspect --files` shows)."""
+    files = snapshot.file_index
+    data, dv = _missing(snapshot.storage, files, engine)
+    return sorted(files.filter(pc.or_(data, dv)).column("path").to_pylist())
+
+
 def _missing(storage: Storage, files: pa.Table, engine: Engine) -> tuple[pa.Array, pa.Array]:
     """Per live file: is its data file missing, is its deletion-vector file missing."""
     if files.num_rows == 0:
@@ -345,5 +353,6 @@ __all__ = [
     "RepairPlan",
     "RepairResult",
     "execute_repair",
+    "missing_live_files",
     "plan_repair",
 ]

@@ -79,15 +79,18 @@ __all__ = [
     "ArrayType",
     "DeltaType",
     "MapType",
+    "StatsColumn",
     "StructField",
     "StructType",
     "from_arrow_schema",
     "from_arrow_type",
+    "parse_column_names",
     "parse_partition_values",
     "parse_schema",
     "parse_stats",
     "partition_schema",
     "physical_name",
+    "stats_columns_of",
     "stats_schema",
     "to_arrow_field",
     "to_arrow_schema",
@@ -708,14 +711,7 @@ def stats_schema(
         ``numRecords: int64``, then ``minValues`` / ``maxValues`` (eligible leaves only) and
         ``nullCount`` (int64 per leaf) when they have fields, then ``tightBounds: bool``.
     """
-    excluded = {c.lower() for c in partition_columns}
-    data = StructType(tuple(f for f in struct.fields if f.name.lower() not in excluded))
-    if stats_columns is not None:
-        indexed = _select_columns(data, _parse_column_list(stats_columns))
-    elif num_indexed_cols < 0:
-        indexed = data
-    else:
-        indexed = _first_leaves(data, num_indexed_cols)[0]
+    indexed = _indexed_columns(struct, partition_columns, num_indexed_cols, stats_columns)
     fields = [pa.field(NUM_RECORDS, pa.int64())]
     min_max = _min_max_struct(indexed, physical)
     if min_max is not None:
@@ -726,6 +722,84 @@ def stats_schema(
     if tight_bounds:
         fields.append(pa.field(TIGHT_BOUNDS, pa.bool_()))
     return pa.schema(fields)
+
+
+def _indexed_columns(
+    struct: StructType,
+    partition_columns: Iterable[str],
+    num_indexed_cols: int,
+    stats_columns: str | Sequence[str] | Sequence[Sequence[str]] | None,
+) -> StructType:
+    """The part of the table schema whose columns get stats (see `stats_schema`)."""
+    excluded = {c.lower() for c in partition_columns}
+    data = StructType(tuple(f for f in struct.fields if f.name.lower() not in excluded))
+    if stats_columns is not None:
+        return _select_columns(data, _parse_column_list(stats_columns))
+    if num_indexed_cols < 0:
+        return data
+    return _first_leaves(data, num_indexed_cols)[0]
+
+
+@dataclass(frozen=True)
+class StatsColumn:
+    """One leaf column that a file's stats cover under the table's data-skipping rules."""
+
+    logical: tuple[str, ...]  # its names from the top, as the schema spells them
+    physical: tuple[str, ...]  # ... and as stats and data files name it under column mapping
+    type: DeltaType
+
+    @property
+    def name(self) -> str:
+        """The dotted logical name, parts holding a dot or a backtick quoted (``a.`b.c` ``)."""
+        return ".".join(
+            part if "." not in part and "`" not in part else "`" + part.replace("`", "``") + "`"
+            for part in self.logical
+        )
+
+    @property
+    def has_min_max(self) -> bool:
+        """Whether stats carry min/max for it (numbers, dates, timestamps, strings)."""
+        return _min_max_eligible(self.type)
+
+
+def stats_columns_of(
+    struct: StructType,
+    partition_columns: Iterable[str],
+    *,
+    num_indexed_cols: int = 32,
+    stats_columns: str | Sequence[str] | Sequence[Sequence[str]] | None = None,
+) -> list[StatsColumn]:
+    """The leaf columns `stats_schema` gives stats for, in schema order (arrays, maps and
+    variants are leaves here, as in Delta Spark's `nullCount`)."""
+    out: list[StatsColumn] = []
+
+    def walk(
+        fields: Sequence[StructField], logical: tuple[str, ...], phys: tuple[str, ...]
+    ) -> None:
+        for f in fields:
+            names, physicals = logical + (f.name,), phys + (physical_name(f),)
+            if isinstance(f.type, StructType):
+                walk(f.type.fields, names, physicals)
+            else:
+                out.append(StatsColumn(names, physicals, f.type))
+
+    walk(
+        _indexed_columns(struct, partition_columns, num_indexed_cols, stats_columns).fields,
+        (),
+        (),
+    )
+    return out
+
+
+def parse_column_names(text: str) -> list[tuple[str, ...]]:
+    """Name paths from a comma-separated list such as ``a, b.c, `d.e`.f`` (backticks quote a
+    name holding a dot or comma; ``` `` ``` is a backtick), as `delta.dataSkippingStatsColumns`
+    is written; names keep their case."""
+    out = []
+    for item in _split_unquoted(text, ",", keep_quotes=True):
+        if item.strip():
+            out.append(tuple(_split_unquoted(item.strip(), ".", keep_quotes=False)))
+    return out
 
 
 def _first_leaves(struct: StructType, limit: int) -> tuple[StructType, int]:

@@ -1,4 +1,5 @@
-"""Per-file statistics (`add.stats`) computed from a parquet footer, without reading data.
+"""Per-file statistics (`add.stats`) computed from a parquet footer, and from the data where
+the footer lacks a value.
 
 Delta writers record, for every data file, ``{"numRecords", "minValues", "maxValues",
 "nullCount"}`` in its `add` action; data skipping, `numRecords`-based row counts and deletion
@@ -25,6 +26,10 @@ that footer alone (a few KB read from the end of the file), following the same r
   default); strings: the min cut to 32 characters, the max cut to 32 UTF-16 units and closed
   with the tie-breaker ``U+FFFD`` (`StatisticsCollection.truncateMaxStringAgg`) so that it stays
   above every value of the file.
+* What the footer cannot give (no statistics written, INT96 timestamps, a null count for an
+  array or map) is computed from the column itself when a row-group reader is handed in
+  (`read_row_group`, `stats_json_from_parquet_file(read_data=True)`: `recompute-stats`), one
+  row group at a time, by the same rules (NaN left out of float bounds, as parquet writers do).
 * A column of the table that the file does not have reads as null: ``nullCount = numRecords``
   and no min/max, like Spark's `count(*)` for such columns. Arrays and maps get no `nullCount`:
   parquet counts null or empty lists and null elements alike in the leaf, so the number of null
@@ -59,10 +64,11 @@ import json
 import math
 import re
 import struct
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops.protocol.schema import (
@@ -111,8 +117,10 @@ def stats_from_parquet_metadata(
     stats_columns: str | Sequence[str] | Sequence[Sequence[str]] | None = None,
     column_mapping: bool = False,
     tight_bounds: bool | None = None,
+    read_row_group: RowGroupReader | None = None,
 ) -> dict[str, Any]:
-    """The Delta stats object of a data file, from its parquet footer only.
+    """The Delta stats object of a data file, from its parquet footer (and, given
+    `read_row_group`, from the data of the columns whose footer values are missing).
 
     Args:
         metadata: the file's footer (`pyarrow.parquet.ParquetFile(...).metadata`).
@@ -126,6 +134,10 @@ def stats_from_parquet_metadata(
             file and named in the stats by their physical names.
         tight_bounds: when not None, add ``"tightBounds"`` with this value (Delta Spark writes
             ``true`` on tables that support deletion vectors).
+        read_row_group: reads some top-level columns of one row group (index, names) as Arrow;
+            when given, a column whose footer lacks min/max (statistics not written, INT96
+            timestamps, a writer that wrote none) or a null count (arrays, maps, variants) is
+            read, one row group at a time, and its values computed by the same rules.
 
     Returns:
         ``{"numRecords": n, "minValues": {...}, "maxValues": {...}, "nullCount": {...}}`` in
@@ -150,6 +162,11 @@ def stats_from_parquet_metadata(
         stats[MAX_VALUES] = maxs
     if NULL_COUNT in schema.names:
         stats[NULL_COUNT] = _null_counts(footer, schema.field(NULL_COUNT).type, ())
+    if read_row_group is not None and footer.gaps:
+        _fill_from_data(footer, read_row_group, stats)
+        for key in (MIN_VALUES, MAX_VALUES, NULL_COUNT):
+            if key in stats:
+                stats[key] = _in_schema_order(stats[key], schema.field(key).type)
     if tight_bounds is not None:
         stats[TIGHT_BOUNDS] = tight_bounds
     return stats
@@ -176,24 +193,39 @@ def stats_json_from_parquet_file(
     path: str,
     table_schema: StructType,
     partition_columns: Sequence[str],
+    *,
+    read_data: bool = False,
     **kwargs: Any,
 ) -> str:
-    """The `add.stats` JSON of a parquet file, reading only its footer.
+    """The `add.stats` JSON of a parquet file, reading its footer (and, with `read_data`, the
+    columns whose footer values are missing, one row group at a time).
 
     Args:
-        fs: an fsspec filesystem.
+        fs: an fsspec filesystem (or anything with ``open(path, "rb")``).
         path: the file's path on `fs`.
         table_schema: the table schema.
         partition_columns: `metaData.partitionColumns`.
+        read_data: compute from the data what the footer lacks (see `stats_from_parquet_metadata`).
         **kwargs: the keyword options of `stats_from_parquet_metadata`.
 
     Returns:
         Compact JSON (``separators=(",", ":")``), e.g. ``{"numRecords":3,...}``.
     """
-    metadata = read_parquet_metadata(fs, path)
-    return stats_to_json(
-        stats_from_parquet_metadata(metadata, table_schema, partition_columns, **kwargs)
-    )
+    with fs.open(path, "rb") as f:
+        # INT96 (Spark's timestamps) read as microseconds: nanoseconds overflow before 1677
+        parquet = pq.ParquetFile(f, coerce_int96_timestamp_unit="us")
+
+        def read_row_group(index: int, columns: list[str]) -> pa.Table:
+            return parquet.read_row_group(index, columns=columns, use_threads=False)
+
+        stats = stats_from_parquet_metadata(
+            parquet.metadata,
+            table_schema,
+            partition_columns,
+            read_row_group=read_row_group if read_data else None,
+            **kwargs,
+        )
+    return stats_to_json(stats)
 
 
 def num_records_from_parquet_file(fs: Any, path: str) -> int:
@@ -262,6 +294,9 @@ class _Footer:
         self.leaves = {path: i for i, path in enumerate(paths)}
         self.groups = {path[:n] for path in paths for n in range(1, len(path))}
         self._folded: dict[tuple[str, ...], tuple[str, ...]] = {}
+        #: values the footer cannot give: (stats path, file path, Arrow type or None for a
+        #: null count), for `_fill_from_data`
+        self.gaps: list[tuple[tuple[str, ...], tuple[str, ...], pa.DataType | None]] = []
         for path in list(self.leaves) + list(self.groups):
             # Spark resolves parquet columns case-insensitively by default.
             self._folded.setdefault(tuple(p.lower() for p in path), path)
@@ -358,7 +393,10 @@ def _null_counts(footer: _Footer, schema: pa.StructType, prefix: tuple[str, ...]
             total = _leaf_null_count(footer, footer.leaves[found])
             if total is not None:
                 counts[f.name] = total
-        # else an array, map or variant (a parquet group): unknown from leaf counts.
+            else:
+                footer.gaps.append((path, found, None))
+        else:  # an array, map or variant (a parquet group): unknown from leaf counts
+            footer.gaps.append((path, found, None))
     return counts
 
 
@@ -398,6 +436,8 @@ def _fill_min_max(
         bounds = _column_bounds(footer, footer.leaves[found], f.type)
         if bounds is not None:
             mins[f.name], maxs[f.name] = bounds
+        elif _may_hold_values(footer, footer.leaves[found]):
+            footer.gaps.append((path, found, f.type))
 
 
 def _column_bounds(footer: _Footer, index: int, target: pa.DataType) -> tuple[Any, Any] | None:
@@ -431,6 +471,12 @@ def _column_bounds(footer: _Footer, index: int, target: pa.DataType) -> tuple[An
         return _to_json_value(low, target, is_max=False), _to_json_value(high, target, is_max=True)
     except (ValueError, ArithmeticError):  # out of range dates, invalid UTF-8, rescaling
         return None
+
+
+def _may_hold_values(footer: _Footer, index: int) -> bool:
+    """Whether leaf `index` may hold a value (not known to be null in every row)."""
+    nulls = _leaf_null_count(footer, index)
+    return footer.num_records > 0 and (nulls is None or nulls < footer.num_records)
 
 
 def _is_nan(value: Any) -> bool:
@@ -559,6 +605,132 @@ def _format_timestamp(micros: int, *, utc: bool) -> str:
 
 def _utf16_length(value: str) -> int:
     return len(value) + sum(1 for ch in value if ord(ch) > 0xFFFF)
+
+
+# --------------------------------------------------------------------------- from the data
+
+
+RowGroupReader = Callable[[int, list[str]], pa.Table]
+
+
+def _fill_from_data(footer: _Footer, read_row_group: RowGroupReader, stats: dict[str, Any]) -> None:
+    """Compute the footer's gaps from the columns themselves, one row group at a time: null
+    counts as Spark counts them (a value inside a null struct is null; an array or map is null
+    only itself), min/max by the footer's rules (NaN left out, strings cut as Spark cuts them).
+    A column that cannot be read as its table type keeps its gap: leaving a value out is safe."""
+    tops = sorted({found[0] for _, found, _ in footer.gaps})
+    nulls: dict[tuple[str, ...], int | None] = {}
+    bounds: dict[tuple[str, ...], tuple[Any, Any] | None] = {}
+    for index, rg in enumerate(footer.row_groups):
+        if rg.num_rows == 0:
+            continue
+        data = read_row_group(index, tops)
+        for path, found, target in footer.gaps:
+            column = _column_at(data, found)
+            if target is None:
+                if path in nulls and nulls[path] is None:
+                    continue
+                nulls[path] = None if column is None else (nulls.get(path) or 0) + column.null_count
+                continue
+            if path in bounds and bounds[path] is None:
+                continue
+            low_high = None if column is None else _data_bounds(column, target)
+            if low_high is _UNKNOWN:
+                bounds[path] = None
+            elif low_high is not None:
+                seen = bounds.get(path)
+                bounds[path] = low_high if seen is None else _widen(seen, low_high)
+    for path, count in nulls.items():
+        if count is not None:
+            _nested_set(stats[NULL_COUNT], path, count)
+    for path, found, target in footer.gaps:
+        if target is None or bounds.get(path) is None:
+            continue
+        low, high = bounds[path]  # type: ignore[misc]
+        try:
+            low_json = _to_json_value(low, target, is_max=False)
+            high_json = _to_json_value(high, target, is_max=True)
+        except (ValueError, ArithmeticError):
+            continue
+        _nested_set(stats[MIN_VALUES], path, low_json)
+        _nested_set(stats[MAX_VALUES], path, high_json)
+
+
+#: a row group whose bounds cannot be computed (compared by identity)
+_UNKNOWN: tuple[Any, Any] = (object(), object())
+
+
+def _column_at(data: pa.Table, path: tuple[str, ...]) -> pa.Array | None:
+    """The column at `path` in `data` (a struct's fields followed; a value under a null struct
+    is null), None when the file's data does not have it."""
+    if path[0] not in data.column_names:
+        return None
+    column = data.column(path[0]).combine_chunks()
+    for name in path[1:]:
+        if not pa.types.is_struct(column.type):
+            return None
+        index = column.type.get_field_index(name)
+        if index < 0:
+            return None
+        column = pc.struct_field(column, [index])
+    result: pa.Array = column
+    return result
+
+
+def _data_bounds(column: pa.Array, target: pa.DataType) -> tuple[Any, Any] | None:
+    """(min, max) of a row group's values as `_to_json_value` takes them (None: all null or
+    NaN; _UNKNOWN: not readable as `target`)."""
+    try:
+        if pa.types.is_string(target) or pa.types.is_large_string(target):
+            if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+                column = column.cast(pa.string())
+        elif column.type != target:
+            column = column.cast(target)
+        result = pc.min_max(column)
+    except (pa.ArrowException, NotImplementedError):
+        return _UNKNOWN
+    low, high = result["min"], result["max"]
+    if not low.is_valid or not high.is_valid:
+        return None
+    raw_low, raw_high = _raw(low, target), _raw(high, target)
+    return None if raw_low is None or raw_high is None else (raw_low, raw_high)
+
+
+def _raw(value: pa.Scalar, target: pa.DataType) -> Any:
+    """A min/max scalar in the form the footer's decoders give: days, microseconds, UTF-8."""
+    if pa.types.is_date(target):
+        return value.cast(pa.int32()).as_py()
+    if pa.types.is_timestamp(target):
+        micros = value.cast(pa.timestamp("us", target.tz)).cast(pa.int64())
+        return micros.as_py()
+    if pa.types.is_string(target) or pa.types.is_large_string(target):
+        return value.as_py().encode("utf-8")
+    plain = value.as_py()
+    return None if _is_nan(plain) else plain
+
+
+def _widen(seen: tuple[Any, Any], new: tuple[Any, Any]) -> tuple[Any, Any]:
+    return min(seen[0], new[0]), max(seen[1], new[1])
+
+
+def _nested_set(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for name in path[:-1]:
+        target = target.setdefault(name, {})
+    target[path[-1]] = value
+
+
+def _in_schema_order(values: dict[str, Any], schema: pa.StructType) -> dict[str, Any]:
+    """`values` with keys in the order of `schema`'s fields, at every depth (Spark's order)."""
+    out: dict[str, Any] = {}
+    for f in schema:
+        if f.name in values:
+            value = values[f.name]
+            out[f.name] = (
+                _in_schema_order(value, f.type)
+                if isinstance(value, dict) and pa.types.is_struct(f.type)
+                else value
+            )
+    return out
 
 
 # --------------------------------------------------------------------------- JSON
