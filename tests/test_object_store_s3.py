@@ -126,12 +126,27 @@ def test_keys_the_store_refuses_are_kept_and_not_counted(
     assert end["operationMetrics"]["numDeletedFiles"] == "0"  # the log says what really happened
 
 
+def test_each_listing_range_of_a_10k_file_table_fits_one_page() -> None:
+    from delta_ops.storage.s3_listing import KEYS_PER_RANGE, cut_points
+
+    names = [f"part-{i:05d}.parquet" for i in range(10_001)]
+    cuts = cut_points(names)
+    bounds = list(zip([None, *cuts], [*cuts, None], strict=True))
+    sizes = [
+        sum(1 for n in names if (low is None or n > low) and (high is None or n <= high))
+        for low, high in bounds
+    ]
+    assert sum(sizes) == len(names)
+    # one 1000-key page per range, with room for keys the log does not know: one round trip
+    assert max(sizes) <= KEYS_PER_RANGE <= 900
+
+
 def test_a_parallel_range_listing_finds_exactly_what_a_plain_listing_does(
     s3: StoreServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from delta_ops.storage import s3_listing
 
-    monkeypatch.setattr(s3_listing, "KEYS_PER_RANGE", 50)  # 16 ranges over 900 known names
+    monkeypatch.setattr(s3_listing, "KEYS_PER_RANGE", 50)  # 18 ranges over 900 known names
     url = s3.url("ranges")
     storage = Storage.open(url, s3.options)
     known = [f"p={i % 3}/part-{i:04d}.parquet" for i in range(900)]

@@ -26,8 +26,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from delta_ops.storage.native_store import NativeStore
 
-KEYS_PER_RANGE = 2000  # below this many known names per range, fewer ranges
-MAX_RANGES = 16
+#: at most this many known names per range: a range fits one 1000-key page, with room for 100
+#: names the caller does not know (orphans, log files), so its listing is one round trip
+KEYS_PER_RANGE = 900
+#: ranges listed at once (S3 serves thousands of listings per second per prefix); a bigger
+#: table has more pages per range
+MAX_RANGES = 64
 
 
 @dataclass(frozen=True)
@@ -45,9 +49,10 @@ def is_s3(fs: Any) -> bool:
 
 
 def cut_points(known_names: Sequence[str]) -> list[str]:
-    """Up to MAX_RANGES - 1 names splitting the sorted known names into even ranges."""
+    """Up to MAX_RANGES - 1 names splitting the sorted known names into even ranges of at most
+    KEYS_PER_RANGE names (while MAX_RANGES allows)."""
     names = sorted(known_names)
-    ranges = max(1, min(MAX_RANGES, len(names) // KEYS_PER_RANGE))
+    ranges = max(1, min(MAX_RANGES, -(-len(names) // KEYS_PER_RANGE)))
     return [names[len(names) * i // ranges] for i in range(1, ranges)]
 
 
