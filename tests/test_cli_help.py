@@ -20,7 +20,7 @@ def _subcommands() -> list[str]:
 
 
 def test_the_parser_has_a_subcommand_for_every_operation():
-    assert set(_subcommands()) == {"inspect", *OPERATIONS}
+    assert set(_subcommands()) == {"inspect", "plan", *OPERATIONS}
 
 
 def test_top_level_help_renders(capsys):

@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from delta_ops import clock
 from delta_ops.errors import (
     DeltaOpsError,
     InvalidLocation,
@@ -32,6 +33,12 @@ from delta_ops.errors import (
 )
 from delta_ops.ops import progress
 from delta_ops.ops.engines import LOCAL, Engine
+from delta_ops.ops.fleet import (
+    describe_fleet_plan,
+    fleet_from_spec,
+    fleet_from_warehouse,
+    plan_fleet,
+)
 from delta_ops.ops.history import HISTORY_ENV, OperationHistory
 from delta_ops.ops.inspect import format_summary, summarize
 from delta_ops.ops.operation import OptionKind
@@ -75,6 +82,55 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     summary = summarize(snapshot, include_files=args.files)
     _output(json.dumps(summary.to_dict()) if args.json else format_summary(summary))
     return 0
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    """Rank a lake's tables by what maintenance would gain (`delta_ops.ops.fleet`)."""
+    options = _storage_options(args.storage_option)
+    if os.path.isfile(args.lake):
+        tables = fleet_from_spec(_read_lake_file(args.lake), options)
+    elif os.path.isdir(args.lake):
+        tables = fleet_from_warehouse(args.lake, options)
+    else:
+        raise InvalidLocation(f"{args.lake}: neither a warehouse folder nor a lake file")
+    limits = _storage_options(args.max_per_action)  # ACTION=N pairs, as KEY=VALUE
+    plan = plan_fleet(
+        tables,
+        clock.now_ms(),
+        max_tables=args.max_tables,
+        max_per_action={action: _count(n, "--max-per-action") for action, n in limits.items()},
+    )
+    _print(args, to_data(plan), describe_fleet_plan(plan))
+    return 0
+
+
+def _read_lake_file(path: str) -> Any:
+    """A lake file's content: YAML (JSON is YAML too)."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if path.endswith(".json"):
+        return json.loads(text)
+    try:
+        # PyYAML comes with the dagster and airflow extras, not with the core
+        import yaml  # type: ignore[import-untyped]
+    except ImportError:
+        raise InvalidValue(
+            f"{path}: reading YAML needs PyYAML (pip install pyyaml); or write the lake as JSON"
+        ) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidValue(f"{path}: not YAML: {' '.join(str(exc).split())}") from None
+
+
+def _count(raw: str, flag: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidValue(f"{flag}: {raw!r} is not a whole number") from None
+    if value < 0:
+        raise InvalidValue(f"{flag}: {value} is below 0")
+    return value
 
 
 def _print(args: argparse.Namespace, data: dict[str, Any], human: str) -> None:
@@ -228,6 +284,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("--files", action="store_true", help="list the live files")
     inspect.set_defaults(func=_cmd_inspect)
+
+    plan = sub.add_parser(
+        "plan", help="rank a lake's tables by what maintenance would gain, within a budget"
+    )
+    plan.add_argument("lake", help="a warehouse folder (its tables are found), or a lake file")
+    plan.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="fsspec storage option for every table (repeatable)",
+    )
+    plan.add_argument(
+        "--max-tables",
+        type=int,
+        default=None,
+        metavar="N",
+        help="choose at most N tables (default: every table with work)",
+    )
+    plan.add_argument(
+        "--max-per-action",
+        action="append",
+        default=[],
+        metavar="ACTION=N",
+        help="choose an action for at most N tables (repeatable), e.g. vacuum=10",
+    )
+    plan.add_argument("--json", action="store_true", help="print one JSON object")
+    plan.set_defaults(func=_cmd_plan)
     for operation in OPERATIONS.values():
         _add_operation(sub, operation)
     return parser

@@ -1,0 +1,460 @@
+"""The fleet planner: which tables of a lake maintenance should visit now, and why.
+
+A lake is many tables (a warehouse root to discover, or a lake file listing them with settings
+of their own: :func:`fleet_from_spec`). For each table the planner loads only what it needs
+(the log's listing; the snapshot when the log is small, else only the latest protocol and
+metadata), asks `delta_ops.ops.health` what each action would gain, estimates what it would cost,
+and ranks the tables by gain for cost within a budget (tables per tick, tables per action)::
+
+    plan = plan_fleet(fleet_from_warehouse("/data/warehouse"), clock.now_ms(), max_tables=20)
+    print(describe_fleet_plan(plan))          # the ranked table, with why each is or is not chosen
+
+Gains, in points (the exchange rates are :data:`POINTS`): a checkpoint interval of commits since
+the last checkpoint, 100 log files when log cleanup has work, 1 GiB that vacuum would reclaim,
+100 small files compaction would rewrite, a million rows hidden by deletion vectors. An action
+counts only when it has work (the checkpoint when the lag reached the interval). Costs are
+object-store requests and bytes read or written, estimated from the same facts, turned into
+seconds at :data:`REQUEST_S` per request and :data:`BYTES_PER_S`. A table's priority is its
+weight times its points over (1 + its cost in seconds).
+
+Assessing the tables is an ordered map on the engine (forked workers on the local engine), so
+a lake of a thousand small tables is planned in seconds.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from delta_ops.errors import DeltaOpsError, InvalidValue
+from delta_ops.ops.cleanup import plan_cleanup
+from delta_ops.ops.engines import LOCAL, Engine, Spread
+from delta_ops.ops.health import maintenance_work, table_health
+from delta_ops.protocol.units import format_bytes, parse_size_bytes
+from delta_ops.storage import Storage
+from delta_ops.storage.warehouse import find_tables, name_for
+from delta_ops.table.snapshot import load_head, load_snapshot
+
+#: the actions the planner weighs, in the order a run takes them
+ACTIONS = ("compact", "purge", "checkpoint", "cleanup", "vacuum")
+#: what one point of gain is, per action
+POINTS = {
+    "checkpoint": "a checkpoint interval of commits since the last checkpoint",
+    "cleanup": "100 log files, when some are past the log retention",
+    "vacuum": "1 GiB of removed files past the file retention",
+    "compact": "100 small files to rewrite (from 10)",
+    "purge": "1,000,000 rows hidden by deletion vectors",
+}
+REQUEST_S = 0.02  # an object-store request
+BYTES_PER_S = 100 * 1024 * 1024  # read or written
+#: compaction counts from this many small files (Delta's auto compaction waits for 50)
+MIN_SMALL_FILES = 10
+#: a log bigger than this is not replayed to plan: only the checkpoint and cleanup are judged
+SNAPSHOT_LIMIT = parse_size_bytes("64MB")
+
+
+@dataclass(frozen=True)
+class FleetTable:
+    """One table of a lake and its settings.
+
+    Args:
+        name: its name in the lake (unique).
+        url: its path or URL.
+        storage_options: options to open it with.
+        actions: the actions the planner may choose for it.
+        weight: how much its gains count against other tables' (a priority).
+        enabled: False leaves it out of every plan (listed with why).
+    """
+
+    name: str
+    url: str
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
+    actions: tuple[str, ...] = ACTIONS
+    weight: float = 1.0
+    enabled: bool = True
+
+
+def fleet_from_warehouse(
+    root: str, storage_options: Mapping[str, Any] | None = None
+) -> list[FleetTable]:
+    """Every table under a local warehouse root (`delta_ops.storage.warehouse.find_tables`)."""
+    options = dict(storage_options or {})
+    return [FleetTable(name, url, options) for name, url in find_tables(root)]
+
+
+_TABLE_KEYS = {"name", "url", "storage_options", "actions", "weight", "enabled"}
+
+
+def fleet_from_spec(
+    spec: Mapping[str, Any], storage_options: Mapping[str, Any] | None = None
+) -> list[FleetTable]:
+    """The tables a lake file lists (its YAML or JSON, parsed)::
+
+        warehouse: /data/warehouse      # optional: every table found under it
+        defaults: {actions: [checkpoint, cleanup, vacuum], weight: 1}
+        storage_options: {region: eu-west-1}
+        tables:
+          - {name: events, url: s3://lake/events, weight: 3}
+          - {url: s3://lake/orders, actions: [compact, checkpoint]}
+          - {name: raw, url: s3://lake/raw, enabled: false}
+
+    A listed table overrides a discovered one of the same name. Unknown keys and actions are
+    refused (InvalidValue names them)."""
+    if not isinstance(spec, Mapping):
+        raise InvalidValue("a lake file holds a mapping: tables, warehouse, defaults")
+    unknown = set(spec) - {"warehouse", "defaults", "storage_options", "tables"}
+    if unknown:
+        raise InvalidValue(f"lake file: unknown keys {sorted(unknown)}")
+    options = {**(storage_options or {}), **dict(spec.get("storage_options") or {})}
+    defaults = dict(spec.get("defaults") or {})
+    tables: dict[str, FleetTable] = {}
+    if spec.get("warehouse"):
+        for found in fleet_from_warehouse(str(spec["warehouse"]), options):
+            tables[found.name] = _table({**defaults, "name": found.name, "url": found.url}, options)
+    for entry in spec.get("tables") or []:
+        if not isinstance(entry, Mapping) or "url" not in entry:
+            raise InvalidValue(f"lake file: a table needs a url: {entry!r}")
+        table = _table({**defaults, **entry}, options)
+        tables[table.name] = table
+    return sorted(tables.values(), key=lambda t: t.name)
+
+
+def _table(entry: Mapping[str, Any], options: Mapping[str, Any]) -> FleetTable:
+    unknown = set(entry) - _TABLE_KEYS
+    if unknown:
+        raise InvalidValue(f"lake file: unknown table settings {sorted(unknown)}")
+    actions = tuple(entry.get("actions") or ACTIONS)
+    bad = [a for a in actions if a not in ACTIONS]
+    if bad:
+        raise InvalidValue(f"lake file: unknown actions {bad}; known: {', '.join(ACTIONS)}")
+    url = str(entry["url"])
+    try:
+        weight = float(entry.get("weight", 1.0))
+    except (TypeError, ValueError):
+        raise InvalidValue(
+            f"lake file: {url}: weight {entry['weight']!r} is not a number"
+        ) from None
+    return FleetTable(
+        name=str(entry.get("name") or name_for(url)),
+        url=url,
+        storage_options={**options, **dict(entry.get("storage_options") or {})},
+        actions=actions,
+        weight=weight,
+        enabled=bool(entry.get("enabled", True)),
+    )
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """What maintenance would gain on one table, and cost.
+
+    Attributes:
+        facts: what the gains are judged from (version, commits since the checkpoint, log
+            files and bytes, reclaimable bytes, small files, hidden rows, ...).
+        gains: points per action with work (only the table's own actions).
+        requests, bytes: the estimated cost of those actions.
+        idle: why each action without work has none.
+        error: why the table could not be assessed.
+    """
+
+    name: str
+    url: str
+    facts: dict[str, int] = field(default_factory=dict)
+    gains: dict[str, float] = field(default_factory=dict)
+    requests: int = 0
+    bytes: int = 0
+    idle: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def cost_s(self) -> float:
+        return self.requests * REQUEST_S + self.bytes / BYTES_PER_S
+
+
+def assess(table: FleetTable, now_ms: int, snapshot_limit: int = SNAPSHOT_LIMIT) -> Assessment:
+    """What each of `table`'s actions would gain and cost now (an error is a field, so one
+    unreadable table never stops a plan)."""
+    try:
+        storage = Storage.open(table.url, dict(table.storage_options) or None)
+        log = storage.list_log()
+        log_bytes = sum(entry.size for entry in log)
+        if log_bytes > snapshot_limit:
+            return _assess_head(table, storage, now_ms, len(log), log_bytes)
+        return _assess_snapshot(table, storage, now_ms, len(log), log_bytes)
+    except (DeltaOpsError, OSError) as exc:
+        return Assessment(table.name, table.url, error=f"{type(exc).__name__}: {exc}")
+
+
+def _assess_snapshot(
+    table: FleetTable, storage: Storage, now_ms: int, log_files: int, log_bytes: int
+) -> Assessment:
+    snapshot = load_snapshot(storage)
+    facts = table_health(snapshot, now_ms)
+    work = maintenance_work(snapshot, now_ms)
+    average = snapshot.size_bytes // max(snapshot.num_files, 1)
+    hidden = facts.deleted_records
+    found = {
+        "version": facts.version,
+        "commits_since_checkpoint": facts.commits_since_checkpoint,
+        "checkpoint_interval": facts.checkpoint_interval,
+        "log_files": log_files,
+        "log_bytes": log_bytes,
+        "files": snapshot.num_files,
+        "table_bytes": snapshot.size_bytes,
+        "reclaimable_files": facts.expired_tombstones,
+        "reclaimable_bytes": facts.reclaimable_bytes,
+        "small_files": facts.small_files,
+        "hidden_rows": hidden,
+    }
+    physical = facts.num_records or 0
+    # (points, requests, bytes) of each action with work
+    candidates: dict[str, tuple[float, int, int]] = {}
+    lag = facts.commits_since_checkpoint / max(facts.checkpoint_interval, 1)
+    if lag >= 1:
+        candidates["checkpoint"] = (lag, 3, log_bytes)
+    if work.cleanup:
+        candidates["cleanup"] = (log_files / 100, 1 + log_files, 0)
+    if work.vacuum:
+        listing = 1 + snapshot.num_files // 1000
+        points = facts.reclaimable_bytes / 2**30
+        candidates["vacuum"] = (max(points, 0.01), listing + facts.expired_tombstones, 0)
+    if facts.small_files >= MIN_SMALL_FILES:
+        candidates["compact"] = (facts.small_files / 100, 2 * facts.small_files,
+                                 2 * facts.small_files * average)  # fmt: skip
+    if hidden:
+        share = hidden / physical if physical else 1.0
+        candidates["purge"] = (hidden / 1e6, 2, int(2 * snapshot.size_bytes * min(share, 1.0)))
+    idle = [*work.reasons]
+    if lag < 1:
+        idle.append(
+            f"checkpoint: {facts.commits_since_checkpoint} commit(s) since the last, interval"
+            f" {facts.checkpoint_interval}"
+        )
+    if facts.small_files < MIN_SMALL_FILES:
+        idle.append(f"compact: {facts.small_files} small file(s), fewer than {MIN_SMALL_FILES}")
+    if not hidden:
+        idle.append("purge: no rows hidden by deletion vectors")
+    return _assessment(table, found, candidates, idle)
+
+
+def _assess_head(
+    table: FleetTable, storage: Storage, now_ms: int, log_files: int, log_bytes: int
+) -> Assessment:
+    """A table whose log is too big to replay for a plan: its checkpoint lag and log cleanup,
+    from the listing and the latest protocol and metadata only."""
+    head = load_head(storage)
+    checkpoint = head.segment.checkpoint_version
+    since = head.version - checkpoint if checkpoint is not None else head.version + 1
+    interval = head.properties.checkpoint_interval
+    found = {
+        "version": head.version,
+        "commits_since_checkpoint": since,
+        "checkpoint_interval": interval,
+        "log_files": log_files,
+        "log_bytes": log_bytes,
+    }
+    candidates: dict[str, tuple[float, int, int]] = {}
+    if since >= interval:
+        candidates["checkpoint"] = (since / max(interval, 1), 3, log_bytes)
+    cleanup = plan_cleanup(head, now_ms)
+    if not cleanup.nothing_to_do:
+        candidates["cleanup"] = (log_files / 100, 1 + len(cleanup.deleted), 0)
+    unread = f"the log is {format_bytes(log_bytes)}, over the planner's snapshot limit"
+    idle = [f"{a}: not judged ({unread})" for a in ("vacuum", "compact", "purge")]
+    return _assessment(table, found, candidates, idle)
+
+
+def _assessment(
+    table: FleetTable,
+    facts: dict[str, int],
+    candidates: Mapping[str, tuple[float, int, int]],
+    idle: Sequence[str],
+) -> Assessment:
+    wanted = {a: c for a, c in candidates.items() if a in table.actions}
+    return Assessment(
+        table.name,
+        table.url,
+        facts,
+        gains={a: round(points, 4) for a, (points, _, _) in wanted.items()},
+        requests=sum(requests for _, requests, _ in wanted.values()),
+        bytes=sum(size for _, _, size in wanted.values()),
+        idle=tuple(idle),
+    )
+
+
+@dataclass(frozen=True)
+class TableChoice:
+    """One table's place in a plan: chosen or not, and why."""
+
+    rank: int
+    table: FleetTable = field(repr=False)
+    assessment: Assessment
+    priority: float
+    chosen: bool
+    actions: tuple[str, ...]  # what a run would do, in order
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        a = self.assessment
+        return {
+            "rank": self.rank,
+            "name": a.name,
+            "url": a.url,
+            "chosen": self.chosen,
+            "actions": list(self.actions),
+            "priority": round(self.priority, 4),
+            "gains": a.gains,
+            "cost": {"requests": a.requests, "bytes": a.bytes, "seconds": round(a.cost_s, 3)},
+            "facts": a.facts,
+            "why": self.why,
+            "error": a.error,
+        }
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    """Every table of a lake, ranked; the chosen ones first."""
+
+    choices: tuple[TableChoice, ...]
+    max_tables: int | None
+    max_per_action: Mapping[str, int]
+
+    @property
+    def chosen(self) -> tuple[TableChoice, ...]:
+        return tuple(c for c in self.choices if c.chosen)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tables": len(self.choices),
+            "chosen": len(self.chosen),
+            "max_tables": self.max_tables,
+            "max_per_action": dict(self.max_per_action),
+            "points": POINTS,
+            "choices": [c.to_dict() for c in self.choices],
+        }
+
+
+def plan_fleet(
+    tables: Sequence[FleetTable],
+    now_ms: int,
+    *,
+    max_tables: int | None = None,
+    max_per_action: Mapping[str, int] | None = None,
+    snapshot_limit: int = SNAPSHOT_LIMIT,
+    engine: Engine = LOCAL,
+) -> FleetPlan:
+    """Assess every enabled table (on `engine`) and choose, by priority, the tables whose
+    actions fit the budget: at most `max_tables` tables, at most `max_per_action[a]` tables
+    for action `a`."""
+    limits = dict(max_per_action or {})
+    bad = sorted(set(limits) - set(ACTIONS))
+    if bad:
+        raise InvalidValue(f"--max-per-action: unknown actions {bad}; known: {', '.join(ACTIONS)}")
+    enabled = [t for t in tables if t.enabled]
+    judge = functools.partial(assess, now_ms=now_ms, snapshot_limit=snapshot_limit)
+    assessed = dict(zip((t.name for t in enabled), engine.map_ordered(
+        judge, enabled, spread=Spread.PROCESSES, batch=50), strict=True))  # fmt: skip
+    by_priority = sorted(
+        tables,
+        key=lambda t: (-_priority(t, assessed.get(t.name)), t.name),
+    )
+    used = dict.fromkeys(ACTIONS, 0)
+    choices = []
+    chosen = 0
+    for rank, table in enumerate(by_priority, 1):
+        assessment = assessed.get(table.name) or Assessment(table.name, table.url)
+        priority = _priority(table, assessment)
+        if not table.enabled:
+            choices.append(_choice(rank, table, assessment, 0.0, (), "disabled in the lake file"))
+            continue
+        if assessment.error is not None:
+            why = f"cannot be assessed: {assessment.error}"
+            choices.append(_choice(rank, table, assessment, 0.0, (), why))
+            continue
+        if not assessment.gains:
+            why = "nothing to do: " + "; ".join(assessment.idle)
+            choices.append(_choice(rank, table, assessment, 0.0, (), why))
+            continue
+        if max_tables is not None and chosen >= max_tables:
+            why = f"over budget: {max_tables} table(s) chosen already (max tables)"
+            choices.append(_choice(rank, table, assessment, priority, (), why))
+            continue
+        fits = [a for a in ACTIONS if a in assessment.gains and used[a] < limits.get(a, 1 << 62)]
+        if not fits:
+            full = ", ".join(f"{a} ({limits[a]})" for a in assessment.gains if a in limits)
+            why = f"over budget: the per-action limit is reached for {full}"
+            choices.append(_choice(rank, table, assessment, priority, (), why))
+            continue
+        for action in fits:
+            used[action] += 1
+        chosen += 1
+        gains = ", ".join(_gain_text(a, assessment) for a in fits)
+        cost = f"~{assessment.requests:,} requests, {format_bytes(assessment.bytes)}"
+        choices.append(
+            TableChoice(rank, table, assessment, priority, True, tuple(fits), f"{gains}; {cost}")
+        )
+    return FleetPlan(tuple(choices), max_tables, limits)
+
+
+def _priority(table: FleetTable, assessment: Assessment | None) -> float:
+    if assessment is None or assessment.error is not None or not table.enabled:
+        return 0.0
+    return table.weight * sum(assessment.gains.values()) / (1 + assessment.cost_s)
+
+
+def _choice(
+    rank: int,
+    table: FleetTable,
+    assessment: Assessment,
+    priority: float,
+    actions: tuple[str, ...],
+    why: str,
+) -> TableChoice:
+    return TableChoice(rank, table, assessment, priority, False, actions, why)
+
+
+def _gain_text(action: str, assessment: Assessment) -> str:
+    f = assessment.facts
+    if action == "checkpoint":
+        return (
+            f"checkpoint: {f['commits_since_checkpoint']} commits since the last"
+            f" (interval {f['checkpoint_interval']})"
+        )
+    if action == "cleanup":
+        return f"cleanup: {f['log_files']} log files ({format_bytes(f['log_bytes'])})"
+    if action == "vacuum":
+        return f"vacuum: {format_bytes(f.get('reclaimable_bytes', 0))} reclaimable"
+    if action == "compact":
+        return f"compact: {f['small_files']} small files"
+    return f"purge: {f['hidden_rows']:,} rows hidden by deletion vectors"
+
+
+def describe_fleet_plan(plan: FleetPlan) -> str:
+    """The plan as a ranked table, one line per table with why it is or is not chosen."""
+    lines = [
+        f"{len(plan.chosen)} of {len(plan.choices)} tables chosen"
+        + (f" (max {plan.max_tables})" if plan.max_tables is not None else ""),
+        f"{'rank':>4}  {'table':<28} {'chosen':<6} {'priority':>9}  why",
+    ]
+    for c in plan.choices:
+        name = c.assessment.name if len(c.assessment.name) <= 28 else c.assessment.name[:27] + "~"
+        mark = "yes" if c.chosen else "no"
+        lines.append(f"{c.rank:>4}  {name:<28} {mark:<6} {c.priority:>9.3f}  {c.why}")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "ACTIONS",
+    "POINTS",
+    "Assessment",
+    "FleetPlan",
+    "FleetTable",
+    "TableChoice",
+    "assess",
+    "describe_fleet_plan",
+    "fleet_from_spec",
+    "fleet_from_warehouse",
+    "plan_fleet",
+]
