@@ -15,6 +15,7 @@ from delta_ops.errors import MissingExtra
 if find_spec("dagster") is None:
     raise MissingExtra("dagster", "delta_ops.dagster")
 
+from delta_ops.dagster.component import DeltaMaintenanceComponent
 from delta_ops.dagster.factory import build_delta_maintenance_defs
 from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget, discover_tables
@@ -22,6 +23,7 @@ from delta_ops.dagster.translator import ACTIONS, DeltaMaintenanceTranslator
 
 __all__ = [
     "ACTIONS",
+    "DeltaMaintenanceComponent",
     "DeltaMaintenanceResource",
     "DeltaMaintenanceTranslator",
     "DeltaTableTarget",
