@@ -111,7 +111,7 @@ def test_the_environment_names_the_history_and_the_cli_records_nothing_without_i
     assert main(["vacuum", str(tmp_path / "missing")]) == 2  # not a table: recorded, failed
     capsys.readouterr()
     rows = _duckdb(f"SELECT operation, status, error FROM delta_scan('{history}') ORDER BY 1")
-    assert rows[0][:2] == ("cleanup", "succeeded")
+    assert rows[0][:2] == ("cleanup", "skipped")  # executed, but its plan had nothing to do
     assert rows[1][:2] == ("vacuum", "failed") and rows[1][2].startswith("NotADeltaTable")
 
 

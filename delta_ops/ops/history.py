@@ -75,7 +75,7 @@ class Status(StrEnum):
     """How an operation run ended."""
 
     SUCCEEDED = "succeeded"  # executed
-    SKIPPED = "skipped"  # its plan had nothing to do, so it was not executed
+    SKIPPED = "skipped"  # its plan had nothing to do (executed or not, it changed nothing)
     FAILED = "failed"  # an error while loading, planning or executing
 
 

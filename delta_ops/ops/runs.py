@@ -110,8 +110,8 @@ def _ended(
     begun: OperationRecord, operation: Operation, loaded: Any, plan: Any, result: Any
 ) -> OperationRecord:
     """`begun` completed by what the run got to (the loaded table, the plan, the result), as
-    a run that ended now: executed, or skipped without a result (a failure is marked by the
-    caller)."""
+    a run that ended now: executed, or skipped when its plan had nothing to do (a failure is
+    marked by the caller)."""
     reason = None
     if plan is not None:
         reason = (
@@ -125,7 +125,9 @@ def _ended(
         begun,
         end_ms=clock.now_ms(),
         table=getattr(plan, "table", None) or begun.table,
-        status=Status.SUCCEEDED if result is not None else Status.SKIPPED,
+        # a plan with nothing to do did nothing, whether the front end executed it (the CLI
+        # does) or skipped it (Dagster and Airflow do): one status for both
+        status=Status.SKIPPED if plan is not None and plan.nothing_to_do else Status.SUCCEEDED,
         reason=reason,
         table_version=getattr(getattr(plan, "snapshot", loaded), "version", None),
         files_touched=files,
