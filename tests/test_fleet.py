@@ -114,6 +114,8 @@ def test_the_budget_chooses_the_highest_priorities_and_says_why_not_the_rest(lak
     assert lagging["chosen"] and lagging["actions"] == ["compact"]
     assert main(["plan", str(lake), "--max-per-action", "optimize=1"]) == 2
     assert "unknown actions ['optimize']" in capsys.readouterr().err
+    assert main(["plan", str(lake), "--max-per-action", "vacuum"]) == 2
+    assert "--max-per-action: 'vacuum' is not ACTION=N" in capsys.readouterr().err
 
 
 def test_a_lake_file_lists_tables_with_settings_of_their_own(lake, tmp_path, capsys):

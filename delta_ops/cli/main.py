@@ -66,11 +66,16 @@ def _add_table_args(p: argparse.ArgumentParser) -> None:
 
 
 def _storage_options(pairs: Sequence[str]) -> dict[str, str]:
+    return _pairs(pairs, "--storage-option", "KEY=VALUE")
+
+
+def _pairs(pairs: Sequence[str], flag: str, form: str) -> dict[str, str]:
+    """``A=B`` arguments of a repeatable `flag` as a dict; one not in that `form` is refused."""
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
-            raise InvalidValue(f"--storage-option: {pair!r} is not KEY=VALUE")
+            raise InvalidValue(f"{flag}: {pair!r} is not {form}")
         out[key] = value
     return out
 
@@ -93,7 +98,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         tables = fleet_from_warehouse(args.lake, options)
     else:
         raise InvalidLocation(f"{args.lake}: neither a warehouse folder nor a lake file")
-    limits = _storage_options(args.max_per_action)  # ACTION=N pairs, as KEY=VALUE
+    limits = _pairs(args.max_per_action, "--max-per-action", "ACTION=N")
     plan = plan_fleet(
         tables,
         clock.now_ms(),
