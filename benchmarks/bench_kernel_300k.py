@@ -15,7 +15,8 @@ Three layouts of the same table, each loaded at its head (version 4, 300,000 liv
 
 Ours: ``load_snapshot`` with the CLI's process set-up; theirs: ``DeltaTable`` + ``file_uris()``
 (both print the version and the live file count). Fresh processes, runs alternating after one
-warm-up; the median wall and the highest peak RSS. Targets: ours/theirs <= 0.5 for both.
+warm-up; the median wall and the highest peak RSS. Targets: ours/theirs <= 0.4 for time
+(issue 35), <= 0.5 for peak RSS.
 
 Same work, checked per layout before its ratios are printed: every run of each side must print
 ``4 300000``, and (untimed) both libraries must load the same state: version, protocol,
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=list(LAYOUTS))
-    parser.add_argument("--target-wall", type=float, default=0.5)
+    parser.add_argument("--target-wall", type=float, default=0.4)  # issue 35
     parser.add_argument("--target-rss", type=float, default=0.5)
     parser.add_argument("--verify", type=Path, help="an extracted copy of the real table")
     parser.add_argument("--files", type=int, default=LIVE_FILES, help="a smaller table (>= 13)")

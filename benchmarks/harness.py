@@ -34,6 +34,7 @@ __all__ = [
     "Measurement",
     "RunResult",
     "Verdict",
+    "alternate",
     "compare",
     "evaluate",
     "format_measurements",
@@ -307,6 +308,25 @@ def compare(
         _add_run(ours, **kw)
         _add_run(theirs, **kw)
     return Comparison(ours=ours, theirs=theirs, name=name)
+
+
+def alternate(
+    cmds: Mapping[str, Sequence[str]],
+    runs: int = 5,
+    warmup: int = 1,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    timeout: float | None = 600,
+) -> dict[str, Measurement]:
+    """Warm up each command (label -> argv), then run them in turn, ``runs`` rounds: the
+    same alternation as :func:`compare` for more than two sides."""
+    kw = {"env": env, "cwd": cwd, "timeout": timeout}
+    out = {label: _warm_up(label, cmd, warmup, **kw) for label, cmd in cmds.items()}
+    for _ in range(runs):
+        for m in out.values():
+            _add_run(m, **kw)
+    return out
 
 
 @dataclass

@@ -6,11 +6,13 @@ import tempfile
 from pathlib import Path
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from delta_ops.log.replay import last_occurrence_mask, winning_rows
+from delta_ops.log.actions import ActionSource
+from delta_ops.log.replay import last_occurrence_mask, reconcile_files, winning_rows
 from delta_ops.table.snapshot import load_snapshot
 from tests import log_builder as lb
 from tests.history import histories, naive_state
@@ -94,3 +96,54 @@ def test_replaying_only_the_keys_commits_touch_equals_a_full_replay(checkpoint_k
     keys = checkpoint_keys + later_keys
     got = winning_rows(*_arrays(keys), reconciled_rows=len(checkpoint_keys))
     assert got.tolist() == _last_occurrences(keys)
+
+
+_DV = pa.struct([("storageType", pa.string()), ("pathOrInlineDv", pa.string())])
+_FILE = pa.struct([("path", pa.string()), ("size", pa.int64()), ("deletionVector", _DV)])
+
+
+def _source(rows: list[tuple[str, int, str | None] | None], version: int) -> ActionSource:
+    """Rows of (kind, path number, dv) as add / remove actions (None: a non-file action)."""
+
+    def action(row: tuple[str, int, str | None] | None, kind: str) -> dict | None:
+        if row is None or row[0] != kind:
+            return None
+        dv = None if row[2] is None else {"storageType": "i", "pathOrInlineDv": row[2]}
+        return {"path": f"f{row[1]}", "size": len(rows), "deletionVector": dv}
+
+    table = pa.table(
+        {
+            "add": pa.array([action(r, "add") for r in rows], _FILE),
+            "remove": pa.array([action(r, "remove") for r in rows], _FILE),
+        }
+    )
+    return ActionSource(table, np.full(len(rows), version, dtype=np.int64))
+
+
+_row = st.one_of(
+    st.none(),
+    st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 8), st.sampled_from([None, "a"])),
+)
+
+
+@given(
+    checkpoint=st.lists(
+        st.tuples(
+            st.sampled_from(["add", "remove"]), st.integers(0, 8), st.sampled_from([None, "a"])
+        ),
+        unique_by=lambda r: (r[1], r[2]),
+    ),
+    parts=st.integers(1, 3),
+    commits=st.lists(st.lists(_row, max_size=6), max_size=3),
+)
+def test_a_checkpoint_replayed_a_source_at_a_time_is_a_full_replay(checkpoint, parts, commits):
+    """Reconciling a checkpoint's sources one at a time (only the rows the commits after it
+    mention are replayed with them) gives the live files and tombstones a replay of every row
+    gives (a checkpoint's keys are unique)."""
+    step = max(1, -(-len(checkpoint) // parts))
+    sources = [_source(checkpoint[i : i + step], 3) for i in range(0, len(checkpoint), step)]
+    sources += [_source(rows, 4 + n) for n, rows in enumerate(commits)]
+    by_checkpoint = reconcile_files(sources, reconciled_rows=len(checkpoint))
+    full = reconcile_files(sources, reconciled_rows=0)
+    for got, want in zip(by_checkpoint, full):
+        assert got.equals(want)

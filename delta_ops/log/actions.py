@@ -47,14 +47,27 @@ def release_scratch_memory() -> None:
 
 
 def with_shared_null_columns(table: pa.Table) -> pa.Table:
-    """`table` with each column that is null in every row rebuilt as one shared zeroed buffer
-    (`pa.nulls`): equal values and types, less memory. A log's file state has several such
-    columns on most tables (deletion vectors, row ids, tags, clustering), and a struct column
-    of them otherwise holds a buffer per field: ~25 bytes a file of the file index."""
-    for index, name in enumerate(table.column_names):
-        column = table.column(name)
-        if len(column) and column.null_count == len(column) and column.num_chunks:
-            table = table.set_column(index, table.field(index), pa.nulls(len(column), column.type))
+    """`table` with the columns that are null in every row rebuilt over one shared zeroed
+    buffer: equal values and types, less memory. A log's file state has several such columns
+    on most tables (deletion vectors, row ids, tags, clustering), and a struct column of them
+    otherwise holds a buffer per field: ~25 bytes a file of the file index. They are the
+    fields of one null struct (`pa.nulls` gives all of a type's parts one buffer), not a
+    buffer each: 10M files held 5 of 80 MB, and the load's peak all of them next to the
+    columns they replace."""
+    nulls = [
+        index
+        for index, name in enumerate(table.column_names)
+        if len(column := table.column(name))
+        and column.null_count == len(column)
+        and column.num_chunks
+    ]
+    if not nulls:
+        return table
+    shared = pa.nulls(
+        table.num_rows, pa.struct([pa.field(f"c{i}", table.field(i).type) for i in nulls])
+    )
+    for position, index in enumerate(nulls):
+        table = table.set_column(index, table.field(index), shared.field(position))
     return table
 
 
@@ -285,6 +298,21 @@ def to_bool_numpy(mask: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return out
 
 
+def from_numpy(values: np.ndarray, type: pa.DataType | None = None) -> pa.Array:
+    """``pa.array(values)`` of a 1-D numpy array of numbers or booleans (sharing its buffer
+    where the layout allows). pyarrow's own conversion first asks whether the array is a
+    masked one, which imports numpy.ma: 10 ms of CPU in a fresh process, a twentieth of a
+    small table's load."""
+    values = np.ascontiguousarray(values)
+    if values.dtype == np.bool_:
+        bits = np.packbits(values, bitorder="little")
+        array = pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
+    else:
+        dtype = pa.from_numpy_dtype(values.dtype)
+        array = pa.Array.from_buffers(dtype, len(values), [None, pa.py_buffer(values)])
+    return array if type is None or array.type == type else array.cast(type)
+
+
 def _combine(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
     if isinstance(arr, pa.ChunkedArray):
         return arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
@@ -308,7 +336,7 @@ def struct_to_map(arr: pa.Array | pa.ChunkedArray, *, keep_null_values: bool) ->
     k = len(names)
     mask = arr.is_null()
     if k == 0 or n == 0:
-        offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
+        offsets = from_numpy(np.zeros(n + 1, dtype=np.int32))
         return pa.MapArray.from_arrays(
             offsets, pa.array([], pa.string()), pa.array([], pa.string()), mask=mask
         ).cast(STRING_MAP)
@@ -318,8 +346,8 @@ def struct_to_map(arr: pa.Array | pa.ChunkedArray, *, keep_null_values: bool) ->
     order = (
         np.arange(k, dtype=np.int64)[None, :] * n + np.arange(n, dtype=np.int64)[:, None]
     ).ravel()
-    items = stacked.take(pa.array(order))
-    keys = pa.array(np.tile(np.array(names, dtype=object), n), pa.string())
+    items = stacked.take(from_numpy(order))
+    keys = pa.array(names, pa.string()).take(from_numpy(np.tile(np.arange(k, dtype=np.int64), n)))
     if keep_null_values:
         counts = np.full(n, k, dtype=np.int64)
     else:
@@ -331,12 +359,12 @@ def struct_to_map(arr: pa.Array | pa.ChunkedArray, *, keep_null_values: bool) ->
     row_null = to_bool_numpy(mask)
     if row_null.any():
         entry_keep = np.repeat(~row_null, counts)
-        keys = keys.filter(pa.array(entry_keep))
-        items = items.filter(pa.array(entry_keep))
+        keys = keys.filter(from_numpy(entry_keep))
+        items = items.filter(from_numpy(entry_keep))
         counts = np.where(row_null, 0, counts)
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
-    return pa.MapArray.from_arrays(pa.array(offsets), keys, items, mask=mask).cast(STRING_MAP)
+    return pa.MapArray.from_arrays(from_numpy(offsets), keys, items, mask=mask).cast(STRING_MAP)
 
 
 def _field_or_null(struct: pa.Array, name: str, typ: pa.DataType) -> pa.Array:
@@ -381,7 +409,7 @@ def file_action_keys(source: ActionSource) -> tuple[pa.Array, pa.Array, pa.Array
         if struct is None:
             paths.append(pa.nulls(n, pa.string()))
             dv_ids.append(pa.nulls(n, pa.string()))
-            valid.append(pa.array(np.zeros(n, dtype=bool)))
+            valid.append(from_numpy(np.zeros(n, dtype=bool)))
             continue
         paths.append(_field_or_null(struct, "path", pa.string()))
         if struct.type.get_field_index("deletionVector") >= 0:
@@ -418,7 +446,7 @@ def materialize_file_actions(
             if runs is not None:  # a few runs (a commit's adds between marker lines)
                 selected = struct.slice(first, span)
             else:
-                selected = pc.filter(struct, pa.array(mask), memory_pool=LOG_MEMORY_POOL)
+                selected = pc.filter(struct, from_numpy(mask), memory_pool=LOG_MEMORY_POOL)
 
     def select(values: pa.Array) -> pa.Array | pa.ChunkedArray:
         if runs is None:
@@ -437,7 +465,7 @@ def materialize_file_actions(
             if selected is None
             else select(_field_or_null(selected, name, typ))
         )
-    columns["version"] = pa.array(source.versions[mask], pa.int64())
+    columns["version"] = from_numpy(source.versions[mask], pa.int64())
     return pa.table(columns)
 
 
@@ -471,7 +499,7 @@ def _non_null_rows(table: pa.Table, column: str) -> tuple[np.ndarray, pa.Array |
     if pa.types.is_null(col.type):
         return np.empty(0, dtype=np.int64), None
     idx = valid_positions(col)
-    return idx, (col.take(pa.array(idx)) if len(idx) else None)
+    return idx, (col.take(from_numpy(idx)) if len(idx) else None)
 
 
 def _clean_mapping(value: Any) -> dict[str, str]:
@@ -526,7 +554,7 @@ def _small_table(
     if rows is None:
         return None
     cols = {n: _field_or_null(rows, n, t) for n, t in zip(names, types)}
-    cols["seq"] = pa.array(seqs, pa.int64())
+    cols["seq"] = from_numpy(seqs, pa.int64())
     return pa.table(cols)
 
 
@@ -646,6 +674,16 @@ def file_rows_as_actions(files: pa.Table, *, columns: tuple[str, ...]) -> list[d
     ]
 
 
+def _kept_entries(column: pa.MapArray, wanted: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """Per entry of a map column's rows: whether it stays (a value, or a key in `wanted`),
+    and the column's offsets. Offsets index the (unsliced) key/item children; slicing the
+    children by them gives the entries of exactly these rows."""
+    offsets = column.offsets.to_numpy().astype(np.int64)
+    start, end = int(offsets[0]), int(offsets[-1])
+    keys, items = column.keys.slice(start, end - start), column.items.slice(start, end - start)
+    return pc.or_(pc.is_valid(items), pc.is_in(keys, value_set=wanted)), offsets
+
+
 def restrict_partition_values(table: pa.Table, partition_keys: set[str]) -> pa.Table:
     """Drop `partitionValues` entries that are null and not a partition column.
 
@@ -654,26 +692,26 @@ def restrict_partition_values(table: pa.Table, partition_keys: set[str]) -> pa.T
     """
     if table.num_rows == 0 or "partitionValues" not in table.column_names:
         return table
-    column = _combine(table.column("partitionValues"))
-    # offsets index the (unsliced) key/item children; slicing the children by them gives the
-    # entries of exactly these rows, and their lengths say which row each entry belongs to
-    offsets_in = column.offsets.to_numpy().astype(np.int64)
+    wanted = pa.array(sorted(partition_keys), pa.string())
+    values = table.column("partitionValues")
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    # chunk by chunk: a file state read from a checkpoint is one chunk per row group, and
+    # combining them only to find nothing to drop copied all its partition values
+    if all(pc.all(_kept_entries(chunk, wanted)[0]).as_py() is not False for chunk in chunks):
+        return table
+    column = _combine(values)
+    keep, offsets_in = _kept_entries(column, wanted)
     start, end = int(offsets_in[0]), int(offsets_in[-1])
     keys, items = column.keys.slice(start, end - start), column.items.slice(start, end - start)
-    keep = pc.or_(
-        pc.is_valid(items), pc.is_in(keys, value_set=pa.array(sorted(partition_keys), pa.string()))
-    )
-    if pc.all(keep).as_py() is not False:
-        return table
     keep_np = to_bool_numpy(keep)
     parents = np.repeat(np.arange(len(column), dtype=np.int64), np.diff(offsets_in))
     counts = np.bincount(parents[keep_np], minlength=len(column))
     offsets = np.zeros(len(column) + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
     restricted = pa.MapArray.from_arrays(
-        pa.array(offsets),
-        keys.filter(pa.array(keep_np)),
-        items.filter(pa.array(keep_np)),
+        from_numpy(offsets),
+        keys.filter(from_numpy(keep_np)),
+        items.filter(from_numpy(keep_np)),
         mask=column.is_null(),
     ).cast(STRING_MAP)
     return table.set_column(

@@ -37,6 +37,7 @@ from delta_ops.log.actions import (
     ActionBatch,
     ActionSource,
     file_action_keys,
+    from_numpy,
     materialize_file_actions,
     to_bool_numpy,
     true_positions,
@@ -135,7 +136,7 @@ def winning_rows(paths: pa.Array, dv_ids: pa.Array, reconciled_rows: int = 0) ->
         return winners
     touched = true_positions(pc.is_in(paths.slice(0, reconciled_rows), value_set=later))
     replayed = np.concatenate([touched, np.arange(reconciled_rows, n, dtype=np.int64)])
-    rows = pa.array(replayed)
+    rows = from_numpy(replayed)
     last = last_occurrence_mask(paths.take(rows), dv_ids.take(rows))
     winners[replayed] = last
     return winners
@@ -146,25 +147,86 @@ def reconcile_files(
 ) -> tuple[pa.Table, pa.Table]:
     """The winning file actions of all sources (in log order) as (live adds, tombstones).
     The first `reconciled_rows` rows are one checkpoint (unique keys; see `winning_rows`)."""
-    keys = [file_action_keys(src) for src in sources]
-    paths = pa.concat_arrays([_as_array(k[0]) for k in keys]) if keys else pa.array([], pa.string())
-    dv_ids = (
-        pa.concat_arrays([_as_array(k[1]) for k in keys]) if keys else pa.array([], pa.string())
-    )
-    winners = winning_rows(paths, dv_ids, reconciled_rows)
+    split = _checkpoint_sources(sources, reconciled_rows)
+    if split:
+        windows, add_rows = _checkpoint_winners(sources[:split], sources[split:])
+    else:
+        keys = [file_action_keys(src) for src in sources]
+        paths = _concat_keys([k[0] for k in keys])
+        dv_ids = _concat_keys([k[1] for k in keys])
+        winners = winning_rows(paths, dv_ids, reconciled_rows)
+        starts = np.cumsum([0] + [src.num_rows for src in sources])
+        windows = [winners[start : start + src.num_rows] for start, src in zip(starts, sources)]
+        add_rows = [to_bool_numpy(is_add) for _, _, is_add in keys]
     adds, tombstones = [], []
-    offset = 0
-    for src, (_, _, is_add) in zip(sources, keys):
-        window = winners[offset : offset + src.num_rows]
-        offset += src.num_rows
+    for src, window, is_add in zip(sources, windows, add_rows):
         if not window.any():
             continue
-        add_rows = to_bool_numpy(is_add)
-        adds.append(materialize_file_actions(src, "add", window & add_rows, ADD_COLUMNS))
+        adds.append(materialize_file_actions(src, "add", window & is_add, ADD_COLUMNS))
         tombstones.append(
-            materialize_file_actions(src, "remove", window & ~add_rows, TOMBSTONE_COLUMNS)
+            materialize_file_actions(src, "remove", window & ~is_add, TOMBSTONE_COLUMNS)
         )
     return _concat_or_empty(adds, ADD_COLUMNS), _concat_or_empty(tombstones, TOMBSTONE_COLUMNS)
+
+
+def _checkpoint_sources(sources: list[ActionSource], reconciled_rows: int) -> int:
+    """How many leading sources hold exactly the checkpoint's `reconciled_rows` rows (0: none,
+    or the checkpoint ends inside a source)."""
+    rows = 0
+    for count, src in enumerate(sources):
+        if rows == reconciled_rows:
+            return count
+        rows += src.num_rows
+    return len(sources) if rows == reconciled_rows > 0 else 0
+
+
+def _checkpoint_winners(
+    checkpoint: list[ActionSource], later: list[ActionSource]
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per source, which rows win and which are adds, for a checkpoint's sources followed by
+    `later` ones: :func:`winning_rows`, a checkpoint source at a time. A checkpoint row wins
+    unless a later row has its key, so only the keys of the rows the later rows mention are
+    kept for the replay; a checkpoint's keys are never put in one array (a million-file
+    checkpoint's copy of its paths, and a second one concatenated, were the load's peak)."""
+    later_keys = [file_action_keys(src) for src in later]
+    later_paths = _concat_keys([k[0] for k in later_keys])
+    later_dv_ids = _concat_keys([k[1] for k in later_keys])
+    mentioned = later_paths.drop_null()
+    windows: list[np.ndarray] = []
+    add_rows: list[np.ndarray] = []
+    touched: list[tuple[int, np.ndarray]] = []
+    touched_paths: list[pa.Array] = []
+    touched_dv_ids: list[pa.Array] = []
+    for index, src in enumerate(checkpoint):
+        path, dv_id, is_add = file_action_keys(src)
+        windows.append(to_bool_numpy(pc.is_valid(path)))
+        add_rows.append(to_bool_numpy(is_add))
+        hit = true_positions(pc.is_in(path, value_set=mentioned)) if len(mentioned) else ()
+        if len(hit):
+            rows = from_numpy(np.asarray(hit))
+            touched.append((index, np.asarray(hit)))
+            touched_paths.append(_as_array(path).take(rows))
+            touched_dv_ids.append(_as_array(dv_id).take(rows))
+    if not len(mentioned):  # no later file action: the checkpoint's rows all stand
+        later_windows = np.zeros(len(later_paths), dtype=bool)
+    else:
+        last = last_occurrence_mask(
+            _concat_keys([*touched_paths, later_paths]),
+            _concat_keys([*touched_dv_ids, later_dv_ids]),
+        )
+        position = 0
+        for index, hit in touched:
+            windows[index][hit] = last[position : position + len(hit)]
+            position += len(hit)
+        later_windows = last[position:]
+    starts = np.cumsum([0] + [src.num_rows for src in later])
+    windows += [later_windows[start : start + src.num_rows] for start, src in zip(starts, later)]
+    add_rows += [to_bool_numpy(is_add) for _, _, is_add in later_keys]
+    return windows, add_rows
+
+
+def _concat_keys(keys: list[pa.Array | pa.ChunkedArray]) -> pa.Array:
+    return pa.concat_arrays([_as_array(k) for k in keys]) if keys else pa.array([], pa.string())
 
 
 def _as_array(values: pa.Array | pa.ChunkedArray) -> pa.Array:

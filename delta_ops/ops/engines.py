@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from enum import Enum
 from typing import Any, Protocol, TypeVar
 
@@ -239,6 +239,10 @@ def _in_processes(
 ) -> list[Result]:
     """`fn` of every item in forked worker processes (one per core); `meanwhile` runs here
     while they work, and its failure is raised once they are done."""
+    # start-up cost: the process pool (multiprocessing's connections, queues, subprocess)
+    # loads only for a map that forks
+    from concurrent.futures import ProcessPoolExecutor
+
     global _FORKED_WORK
     context = multiprocessing.get_context("fork")
     interrupted: BaseException | None = None

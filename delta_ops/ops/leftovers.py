@@ -18,9 +18,10 @@ them and vacuum deletes them once the newest file of each is older than both the
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from delta_ops.storage import LOG_DIR, Storage, is_temporary_name
+from delta_ops.storage import LOG_DIR, FileEntry, Storage, is_temporary_name
 
 STAGING_DIR = "_delta_ops_staging"
 MIN_LEFTOVER_AGE_MS = 3_600_000  # one hour
@@ -40,10 +41,11 @@ class Leftover:
     group: str
 
 
-def find_leftovers(storage: Storage) -> list[Leftover]:
-    """Every leftover of a write in progress or a crashed one (young ones included)."""
+def find_leftovers(storage: Storage, log_tree: Sequence[FileEntry] | None = None) -> list[Leftover]:
+    """Every leftover of a write in progress or a crashed one (young ones included);
+    `log_tree` is ``storage.list_tree(LOG_DIR)`` when the caller has listed it already."""
     out: list[Leftover] = []
-    for e in storage.list_tree(LOG_DIR):
+    for e in storage.list_tree(LOG_DIR) if log_tree is None else log_tree:
         if is_temporary_name(posixpath.basename(e.name)):
             path = f"{LOG_DIR}/{e.name}"
             out.append(Leftover(path, e.size, e.modification_time, TEMPORARY_LOG_FILE, path))

@@ -32,7 +32,6 @@ from delta_ops.ops.cleanup import iso
 from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
 from delta_ops.ops.results import fields_data
-from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_with_removes
 from delta_ops.protocol.features import Access
 from delta_ops.table.snapshot import Snapshot
 
@@ -152,6 +151,10 @@ def execute_purge(plan: PurgePlan) -> PurgeResult:
     snapshot = plan.snapshot
     if plan.nothing_to_do:
         return PurgeResult(plan.table, None, 0, (), 0, 0, 0, plan.erased_by_vacuum_after_ms, 0)
+    # start-up cost: the rewriting stack (parquet writer, transaction) is loaded by the
+    # commands that write, not by every command that imports the registry or plans
+    from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_with_removes
+
     rows = live_file_rows(snapshot, {f.path for f in plan.files})
     rewriter = Rewriter(snapshot, rows)
     units = [

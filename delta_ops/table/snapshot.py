@@ -32,6 +32,7 @@ from delta_ops.log.actions import (
     ActionSource,
     concat_batches,
     file_action_keys,
+    from_numpy,
     release_scratch_memory,
     restrict_partition_values,
     with_shared_null_columns,
@@ -545,6 +546,7 @@ def _load_segment(
         batches.append(cp.batch)
         checkpoint_read = cp.files_read
         seq = cp.batch.num_rows
+        del cp  # its batch lives on in `batches` until reconciled (released below)
         release_scratch_memory()
     commits = read_commits(storage, segment.commits, seq_start=seq)
     batches.append(commits.batch)
@@ -555,14 +557,14 @@ def _load_segment(
     state = reconcile(batch)
     commit_times = pa.table(
         {
-            "version": pa.array(commits.versions, pa.int64()),
+            "version": from_numpy(commits.versions, pa.int64()),
             "modification_time": pa.array(
                 [c.modification_time for c in segment.commits], pa.int64()
             ),
             "in_commit_timestamp": pa.array(commits.in_commit_timestamps, pa.int64()),
         }
     )
-    return Snapshot(
+    snapshot = Snapshot(
         storage,
         segment,
         state,
@@ -570,3 +572,10 @@ def _load_segment(
         checkpoint_stats_deferred=defer,
         checkpoint_files_read=checkpoint_read,
     )
+    # the parsed actions and the reconciled state's columns the snapshot rebuilt are garbage
+    # now: hand their memory back, or the process keeps the load's peak for its life and
+    # whatever follows the load (inspect's advice, a plan) stacks on it (resident after the
+    # load: 300k files in JSON commits 196 -> 131 MB, 1M files in a checkpoint 295 -> 236 MB)
+    del batch, batches, commits, state
+    release_scratch_memory()
+    return snapshot

@@ -1,0 +1,83 @@
+"""What the `delta-ops` command loads before it does anything (issue 35: start-up is most of
+the wait on a small table). Structure, not timing: a fresh interpreter imports the CLI and
+reports which modules came with it.
+
+The registry is eager (every operation's description is in its module), so each op module is
+loaded; what only an operation's execution needs is loaded when it runs: the rewriting stack
+of purge and compaction (reading and rewriting data files) and the process pool of forked map
+workers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from delta_ops.log.actions import from_numpy
+from tests.support import REPO, TABLES
+
+#: loaded by the commands that write data files or fork workers, never at start-up
+DEFERRED = (
+    "delta_ops.ops.rewrite",
+    "delta_ops.table.parquet_bytes",
+    "concurrent.futures.process",
+    "multiprocessing.connection",
+)
+
+
+def _loaded_by(statement: str) -> set[str]:
+    code = f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))\n"
+    child = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    return set(json.loads(child.stdout.splitlines()[-1]))
+
+
+def test_the_cli_loads_no_rewriting_stack_and_no_process_pool() -> None:
+    loaded = _loaded_by("import delta_ops.cli.main")
+    assert "delta_ops.ops.registry" in loaded  # the check looks at a real start-up
+    assert sorted(m for m in DEFERRED if m in loaded) == []
+
+
+def test_planning_a_compaction_loads_no_rewriting_stack() -> None:
+    """inspect and the asset checks count what a compaction would rewrite: a plan, no writer."""
+    table = TABLES / "delta-rs" / "simple_table"
+    loaded = _loaded_by(
+        "from delta_ops.table.snapshot import load_snapshot\n"
+        "from delta_ops.ops.compact import plan_compact, files_to_compact\n"
+        f"s = load_snapshot({str(table)!r})\n"
+        "assert files_to_compact(s) == plan_compact(s).files_to_rewrite\n"
+    )
+    assert "delta_ops.ops.rewrite" not in loaded
+
+
+def test_loading_and_inspecting_convert_no_numpy_array_through_pyarrow() -> None:
+    """``pa.array(ndarray)`` asks whether the array is a masked one, which imports numpy.ma
+    (10 ms of CPU): the load and inspect convert through `log.actions.from_numpy` instead."""
+    code = (
+        "from delta_ops.table.snapshot import load_snapshot\n"
+        "from delta_ops.ops.inspect import summarize\n"
+    )
+    for name in ("dv-partitioned-with-checkpoint", "log-replay-dv-key-cases", "v2-checkpoint-json"):
+        code += f"summarize(load_snapshot({str(TABLES / 'delta-spark' / name)!r}))\n"
+    assert "numpy.ma" not in _loaded_by(code)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([3, -1, 7], dtype=np.int64),
+        np.array([1, 2], dtype=np.int32),
+        np.array([True, False, True, True, False, False, True, False, True], dtype=bool),
+        np.arange(10, dtype=np.int64)[::3],  # not contiguous
+        np.zeros(0, dtype=bool),
+    ],
+)
+def test_from_numpy_is_pyarrows_conversion(values: np.ndarray) -> None:
+    assert from_numpy(values).equals(pa.array(values))
+    assert from_numpy(values, pa.int64()).equals(pa.array(values).cast(pa.int64()))
