@@ -289,10 +289,9 @@ def test_retention_option_overrides_the_table_property(tmp_path, capsys, prop, r
     after = listing(table)
     if deletes:
         assert out["boundary_checkpoint_version"] == 5 and out["dry_run"] is False
-        assert (
-            sorted(out["deleted"]) == [f"{v:020d}.json" for v in range(5)]
-            and out["num_deleted"] == 5
-        )
+        # the commits below the boundary and their checksums
+        below = sorted(f"{v:020d}.{kind}" for v in range(5) for kind in ("json", "crc"))
+        assert sorted(out["deleted"]) == below and out["num_deleted"] == 10
         assert set(after) == set(before) - set(out["deleted"])
         assert state(table, 5) and load_snapshot(table).version == 7
     else:

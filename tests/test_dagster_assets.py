@@ -8,7 +8,7 @@ import os
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import dagster as dg
@@ -23,6 +23,7 @@ from delta_ops.dagster import (
     build_delta_maintenance_defs,
 )
 from delta_ops.ops.registry import OPERATIONS
+from delta_ops.table.checksum import checksum_of_snapshot
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
 from tests import log_builder as lb
@@ -330,6 +331,7 @@ def test_translator_maps_maintenance_onto_the_users_asset_graph(tmp_path):
         "row_tracking_state",
         "small_files",
         "deleted_rows",
+        "checksum_agrees",
     }
     # a run lands on the translated key
     key = action_key("events", "checkpoint", ("lake", "maintenance"))
@@ -711,6 +713,14 @@ def _build_check_tables(tmp: Path) -> dict[str, Path]:
         ],
     )
     tables["deleted"] = deleted
+    # a checksum that says 2 files where the log has 1: the log or the checksum was changed
+    tampered = tmp / "corrupt_checksum"
+    lb.write_commit(tampered, 0, [lb.protocol(), lb.metadata(), lb.add("a.parquet", size=10)])
+    checksum = checksum_of_snapshot(load_snapshot(tampered))
+    (tampered / "_delta_log" / checksum.file_name).write_bytes(
+        replace(checksum, num_files=2).to_json()
+    )
+    tables["corrupt_checksum"] = tampered
     return tables
 
 
@@ -721,7 +731,7 @@ def check_results(tmp_path_factory):
         [DeltaTableTarget(n, str(p)) for n, p in tables.items()], name="h"
     )
     results = run_checks(defs)
-    assert len(results) == 8 * len(tables)
+    assert len(results) == len(CHECK_NAMES) * len(tables)
     return {(key.path[-1], check): e for (key, check), e in results.items()}
 
 
@@ -734,6 +744,7 @@ CHECK_NAMES = (
     "row_tracking_state",
     "small_files",
     "deleted_rows",
+    "checksum_agrees",
 )
 
 
@@ -837,3 +848,14 @@ def test_small_files_and_deleted_rows_warn_with_the_numbers(check_results):
         "deleted_ratio": 0.3,
         "threshold": 0.1,
     }
+
+
+def test_a_checksum_that_disagrees_with_the_log_is_an_error(check_results):
+    assert failed(check_results, "corrupt_checksum") == {
+        "checksum_agrees": dg.AssetCheckSeverity.ERROR
+    }
+    found = meta(check_results, "corrupt_checksum", "checksum_agrees")
+    assert found["status"] == "disagrees" and found["file"] == f"{0:020d}.crc"
+    assert "numFiles: the checksum says 2, the replay 1" in found["mismatches"]
+    # a table without a checksum, and one whose checksum agrees, pass
+    assert meta(check_results, "healthy", "checksum_agrees")["status"] in ("missing", "agrees")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from delta_ops.clock import fixed_wall_clock
-from delta_ops.log.file_names import commit_file_name
+from delta_ops.log.file_names import checksum_file_name, commit_file_name
 from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
@@ -191,7 +191,9 @@ def test_cleanup_cutoff_uses_in_commit_timestamps_when_file_times_are_fresh(
     plan = plan_cleanup(load_head(table), now, retention_ms=30 * DAY)
     log = "_delta_log/"
     assert sorted(plan.deleted) == sorted(
-        [commit_file_name(v) for v in range(4)] + ["00000000000000000002.checkpoint.parquet"]
+        [commit_file_name(v) for v in range(4)]
+        + [checksum_file_name(v) for v in range(4)]
+        + ["00000000000000000002.checkpoint.parquet"]
     ), plan.to_dict()
     assert plan.boundary_checkpoint_version == 4
     execute_cleanup(plan)

@@ -26,7 +26,7 @@ from tests.support import REPO
 
 OPS = REPO / "delta_ops" / "ops"
 #: the values an operation cannot plan without
-NEEDED = {"restore": {"version": 1}}
+NEEDED = {"restore": {"version": 1}, "drop-feature": {"feature": "inCommitTimestamp"}}
 
 
 def _modules_defining_operation() -> set[str]:
@@ -53,8 +53,11 @@ def test_the_registry_gathers_exactly_the_modules_that_describe_an_operation() -
 @pytest.fixture
 def table(tmp_path: Path) -> Path:
     path = tmp_path / "t"
+    # in-commit timestamps: a feature to drop
+    config = {"delta.enableInCommitTimestamps": "true"}
     for start in range(0, 30, 10):  # three small files: something to compact
-        write_arrow(path, pa.table({"id": pa.array(range(start, start + 10), pa.int64())}))
+        data = pa.table({"id": pa.array(range(start, start + 10), pa.int64())})
+        write_arrow(path, data, configuration=config if start == 0 else None)
     return path
 
 

@@ -21,6 +21,8 @@ from delta_ops.table.writer import write_arrow
 from tests.support import deltalake_rows, duckdb_rows
 
 OPERATIONS = [
+    # the writer's version has no checksum: written; every commit of ours then writes its own
+    ["checksum"],
     ["checkpoint"],
     ["purge"],
     ["compact", "--target-size", "1MB"],
@@ -28,6 +30,7 @@ OPERATIONS = [
     ["cleanup", "--retention", "0h"],
     ["enable-row-tracking"],
     ["checkpoint"],
+    ["checksum"],  # the latest checksum (our last commit's) agrees with the log
 ]
 
 DELTALAKE_FEATURES = [

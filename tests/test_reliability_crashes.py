@@ -35,6 +35,7 @@ stats (one commit per file, so a crash can fall between them).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -55,16 +56,19 @@ import pytest
 from deltalake import DeltaTable, PostCommitHookProperties, write_deltalake
 
 from delta_ops.clock import fixed_wall_clock
-from delta_ops.errors import CheckpointInProgress
+from delta_ops.errors import CheckpointInProgress, InvalidValue
 from delta_ops.ops.checkpoint import IN_PROGRESS_GRACE_MS, checkpoint
+from delta_ops.ops.checksum import execute_checksum, plan_checksum
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.compact import execute_compact, plan_compact
+from delta_ops.ops.drop_feature import execute_drop_feature, plan_drop_feature
 from delta_ops.ops.purge import execute_purge, plan_purge
 from delta_ops.ops.recompute_stats import execute_recompute_stats, plan_recompute_stats
 from delta_ops.ops.repair import execute_repair, plan_repair
 from delta_ops.ops.restore import execute_restore, plan_restore
 from delta_ops.ops.row_tracking import execute_enable_row_tracking, plan_enable_row_tracking
 from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
+from delta_ops.table.checksum import VersionChecksum, check_checksum
 from delta_ops.table.snapshot import load_snapshot
 from tests.faults import (
     LISTING_FAULTS,
@@ -474,6 +478,22 @@ def _recompute_stats(url: str, so: dict[str, Any] | None, now: int = 0) -> Any:
     return execute_recompute_stats(plan_recompute_stats(snapshot, batch_files=1))
 
 
+def _drop_feature(url: str, so: dict[str, Any] | None, now: int = 0) -> Any:
+    """The fast drop of deletion vectors. A re-run after a crash past the drop's last write
+    finds no feature to drop and is refused, as Delta Spark refuses it: the drop is done."""
+    snapshot = load_snapshot(url, storage_options=so)
+    try:
+        plan = plan_drop_feature(snapshot, feature="deletionVectors")
+    except InvalidValue:
+        assert not snapshot.protocol.supports("deletionVectors")
+        return None
+    return execute_drop_feature(plan)
+
+
+def _checksum(url: str, so: dict[str, Any] | None, now: int = 0) -> Any:
+    return execute_checksum(plan_checksum(load_snapshot(url, storage_options=so)))
+
+
 OPS: dict[str, Op] = {
     "checkpoint": Op(lambda url, so, now: checkpoint(url, storage_options=so), _every_version),
     # the re-run finds the crashed run's young parts: it would wait up to 30 s for them to
@@ -494,6 +514,9 @@ OPS: dict[str, Op] = {
     "compact": Op(_compact, _every_version),
     # deletes nothing: every version stays readable, and the latest reads as version 14 did
     "restore": Op(_restore, _every_version, reads_as=lambda h: RESTORED_VERSION),
+    # purge, tombstones, barrier checkpoints, the downgrade, a checkpoint: deletes nothing,
+    # changes no row; every version reads as it did (the older ones with their DVs)
+    "drop-feature": Op(_drop_feature, _every_version),
     # a data file of the last commit lost: versions before it stay readable, the latest reads
     # without its rows once repaired (and not at all until then)
     "repair": Op(
@@ -505,6 +528,8 @@ OPS: dict[str, Op] = {
     ),
     # one commit per file (batch_files=1): a crash between them leaves some done
     "recompute-stats": Op(_recompute_stats, _every_version, prepare=_strip_stats),
+    # the latest version (deltalake's) has no checksum: one write, of N.crc
+    "checksum": Op(_checksum, _every_version),
 }
 
 
@@ -540,9 +565,20 @@ def _end_state(path: Path, op: str) -> Any:
             if p.is_file() and "_delta_log" not in p.parts
         )
         return data, rows
+    if op == "drop-feature":
+        # a re-run after a crash adds its own barrier: versions differ, the outcome does not
+        protected = snapshot.properties.require_checkpoint_protection_before_version
+        checkpointed = snapshot.segment.checkpoint_version
+        assert checkpointed is not None and checkpointed >= protected > 0, "drop: checkpoint"
+        files = snapshot.file_index
+        dvs = files.num_rows - files.column("deletionVector").null_count
+        return snapshot.protocol.to_action(), dvs, _pyarrow_rows(path)
     if op == "restore":
         assert rows == deltalake_rows(path, version=RESTORED_VERSION), "restore: rows"
         return snapshot.num_files, rows
+    if op == "checksum":
+        crcs = sorted(p.name for p in (path / "_delta_log").glob("*.crc"))
+        return crcs, check_checksum(snapshot).status.value, rows
     if op == "repair":
         return snapshot.num_files, rows
     if op == "recompute-stats":
@@ -555,6 +591,13 @@ def _end_state(path: Path, op: str) -> Any:
         return files.num_rows, with_dv, rows
     ids = snapshot.files.column("baseRowId").to_pylist()
     return snapshot.properties.enable_row_tracking, None not in ids, rows
+
+
+def _pyarrow_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows `deltalake`'s pyarrow reader returns: it reads no table with deletion
+    vectors, so the latest of a finished drop must read through it."""
+    data = DeltaTable(str(path)).to_pyarrow_table()
+    return sorted(data.to_pylist(), key=_row_key)
 
 
 def _copy(source: Path, dest: Path) -> Path:
@@ -623,6 +666,8 @@ def _log_files_whole(table: Path) -> None:
                 json.loads(line)
         elif file.name in ("_last_checkpoint", "_last_vacuum_info"):
             json.loads(file.read_text())
+        elif file.suffix == ".crc" and file.stem.isdigit():
+            VersionChecksum.from_json(file.read_bytes(), int(file.stem))
 
 
 def _check_promises(table: Path, h: History, op: str, moment: str, done: bool = False) -> None:
@@ -751,7 +796,7 @@ def test_a_crash_at_any_write_leaves_a_readable_table_and_a_rerun_finishes(
         for k in _points(writes, reference.root, salt):
             table = _fresh(history, op, tmp_path / f"k{k}-{when}")
             faults = FaultPlan(crash_on=k, when=when, dies=True)
-            with pytest.raises(InjectedCrash):
+            with _dies(writes[k - 1]):
                 _run(op, faulty_url(table), faulty_options(faults), history)
             _after_fault(table, history, op, reference.end, f"a crash {when} {writes[k - 1]}")
             shutil.rmtree(table)
@@ -783,7 +828,7 @@ def test_a_crash_on_the_local_path_keeps_every_promised_version(
     for k in points:
         table = _fresh(history, op, tmp_path / f"k{k}")
         faults = FaultPlan(crash_on=k, when=when, dies=True)
-        with local_faults(faults), pytest.raises(InjectedCrash):
+        with local_faults(faults), _dies(writes[k - 1]):
             _run(op, str(table), None, history)
         _after_fault(table, history, op, reference.end, f"a crash {when} {writes[k - 1]}")
         shutil.rmtree(table)
@@ -858,6 +903,18 @@ def test_a_torn_checkpoint_part_is_ignored_then_rewritten(
             _run(op, str(table), None, history)
         _check_finished(table, history, op, reference.end, f"after {writes[k - 1]} torn")
         shutil.rmtree(table)
+
+
+_CHECKSUM_WRITE = re.compile(r"\d{20}\.crc\b")
+
+
+def _dies(write: str) -> contextlib.AbstractContextManager[Any]:
+    """The op dies of the crash injected at `write`. A crash at a checksum's write may let it
+    finish: the checksum follows its commit best-effort (the op carries on, and dies at its
+    next write if it has one), so the op can end with a version that has none."""
+    if _CHECKSUM_WRITE.search(write):
+        return contextlib.suppress(InjectedCrash)
+    return pytest.raises(InjectedCrash)
 
 
 def _caused_by_injection(exc: BaseException | None) -> bool:
@@ -952,15 +1009,16 @@ def test_a_crash_at_any_write_of_a_rewrite_keeps_every_version_and_a_rerun_finis
     counting = FaultPlan()
     REWRITE_OPS[op](faulty_url(reference), faulty_options(counting))
     expected = _rewrite_end_state(reference)
-    # 15 live files in 10 partitions, 2 with a DV: purge rewrites those 2 (then a commit),
-    # compaction each partition's pair and each lone file with a DV (7 files, then a commit)
+    # 15 live files in 10 partitions, 2 with a DV: purge rewrites those 2 (then a commit and
+    # its checksum), compaction each partition's pair and each lone file with a DV (7 files,
+    # then a commit and its checksum)
     assert expected[:2] == ((15, 0) if op == "purge" else (10, 0))
-    assert counting.count == (3 if op == "purge" else 8), f"{op}: {counting.writes}"
+    assert counting.count == (4 if op == "purge" else 9), f"{op}: {counting.writes}"
 
     for k in range(1, counting.count + 1):
         for when in ("before", "after"):
             table = _copy(source, tmp_path / f"k{k}-{when}")
-            with pytest.raises(InjectedCrash):
+            with _dies(counting.writes[k - 1][1]):
                 REWRITE_OPS[op](faulty_url(table), faulty_options(FaultPlan(crash_on=k, when=when)))
             for version, rows in promised.items():
                 assert deltalake_rows(table, version=version) == rows, f"{op}: {when} write {k}"

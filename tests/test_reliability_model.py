@@ -19,8 +19,12 @@ multi-part, V2 when the policy says so), log cleanup, vacuum (full and lite, any
 `--force`, a past or future `now`), compaction, purge, the row-tracking backfill, restore,
 repair (after a live data file is deleted behind the log's back: the versions that read it are
 lost, the latest reads without its rows) and recompute-stats (after appends whose commits
-carry no stats). Once row
-tracking is on, `deltalake` cannot write the table, and our own writer appends instead.
+carry no stats) and drop-feature (deletion vectors, V2 checkpoints, or the checkpointProtection
+a fast drop adds; fast, or truncating the history), and `checksum` (the latest version's
+`N.crc`, written or checked; every commit of ours is followed by one, which must equal the
+replay of its version). Once row
+tracking is on, or checkpointProtection, `deltalake` cannot write the table, and our own
+writer appends instead.
 
 How time works. `deltalake` writes at the real clock; our ops read the wall clock through
 `delta_ops.clock`. The machine keeps a fake clock that only moves forward (`advance`) and runs
@@ -47,6 +51,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import fsspec
 import pyarrow as pa
@@ -60,8 +65,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from delta_ops.clock import fixed_wall_clock
 from delta_ops.errors import DataFileError, DeltaOpsError, RetentionTooShort, VersionNotFound
 from delta_ops.ops.checkpoint import execute_checkpoint, plan_checkpoint
+from delta_ops.ops.checksum import execute_checksum, plan_checksum
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.compact import execute_compact, plan_compact
+from delta_ops.ops.drop_feature import execute_drop_feature, plan_drop_feature
 from delta_ops.ops.purge import execute_purge, plan_purge
 from delta_ops.ops.recompute_stats import execute_recompute_stats, plan_recompute_stats
 from delta_ops.ops.repair import execute_repair, plan_repair
@@ -75,6 +82,7 @@ from delta_ops.protocol.deletion_vectors import (
     load_deletion_vector,
     z85_encode,
 )
+from delta_ops.table.checksum import ChecksumStatus, check_checksum
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
 
@@ -123,6 +131,24 @@ def _referenced(path: Path, version: int) -> set[str]:
     return files
 
 
+def _named_by_young_tombstones(snapshot: Any, removed_since_ms: int) -> set[str]:
+    """Data and deletion-vector files named by the tombstones removed at or after the time."""
+    tombstones = snapshot.tombstones
+    if not tombstones.num_rows:
+        return set()
+    young = tombstones.filter(
+        pc.greater_equal(pc.fill_null(tombstones.column("deletionTimestamp"), 0), removed_since_ms)
+    )
+    names = {unquote(p) for p in young.column("path").to_pylist()}
+    if "deletionVector" in young.column_names:
+        names |= {
+            name
+            for dv in young.column("deletionVector").to_pylist()
+            if dv and (name := _dv_file_name(dv.get("storageType"), dv.get("pathOrInlineDv")))
+        }
+    return names
+
+
 def _untracked_candidates(path: Path) -> dict[str, float]:
     """Every file vacuum may consider: outside `_delta_log`, no hidden part. -> mtime (ms)."""
     out = {}
@@ -153,7 +179,14 @@ class ReliabilityMachine(RuleBasedStateMachine):
         # writer here writes DVs; rewrites drop them, the row-tracking backfill keeps them)
         self.deleted: dict[str, set[int]] = {}
         self.tracked = False  # row tracking on: deltalake can no longer write the table
+        # checkpointProtection (a fast feature drop adds it): deltalake's writer refuses it too
+        self.protected = False
         self.steps = 0
+
+    @property
+    def deltalake_writes(self) -> bool:
+        """Whether `deltalake` writes the table: not with row tracking or checkpointProtection."""
+        return not (self.tracked or self.protected)
 
     def teardown(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -187,6 +220,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
             os.utime(file, (when, when))
 
     def _date_commit(self, file: Path) -> None:
+        # a checksum our writer left describes the commit as it was written, not as redated
+        file.with_suffix(".crc").unlink(missing_ok=True)
         actions = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
         for action in actions:
             if "commitInfo" in action:
@@ -240,6 +275,9 @@ class ReliabilityMachine(RuleBasedStateMachine):
             if "remove" in action:
                 stamp = action["remove"].get("deletionTimestamp")
                 assert stamp == self.now, f"our commit {version} removes at {stamp}"
+        # every commit of ours is followed by its checksum, and it is the replay's
+        check = check_checksum(load_snapshot(self.path, version))
+        assert check.status is ChecksumStatus.AGREES, f"our checksum of {version}: {check}"
 
     def _window_versions(self, retention_ms: int) -> set[int]:
         """Versions a retention protects at the fake clock: younger ones, and the one time
@@ -344,7 +382,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
 
     @rule(n=st.integers(1, 4))
     def append(self, n: int) -> None:
-        if self.tracked:  # deltalake refuses row tracking: our writer appends
+        if self.tracked or self.protected:  # deltalake refuses them: our writer appends
             write_arrow(self.path, self._batch(n))
         else:
             write_deltalake(
@@ -356,13 +394,13 @@ class ReliabilityMachine(RuleBasedStateMachine):
             )
         self._record_version()
 
-    @precondition(lambda self: not self.tracked)
+    @precondition(lambda self: self.deltalake_writes)
     @rule(modulo=st.integers(2, 4))
     def delete_some(self, modulo: int) -> None:
         DeltaTable(str(self.path)).delete(f"id % {modulo} = 0", post_commithook_properties=NO_HOOKS)
         self._record_version()
 
-    @precondition(lambda self: not self.tracked)
+    @precondition(lambda self: self.deltalake_writes)
     @rule(n=st.integers(1, 3))
     def overwrite(self, n: int) -> None:
         write_deltalake(
@@ -440,7 +478,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         )
         self._record_version(expected)
 
-    @precondition(lambda self: not self.tracked)
+    @precondition(lambda self: self.deltalake_writes)
     @rule(
         file_days=st.sampled_from([1, 7, 30]),
         log_days=st.sampled_from([2, 30]),
@@ -585,6 +623,10 @@ class ReliabilityMachine(RuleBasedStateMachine):
         # whose commit files look young (a restored log) are not liveness failures
         loose = self._window_versions(effective + 1000) | self._window_by_file_times(effective)
         excused = set().union(*(_referenced(self.path, v) for v in loose if self._loads(v)))
+        # vacuum keeps what an unexpired tombstone names, whichever versions read it (the
+        # protocol's rule: a purge or a feature drop removes files, and DV files, read only by
+        # versions an earlier cleanup or vacuum already ended)
+        excused |= _named_by_young_tombstones(snapshot, self.now + now_shift * DAY - effective)
 
         def run() -> Any:
             plan = plan_vacuum(
@@ -641,6 +683,15 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self._assert_readable(self.promised, "the row-tracking backfill")
         files = load_snapshot(self.path).files
         assert files.column("baseRowId").null_count == 0
+
+    @rule()
+    def checksum(self) -> None:
+        """The latest version's checksum: written where another writer left none, else checked;
+        either way it then agrees with the log."""
+        plan = plan_checksum(load_snapshot(self.path))
+        self._ours(lambda: execute_checksum(plan))
+        check = check_checksum(load_snapshot(self.path))
+        assert check.status is ChecksumStatus.AGREES, check
 
     @rule(pick=st.integers(0, 1000))
     def restore(self, pick: int) -> None:
@@ -734,6 +785,52 @@ class ReliabilityMachine(RuleBasedStateMachine):
         expected += [tuple(row[c] for c in COLUMNS) for row in batch.to_pylist()]
         self._record_version(expected)
 
+    @rule(pick=st.integers(0, 1000), truncate=st.booleans())
+    def drop_feature(self, pick: int, truncate: bool) -> None:
+        """Drop a feature the table has (deletion vectors, V2 checkpoints, or the
+        checkpointProtection a fast drop added), fast or truncating the history. No version's
+        rows change; the fast drop keeps every promised version readable, a truncating one
+        those younger than its retention (24 hours); a truncating drop that must wait for it
+        leaves the feature. Once dropped, deltalake's pyarrow reader reads the latest."""
+        snapshot = load_snapshot(self.path)
+        names = ("deletionVectors", "v2Checkpoint", "checkpointProtection")
+        present = [f for f in names if snapshot.protocol.supports(f)]
+        if not present:
+            return
+        feature = present[pick % len(present)]
+        truncate = truncate or feature == "checkpointProtection"
+        retention = snapshot.properties.drop_feature_truncate_history_retention_ms
+        keep = {v for v, t in self.committed_at.items() if t > self.now - retention}
+        result = self._ours(
+            lambda: execute_drop_feature(
+                plan_drop_feature(
+                    load_snapshot(self.path), feature=feature, truncate_history=truncate
+                )
+            )
+        )
+        if truncate:
+            self.promised &= keep | {self._latest()}
+        self._assert_readable(self.promised, f"a drop of {feature}")
+        after = load_snapshot(self.path)
+        assert after.protocol.supports(feature) != result.dropped, result
+        self.protected = after.protocol.supports("checkpointProtection")
+        if not result.dropped:
+            return
+        if feature == "deletionVectors":
+            self.dvs = False  # no writer of this model makes deletion vectors any more
+            assert after.file_index.column("deletionVector").null_count == after.num_files
+        if after.protocol.min_reader_version < 3:
+            data = DeltaTable(str(self.path)).to_pyarrow_table()
+            rows = sorted(tuple(row[c] for c in COLUMNS) for row in data.to_pylist())
+            assert rows == self.rows[self._latest()], f"deltalake after the drop of {feature}"
+
+    @rule(pick=st.integers(0, 1000))
+    def drop_feature_across_its_retention(self, pick: int) -> None:
+        """The two runs of a history-truncating drop, a day and an hour apart."""
+        self.drop_feature(pick, True)
+        self.advance(25)
+        self.drop_feature(pick, True)
+
     def _deleted_rows_now(self) -> None:
         """The rows each live file's deletion vector deletes, as the log says now (a restore
         put back older vectors)."""
@@ -791,7 +888,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.steps += 1
         self.time_passes_then_vacuum(days, retention_days)
 
-    @precondition(lambda self: not self.tracked)
+    @precondition(lambda self: self.deltalake_writes)
     @rule(
         offset_min=st.sampled_from([-23 * 60, -60, 60]),
         modulo=st.integers(2, 3),
@@ -808,7 +905,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.now = max(self.now, removed_at + retention + offset_min * 60_000)
         self.vacuum(None, False, "full", 2 if future else 0)
 
-    @precondition(lambda self: not self.tracked)
+    @precondition(lambda self: self.deltalake_writes)
     @rule(days=st.sampled_from([2, 3]), vacuum_days=st.sampled_from([7, 30]))
     def checkpoint_drops_tombstones_a_longer_vacuum_needs(
         self, days: int, vacuum_days: int

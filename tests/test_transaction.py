@@ -54,6 +54,11 @@ def log_names(table: Path) -> list[str]:
     return sorted(p.name for p in (table / "_delta_log").iterdir())
 
 
+def commits_and_checksums(versions: range) -> list[str]:
+    """The log of those versions: every commit followed by its checksum (`N.crc`)."""
+    return sorted(f"{v:020d}.{kind}" for v in versions for kind in ("json", "crc"))
+
+
 def ids(n: int, start: int = 0) -> pa.Table:
     return pa.table({"id": pa.array(range(start, start + n), pa.int64())})
 
@@ -102,7 +107,7 @@ def test_second_transaction_retries_at_next_version_and_records_read_version(tmp
     assert commit_info(table, 2)["isBlindAppend"] is True
     assert not commit_path(table, 3).exists()
     # no temp files are left next to the commits
-    assert log_names(table) == [f"{v:020d}.json" for v in range(3)]
+    assert log_names(table) == commits_and_checksums(range(3))
 
     final = load_snapshot(table)
     assert final.version == 2
@@ -155,7 +160,7 @@ def test_concurrent_table_creation_loses_cleanly(tmp_path):
     with pytest.raises(ConcurrentModification, match="created concurrently"):
         second.commit()
     assert commit_path(table, 0).read_bytes() == body
-    assert log_names(table) == ["00000000000000000000.json"]
+    assert log_names(table) == commits_and_checksums(range(1))
     assert load_snapshot(table).metadata.id == "first"
 
 
@@ -525,7 +530,7 @@ def test_concurrent_processes_never_lose_a_commit(tmp_path):
     assert [p.exitcode for p in procs] == [0, 0]
     snap = load_snapshot(table)
     assert snap.version == 12
-    assert log_names(table) == [f"{v:020d}.json" for v in range(13)]
+    assert log_names(table) == commits_and_checksums(range(13))
     for version in range(1, 13):
         adds = [a for a in commit_lines(table, version) if "add" in a]
         assert len(adds) == 1

@@ -247,11 +247,11 @@ def test_fixture_full_vacuum_keeps_every_referenced_file_and_peer_reads(name, tm
     for path in tombstones & expected:
         assert reasons[path] == "expired tombstone"
     assert reasons["orphan-file.parquet"] == "orphan"
-    # the log is only appended to: VACUUM START/END and _last_vacuum_info
+    # the log is only appended to: VACUUM START/END, their checksums and _last_vacuum_info
     log_after = {p.name: p.read_bytes() for p in (table / "_delta_log").iterdir() if p.is_file()}
     assert {k: log_after[k] for k in log_before} == log_before
-    new = {f"{v:020d}.json" for v in result.commits}
-    assert len(new) == 2 and new <= set(log_after) - set(log_before) <= new | {"_last_vacuum_info"}
+    new = {f"{v:020d}.{kind}" for v in result.commits for kind in ("json", "crc")}
+    assert len(new) == 4 and new <= set(log_after) - set(log_before) <= new | {"_last_vacuum_info"}
     if any(
         p.suffix == ".json"
         for p in (table / "_delta_log").iterdir()

@@ -245,6 +245,11 @@ def _add_operation(sub: Any, operation: Operation) -> None:
             "--version", type=int, default=None, help="version to act on (default: latest)"
         )
     for option in operation.options:
+        if option.positional:
+            parser.add_argument(
+                option.name, metavar=option.name.upper(), help=_literal(option.help)
+            )
+            continue
         if option.kind is OptionKind.FLAG:
             parser.add_argument(option.flag, action="store_true", help=_literal(option.help))
             continue

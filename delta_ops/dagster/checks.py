@@ -2,7 +2,7 @@
 retention settings, row-tracking state, small files and rows hidden by deletion vectors, as
 one multi_asset_check on the table asset."""
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dagster as dg
@@ -12,6 +12,7 @@ from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
 from delta_ops.errors import DeltaOpsError
 from delta_ops.ops.health import RowTracking
+from delta_ops.table.checksum import ChecksumCheck
 
 #: Each check and what it tells the reader of the asset's page.
 CHECKS: dict[str, str] = {
@@ -34,6 +35,11 @@ CHECKS: dict[str, str] = {
     "job (delta-ops compact).",
     "deleted_rows": "Few rows hidden by deletion vectors, so deleted data leaves the files and "
     "readers skip less. Fix: the purge job (delta-ops purge), then vacuum.",
+    "checksum_agrees": "The latest version's checksum (N.crc), where it has one, agrees with the "
+    "state its log replays to; one that disagrees or does not parse means the log or the "
+    "checksum changed after the commit (a corruption alarm). Fix: find out what changed "
+    "(delta-ops checksum --dry-run names each field); a missing checksum is written by the "
+    "checksum job.",
 }
 #: a compaction is worth it from this many small files (Delta's auto compaction minNumFiles)
 SMALL_FILES_WARN = 50
@@ -140,6 +146,7 @@ def build_table_checks(
                 deleted_ratio=round(_deleted_ratio(health.deleted_records, health.num_records), 4),
                 threshold=DELETED_ROWS_WARN,
             ),
+            "checksum_agrees": lambda: _checksum_result(result, health.checksum),
         }
         for name in CHECKS:
             if name in selected:
@@ -150,3 +157,21 @@ def build_table_checks(
 
 def _deleted_ratio(deleted: int, total: int | None) -> float:
     return deleted / total if total else 0.0
+
+
+def _checksum_result(
+    result: Callable[..., dg.AssetCheckResult], check: ChecksumCheck | None
+) -> dg.AssetCheckResult:
+    """Passes unless the version's checksum is there and disagrees or does not parse (an
+    error: a corruption alarm); a missing one passes, saying so."""
+    if check is None:
+        return result("checksum_agrees", True, status="not checked")
+    return result(
+        "checksum_agrees",
+        not check.corrupt,
+        dg.AssetCheckSeverity.ERROR,
+        status=check.status.value,
+        file=check.file_name,
+        version=check.version,
+        mismatches="; ".join(check.mismatches) or "none",
+    )

@@ -113,6 +113,11 @@ def commit_file_name(version: int) -> str:
     return f"{version:020d}.json"
 
 
+def checksum_file_name(version: int) -> str:
+    """The version checksum of `version` (protocol: "Version Checksum File")."""
+    return f"{version:020d}.crc"
+
+
 def classic_checkpoint_name(version: int) -> str:
     return f"{version:020d}.checkpoint.parquet"
 

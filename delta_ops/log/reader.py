@@ -47,7 +47,7 @@ from delta_ops.log.actions import (
     normalize_actions,
     valid_positions,
 )
-from delta_ops.log.file_names import SIDECARS_DIR, LogFile, commit_file_name
+from delta_ops.log.file_names import SIDECARS_DIR, LogFile, LogFileKind, commit_file_name
 from delta_ops.storage import Storage
 
 logger = logging.getLogger(__name__)
@@ -428,6 +428,20 @@ def _versions_from_markers(table: pa.Table) -> np.ndarray:
     values = markers.drop_null().to_numpy()
     lengths = np.diff(np.append(positions, table.num_rows))
     return np.repeat(values, lengths).astype(np.int64)
+
+
+def parse_commit(version: int, content: bytes) -> CommitsRead:
+    """One commit's actions from its bytes, as :func:`read_commits` reads them (a commit just
+    written, whose bytes are at hand: no read)."""
+    info = _blank_commit_info(bytearray(content), 0, len(content))
+    commit = LogFile(commit_file_name(version), LogFileKind.COMMIT, version, len(content))
+    ict, ts = _commit_timestamps([info])
+    return CommitsRead(
+        batch=_read_commits_one_by_one([commit], [content], seq_start=0),
+        versions=np.array([version], dtype=np.int64),
+        in_commit_timestamps=ict,
+        commit_info_timestamps=ts,
+    )
 
 
 def _read_commits_one_by_one(

@@ -67,7 +67,7 @@ from delta_ops.log.file_names import (
 )
 from delta_ops.log.last_checkpoint import read_last_checkpoint
 from delta_ops.log.reader import parse_action_lines, sidecar_names, verify_checkpoint
-from delta_ops.log.segment import build_log_segment
+from delta_ops.log.segment import build_log_segment, complete_checkpoints
 from delta_ops.ops.engines import Engine
 from delta_ops.ops.operation import Operation, Option, OptionKind, requested_now
 from delta_ops.ops.results import fields_data
@@ -75,7 +75,7 @@ from delta_ops.protocol.features import Access
 from delta_ops.protocol.units import format_duration
 from delta_ops.storage import Storage
 from delta_ops.table.commit_times import CommitClock
-from delta_ops.table.snapshot import Snapshot, TableHead
+from delta_ops.table.snapshot import Snapshot, TableHead, load_head
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +86,9 @@ _KIND_ORDER = {
     LogFileKind.CHECKSUM: 1,
     LogFileKind.COMMIT: 2,
 }
+
+
+DAY_MS = 86_400_000
 
 
 def truncate_to_utc_day(ms: int) -> int:
@@ -112,6 +115,9 @@ class CleanupPlan:
     snapshot: Snapshot | TableHead = field(repr=False, compare=False)
     now_ms: int = 0  # the clock the cutoff was judged by (never later than the wall clock)
     requested_now_ms: int | None = None  # what the caller asked for, when it was clamped
+    #: checkpointProtection's `delta.requireCheckpointProtectionBeforeVersion` (0: none): the
+    #: log before it goes in one go or not at all, commits before checkpoints
+    protected_before_version: int = 0
 
     @property
     def nothing_to_do(self) -> bool:
@@ -247,17 +253,30 @@ def _readable(storage: Storage, checkpoint: list[LogFile]) -> bool:
 
 
 def plan_cleanup(
-    snapshot: Snapshot | TableHead, now_ms: int, *, retention_ms: int | None = None
+    snapshot: Snapshot | TableHead,
+    now_ms: int,
+    *,
+    retention_ms: int | None = None,
+    truncate_to_ms: int = DAY_MS,
+    even_if_disabled: bool = False,
 ) -> CleanupPlan:
     """Plan log cleanup of `snapshot`'s table as of `now_ms`, which is clamped to the wall
-    clock (`delta_ops.clock.clamp`): a later time never deletes log the real clock keeps."""
+    clock (`delta_ops.clock.clamp`): a later time never deletes log the real clock keeps.
+
+    `truncate_to_ms` is the cutoff's granularity (Spark's: a UTC day; a feature drop that
+    truncates history uses a minute), and `even_if_disabled` cleans up a table whose
+    `delta.enableExpiredLogCleanup` is false (as DROP FEATURE ... TRUNCATE HISTORY does)."""
     clamped = clock.clamp(now_ms)
-    plan = _plan_cleanup(snapshot, clamped.now_ms, retention_ms)
+    plan = _plan_cleanup(snapshot, clamped.now_ms, retention_ms, truncate_to_ms, even_if_disabled)
     return replace(plan, now_ms=clamped.now_ms, requested_now_ms=clamped.requested_ms)
 
 
 def _plan_cleanup(
-    snapshot: Snapshot | TableHead, now_ms: int, retention_ms: int | None
+    snapshot: Snapshot | TableHead,
+    now_ms: int,
+    retention_ms: int | None,
+    truncate_to_ms: int = DAY_MS,
+    even_if_disabled: bool = False,
 ) -> CleanupPlan:
     storage = snapshot.storage
     snapshot.protocol.check_allows(Access.CLEANUP)
@@ -265,14 +284,14 @@ def _plan_cleanup(
     retention = props.log_retention_ms if retention_ms is None else retention_ms
     if retention < 0:
         raise InvalidValue(f"log retention must not be negative, got {retention} ms")
-    cutoff = truncate_to_utc_day(now_ms - retention)
+    cutoff = (now_ms - retention) // truncate_to_ms * truncate_to_ms
 
     def nothing(reason: str, boundary: int | None = None) -> CleanupPlan:
         return CleanupPlan(
             storage.url, cutoff, retention, boundary, (), (reason,), None, None, snapshot
         )
 
-    if not props.enable_expired_log_cleanup:
+    if not props.enable_expired_log_cleanup and not even_if_disabled:
         return nothing(
             "delta.enableExpiredLogCleanup is false: log cleanup is disabled for this table"
         )
@@ -316,6 +335,11 @@ def _plan_cleanup(
         )
         if not has_classic:
             compat = classic_checkpoint_name(c)
+    protected = protection_version(snapshot)
+    if protected:
+        refusal = _protection_refusal(storage, files, doomed, c, protected, compat is not None)
+        if refusal is not None:
+            return nothing(refusal, c)
     checkpoint_names = {f.name for f in files if f.is_checkpoint}
     if supports_v2 and not doomed.isdisjoint(checkpoint_names):
         doomed |= {f"{SIDECARS_DIR}/{n}" for n in _orphan_sidecars(storage, files, doomed, cutoff)}
@@ -332,7 +356,53 @@ def _plan_cleanup(
         write_compat_checkpoint=compat,
         oldest_retained_version=c,
         snapshot=snapshot,
+        protected_before_version=protected,
     )
+
+
+def protection_version(snapshot: Snapshot | TableHead) -> int:
+    """`delta.requireCheckpointProtectionBeforeVersion` where the table supports
+    checkpointProtection; 0 where it protects nothing."""
+    if not snapshot.protocol.supports("checkpointProtection"):
+        return 0
+    return snapshot.properties.require_checkpoint_protection_before_version
+
+
+def _protection_refusal(
+    storage: Storage,
+    files: list[LogFile],
+    doomed: set[str],
+    boundary: int,
+    protected: int,
+    writes_compat: bool,
+) -> str | None:
+    """Why checkpointProtection forbids this cleanup (None: it allows it), as Delta Spark's
+    `metadataCleanupAllowed` reads the protocol's writer requirements: the commits before
+    the protected version `protected` go all at once, or the cleanup stops at a complete
+    checkpoint of the version after the last commit it deletes (so no checkpoint is needed
+    there: none is created below `protected`); the V2 compatibility checkpoint, a checkpoint
+    created below `protected`, only where delta-ops supports that version's protocol."""
+    deleted = sorted(
+        f.version
+        for f in files
+        if f.kind is LogFileKind.COMMIT and f.name in doomed and f.version < protected
+    )
+    if deleted and deleted[-1] < protected - 1:
+        after = deleted[-1] + 1
+        complete = {ref.version for ref in complete_checkpoints(files)}
+        if after not in complete:
+            return (
+                f"checkpointProtection: the log before version {protected} may only go at once,"
+                f" and no checkpoint of version {after} stands where this cleanup would stop"
+            )
+    if writes_compat and boundary < protected:
+        refusal = load_head(storage, boundary).protocol.refusal(Access.CHECKPOINT)
+        if refusal is not None:
+            return (
+                f"checkpointProtection: the compatibility checkpoint of version {boundary} (below"
+                f" the protected version {protected}) needs that version's protocol: {refusal}"
+            )
+    return None
 
 
 def _orphan_sidecars(
@@ -385,6 +455,13 @@ def _write_compat_checkpoint(plan: CleanupPlan) -> str | None:
     return name if created else None
 
 
+def _deletion_order(name: str, plan: CleanupPlan) -> tuple[bool, bool, str]:
+    """Oldest first, sidecars last; under checkpointProtection every commit before any
+    checkpoint (the protocol's writer requirement (d): a crash leaves the checkpoints)."""
+    checkpoint = plan.protected_before_version > 0 and ".checkpoint." in name
+    return name.startswith(SIDECARS_DIR), checkpoint, name
+
+
 def compat_table_from_json(data: bytes) -> pa.Table:
     """The rows of a JSON V2 top-level checkpoint as a typed checkpoint table."""
     schema = pa.schema(
@@ -414,7 +491,7 @@ def execute_cleanup(plan: CleanupPlan) -> CleanupResult:
     if plan.deleted:
         if plan.write_compat_checkpoint:
             compat = _write_compat_checkpoint(plan)
-        ordered = sorted(plan.deleted, key=lambda n: (n.startswith(SIDECARS_DIR), n))
+        ordered = sorted(plan.deleted, key=lambda n: _deletion_order(n, plan))
         storage.delete(storage.log_file(n) for n in ordered)
         # self-check from the listing: the latest version and the oldest kept one still have
         # a checkpoint and contiguous commits (build_log_segment raises otherwise)

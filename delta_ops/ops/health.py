@@ -23,10 +23,12 @@ import pyarrow.compute as pc
 
 from delta_ops.errors import UnsupportedFeature
 from delta_ops.ops.cleanup import plan_cleanup
-from delta_ops.ops.compact import plan_compact
+from delta_ops.ops.compact import files_to_compact
 from delta_ops.ops.vacuum import read_last_vacuum_info
 from delta_ops.protocol.features import KEEPS_DATA, Access
 from delta_ops.protocol.units import format_bytes
+from delta_ops.storage import FileEntry
+from delta_ops.table.checksum import ChecksumCheck, check_checksum
 from delta_ops.table.commit_times import version_at
 from delta_ops.table.snapshot import Snapshot
 
@@ -137,9 +139,15 @@ class TableHealth:
     small_files: int = 0  # files a compaction to the default target would rewrite
     num_records: int | None = None  # physical rows in live files (None: a file lacks stats)
     deleted_records: int = 0  # rows hidden by deletion vectors, still in the files
+    #: the version's checksum (`N.crc`) against the replay: missing, agrees, disagrees (a
+    #: corruption alarm) or unreadable
+    checksum: ChecksumCheck | None = None
 
 
-def table_health(snapshot: Snapshot, now_ms: int) -> TableHealth:
+def table_health(snapshot: Snapshot, now_ms: int, *, count_small_files: bool = True) -> TableHealth:
+    """The facts the asset checks judge; `count_small_files=False` leaves `small_files` at 0
+    for a caller that does not report it (the count packs every live file as a compaction
+    would: on a 300k-file table the most costly fact)."""
     props = snapshot.properties
     checkpoint_version = snapshot.segment.checkpoint_version
     since = (
@@ -165,16 +173,17 @@ def table_health(snapshot: Snapshot, now_ms: int) -> TableHealth:
         deleted_file_retention_ms=props.deleted_file_retention_ms,
         row_tracking=row_tracking_state(snapshot),
         files_without_row_ids=without_ids,
-        small_files=_small_files(snapshot),
+        small_files=_small_files(snapshot) if count_small_files else 0,
         num_records=snapshot.num_records,
         deleted_records=snapshot.num_deleted_records,
+        checksum=check_checksum(snapshot),
     )
 
 
 def _small_files(snapshot: Snapshot) -> int:
     """How many files a compaction would rewrite (0 where the table's features refuse it)."""
     try:
-        return plan_compact(snapshot).files_to_rewrite
+        return files_to_compact(snapshot)
     except UnsupportedFeature:
         return 0
 
@@ -204,16 +213,25 @@ class Health:
     reclaimable_files: int
     reclaimable_bytes: int
     advice: list[dict[str, str]]
+    checksum: ChecksumCheck | None = None  # the version's `N.crc` against the replay
 
 
 def health(
-    snapshot: Snapshot, now_ms: int, leftovers: int, *, missing_files: Sequence[str] = ()
+    snapshot: Snapshot,
+    now_ms: int,
+    leftovers: int,
+    *,
+    log: Sequence[FileEntry] | None = None,
+    missing_files: Sequence[str] = (),
 ) -> Health:
-    """Each thing worth doing to the table now, with the command that does it.
+    """Each thing worth doing to the table now, with the command that does it; `log` is the
+    files directly in `_delta_log` as :meth:`Storage.list_log` lists them, when the caller has
+    listed them already (`inspect` derives them from its one walk of the log).
     `missing_files`: live files the caller found missing from storage (`inspect --files`
     looks; nothing here lists the table's data)."""
-    facts = table_health(snapshot, now_ms)
-    log = snapshot.storage.list_log()
+    # inspect advises no compaction, so the small-file count would be thrown away
+    facts = table_health(snapshot, now_ms, count_small_files=False)
+    log = snapshot.storage.list_log() if log is None else log
     protocol = snapshot.protocol
     allowed = {op for op in Access if protocol.refusal(op) is None}
     expired = len(plan_cleanup(snapshot, now_ms).deleted) if Access.CLEANUP in allowed else 0
@@ -233,6 +251,15 @@ def health(
             {
                 "problem": f"delta-ops cannot maintain this table's features ({features})",
                 "command": "",
+            }
+        )
+    if facts.checksum is not None and facts.checksum.corrupt:
+        advice.append(
+            {
+                "problem": f"version {facts.version}'s checksum ({facts.checksum.file_name})"
+                f" {facts.checksum.problem} (the log or the checksum changed after the commit:"
+                " a corruption alarm)",
+                "command": f"delta-ops checksum {table} --dry-run",
             }
         )
     if facts.commits_since_checkpoint >= facts.checkpoint_interval and Access.CHECKPOINT in allowed:
@@ -279,6 +306,14 @@ def health(
                 "command": f"delta-ops recompute-stats {table}",
             }
         )
+    for feature in unused_reader_features(snapshot) if Access.WRITE in allowed else ():
+        advice.append(
+            {
+                "problem": f"the protocol has {feature}, which nothing uses any more, and readers"
+                " without it (deltalake's pyarrow reader, older engines) refuse the table",
+                "command": f"delta-ops drop-feature {table} {feature} --dry-run",
+            }
+        )
     return Health(
         log_files=len(log),
         log_bytes=sum(entry.size for entry in log),
@@ -286,7 +321,22 @@ def health(
         reclaimable_files=facts.expired_tombstones,
         reclaimable_bytes=facts.reclaimable_bytes,
         advice=advice,
+        checksum=facts.checksum,
     )
+
+
+def unused_reader_features(snapshot: Snapshot) -> list[str]:
+    """Reader-writer features `drop-feature` drops that the table no longer uses: deletion
+    vectors turned off with none live, V2 checkpoints with the classic policy."""
+    unused = []
+    protocol = snapshot.protocol
+    if protocol.supports("deletionVectors") and not snapshot.properties.enable_deletion_vectors:
+        files = snapshot.file_index
+        if not files.num_rows or files.column("deletionVector").null_count == files.num_rows:
+            unused.append("deletionVectors")
+    if protocol.supports("v2Checkpoint") and snapshot.properties.checkpoint_policy == "classic":
+        unused.append("v2Checkpoint")
+    return unused
 
 
 def _quoted(url: str) -> str:

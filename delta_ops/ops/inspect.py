@@ -17,6 +17,7 @@ from delta_ops.ops.leftovers import find_leftovers
 from delta_ops.ops.repair import missing_live_files
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.units import format_bytes
+from delta_ops.storage import LOG_DIR, FileEntry
 from delta_ops.table.snapshot import Snapshot
 
 
@@ -48,6 +49,9 @@ class TableSummary:
     expired_log_files: int = 0
     reclaimable_files: int = 0
     reclaimable_bytes: int = 0
+    # the version's checksum (`N.crc`) against the replay: status (missing, agrees, disagrees,
+    # unreadable) and what disagrees; one that disagrees is a corruption alarm (in `advice`)
+    checksum: dict[str, Any] | None = None
     # what needs doing and the command that does it: [{"problem": ..., "command": ...}]
     advice: list[dict[str, str]] = field(default_factory=list)
     # each operation: "allowed", or the features refusing it ("refused: f1, f2")
@@ -71,7 +75,10 @@ def summarize(
     Its health (what needs doing, as of `now_ms`, default now) comes with it."""
     protocol = snapshot.protocol
     checkpoint_version = snapshot.segment.checkpoint_version
-    leftovers = find_leftovers(snapshot.storage)
+    # one walk of `_delta_log` gives the leftovers (hidden names, also under `_sidecars/`) and
+    # the log's own files, which the load's listing (recognised names only) does not hold
+    log_tree = snapshot.storage.list_tree(LOG_DIR)
+    leftovers = find_leftovers(snapshot.storage, log_tree)
     commits_since = (
         snapshot.version - checkpoint_version
         if checkpoint_version is not None
@@ -83,6 +90,7 @@ def summarize(
         snapshot,
         now_ms if now_ms is not None else clock.now_ms(),
         len(leftovers),
+        log=_log_files(log_tree),
         missing_files=missing or (),
     )
     return TableSummary(
@@ -122,6 +130,7 @@ def summarize(
         expired_log_files=needs.expired_log_files,
         reclaimable_files=needs.reclaimable_files,
         reclaimable_bytes=needs.reclaimable_bytes,
+        checksum=needs.checksum.to_dict() if needs.checksum is not None else None,
         advice=needs.advice,
         operations={
             op.name.lower(): "allowed"
@@ -132,6 +141,12 @@ def summarize(
         files=sorted(snapshot.file_index.column("path").to_pylist()) if include_files else None,
         missing_files=missing,
     )
+
+
+def _log_files(log_tree: list[FileEntry]) -> list[FileEntry]:
+    """The files directly in `_delta_log`, as :meth:`Storage.list_log` lists them, out of a
+    walk of it (names relative to it): no hidden name, nothing in a subdirectory."""
+    return [e for e in log_tree if "/" not in e.name and not e.name.startswith(".")]
 
 
 def format_summary(summary: TableSummary) -> str:
@@ -182,6 +197,8 @@ def format_summary(summary: TableSummary) -> str:
         f"reclaimable:      {summary.reclaimable_files:,} removed files"
         f" ({format_bytes(summary.reclaimable_bytes)})"
     )
+    if summary.checksum is not None:
+        lines.append(f"checksum:         {_checksum_line(summary.checksum)}")
     for key, value in sorted(summary.metadata["configuration"].items()):
         lines.append(f"property:         {key} = {value}")
     if summary.advice:
@@ -195,7 +212,15 @@ def format_summary(summary: TableSummary) -> str:
     if summary.files is not None:
         gone = set(summary.missing_files or ())
         lines.append("files:")
-        lines.extend(
-            f"  {f}" + ("  (missing from storage)" if f in gone else "") for f in summary.files
-        )
+        lines.extend(f"  {f}" + ("  (missing from storage)" if f in gone else "") for f in summary.files)
     return "\n".join(lines)
+
+
+def _checksum_line(checksum: dict[str, Any]) -> str:
+    status = checksum["status"]
+    if status == "missing":
+        return f"none for version {checksum['version']} (delta-ops checksum writes it)"
+    if status == "agrees":
+        return f"{checksum['file']} agrees with the log"
+    what = "does not parse" if status == "unreadable" else "DISAGREES with the log"
+    return f"{checksum['file']} {what} (see to do)"

@@ -77,6 +77,9 @@ class Option:
     default: Any = None
     choices: tuple[str, ...] = ()
     cli_only: bool = False  # a CLI convenience (``--now``), not offered in Dagster config
+    #: the CLI takes it as an argument after the table (``drop-feature TABLE FEATURE``), not
+    #: as a flag; elsewhere it is an option like the others
+    positional: bool = False
     example: str = ""  # the accepted forms, where the kind's own hint would mislead
 
     def __post_init__(self) -> None:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from delta_ops.ops import (
     checkpoint,
+    checksum,
     cleanup,
     compact,
+    drop_feature,
     purge,
     recompute_stats,
     repair,
@@ -36,6 +38,8 @@ OPERATIONS: dict[str, Operation] = {
         compact.OPERATION,
         repair.OPERATION,
         restore.OPERATION,
+        checksum.OPERATION,
+        drop_feature.OPERATION,
         recompute_stats.OPERATION,
     )
 }

@@ -180,8 +180,14 @@ def _require_on_storage(storage: Storage, files: pa.Table, version: int) -> None
 
 
 #: properties that stay as they are now: row tracking, once on, stays on with the same
-#: materialized columns (a restored file's row ids live in them), as the protocol stays
-KEPT_PROPERTIES = ("delta.enableRowTracking", "delta.rowTracking")
+#: materialized columns (a restored file's row ids live in them), as the protocol stays; so
+#: does the version checkpointProtection protects (a feature dropped before it keeps its
+#: barrier checkpoints when a restore goes back past the drop)
+KEPT_PROPERTIES = (
+    "delta.enableRowTracking",
+    "delta.rowTracking",
+    "delta.requireCheckpointProtectionBeforeVersion",
+)
 
 
 def _metadata_after(snapshot: Snapshot, target: Snapshot) -> dict[str, Any] | None:

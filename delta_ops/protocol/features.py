@@ -723,6 +723,45 @@ class Protocol:
             writer_out |= reader_out
         return Protocol(reader_version, writer_version, reader_out, frozenset(writer_out))
 
+    def without_feature(self, name: str) -> Protocol:
+        """The protocol without `name` (any letter case), as low as what is left allows.
+
+        Mirrors Delta Spark's `protocol.removeFeature(f)` (`denormalized`, drop the name from
+        both lists, `normalized`): the remaining features' minimum versions are taken (a
+        reader-writer table feature needs reader 3, a writer table feature writer 7, a legacy
+        feature its legacy versions); when the legacy versions imply exactly the remaining
+        features the protocol is written with them and no lists ((3, 7, [deletionVectors],
+        [appendOnly, deletionVectors, invariants]) less deletionVectors is (1, 2)), otherwise
+        the lowest reader version with writer 7 and the features listed. Names already listed
+        keep their spelling.
+
+        Raises:
+            UnsupportedFeature: a remaining name is unknown (its versions cannot be computed),
+                or this protocol's versions are newer than delta-ops implements.
+        """
+        if self.min_reader_version > MAX_READER_VERSION:
+            raise UnsupportedProtocolVersion("reader", self.min_reader_version, "downgrade")
+        if self.min_writer_version > MAX_WRITER_VERSION:
+            raise UnsupportedProtocolVersion("writer", self.min_writer_version, "downgrade")
+        dropped = canonical_feature_name(name)
+        remaining = self.effective_features - {dropped}
+        unknown = [n for n in remaining if n not in FEATURES]
+        if unknown:
+            raise UnsupportedFeature(unknown, action="lower the protocol of")
+        features = [FEATURES[n] for n in remaining]
+        reader = max((f.min_reader_version for f in features), default=1)
+        writer = max((f.min_writer_version for f in features), default=1)
+        if writer < TABLE_FEATURES_WRITER_VERSION and implied_features(reader, writer) == remaining:
+            return Protocol(reader, writer)
+        spelled = _spelled([*(self.reader_features or ()), *(self.writer_features or ())])
+        writer_out = frozenset(spelled.get(n.lower(), n) for n in remaining)
+        reader_out: frozenset[str] | None = None
+        if reader >= TABLE_FEATURES_READER_VERSION:
+            reader_out = frozenset(
+                spelled.get(f.name.lower(), f.name) for f in features if f.is_reader_writer
+            )
+        return Protocol(reader, TABLE_FEATURES_WRITER_VERSION, reader_out, writer_out)
+
     def __str__(self) -> str:
         parts = [f"reader={self.min_reader_version}", f"writer={self.min_writer_version}"]
         if self.reader_features is not None:

@@ -42,6 +42,7 @@ __all__ = [
     "DATA_SKIPPING_NUM_INDEXED_COLS",
     "DATA_SKIPPING_STATS_COLUMNS",
     "DELETED_FILE_RETENTION_DURATION",
+    "DROP_FEATURE_TRUNCATE_HISTORY_RETENTION_DURATION",
     "ENABLE_CHANGE_DATA_FEED",
     "ENABLE_DELETION_VECTORS",
     "ENABLE_EXPIRED_LOG_CLEANUP",
@@ -94,6 +95,10 @@ RANDOM_PREFIX_LENGTH = "delta.randomPrefixLength"
 DATA_SKIPPING_NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
 DATA_SKIPPING_STATS_COLUMNS = "delta.dataSkippingStatsColumns"
 REQUIRE_CHECKPOINT_PROTECTION_BEFORE_VERSION = "delta.requireCheckpointProtectionBeforeVersion"
+#: how much history DROP FEATURE ... TRUNCATE HISTORY keeps (Delta Spark's default: 24 hours)
+DROP_FEATURE_TRUNCATE_HISTORY_RETENTION_DURATION = (
+    "delta.dropFeatureTruncateHistory.retentionDuration"
+)
 
 _MS_PER_DAY = 86_400_000
 
@@ -475,6 +480,8 @@ class TableProperties:
     data_skipping_stats_columns: tuple[tuple[str, ...], ...] | None = None
     #: 0 when unset; only meaningful when the checkpointProtection feature is supported.
     require_checkpoint_protection_before_version: int = 0
+    #: the log a history-truncating feature drop keeps (`delta-ops drop-feature --truncate-history`)
+    drop_feature_truncate_history_retention_ms: int = _MS_PER_DAY
     raw: Mapping[str, str] = field(default_factory=lambda: _EMPTY, hash=False, repr=False)
 
     @classmethod
@@ -543,6 +550,12 @@ class TableProperties:
             ),
             require_checkpoint_protection_before_version=_get(
                 cfg, REQUIRE_CHECKPOINT_PROTECTION_BEFORE_VERSION, _non_negative_int64, 0
+            ),
+            drop_feature_truncate_history_retention_ms=_get(
+                cfg,
+                DROP_FEATURE_TRUNCATE_HISTORY_RETENTION_DURATION,
+                parse_interval_ms,
+                _MS_PER_DAY,
             ),
             raw=MappingProxyType(cfg),
         )

@@ -23,6 +23,10 @@ Conflicts (after Delta Spark's `ConflictChecker`, reduced to what delta-ops' ope
 * a winner changed a domain this transaction also changes (except `delta.rowTracking`, whose
   high-water mark is re-read instead: row ids are re-assigned above the winner's mark).
 
+Version checksums: every commit is followed by its `N.crc` (`delta_ops.table.checksum`),
+derived from N-1's and the commit's actions, best-effort: a failure to write it is logged and
+never fails or undoes the commit (a table without that checksum is valid).
+
 Row tracking: when the table supports `rowTracking`, adds without `baseRowId` get fresh ids from
 the high-water mark and `defaultRowCommitVersion` = the committed version, and the
 `delta.rowTracking` domain moves, in every attempt (the protocol's "Row Tracking", writer
@@ -56,6 +60,7 @@ from delta_ops.protocol.features import Access, Protocol
 from delta_ops.protocol.num_records import num_records_in_stats
 from delta_ops.protocol.properties import ENABLE_IN_COMMIT_TIMESTAMPS
 from delta_ops.storage import Storage
+from delta_ops.table.checksum import write_checksum_after_commit
 from delta_ops.table.remove_lines import EncodedRemoves
 from delta_ops.table.snapshot import Snapshot
 from delta_ops.version import __version__
@@ -177,6 +182,8 @@ class Transaction:
     known_row_id_high_water_mark: int | None = None
     #: removes already encoded as commit lines (a rewrite's many files), besides `actions`
     encoded_removes: list[EncodedRemoves] = field(default_factory=list)
+    #: follow the commit with its version checksum `N.crc` (best-effort, `table.checksum`)
+    write_checksum: bool = True
     _serialized_actions: bytes | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -252,6 +259,7 @@ class Transaction:
                 logger.info(
                     "committed %s as version %d (attempt %d)", self.operation, version, attempt
                 )
+                self._write_checksum(storage, version, txn_id, body)
                 return CommitResult(
                     version=version,
                     attempts=attempt,
@@ -274,6 +282,18 @@ class Transaction:
             newest = _latest_commit_version(storage, latest)
             hwm = self._check_winners(storage, latest + 1, newest, hwm, deadline)
             version = newest + 1
+
+    def _write_checksum(self, storage: Storage, version: int, txn_id: str, body: bytes) -> None:
+        """Write the commit's `N.crc`, best-effort: the commit stands whatever happens here (a
+        table without that checksum is valid; `delta-ops checksum` writes it later)."""
+        if not self.write_checksum:
+            return
+        try:
+            write_checksum_after_commit(
+                storage, version, self.snapshot, txn_id=txn_id, commit_bytes=body
+            )
+        except Exception as exc:  # noqa: BLE001 - never fails or undoes the commit
+            logger.warning("committed version %d, but not its checksum: %r", version, exc)
 
     def _check_winners(
         self, storage: Storage, first: int, last: int, hwm: int | None, deadline: float
