@@ -47,6 +47,9 @@ class WriteOptions:
     merge_schema: bool
     replace_where: str | None
     configuration: dict[str, str]  # `delta.*` table properties, spelled as the log spells them
+    #: Delta's idempotent-write options `txnAppId` and `txnVersion`: the write is skipped when
+    #: the table has recorded this version (or a later one) for this application
+    app_transaction: tuple[str, int] | None = None
 
 
 def storage_options(options: Mapping[str, str]) -> dict[str, str]:
@@ -117,7 +120,7 @@ def timestamp_as_of_ms(timestamp_text: str, now_ms: int) -> int:
 
 def write_options(options: Mapping[str, str]) -> WriteOptions:
     """Parse a write's options: `path`, `partitionBy`, `mergeSchema`, `replaceWhere`,
-    `storage.*` and `delta.*`."""
+    `txnAppId` with `txnVersion`, `storage.*` and `delta.*`."""
     path = options["path"] if options.get("path") else ""
     if not path:
         raise InvalidValue("df.write.format('delta').save(PATH): the table path is missing")
@@ -129,13 +132,30 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
         merge_schema=lowered.get("mergeschema", "false").strip().lower() == "true",
         replace_where=lowered.get("replacewhere"),
         configuration=table_properties(options),
+        app_transaction=app_transaction(lowered.get("txnappid"), lowered.get("txnversion")),
     )
+
+
+def app_transaction(app_id: str | None, version_text: str | None) -> tuple[str, int] | None:
+    """`txnAppId` and `txnVersion` (both or neither, as Delta asks) as (app id, version)."""
+    if app_id is None and version_text is None:
+        return None
+    if not app_id or version_text is None:
+        raise InvalidValue("an idempotent write needs both options txnAppId and txnVersion")
+    try:
+        version = int(version_text)
+    except ValueError:
+        version = -1
+    if version < 0:
+        raise InvalidValue(f"txnVersion={version_text!r}: a whole number, 0 or more")
+    return app_id, version
 
 
 __all__ = [
     "STORAGE_PREFIX",
     "ReadOptions",
     "WriteOptions",
+    "app_transaction",
     "read_options",
     "storage_options",
     "table_properties",

@@ -15,6 +15,11 @@ type widening), handing Spark Arrow batches::
 For a session made elsewhere, call :func:`register` once. Options starting with ``storage.``
 are the table's storage options (credentials, endpoints). Filters on partition columns prune
 files before any is read; Spark still evaluates every filter on the rows.
+
+The same source writes (:mod:`delta_ops.spark.source_writer`) and streams:
+``spark.readStream.format("delta")`` reads a table's appends
+(:mod:`delta_ops.spark.stream_reader`) and ``df.writeStream.format("delta")`` commits each
+micro-batch exactly once (:mod:`delta_ops.spark.stream_writer`).
 """
 
 from __future__ import annotations
@@ -23,9 +28,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyspark.sql import datasource
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
     EqualTo,
     Filter,
@@ -40,10 +48,12 @@ from pyspark.sql.datasource import (
 )
 
 from delta_ops import clock
-from delta_ops.errors import InvalidValue
+from delta_ops.errors import InvalidValue, OperationRefused
 from delta_ops.protocol.schema import parse_partition_values
 from delta_ops.spark.options import read_options, storage_options, timestamp_as_of_ms
+from delta_ops.spark.scan_tasks import FilesPartition, group_files
 from delta_ops.spark.source_writer import DeltaWriter
+from delta_ops.spark.stream_reader import DeltaStreamReader
 from delta_ops.spark.workers import set_up_workers
 from delta_ops.storage import Storage
 from delta_ops.table.commit_times import version_at as committed_version_at
@@ -54,8 +64,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType as SparkStructType
 
-BYTES_PER_TASK = 128 * 1024 * 1024
-
 
 def register(spark: SparkSession) -> None:
     """Make `spark.read.format("delta")` read through delta-ops in this session (and let
@@ -64,14 +72,6 @@ def register(spark: SparkSession) -> None:
     set_up_workers(spark)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(DeltaDataSource)
-
-
-class FilesPartition(InputPartition):
-    """The files one Spark task reads."""
-
-    def __init__(self, index: int, files: list[FileToRead]) -> None:
-        super().__init__(index)
-        self.files = files
 
 
 class DeltaDataSource(DataSource):
@@ -97,6 +97,22 @@ class DeltaDataSource(DataSource):
 
     def writer(self, schema: SparkStructType, overwrite: bool) -> DataSourceWriter:
         return DeltaWriter(dict(self.options), schema, overwrite)
+
+    def streamWriter(self, schema: SparkStructType, overwrite: bool) -> DataSourceStreamWriter:
+        if not hasattr(datasource, "DataSourceStreamArrowWriter"):
+            raise OperationRefused(
+                "df.writeStream.format('delta') needs PySpark 4.1 or later (its Arrow stream"
+                " writer); write each micro-batch with foreachBatch and write_delta instead"
+            )
+        # the module subclasses a class PySpark 4.0 lacks: imported once known to exist
+        from delta_ops.spark.stream_writer import DeltaStreamWriter
+
+        return DeltaStreamWriter(dict(self.options), schema, overwrite)
+
+    def streamReader(self, schema: SparkStructType) -> DataSourceStreamReader:
+        snapshot = self._snapshot()
+        self._loaded = None  # the reader is pickled to the executors: no snapshot inside
+        return DeltaStreamReader(snapshot, dict(self.options), list(schema.fieldNames()))
 
     def reader(self, schema: SparkStructType) -> DeltaReader:
         snapshot = self._snapshot()
@@ -145,15 +161,7 @@ class DeltaReader(DataSourceReader):
         return filters
 
     def partitions(self) -> list[FilesPartition]:
-        groups: list[list[FileToRead]] = [[]]
-        size = 0
-        for file in self.files:
-            if groups[-1] and size + file.size > BYTES_PER_TASK:
-                groups.append([])
-                size = 0
-            groups[-1].append(file)
-            size += file.size
-        return [FilesPartition(i, g) for i, g in enumerate(groups)]
+        return group_files(self.files)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, FilesPartition)

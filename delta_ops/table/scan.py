@@ -84,11 +84,9 @@ class ScanSpec:
         return pa.schema([to_arrow_field(f) for f in self.fields()])
 
 
-def plan_scan(
-    snapshot: Snapshot, columns: Sequence[str] | None = None
-) -> tuple[ScanSpec, list[FileToRead]]:
-    """The scan of a snapshot's live files, as plain data; refused (UnsupportedFeature) when a
-    table feature changes rows in ways this reader does not implement."""
+def scan_spec(snapshot: Snapshot, columns: Sequence[str] | None = None) -> ScanSpec:
+    """How any file of the snapshot's table is read (no file list); refused as
+    :func:`plan_scan` is."""
     snapshot.protocol.check_allows(Access.READ_ROWS)
     spec = ScanSpec(
         schema_json=snapshot.schema.to_json(),
@@ -97,6 +95,15 @@ def plan_scan(
         columns=tuple(columns) if columns is not None else None,
     )
     spec.fields()  # unknown columns are refused before any file is read
+    return spec
+
+
+def plan_scan(
+    snapshot: Snapshot, columns: Sequence[str] | None = None
+) -> tuple[ScanSpec, list[FileToRead]]:
+    """The scan of a snapshot's live files, as plain data; refused (UnsupportedFeature) when a
+    table feature changes rows in ways this reader does not implement."""
+    spec = scan_spec(snapshot, columns)
     files = [
         FileToRead(
             path=row["path"],
@@ -221,4 +228,12 @@ def _conform(array: pa.Array, delta_type: DeltaType, mapped: bool) -> pa.Array:
     return array if array.type == target else array.cast(target)
 
 
-__all__ = ["FileToRead", "ScanSpec", "plan_scan", "read_batches", "read_file", "read_table"]
+__all__ = [
+    "FileToRead",
+    "ScanSpec",
+    "plan_scan",
+    "read_batches",
+    "read_file",
+    "read_table",
+    "scan_spec",
+]

@@ -126,10 +126,17 @@ class WriteTarget:
         )
 
     def same_layout(self, other: WriteTarget) -> bool:
-        """Whether files written for `self` are laid out as `other` needs them."""
+        """Whether files written for `self` are laid out as `other` needs them, and both
+        targets agree that the table exists."""
+        return self.exists == other.exists and self.writes_files_like(other)
+
+    def writes_files_like(self, other: WriteTarget) -> bool:
+        """Whether files written for `self` are laid out as `other` needs them: the same
+        partition columns, file schema (physical names, field ids, types) and file names. A
+        target decided before its write created the table writes files like one decided on
+        the table it created."""
         return (
-            self.exists == other.exists
-            and self.partition_columns == other.partition_columns
+            self.partition_columns == other.partition_columns
             and self.file_schema.equals(other.file_schema, check_metadata=True)
             and dict(self.file_names) == dict(other.file_names)
         )

@@ -31,6 +31,7 @@ from typing import Any, BinaryIO
 from urllib.parse import quote
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops import clock
@@ -42,6 +43,7 @@ from delta_ops.errors import (
     SchemaMismatch,
 )
 from delta_ops.log.file_names import commit_file_name
+from delta_ops.log.replay import Txn
 from delta_ops.protocol.partition_predicate import PartitionPredicate
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.protocol.schema import parse_schema
@@ -67,6 +69,24 @@ HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
 @dataclass(frozen=True)
+class SetTransaction:
+    """An application's progress recorded in the table (the protocol's `txn` action): a
+    streaming query's id and batch id, or Delta's ``txnAppId``/``txnVersion`` write options.
+    A writer that finds `version` (or a later one) recorded for `app_id` has nothing to do."""
+
+    app_id: str
+    version: int
+
+    def already_in(self, snapshot: Snapshot) -> Txn | None:
+        """The table's `txn` for this application when it records this version or a later one."""
+        recorded = snapshot.txns.get(self.app_id)
+        return recorded if recorded is not None and recorded.version >= self.version else None
+
+    def to_action(self, now_ms: int) -> dict[str, Any]:
+        return {"txn": {"appId": self.app_id, "version": self.version, "lastUpdated": now_ms}}
+
+
+@dataclass(frozen=True)
 class DataFile:
     """A parquet file written inside the table, not yet committed."""
 
@@ -87,6 +107,8 @@ def commit_data_files(
     storage_options: Mapping[str, Any] | None = None,
     operation_parameters: Mapping[str, Any] | None = None,
     known: Snapshot | None = None,
+    operation: str | None = None,
+    set_transaction: SetTransaction | None = None,
 ) -> CommitResult:
     """Commit parquet files written inside the table for `target` as one WRITE.
 
@@ -94,9 +116,28 @@ def commit_data_files(
     or re-mapped meanwhile (so the files no longer fit it) is refused, as is anything the
     table now refuses. Each file's footer gives its stats and proves that NOT NULL columns
     hold no nulls. `known` (the snapshot the target was resolved on) is used again when no
-    commit has landed since, which saves loading the table a second time."""
+    commit has landed since, which saves loading the table a second time.
+
+    `operation` names the commit (its parameters are then `operation_parameters` alone;
+    default WRITE, or CREATE TABLE AS SELECT for a new table). With `set_transaction` the
+    commit also records that application's version (a `txn` action), unless the table has
+    already recorded that version or a later one: then nothing is committed and the result
+    has ``attempts=0`` (the caller still owns `files`). A concurrent commit recording the
+    same application is a conflict."""
     storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
     snapshot = latest_snapshot(storage, known)
+    if set_transaction is not None and snapshot is not None:
+        done = set_transaction.already_in(snapshot)
+        if done is not None:
+            logger.info(
+                "%s: application %s is at version %d, so its version %d is committed already;"
+                " not committing it again",
+                storage.url,
+                set_transaction.app_id,
+                done.version,
+                set_transaction.version,
+            )
+            return CommitResult(version=snapshot.version, attempts=0, num_actions=0)
     mode = target.mode
     update = target.schema_update
     if snapshot is not None:
@@ -148,20 +189,27 @@ def commit_data_files(
                 f"{storage.url}: {len(outside)} written file(s) hold rows outside replaceWhere "
                 f"{replaced.text!r} (e.g. {outside[0]}); nothing was committed"
             )
-    txn = Transaction(
-        snapshot,
-        storage=storage,
-        operation="CREATE TABLE AS SELECT" if snapshot is None else "WRITE",
-        parameters={
+    if operation is None:
+        operation = "CREATE TABLE AS SELECT" if snapshot is None else "WRITE"
+        parameters: dict[str, Any] = {
             "mode": mode.capitalize(),
             "partitionBy": list(partition_columns),
             **({"predicate": json.dumps([replaced.text])} if replaced is not None else {}),
             **(operation_parameters or {}),
-        },
+        }
+    else:
+        parameters = dict(operation_parameters or {})
+    txn = Transaction(
+        snapshot,
+        storage=storage,
+        operation=operation,
+        parameters=parameters,
         on_conflict=_appends_into(replaced) if replaced is not None else None,
     )
     txn.add_actions(setup)
     now = clock.now_ms()
+    if set_transaction is not None:
+        txn.add_action(set_transaction.to_action(now))
     if mode == "overwrite" and snapshot is not None:
         txn.add_encoded_removes(_removes_of_live_files(snapshot, now, replaced))
     num_records = 0
@@ -318,11 +366,44 @@ def _partition_directory_value(value: str | None) -> str:
 
 def _parquet_writer(data: pa.Table) -> Callable[[BinaryIO], None]:
     """Writes `data` as one snappy parquet file into a sink (for Storage.create_new)."""
+    dictionary = dictionary_columns(data)
 
     def write(sink: BinaryIO) -> None:
-        pq.write_table(data, sink, compression="snappy")
+        pq.write_table(data, sink, compression="snappy", use_dictionary=dictionary)
 
     return write
+
+
+#: how many of a file's first rows decide which of its columns are dictionary-encoded
+DICTIONARY_SAMPLE_ROWS = 2048
+
+
+def dictionary_columns(data: pa.Table) -> bool | list[str]:
+    """The columns of a data file worth dictionary-encoding: those whose first
+    DICTIONARY_SAMPLE_ROWS values repeat (at most half of them distinct).
+
+    pyarrow dictionary-encodes every column until its dictionary reaches 1 MB; for a column of
+    mostly unique values (ids, timestamps, measurements) that takes more than twice as long as
+    plain encoding and makes the file bigger. parquet-mr (Spark's writer) instead gives up a
+    dictionary that does not pay after the first page; this decides alike, from a sample.
+    Tables with nested columns keep pyarrow's default (every column)."""
+    if data.num_rows == 0 or any(pa.types.is_nested(f.type) for f in data.schema):
+        return True
+    sample = data.slice(0, DICTIONARY_SAMPLE_ROWS)
+    return [
+        name
+        for name, column in zip(sample.column_names, sample.columns, strict=True)
+        if _distinct(column) * 2 <= sample.num_rows
+    ]
+
+
+def _distinct(column: pa.ChunkedArray) -> int:
+    """How many distinct values `column` holds (0, so a dictionary, for a type Arrow cannot
+    count)."""
+    try:
+        return int(pc.count_distinct(column).as_py())
+    except pa.ArrowNotImplementedError:
+        return 0
 
 
 def write_arrow(
