@@ -212,7 +212,9 @@ def format_summary(summary: TableSummary) -> str:
     if summary.files is not None:
         gone = set(summary.missing_files or ())
         lines.append("files:")
-        lines.extend(f"  {f}" + ("  (missing from storage)" if f in gone else "") for f in summary.files)
+        lines.extend(
+            f"  {f}" + ("  (missing from storage)" if f in gone else "") for f in summary.files
+        )
     return "\n".join(lines)
 
 
