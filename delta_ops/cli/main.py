@@ -172,7 +172,10 @@ def _run_operation(operation: Operation, args: argparse.Namespace) -> int:
     engine = _engine(values.get("engine", "local"))
     version = args.version if operation.at_version else None
     options = _storage_options(args.storage_option)
-    if args.dry_run:
+    dry_run = bool(args.dry_run)
+    say = (lambda m: print(f"delta-ops: {m}", file=sys.stderr)) if args.verbose else None
+    location = None if dry_run else (args.history or os.environ.get(HISTORY_ENV) or None)
+    with progress.reporting(None if dry_run else _progress_reporter(say)):
         run = run_operation(
             operation,
             args.table,
@@ -180,27 +183,17 @@ def _run_operation(operation: Operation, args: argparse.Namespace) -> int:
             engine,
             version=version,
             storage_options=options,
-            dry_run=True,
+            dry_run=dry_run,
+            progress=None if dry_run else say,
+            history=OperationHistory(location, options or None) if location else None,
+            front_end="cli",
         )
+    if dry_run:
         for warning in run.warnings:
             print(f"delta-ops: warning: {warning}", file=sys.stderr)
         data = {**to_data(run.plan), "dry_run": True, "warnings": list(run.warnings)}
         _print(args, data, operation.describe_plan(run.plan))
         return 0
-    say = (lambda m: print(f"delta-ops: {m}", file=sys.stderr)) if args.verbose else None
-    location = args.history or os.environ.get(HISTORY_ENV) or None
-    with progress.reporting(_progress_reporter(say)):
-        run = run_operation(
-            operation,
-            args.table,
-            values,
-            engine,
-            version=version,
-            storage_options=options,
-            progress=say,
-            history=OperationHistory(location, options or None) if location else None,
-            front_end="cli",
-        )
     result = run.result
     _print(args, {**to_data(result), "dry_run": False}, operation.describe_result(result))
     return 0
