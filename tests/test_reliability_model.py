@@ -140,6 +140,13 @@ def _named_by_young_tombstones(snapshot: Any, removed_since_ms: int) -> set[str]
         pc.greater_equal(pc.fill_null(tombstones.column("deletionTimestamp"), 0), removed_since_ms)
     )
     names = {unquote(p) for p in young.column("path").to_pylist()}
+    # and the removes of the commits still in the log: a checkpoint made under a shorter
+    # deleted-file retention dropped tombstones that vacuum still honours from the commits
+    for commit in (Path(snapshot.storage.root) / "_delta_log").glob("*.json"):
+        for line in commit.read_text().splitlines():
+            remove = json.loads(line).get("remove") if line.strip() else None
+            if remove and (remove.get("deletionTimestamp") or 0) >= removed_since_ms:
+                names.add(unquote(remove["path"]))
     if "deletionVector" in young.column_names:
         names |= {
             name
