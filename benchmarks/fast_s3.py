@@ -454,7 +454,7 @@ def serve(host: str, port: int) -> None:
 def serve_fast_s3() -> Iterator[Any]:
     """This server in a process of its own with the `lake` bucket, as a
     `tests.store_servers.StoreServer` (its `pid` for the server's CPU time)."""
-    from tests.store_servers import BUCKET, StoreServer, _process, free_port
+    from tests.store_servers import BUCKET, _process, free_port, s3_store_server
 
     port = free_port()
     args = [
@@ -470,15 +470,7 @@ def serve_fast_s3() -> Iterator[Any]:
         import urllib.request
 
         urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{BUCKET}", method="PUT")).close()
-        options = {"endpoint_url": endpoint, "key": "testing", "secret": "testing"}
-        peer = {
-            "AWS_ENDPOINT_URL": endpoint,
-            "AWS_ALLOW_HTTP": "true",
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1",
-        }
-        yield StoreServer("s3", "s3", endpoint, options, peer, pid=proc.pid)
+        yield s3_store_server(endpoint, pid=proc.pid)
 
 
 def main(argv: list[str] | None = None) -> int:

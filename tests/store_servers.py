@@ -89,6 +89,24 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes] | None = None) -> No
     raise RuntimeError(f"no store server listening on 127.0.0.1:{port} after 30 s")
 
 
+def s3_options(endpoint: str) -> dict[str, str]:
+    """fsspec/delta-ops storage options for an S3 emulator at `endpoint`."""
+    return {"endpoint_url": endpoint, "key": "testing", "secret": "testing"}
+
+
+def s3_store_server(endpoint: str, pid: int | None = None) -> StoreServer:
+    """An S3 emulator at `endpoint`, described for delta-ops and for the peers (deltalake,
+    DuckDB), with the emulators' test credentials."""
+    peer = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+    }
+    return StoreServer("s3", "s3", endpoint, s3_options(endpoint), peer, pid=pid)
+
+
 @contextmanager
 def _process(args: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -109,18 +127,10 @@ def serve_s3_process() -> Iterator[StoreServer]:
     args = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
     with _process(args, port) as proc:
         endpoint = f"http://127.0.0.1:{port}"
-        options = {"endpoint_url": endpoint, "key": "testing", "secret": "testing"}
         import s3fs
 
-        s3fs.S3FileSystem(**options).mkdir(BUCKET)
-        peer = {
-            "AWS_ENDPOINT_URL": endpoint,
-            "AWS_ALLOW_HTTP": "true",
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1",
-        }
-        yield StoreServer("s3", "s3", endpoint, options, peer, pid=proc.pid)
+        s3fs.S3FileSystem(**s3_options(endpoint)).mkdir(BUCKET)
+        yield s3_store_server(endpoint, pid=proc.pid)
 
 
 @contextmanager
@@ -132,19 +142,11 @@ def serve_s3() -> Iterator[StoreServer]:
     try:
         host, port = server.get_host_and_port()
         endpoint = f"http://{host}:{port}"
-        options = {"endpoint_url": endpoint, "key": "testing", "secret": "testing"}
         import s3fs
 
         with suppress(FileExistsError):  # moto's backend is per process, not per server
-            s3fs.S3FileSystem(**options).mkdir(BUCKET)
-        peer = {
-            "AWS_ENDPOINT_URL": endpoint,
-            "AWS_ALLOW_HTTP": "true",
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1",
-        }
-        yield StoreServer("s3", "s3", endpoint, options, peer)
+            s3fs.S3FileSystem(**s3_options(endpoint)).mkdir(BUCKET)
+        yield s3_store_server(endpoint)
     finally:
         server.stop()
 
