@@ -367,11 +367,14 @@ SCENARIOS = {
         7,
         None,
     ),
-    # ... and the segment up to checkpoint 10 is judged by its newest file, 9.json (Spark's rule)
+    # ... and checkpoint 10 is a flush point (5.json's own time is not adjusted). Spark judges
+    # the segment up to it by its newest file, 9.json, and deletes 0-9; but 4.json is past the
+    # cutoff, and time travel dates 4-9 from it (monotonic commit times): all inside the
+    # retention. delta-ops deletes a segment only when every file in it is past the cutoff.
     "a future mtime inside a later segment": (
         lambda t, tpl: {f"{4:020d}.json": T0 + 20 * DAY},
         12,
-        10,
+        None,
     ),
     "a checkpoint whose mtime needed adjusting is no flush point": (
         lambda t, tpl: {f"{10:020d}.checkpoint.parquet": T0},
@@ -754,3 +757,18 @@ def test_cli_dry_run_reports_and_deletes_nothing(template, tmp_path, capsys):
     # human output
     assert cli.main(["cleanup", str(table), "--dry-run", "--now", now]) == 0
     assert "cutoff" in capsys.readouterr().out
+
+
+def test_young_commits_before_a_skewed_writers_checkpoint_are_kept(template, tmp_path):
+    """Versions 6-8 are young; a writer whose clock runs two months behind then committed
+    9-13 with a checkpoint at 10. Times are made monotonic across versions, but a version's
+    later files keep their own times (9.crc is moved after 8, 9.json is not), so the
+    checkpoint at 10 looks like the end of an expired segment. Spark's iterator stops at the
+    first file it must keep (6): the young versions and the boundary at 5 stay."""
+    table = fresh(template, tmp_path)
+    young = T0 + 60 * DAY
+    age_log(table, time_of=lambda v: young + v * HOUR if 6 <= v <= 8 else vt(v))
+    plan = run_cleanup(table, T0 + 61 * DAY, retention_ms=30 * DAY)
+    assert plan.boundary_checkpoint_version == 5
+    for version in range(5, 14):
+        assert load_snapshot(table, version).version == version
