@@ -134,12 +134,20 @@ def _referenced(path: Path, version: int) -> set[str]:
 def _named_by_young_tombstones(snapshot: Any, removed_since_ms: int) -> set[str]:
     """Data and deletion-vector files named by the tombstones removed at or after the time."""
     tombstones = snapshot.tombstones
-    if not tombstones.num_rows:
-        return set()
-    young = tombstones.filter(
-        pc.greater_equal(pc.fill_null(tombstones.column("deletionTimestamp"), 0), removed_since_ms)
-    )
-    names = {unquote(p) for p in young.column("path").to_pylist()}
+    names: set[str] = set()
+    if tombstones.num_rows:
+        young = tombstones.filter(
+            pc.greater_equal(
+                pc.fill_null(tombstones.column("deletionTimestamp"), 0), removed_since_ms
+            )
+        )
+        names = {unquote(p) for p in young.column("path").to_pylist()}
+        if "deletionVector" in young.column_names:
+            names |= {
+                name
+                for dv in young.column("deletionVector").to_pylist()
+                if dv and (name := _dv_file_name(dv.get("storageType"), dv.get("pathOrInlineDv")))
+            }
     # and the removes of the commits still in the log: a checkpoint made under a shorter
     # deleted-file retention dropped tombstones that vacuum still honours from the commits
     for commit in (Path(snapshot.storage.root) / "_delta_log").glob("*.json"):
@@ -147,12 +155,9 @@ def _named_by_young_tombstones(snapshot: Any, removed_since_ms: int) -> set[str]
             remove = json.loads(line).get("remove") if line.strip() else None
             if remove and (remove.get("deletionTimestamp") or 0) >= removed_since_ms:
                 names.add(unquote(remove["path"]))
-    if "deletionVector" in young.column_names:
-        names |= {
-            name
-            for dv in young.column("deletionVector").to_pylist()
-            if dv and (name := _dv_file_name(dv.get("storageType"), dv.get("pathOrInlineDv")))
-        }
+                dv = remove.get("deletionVector") or {}
+                if name := _dv_file_name(dv.get("storageType"), dv.get("pathOrInlineDv")):
+                    names.add(name)
     return names
 
 
@@ -273,7 +278,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 continue  # written and truncated within the op (not promised after it)
             self._check_our_commit(version)
             self.committed_at[version] = self.now
-            self.rows[version] = self.rows[version - 1]  # our commits change no rows
+            self.rows[version] = self.rows[self._latest()]  # our commits change no rows
             self.promised.add(version)
         return result
 
