@@ -88,7 +88,7 @@ MUTANTS = (
     Mutant(
         "cleanup-cutoff-not-truncated-to-the-day",
         "delta_ops/ops/cleanup.py",
-        "    cutoff = truncate_to_utc_day(now_ms - retention)\n",
+        "    cutoff = (now_ms - retention) // truncate_to_ms * truncate_to_ms\n",
         "    cutoff = now_ms - retention + 86_400_000\n",
     ),
     Mutant(
@@ -100,8 +100,8 @@ MUTANTS = (
     Mutant(
         "cleanup-future-now-not-clamped",
         "delta_ops/ops/cleanup.py",
-        "    plan = _plan_cleanup(snapshot, clamped.now_ms, retention_ms)\n",
-        "    plan = _plan_cleanup(snapshot, now_ms, retention_ms)\n",
+        "    plan = _plan_cleanup(snapshot, clamped.now_ms, retention_ms, truncate_to_ms, even_if_disabled)\n",
+        "    plan = _plan_cleanup(snapshot, now_ms, retention_ms, truncate_to_ms, even_if_disabled)\n",
     ),
     Mutant(
         "rewrite-removes-dated-a-week-early",
@@ -207,8 +207,8 @@ MUTANTS = (
     Mutant(
         "cleanup-cutoff-a-day-late",
         "delta_ops/ops/cleanup.py",
-        "    cutoff = truncate_to_utc_day(now_ms - retention)\n",
-        "    cutoff = truncate_to_utc_day(now_ms - retention) + 86_400_000\n",
+        "    cutoff = (now_ms - retention) // truncate_to_ms * truncate_to_ms\n",
+        "    cutoff = (now_ms - retention) // truncate_to_ms * truncate_to_ms + 86_400_000\n",
     ),
     # ---- written with restore (issue 30): the suite gained it in both the model and the sweep
     Mutant(
@@ -223,6 +223,31 @@ MUTANTS = (
         "    removes = encode_removes(removed, deletion_timestamp=clock.now_ms(), data_change=True)\n",
         "    removes = encode_removes(removed.slice(0, 0), deletion_timestamp=clock.now_ms(),"
         " data_change=True)\n",
+    ),
+    # ---- written with the feature drop (issue 30) and the segment rule's fix (session 2026-11-27)
+    Mutant(
+        "cleanup-segment-judged-by-its-newest-file",
+        "delta_ops/ops/cleanup.py",
+        "            and all(expired(b, t) for b, t in buffer)\n",
+        "            and expired(*buffer[-1])\n",
+    ),
+    Mutant(
+        "cleanup-ignores-checkpoint-protection",
+        "delta_ops/ops/cleanup.py",
+        "    protected = protection_version(snapshot)\n",
+        "    protected = 0\n",
+    ),
+    Mutant(
+        "drop-truncates-inside-its-retention",
+        "delta_ops/ops/drop_feature.py",
+        "        retention_ms=retention_ms,\n        truncate_to_ms=MINUTE_MS,\n",
+        "        retention_ms=0,\n        truncate_to_ms=MINUTE_MS,\n",
+    ),
+    Mutant(
+        "fast-drop-without-checkpoint-protection",
+        "delta_ops/ops/drop_feature.py",
+        "    protect = feature in PROTECTED\n",
+        "    protect = False\n",
     ),
 )
 
