@@ -167,6 +167,41 @@ def test_commit_sensor_one_request_per_due_table(tmp_path):
     assert sensor.tick().run_requests == []
 
 
+class ProtocolReadsCounted(DeltaMaintenanceResource):
+    """The resource, counting the protocol reads the sensor makes to ask whether a table's
+    features allow a checkpoint."""
+
+    def refusal(self, operation, url, *, storage_options=None):
+        PROTOCOL_READS.append(url)
+        return super().refusal(operation, url, storage_options=storage_options)
+
+
+PROTOCOL_READS: list[str] = []
+
+
+def test_commit_sensor_reads_a_refusing_protocol_once_per_version(tmp_path):
+    """A due table whose features refuse a checkpoint is reported on every tick, but its
+    protocol is read once per version: a tick over a lake where nothing changed reads only
+    the newest commit names (the 1,000-table tick of benchmarks/bench_lake_dagster.py)."""
+    table = tmp_path / "t"
+    append(table, 2, configuration={"delta.checkpointInterval": "2"})
+    unknown = lb.protocol(3, 7, reader_features=[], writer_features=["someFutureWriterFeature"])
+    lb.write_commit(table, 2, [lb.commit_info(operation="UPGRADE PROTOCOL"), unknown])
+    defs = build_delta_maintenance_defs([DeltaTableTarget("t", str(table))], name="r")
+    sensor = Sensor(defs, {"r_delta_maintenance": ProtocolReadsCounted()}, "r")
+    PROTOCOL_READS.clear()
+    for tick in range(3):
+        data = sensor.tick()
+        assert data.run_requests == [], tick
+        assert "t: not checkpointed" in data.skip_message and "someFutureWriterFeature" in (
+            data.skip_message
+        ), data.skip_message
+        assert len(PROTOCOL_READS) == 1, (tick, PROTOCOL_READS)
+    lb.write_commit(table, 3, [lb.commit_info()])  # a new version: asked again
+    assert "t: not checkpointed" in sensor.tick().skip_message
+    assert len(PROTOCOL_READS) == 2
+
+
 def test_commit_sensor_follows_a_changed_interval(tmp_path):
     lower, higher = tmp_path / "lower", tmp_path / "higher"
     append(lower)  # default interval 10
