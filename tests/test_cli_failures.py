@@ -95,14 +95,12 @@ HINT = (
 
 def _inspect_fails_with(monkeypatch, exc: BaseException) -> None:
     """`inspect` raises `exc` once it has loaded the table (a bug in the summary)."""
-    import importlib
-
-    cli_main = importlib.import_module("delta_ops.cli.main")  # the package exports main()
+    from delta_ops.ops import inspect  # the CLI imports it when the command runs
 
     def broken(*args, **kwargs):
         raise exc
 
-    monkeypatch.setattr(cli_main, "summarize", broken)
+    monkeypatch.setattr(inspect, "summarize", broken)
 
 
 def test_an_internal_error_is_one_line_and_exit_70(capsys, monkeypatch):

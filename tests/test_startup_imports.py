@@ -2,10 +2,11 @@
 the wait on a small table). Structure, not timing: a fresh interpreter imports the CLI and
 reports which modules came with it.
 
-The registry is eager (every operation's description is in its module), so each op module is
-loaded; what only an operation's execution needs is loaded when it runs: the rewriting stack
-of purge and compaction (reading and rewriting data files) and the process pool of forked map
-workers.
+The registry is lazy: `delta-ops vacuum` generates only its own subcommand, so only the vacuum
+module of all the operations is loaded (the others, the fleet planner and inspect's advice
+stay out), and what only an operation's execution needs is loaded when it runs: the rewriting
+stack of purge and compaction (reading and rewriting data files) and the process pool of forked
+map workers.
 """
 
 from __future__ import annotations
@@ -42,6 +43,28 @@ def test_the_cli_loads_no_rewriting_stack_and_no_process_pool() -> None:
     loaded = _loaded_by("import delta_ops.cli.main")
     assert "delta_ops.ops.registry" in loaded  # the check looks at a real start-up
     assert sorted(m for m in DEFERRED if m in loaded) == []
+
+
+def test_one_operation_loads_its_own_module_and_no_other() -> None:
+    from delta_ops.ops.registry import ENTRIES
+
+    loaded = _loaded_by("from delta_ops.cli.main import build_parser\nbuild_parser('vacuum')")
+    op_modules = {f"delta_ops.ops.{entry.module}" for entry in ENTRIES}
+    assert sorted(op_modules & loaded) == ["delta_ops.ops.vacuum"]
+    assert "delta_ops.ops.fleet" not in loaded and "delta_ops.ops.inspect" not in loaded
+    # every subcommand still comes with --help, or when the command is no operation
+    everything = _loaded_by("from delta_ops.cli.main import build_parser\nbuild_parser()")
+    assert op_modules <= everything
+
+
+def test_the_registry_names_each_operation_as_its_module_does() -> None:
+    from delta_ops.ops.registry import BY_ACTION, ENTRIES, OPERATIONS
+
+    for entry in ENTRIES:
+        operation = OPERATIONS[entry.name]
+        assert (operation.name, operation.action) == (entry.name, entry.action)
+        assert BY_ACTION[entry.action] is operation
+    assert list(OPERATIONS) == [e.name for e in ENTRIES] and len(BY_ACTION) == len(ENTRIES)
 
 
 def test_planning_a_compaction_loads_no_rewriting_stack() -> None:

@@ -33,14 +33,7 @@ from delta_ops.errors import (
 )
 from delta_ops.ops import progress
 from delta_ops.ops.engines import LOCAL, Engine
-from delta_ops.ops.fleet import (
-    describe_fleet_plan,
-    fleet_from_spec,
-    fleet_from_warehouse,
-    plan_fleet,
-)
 from delta_ops.ops.history import HISTORY_ENV, OperationHistory
-from delta_ops.ops.inspect import format_summary, summarize
 from delta_ops.ops.operation import OptionKind
 from delta_ops.ops.registry import OPERATIONS, Operation
 from delta_ops.ops.results import to_data
@@ -81,6 +74,8 @@ def _pairs(pairs: Sequence[str], flag: str, form: str) -> dict[str, str]:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    from delta_ops.ops.inspect import format_summary, summarize  # the command's own stack
+
     snapshot = load_snapshot(
         args.table, args.version, storage_options=_storage_options(args.storage_option)
     )
@@ -91,6 +86,13 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     """Rank a lake's tables by what maintenance would gain (`delta_ops.ops.fleet`)."""
+    from delta_ops.ops.fleet import (  # the command's own stack
+        describe_fleet_plan,
+        fleet_from_spec,
+        fleet_from_warehouse,
+        plan_fleet,
+    )
+
     options = _storage_options(args.storage_option)
     if os.path.isfile(args.lake):
         tables = fleet_from_spec(_read_lake_file(args.lake), options)
@@ -274,7 +276,10 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"delta-ops: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `delta-ops` parser. Given the command being run, only that operation's subcommand
+    is generated (so only its module is imported, `delta_ops.ops.registry`); without one, or
+    for a name that is no operation, every subcommand (for --help and usage errors)."""
     parser = _OneLineParser(prog="delta-ops", description="Maintenance for Delta Lake tables.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     parser.add_argument("-V", "--version", action="version", version=f"delta-ops {__version__}")
@@ -315,9 +320,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--json", action="store_true", help="print one JSON object")
     plan.set_defaults(func=_cmd_plan)
-    for operation in OPERATIONS.values():
-        _add_operation(sub, operation)
+    names = [command] if command is not None and command in OPERATIONS else list(OPERATIONS)
+    for name in names:
+        _add_operation(sub, OPERATIONS[name])
     return parser
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The subcommand `argv` names: its first word that is not an option (the top-level
+    options take no value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
 def use_system_allocator() -> None:
@@ -335,7 +347,8 @@ def use_system_allocator() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     use_system_allocator()
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # usage errors (one line, printed), --help, --version

@@ -51,7 +51,6 @@ from delta_ops.protocol.units import parse_duration_ms
 from delta_ops.storage import Storage
 from delta_ops.storage.warehouse import history_location
 from delta_ops.table.snapshot import load_snapshot
-from delta_ops.table.writer import write_arrow
 from delta_ops.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -220,6 +219,8 @@ class OperationHistory:
         return True
 
     def _write(self, storage: Storage, rows: pa.Table) -> int:
+        from delta_ops.table.writer import write_arrow  # only a run that records one
+
         for attempt in range(_CREATE_ATTEMPTS):
             try:
                 commit = write_arrow(storage, rows, partition_by=["day"], configuration=PROPERTIES)
@@ -254,6 +255,8 @@ def drop_expired_days(storage: Storage, now_ms: int | None = None) -> bool:
     days = [dict(v).get("day") for v in snapshot.file_index.column("partitionValues").to_pylist()]
     if not any(day is not None and day < cutoff for day in days):
         return False
+    from delta_ops.table.writer import write_arrow  # only when days expire
+
     write_arrow(
         storage,
         SCHEMA.empty_table(),
