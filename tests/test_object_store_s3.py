@@ -175,3 +175,16 @@ def test_a_parallel_range_listing_finds_exactly_what_a_plain_listing_does(
     assert sorted(zip(ranged.paths, ranged.sizes)) == sorted(zip(plain.paths, plain.sizes))
     assert {"p=0", "p=1", "p=2", "_change_data"} <= set(ranged.dirs)
     assert sum("start-after" in p for p in lists) >= 15  # the ranges were listed separately
+
+
+def test_leftovers_of_the_log_and_of_spark_staging_are_both_found(s3: StoreServer) -> None:
+    """The two listings run at once on a store; each one's leftovers are found, and nothing
+    else (the commit and its checksum are no leftovers)."""
+    from delta_ops.ops.leftovers import SPARK_STAGING, TEMPORARY_LOG_FILE, find_leftovers
+
+    _url, storage = _table_with_orphans(s3, "leftovers", 0)
+    temporary = "_delta_log/.00000000000000000001.json.0123456789abcdef0123456789abcdef.tmp"
+    staged = "_delta_ops_staging/3f1c/part-00000.parquet"
+    s3.fsspec().pipe({storage.join(temporary): b"{", storage.join(staged): b"PAR1"})
+    found = sorted((item.path, item.kind) for item in find_leftovers(storage))
+    assert found == [(temporary, TEMPORARY_LOG_FILE), (staged, SPARK_STAGING)]

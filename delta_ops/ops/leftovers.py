@@ -45,16 +45,32 @@ def find_leftovers(storage: Storage, log_tree: Sequence[FileEntry] | None = None
     """Every leftover of a write in progress or a crashed one (young ones included);
     `log_tree` is ``storage.list_tree(LOG_DIR)`` when the caller has listed it already."""
     out: list[Leftover] = []
-    for e in storage.list_tree(LOG_DIR) if log_tree is None else log_tree:
+    log_tree, staging_tree = _list_both(storage, log_tree)
+    for e in log_tree:
         if is_temporary_name(posixpath.basename(e.name)):
             path = f"{LOG_DIR}/{e.name}"
             out.append(Leftover(path, e.size, e.modification_time, TEMPORARY_LOG_FILE, path))
-    for e in storage.list_tree(STAGING_DIR):
+    for e in staging_tree:
         group = f"{STAGING_DIR}/{e.name.split('/', 1)[0]}"
         out.append(
             Leftover(f"{STAGING_DIR}/{e.name}", e.size, e.modification_time, SPARK_STAGING, group)
         )
     return out
+
+
+def _list_both(
+    storage: Storage, log_tree: Sequence[FileEntry] | None
+) -> tuple[Sequence[FileEntry], Sequence[FileEntry]]:
+    """The log's and the staging folder's trees; on a store, both listings at once (each is a
+    round trip, and a vacuum waits for them one after the other otherwise)."""
+    if log_tree is not None or storage.is_local:
+        log = storage.list_tree(LOG_DIR) if log_tree is None else log_tree
+        return log, storage.list_tree(STAGING_DIR)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="delta-ops-list") as pool:
+        staging = pool.submit(storage.list_tree, STAGING_DIR)
+        return storage.list_tree(LOG_DIR), staging.result()
 
 
 def stale_leftovers(storage: Storage, older_than_ms: int) -> list[Leftover]:
