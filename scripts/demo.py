@@ -7,8 +7,14 @@ folder (`./warehouse`, or $DELTA_OPS_WAREHOUSE), and keeps its Dagster instance 
 1. The PySpark `events` asset appends three batches through delta-ops' commit layer.
 2. Time passes, simulated: those three versions' files are dated back 40 days, and a Spark
    write that "crashed" back then left a file no commit references.
-3. One more batch, then `warehouse_maintenance_job`: a checkpoint, log cleanup deleting the
-   commits older than the 30-day log retention, and vacuum deleting the crashed write's file.
+3. One more batch, then maintenance by the path the schedule and the commit sensor use: the
+   maintenance schedule's tick decides from the table's log which actions have work and
+   requests them, and each request runs as the maintenance asset job with that asset
+   selection (the run the daemon would launch). The runs materialize the maintenance assets,
+   so the UI's asset pages for checkpoint, log_cleanup and vacuum show what they did: a
+   checkpoint, log cleanup deleting the commits older than the 30-day log retention, and
+   vacuum deleting the crashed write's file. Each action run is one row of the operation
+   history (`warehouse/_delta_ops_history`, a Delta table DuckDB reads).
 
 Prints what each step did, then `delta-ops inspect` of the table.
 """
@@ -81,11 +87,47 @@ def run_demo(defs, table: Path, instance, say: Callable[[str], None] = print) ->
     )
     if not append("4/4"):
         return False
-    maintenance = defs.resolve_job_def("warehouse_maintenance_job")
-    result = maintenance.execute_in_process(instance=instance)
-    say(f"maintenance job: {'ok' if result.success else 'FAILED'}")
-    say("\n".join(describe(result)))
-    return bool(result.success)
+    return run_maintenance(defs, instance, say) is not None
+
+
+def run_maintenance(
+    defs, instance, say: Callable[[str], None] = print, fleet: str = "warehouse"
+) -> list | None:  # type: ignore[no-untyped-def]
+    """The maintenance schedule's tick, then each run it requests, launched as the daemon
+    would: the fleet's maintenance asset job with the request's asset selection and tags.
+    Returns the runs' results (None when one failed)."""
+    import datetime as dt
+
+    import dagster as dg
+
+    schedule = defs.resolve_schedule_def(f"{fleet}_maintenance_schedule")
+    key = f"{fleet}_delta_maintenance"
+    with dg.build_schedule_context(
+        instance=instance,
+        resources={key: defs.resources[key]},
+        scheduled_execution_time=dt.datetime.now(dt.UTC),
+    ) as context:
+        tick = schedule.evaluate_tick(context)
+    if not tick.run_requests:
+        say(f"maintenance schedule: {tick.skip_message}")
+        return []
+    job = defs.resolve_job_def(f"{fleet}_maintenance_assets_job")
+    results = []
+    for request in tick.run_requests:
+        wanted = ", ".join(k.path[-1] for k in request.asset_selection or [])
+        say(f"maintenance schedule requested {request.run_key}: {wanted}")
+        result = job.execute_in_process(
+            asset_selection=request.asset_selection,
+            tags={**request.tags, "dagster/schedule_name": schedule.name},
+            instance=instance,
+            raise_on_error=False,
+        )
+        say(f"maintenance run {request.run_key}: {'ok' if result.success else 'FAILED'}")
+        say("\n".join(describe(result)))
+        if not result.success:
+            return None
+        results.append(result)
+    return results
 
 
 def main() -> int:

@@ -27,7 +27,7 @@ from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import Transaction
 from delta_ops.table.writer import write_arrow
 from tests import log_builder as lb
-from tests.support import fresh_copy
+from tests.support import deltalake_rows, duckdb_rows, fresh_copy
 
 DAY_MS = 86_400_000
 WHEN = dt.datetime(2026, 1, 2, 3, 0, tzinfo=dt.UTC)
@@ -336,6 +336,29 @@ def test_schedule_requests_only_the_actions_with_work(tmp_path):
     run_request(defs, "d", requests["new"])
     later = tick_schedule(defs, resources, "d")
     assert "new" not in {r.tags["delta_ops/table"] for r in later.run_requests}
+
+
+def test_schedule_pairs_cleanup_with_a_checkpoint_that_lets_old_commits_go(tmp_path):
+    """Commits past the 30-day log retention and no checkpoint: cleanup has nothing to do
+    before the checkpoint, so the schedule asks for it with the checkpoint (the run plans it
+    after the checkpoint) and the old commits go in that one run."""
+    table = tmp_path / "t"
+    append(table, 3)
+    old = time.time() - 40 * 86_400
+    for path in (table / "_delta_log").iterdir():  # commits and their checksums
+        os.utime(path, (old, old))
+    append(table)  # version 3, today
+    defs, resources = fleet("c", {"t": table})
+    [request] = tick_schedule(defs, resources, "c").run_requests
+    key = lambda a: dg.AssetKey(["delta_maintenance", "c", "t", a])
+    assert request.asset_selection[:2] == [key("checkpoint"), key("log_cleanup")]
+    result = run_request(defs, "c", request)
+    assert {key("checkpoint"), key("log_cleanup")} <= {
+        e.asset_key for e in result.get_asset_materialization_events()
+    }
+    log = table / "_delta_log"
+    assert not any((log / f"{v:020d}.json").exists() for v in range(3)), sorted(log.iterdir())
+    assert len(deltalake_rows(table)) == len(duckdb_rows(table)) == 4
 
 
 def test_vacuum_only_request_deletes_the_expired_file(tmp_path):

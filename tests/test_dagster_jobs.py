@@ -114,6 +114,7 @@ def test_dry_run_changes_nothing_and_observes_the_plan(fleet, tmp_path, action):
     assert set(obs) == {"simple", "dv", "arrow"}
     for meta in obs.values():
         assert meta["action"] == action and meta["dry_run"] is True
+    assert result.get_asset_materialization_events() == []  # a plan changes no asset
     dv = obs["dv"]
     if action == "checkpoint":
         assert (
@@ -318,6 +319,21 @@ def test_maintenance_job_runs_checkpoint_then_cleanup_then_vacuum(fleet):
         assert obs.asset_key == dg.AssetKey([NAME, "dv"])
         by_action[obs.metadata["action"].value] = {k: v.value for k, v in obs.metadata.items()}
     assert list(by_action) == ["checkpoint", "log_cleanup", "vacuum"]
+    # each action that changed the table materialized its own maintenance asset, with the
+    # metadata the table's observation has (a scheduled run records it on the same page)
+    materialized = {
+        e.asset_key: e.step_materialization_data.materialization.metadata
+        for e in result.get_asset_materialization_events()
+    }
+    assert list(materialized) == [
+        dg.AssetKey(["delta_maintenance", NAME, "dv", a])
+        for a in ("checkpoint", "log_cleanup", "vacuum")
+    ]
+    for key, meta in materialized.items():
+        observed = by_action[key.path[-1]]
+        assert {k: v.value for k, v in meta.items()} == {
+            k: v for k, v in observed.items() if k not in ("action", "dry_run")
+        }
     # the fresh checkpoint at 15 became the cleanup boundary: everything older went
     assert by_action["checkpoint"]["version"] == 15
     assert by_action["log_cleanup"]["boundary_checkpoint_version"] == 15

@@ -2,7 +2,11 @@
 
 Each job runs one action (or the combined checkpoint -> cleanup -> vacuum) on the fleet's
 tables, or on the `tables` named in its config, and records an `AssetObservation` on each
-table asset with the result, so a manual run shows up in the table's history.
+table asset with the result, so a manual run shows up in the table's history. An action that
+has a maintenance asset (checkpoint, log_cleanup, vacuum, row_tracking) and changed the table
+also materializes that asset with the same metadata a scheduled run gives it, so the action's
+asset page shows every change whichever way it was launched (schedule, sensor, the asset
+graph, or this job).
 """
 
 from collections.abc import Sequence
@@ -14,7 +18,7 @@ from pydantic import Field, create_model
 from delta_ops.dagster.assets import run_action
 from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
-from delta_ops.dagster.translator import DeltaMaintenanceTranslator
+from delta_ops.dagster.translator import ACTIONS, DeltaMaintenanceTranslator
 from delta_ops.ops.operation import OptionKind
 from delta_ops.ops.registry import OPERATIONS, Operation, Option
 
@@ -111,6 +115,14 @@ def build_action_op(
                     asset_key=translator.get_asset_spec(table).key, metadata=metadata
                 )
             )
+            if action in ACTIONS and outcome.result is not None and not dry_run:
+                # the action's own asset records the change, as a scheduled run's does
+                context.log_event(
+                    dg.AssetMaterialization(
+                        asset_key=translator.get_action_spec(table, action).key,
+                        metadata=outcome.metadata(table),
+                    )
+                )
 
     return _op
 

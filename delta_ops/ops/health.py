@@ -22,6 +22,7 @@ from enum import StrEnum
 import pyarrow.compute as pc
 
 from delta_ops.errors import UnsupportedFeature
+from delta_ops.log.file_names import LogFileKind
 from delta_ops.ops.cleanup import plan_cleanup
 from delta_ops.ops.compact import files_to_compact
 from delta_ops.ops.vacuum import read_last_vacuum_info
@@ -84,6 +85,16 @@ class MaintenanceWork:
         return self.checkpoint or self.cleanup or self.vacuum
 
 
+def _commits_past(snapshot: Snapshot, cutoff_ms: int) -> bool:
+    """Whether a commit before the latest version was last modified before `cutoff_ms`."""
+    return any(
+        f.kind is LogFileKind.COMMIT
+        and f.version < snapshot.version
+        and 0 < f.modification_time < cutoff_ms
+        for f in snapshot.segment.listing
+    )
+
+
 def maintenance_work(snapshot: Snapshot, now_ms: int) -> MaintenanceWork:
     """Decide from the log alone whether checkpoint, cleanup or vacuum would do anything."""
     reasons: list[str] = []
@@ -100,7 +111,13 @@ def maintenance_work(snapshot: Snapshot, now_ms: int) -> MaintenanceWork:
     needs_cleanup = False
     if Access.CLEANUP not in refused:
         cleanup_plan = plan_cleanup(snapshot, now_ms)
-        needs_cleanup = not cleanup_plan.nothing_to_do
+        # a checkpoint of the latest version, written first in the same run, lets commits past
+        # the log retention go (Delta Spark cleans up after each checkpoint as well)
+        needs_cleanup = not cleanup_plan.nothing_to_do or (
+            needs_checkpoint
+            and snapshot.properties.enable_expired_log_cleanup
+            and _commits_past(snapshot, cleanup_plan.cutoff_ms)
+        )
         if not needs_cleanup:
             reasons.append("log cleanup: " + "; ".join(cleanup_plan.kept_reasons))
     if Access.VACUUM in refused:
