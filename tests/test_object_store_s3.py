@@ -188,3 +188,23 @@ def test_leftovers_of_the_log_and_of_spark_staging_are_both_found(s3: StoreServe
     s3.fsspec().pipe({storage.join(temporary): b"{", storage.join(staged): b"PAR1"})
     found = sorted((item.path, item.kind) for item in find_leftovers(storage))
     assert found == [(temporary, TEMPORARY_LOG_FILE), (staged, SPARK_STAGING)]
+
+
+def test_cleanup_reads_the_checkpoint_hint_once_with_the_load(s3: StoreServer) -> None:
+    """The plan uses the `_last_checkpoint` its load read (one round trip, not two)."""
+    from delta_ops.ops.checkpoint import checkpoint
+    from delta_ops.ops.cleanup import plan_cleanup
+
+    url, _ = _table_with_orphans(s3, "hint-once", 0)
+    checkpoint(url, storage_options=s3.options)
+    hint_reads: list[str] = []
+
+    def count(method: str, path: str, body: bytes) -> None:
+        if method == "GET" and path.split("?")[0].endswith("/_delta_log/_last_checkpoint"):
+            hint_reads.append(path)
+
+    with StoreProxy(s3.endpoint, answer=count) as proxy:
+        options = {**s3.options, "endpoint_url": proxy.url}
+        plan = plan_cleanup(load_snapshot(url, storage_options=options), int(time.time() * 1000))
+    assert plan.deleted == ()  # nothing is old enough: the plan read what it needs
+    assert len(hint_reads) == 1

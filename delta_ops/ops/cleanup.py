@@ -67,7 +67,6 @@ from delta_ops.log.file_names import (
     classic_checkpoint_name,
     parse_listing,
 )
-from delta_ops.log.last_checkpoint import read_last_checkpoint
 from delta_ops.log.reader import parse_action_lines, sidecar_names, verify_checkpoint
 from delta_ops.log.segment import build_log_segment, complete_checkpoints
 from delta_ops.ops.engines import Engine
@@ -301,7 +300,9 @@ def _plan_cleanup(
         return nothing(
             "delta.enableExpiredLogCleanup is false: log cleanup is disabled for this table"
         )
-    hint = read_last_checkpoint(storage)
+    # the hint the load read with its listing: a newer one (another writer's checkpoint since)
+    # only raises the version cap, so the older one errs on the side of keeping
+    hint = snapshot.segment.last_checkpoint
     if hint.info is None:
         return nothing(
             f"no readable _last_checkpoint ({hint.problem}): nothing is deleted without it"
