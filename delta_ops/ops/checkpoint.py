@@ -81,6 +81,7 @@ from delta_ops.log.file_names import (
 )
 from delta_ops.log.last_checkpoint import (
     LastCheckpointInfo,
+    parse_last_checkpoint,
     read_last_checkpoint,
     serialize_last_checkpoint,
 )
@@ -580,7 +581,9 @@ def execute_checkpoint(plan: CheckpointPlan, *, wait_ms: int | None = None) -> C
     updated = _update_last_checkpoint(storage, plan.version, hint)
     if plan.kind is not CheckpointKind.V2:
         # a run that finished after our settling may have kept another set: name that one
-        updated = _repair_hint_for_existing(plan, storage) or updated
+        # (starting from the hint just written, if we wrote it: any rewrite reads it again)
+        written_hint = parse_last_checkpoint(serialize_last_checkpoint(hint)) if updated else None
+        updated = _repair_hint_for_existing(plan, storage, written_hint) or updated
     return CheckpointResult(
         table=plan.table,
         version=plan.version,
@@ -948,11 +951,16 @@ def _hint_names(info: LastCheckpointInfo, ref: CheckpointRef) -> bool:
     return info.parts in (None, 1)
 
 
-def _repair_hint_for_existing(plan: CheckpointPlan, storage: Storage) -> bool:
+def _repair_hint_for_existing(
+    plan: CheckpointPlan, storage: Storage, current: LastCheckpointInfo | None = None
+) -> bool:
     """Point `_last_checkpoint` at the checkpoint of the plan's version when it names an older
     one or none (a run that crashed after writing the checkpoint, or another writer's
-    checkpoint), or this version with another part count (a set a concurrent run removed)."""
-    current = read_last_checkpoint(storage).info
+    checkpoint), or this version with another part count (a set a concurrent run removed).
+    `current` is the hint as this run just wrote it (else it is read); the write, if one is
+    needed, reads it again."""
+    if current is None:
+        current = read_last_checkpoint(storage).info
     if (
         current is not None
         and current.version > plan.version
