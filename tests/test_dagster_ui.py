@@ -3,6 +3,10 @@ project's [tool.dg]) on a free port, driven by headless Chromium (Debian's build
 Playwright's driver), with screenshots saved. A vacuum is launched from the launchpad with a
 human duration and its result read back from the table asset's page.
 
+The demo's maintenance (`scripts/demo.py`: the schedule's tick, then the maintenance asset job
+it requests) is run into the server's instance, and its results are found on the maintenance
+assets' pages.
+
 Screenshots go to $DELTA_OPS_UI_SCREENSHOTS if set, else to the test's tmp directory.
 """
 
@@ -64,9 +68,14 @@ def _graphql(base: str, query: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def dagster_ui(tmp_path_factory):
-    home = tmp_path_factory.mktemp("dagster_home")
-    warehouse = tmp_path_factory.mktemp("warehouse")
+def ui_dirs(tmp_path_factory) -> tuple[Path, Path]:
+    """The server's Dagster home and the demo location's warehouse."""
+    return tmp_path_factory.mktemp("dagster_home"), tmp_path_factory.mktemp("warehouse")
+
+
+@pytest.fixture(scope="module")
+def dagster_ui(ui_dirs):
+    home, warehouse = ui_dirs
     # the demo's table, written without Spark: a vacuum launched from the UI has a table to read
     write_arrow(
         warehouse / "events",
@@ -247,3 +256,62 @@ def test_vacuum_launched_from_the_launchpad_with_a_human_duration(dagster_ui, pa
         page.get_by_text(description).first.wait_for(timeout=15_000)
         if name == "tombstone_backlog":
             page.screenshot(path=str(shots / "asset_check_description.png"), full_page=True)
+
+
+def test_the_demo_s_maintenance_shows_on_the_maintenance_asset_pages(
+    dagster_ui, ui_dirs, page, tmp_path, monkeypatch
+):
+    """`make demo`'s maintenance, run into the server's instance on a table that has weeks of
+    history (the demo's steps 2-3 on a table written without Spark): each action's asset page
+    shows its materialization and what it did, and the table's history holds those runs."""
+    import dagster as dg
+
+    from tests.test_demo_maintenance import append_events, demo_script, history_rows
+
+    base, _ = dagster_ui
+    home, warehouse = ui_dirs
+    shots = _shots_dir(tmp_path)
+    monkeypatch.setenv("DELTA_OPS_WAREHOUSE", str(warehouse))
+    monkeypatch.syspath_prepend(str(REPO))
+    sys.modules.pop("definitions", None)
+    import definitions
+
+    script = demo_script()
+    table = Path(definitions.EVENTS_TABLE)
+    shutil.rmtree(table)  # the fixture's one-version table: the demo's four batches instead
+    for batch in range(3):
+        append_events(table, batch)
+    script.let_time_pass(table)
+    append_events(table, 3)
+    history = warehouse / "_delta_ops_history"
+    before = len(history_rows(history)) if history.exists() else 0
+    lines: list[str] = []
+    with dg.DagsterInstance.local_temp(str(home)) as instance:  # the server's instance
+        results = script.run_maintenance(definitions.defs, instance, say=lines.append)
+    sys.modules.pop("definitions", None)
+    assert results, "\n".join(lines)
+    deleted = {}
+    for result in results:
+        for event in result.get_asset_materialization_events():
+            meta = event.step_materialization_data.materialization.metadata
+            deleted[event.asset_key.path[-1]] = meta.get("num_deleted")
+    assert set(deleted) == {"checkpoint", "log_cleanup", "vacuum"}, lines
+    assert len(history_rows(history)) - before == len(deleted)
+    # the control: row tracking was not asked for, and its page says so in those words
+    page.goto(
+        f"{base}/assets/delta_maintenance/warehouse/events/row_tracking", wait_until="networkidle"
+    )
+    _dismiss_welcome(page)
+    page.get_by_text("Never materialized").first.wait_for(timeout=60_000)
+    for action in ("checkpoint", "log_cleanup", "vacuum"):
+        page.goto(
+            f"{base}/assets/delta_maintenance/warehouse/events/{action}", wait_until="networkidle"
+        )
+        _dismiss_welcome(page)
+        page.get_by_text("table_version").first.wait_for(timeout=60_000)
+        page.screenshot(path=str(shots / f"demo_{action}_asset.png"), full_page=True)
+        html = page.content()
+        assert "Never materialized" not in html, action
+        if deleted[action] is not None:  # what cleanup and vacuum deleted, as the run said
+            assert "num_deleted" in html, action
+            assert f">{deleted[action].value}<" in html, (action, deleted[action].value)
