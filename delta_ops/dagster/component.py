@@ -19,12 +19,15 @@ Dagster's templating reads them from the environment (``"{{ env.AWS_SECRET_ACCES
       history: true                         # or a location, or false
 """
 
+from collections.abc import Sequence
+
 import dagster as dg
 from pydantic import BaseModel, Field
 
 from delta_ops.dagster.factory import build_delta_maintenance_defs
 from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget, discover_tables
+from delta_ops.ops.history import fleet_history
 
 
 class DeltaTableModel(BaseModel):
@@ -64,9 +67,13 @@ class DeltaMaintenanceComponent(dg.Component, dg.Model, dg.Resolvable):
     start_automation: bool = False
     history: bool | str = True
 
-    def targets(self) -> list[DeltaTableTarget] | str:
+    def targets(
+        self, found: Sequence[DeltaTableTarget] | None = None
+    ) -> list[DeltaTableTarget] | str:
         """What the factory maintains: the warehouse root alone, or the listed tables (and
-        those found under the root)."""
+        those found under the root). `found`: the root's tables as found earlier (the
+        state-backed variant's state); None finds them now, or leaves the root to the
+        factory."""
         listed = [
             DeltaTableTarget(
                 name=t.name,
@@ -80,15 +87,24 @@ class DeltaMaintenanceComponent(dg.Component, dg.Model, dg.Resolvable):
             if not listed:
                 raise ValueError("DeltaMaintenanceComponent: give a warehouse or tables")
             return listed
-        if not listed:
+        if not listed and found is None:
             return self.warehouse
-        found = discover_tables(self.warehouse)
+        if found is None:
+            found = discover_tables(self.warehouse)
         names = {t.name for t in listed}
         return [*listed, *(t for t in found if t.name not in names)]
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
+        return self.build_for(self.targets())
+
+    def build_for(self, targets: list[DeltaTableTarget] | str) -> dg.Definitions:
+        """The factory's definitions for `targets` with the component's settings."""
+        history = self.history
+        if history is True and self.warehouse is not None and not self.tables:
+            # the warehouse's history, as the factory puts it when given the root itself
+            history = fleet_history(True, self.warehouse) or False
         return build_delta_maintenance_defs(
-            self.targets(),
+            targets,
             name=self.name,
             resource=DeltaMaintenanceResource(storage_options=self.storage_options),
             maintenance_cron=self.maintenance_cron,
@@ -96,7 +112,7 @@ class DeltaMaintenanceComponent(dg.Component, dg.Model, dg.Resolvable):
             commit_sensor=self.commit_sensor,
             sensor_interval_seconds=self.sensor_interval_seconds,
             start_automation=self.start_automation,
-            history=self.history,
+            history=history,
         )
 
 
