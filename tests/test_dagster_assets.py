@@ -145,7 +145,11 @@ def test_definitions_load_and_every_name_is_prefixed(tmp_path):
     assert {s.name for s in repo.sensor_defs} == {"lake_commit_sensor", "lake_run_failure_sensor"}
     assert set(defs.resources) == {"lake_delta_maintenance"}
     ops = {a.node_def.name for a in defs.assets if isinstance(a, dg.AssetsDefinition)}
-    assert ops == {"lake__orders__maintenance", "lake__events__maintenance"}
+    assert ops == {
+        "lake__orders__maintenance",
+        "lake__events__maintenance",
+        "lake__operation_history",
+    }
     assert {c.node_def.name for c in defs.asset_checks} == {
         "lake__orders__health",
         "lake__events__health",
@@ -269,7 +273,11 @@ def test_pools_and_retry_policy_per_table(tmp_path):
     defs = build_delta_maintenance_defs(
         [DeltaTableTarget(n, str(tmp_path / n)) for n in names], name="p"
     )
-    by_op = {a.node_def.name: a for a in defs.assets if isinstance(a, dg.AssetsDefinition)}
+    by_op = {
+        a.node_def.name: a
+        for a in defs.assets
+        if isinstance(a, dg.AssetsDefinition) and a.node_def.name.endswith("__maintenance")
+    }
     pools = {name: a.op.pool for name, a in by_op.items()}
     assert pools == {
         "p__orders__maintenance": "p/orders",

@@ -8,6 +8,7 @@ from delta_ops.dagster.alerts import Notifier, build_failure_sensor
 from delta_ops.dagster.assets import build_table_maintenance_asset
 from delta_ops.dagster.automation import build_commit_sensor, build_maintenance_schedule
 from delta_ops.dagster.checks import build_table_checks
+from delta_ops.dagster.history_asset import build_history_asset
 from delta_ops.dagster.jobs import build_jobs
 from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget, as_targets
@@ -53,7 +54,8 @@ def build_delta_maintenance_defs(
         history: where every maintenance run is recorded, the operation history
             (`delta_ops.ops.history`): True for ``_delta_ops_history`` in the warehouse root
             (or the folder holding the tables) unless `resource` names its own, a path or URL,
-            or False for nowhere.
+            or False for nowhere. A fleet with a history gets an asset showing it,
+            ``<key prefix>/operation_history`` (`delta_ops.dagster.history_asset`).
 
     Returns:
         A `Definitions` to merge into your code location.
@@ -78,6 +80,16 @@ def build_delta_maintenance_defs(
         for t in targets
     ]
     external = [translator.get_asset_spec(t) for t in targets if t.asset_key is None]
+    if resource.history and resource.history_location is not None:
+        prefix = list(translator.key_prefix)
+        assets.append(
+            build_history_asset(
+                dg.AssetKey([*prefix, *([] if name in prefix else [name]), "operation_history"]),
+                prefix=name,
+                resource_key=resource_key,
+                group_name=translator.group_name,
+            )
+        )
     checks = [
         build_table_checks(t, prefix=name, translator=translator, resource_key=resource_key)
         for t in targets

@@ -27,6 +27,7 @@ Example::
 
     history = OperationHistory("/data/warehouse/_delta_ops_history")
     history.append(record)   # False, and a warning in the log, when it could not be written
+    history.read(["operation", "status"])   # the rows so far, as Arrow
     # SELECT operation, status, metrics['num_deleted'] FROM delta_scan('/data/.../_delta_ops_history')
 """
 
@@ -217,6 +218,17 @@ class OperationHistory:
                     _one_line(exc),
                 )
         return True
+
+    def read(self, columns: Sequence[str] | None = None) -> pa.Table:
+        """Every row recorded so far (none, with the history's schema, before the first
+        append), through delta-ops' own reader."""
+        from delta_ops.table.scan import read_table  # only a reader of the history
+
+        storage = Storage.open(self.location, self.storage_options)
+        if not storage.exists(storage.log_path):
+            empty = SCHEMA.empty_table()
+            return empty.select(list(columns)) if columns is not None else empty
+        return read_table(load_snapshot(storage), columns)
 
     def _write(self, storage: Storage, rows: pa.Table) -> int:
         from delta_ops.table.writer import write_arrow  # only a run that records one
