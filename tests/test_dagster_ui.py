@@ -286,10 +286,15 @@ def test_the_demo_s_maintenance_shows_on_the_maintenance_asset_pages(
     history = warehouse / "_delta_ops_history"
     before = len(history_rows(history)) if history.exists() else 0
     lines: list[str] = []
+    history_key = dg.AssetKey(["delta_maintenance", "warehouse", "operation_history"])
     with dg.DagsterInstance.local_temp(str(home)) as instance:  # the server's instance
         results = script.run_maintenance(definitions.defs, instance, say=lines.append)
+        shown = dg.materialize(
+            [definitions.defs.resolve_assets_def(history_key)], instance=instance
+        )
     sys.modules.pop("definitions", None)
     assert results, "\n".join(lines)
+    assert shown.success
     deleted = {}
     for result in results:
         for event in result.get_asset_materialization_events():
@@ -315,3 +320,20 @@ def test_the_demo_s_maintenance_shows_on_the_maintenance_asset_pages(
         if deleted[action] is not None:  # what cleanup and vacuum deleted, as the run said
             assert "num_deleted" in html, action
             assert f">{deleted[action].value}<" in html, (action, deleted[action].value)
+    # the history's own asset: its counts, as the history table has them
+    [event] = shown.get_asset_materialization_events()
+    meta = event.step_materialization_data.materialization.metadata
+    page.goto(
+        f"{base}/assets/delta_maintenance/warehouse/operation_history", wait_until="networkidle"
+    )
+    _dismiss_welcome(page)
+    page.get_by_text("runs_by_operation").first.wait_for(timeout=60_000)
+    page.screenshot(path=str(shots / "demo_operation_history_asset.png"), full_page=True)
+    html = page.content()
+    assert "Never materialized" not in html
+    for key in ("succeeded", "skipped", "failed"):
+        assert key in html and f">{meta[key].value}<" in html, (key, meta[key].value)
+    assert "Row count" in html and f">{meta['dagster/row_count'].value}<" in html
+    for operation in ("checkpoint", "cleanup", "vacuum"):  # runs_by_operation's rows
+        assert f">{operation}<" in html, operation
+    assert meta["dagster/row_count"].value == len(history_rows(history))
