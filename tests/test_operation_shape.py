@@ -26,7 +26,11 @@ from tests.support import REPO
 
 OPS = REPO / "delta_ops" / "ops"
 #: the values an operation cannot plan without
-NEEDED = {"restore": {"version": 1}, "drop-feature": {"feature": "inCommitTimestamp"}}
+NEEDED = {
+    "restore": {"version": 1},
+    "drop-feature": {"feature": "inCommitTimestamp"},
+    "cluster-by": {"columns": "id"},
+}
 
 
 def _modules_defining_operation() -> set[str]:

@@ -133,7 +133,7 @@ def test_the_tables_cover_refusing_features(feature_tables: dict[str, Path]) -> 
         for name, path in feature_tables.items()
         if any(load_snapshot(path).protocol.refusal(op) for op in Access)
     ]
-    assert {"liquid", f"feature_{UNKNOWN}", "feature_clustering"} <= set(refusing)
+    assert {f"feature_{UNKNOWN}"} <= set(refusing)
     assert len(refusing) >= 10, refusing
     assert sum(1 for name in feature_tables if "/" in name) >= 28  # every fixture a peer reads
 
@@ -232,21 +232,25 @@ def test_liquid_is_the_old_name_of_clustering() -> None:
     assert "liquid" in upgraded.writer_features and "clustering" not in upgraded.writer_features
 
 
-def test_clustering_allows_all_but_compaction(tmp_path: Path) -> None:
+def test_clustering_allows_every_operation(tmp_path: Path) -> None:
     protocol = Protocol(3, 7, frozenset({"deletionVectors"}), frozenset(LIQUID_WRITER_FEATURES))
-    refused = {op for op in Access if protocol.refusal(op) is not None}
-    assert refused == {Access.COMPACT}
+    assert {op for op in Access if protocol.refusal(op) is not None} == set()
 
 
-def test_compaction_of_a_liquid_table_is_refused_and_changes_nothing(
+def test_compaction_of_a_liquid_table_clusters_it_by_its_columns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Delta Spark's OPTIMIZE on a clustered table clusters (issue 36): the Databricks table
+    listing `liquid` is clustered by its domain's column, and keeps the name it lists."""
     table = _table_with_protocol(tmp_path / "t", ["deletionVectors"], LIQUID_WRITER_FEATURES)
-    before = _digests(table)
-    assert cli.main(["compact", str(table)]) != 0
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "liquid" in err and "cluster" in err
-    assert _digests(table) == before
+    rows = deltalake_rows(table)
+    assert cli.main(["compact", str(table), "--json"]) == 0, capsys.readouterr().err
+    result = json.loads(capsys.readouterr().out)
+    assert result["mode"] == "clustering" and result["columns"] == ["id"]
+    snapshot = load_snapshot(table)
+    assert set(snapshot.files.column("clusteringProvider").to_pylist()) == {"liquid"}
+    assert snapshot.protocol.writer_features == frozenset(LIQUID_WRITER_FEATURES)
+    assert deltalake_rows(table) == rows == duckdb_rows(table)
 
 
 @pytest.mark.parametrize("op", ["checkpoint", "cleanup", "vacuum", "purge", "enable-row-tracking"])

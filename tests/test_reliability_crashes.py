@@ -60,6 +60,7 @@ from delta_ops.errors import CheckpointInProgress, InvalidValue
 from delta_ops.ops.checkpoint import IN_PROGRESS_GRACE_MS, checkpoint
 from delta_ops.ops.checksum import execute_checksum, plan_checksum
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
+from delta_ops.ops.cluster import execute_cluster, parse_column_list, plan_cluster
 from delta_ops.ops.compact import execute_compact, plan_compact
 from delta_ops.ops.drop_feature import execute_drop_feature, plan_drop_feature
 from delta_ops.ops.purge import execute_purge, plan_purge
@@ -423,6 +424,15 @@ def _compact(url: str, so: dict[str, Any] | None, now: int = 0) -> Any:
     return execute_compact(plan_compact(load_snapshot(url, storage_options=so)))
 
 
+def _zorder(url: str, so: dict[str, Any] | None, now: int = 0) -> Any:
+    """`compact --zorder-by` of the table's first data column (issue 36): every file of every
+    partition rewritten in curve order, tagged as a Z-cube."""
+    snapshot = load_snapshot(url, storage_options=so)
+    first = next(f.name for f in snapshot.schema.fields if f.name not in snapshot.partition_columns)
+    columns = parse_column_list(first, snapshot, "--zorder-by")
+    return execute_cluster(plan_cluster(snapshot, columns, target_size=128 * 1024 * 1024))
+
+
 #: the version a restore goes back to: inside the file retention, deletion vectors changed since
 RESTORED_VERSION = 14
 
@@ -512,6 +522,7 @@ OPS: dict[str, Op] = {
     "enable-row-tracking": Op(_row_tracking, _every_version),
     "purge": Op(_purge, _every_version),
     "compact": Op(_compact, _every_version),
+    "zorder": Op(_zorder, _every_version),
     # deletes nothing: every version stays readable, and the latest reads as version 14 did
     "restore": Op(_restore, _every_version, reads_as=lambda h: RESTORED_VERSION),
     # purge, tombstones, barrier checkpoints, the downgrade, a checkpoint: deletes nothing,
@@ -585,7 +596,7 @@ def _end_state(path: Path, op: str) -> Any:
         stats = snapshot.files.select(["path", "stats"]).to_pylist()
         assert all('"numRecords"' in (f["stats"] or "") for f in stats), "recompute-stats"
         return sorted((f["path"], f["stats"]) for f in stats), rows
-    if op in ("purge", "compact"):
+    if op in ("purge", "compact", "zorder"):
         files = snapshot.file_index
         with_dv = files.num_rows - files.column("deletionVector").null_count
         return files.num_rows, with_dv, rows
@@ -985,6 +996,7 @@ REWRITE_FIXTURE = DV_FIXTURE
 REWRITE_OPS: dict[str, Callable[[str, dict[str, Any] | None], Any]] = {
     "purge": _purge,
     "compact": _compact,
+    "zorder": _zorder,
 }
 
 
@@ -1011,9 +1023,11 @@ def test_a_crash_at_any_write_of_a_rewrite_keeps_every_version_and_a_rerun_finis
     expected = _rewrite_end_state(reference)
     # 15 live files in 10 partitions, 2 with a DV: purge rewrites those 2 (then a commit and
     # its checksum), compaction each partition's pair and each lone file with a DV (7 files,
-    # then a commit and its checksum)
+    # then a commit and its checksum), Z-ordering every partition's files (10 files, a commit
+    # and its checksum)
     assert expected[:2] == ((15, 0) if op == "purge" else (10, 0))
-    assert counting.count == (4 if op == "purge" else 9), f"{op}: {counting.writes}"
+    writes = {"purge": 4, "compact": 9, "zorder": 12}
+    assert counting.count == writes[op], f"{op}: {counting.writes}"
 
     for k in range(1, counting.count + 1):
         for when in ("before", "after"):

@@ -12,12 +12,18 @@ bins of at most the target size; a bin of one file without a deletion vector is 
 small file, never a partition. One commit removes the old files and adds the new ones with
 ``dataChange=false``; appends that land meanwhile never conflict, while a concurrent change to a
 compacted file does (re-run to compact what is left).
+
+The `compact` operation plans what Delta Spark's OPTIMIZE would do (:func:`plan_optimize`):
+bin-packing, or with ``--zorder-by a,b`` or on a table clustered by columns (liquid
+clustering) a clustering rewrite, `delta_ops.ops.cluster`; both rewrite through
+`delta_ops.ops.rewrite` and commit the same way.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +33,7 @@ import pyarrow.compute as pc
 
 from delta_ops.errors import InvalidValue
 from delta_ops.log.actions import from_numpy
+from delta_ops.ops import cluster
 from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
 from delta_ops.ops.results import fields_data
@@ -364,6 +371,59 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
     )
 
 
+def plan_optimize(
+    snapshot: Snapshot, values: Mapping[str, Any], engine: Engine = LOCAL
+) -> CompactPlan | cluster.ClusterPlan:
+    """What Delta Spark's OPTIMIZE does with these options: a table clustered by columns
+    (the `clustering` feature and columns in its `delta.clustering` domain) is clustered by
+    them; ``zorder_by`` Z-orders the files of each partition by those columns (refused on a
+    clustered table, as Delta refuses it); otherwise small files are bin-packed."""
+    where = parse_where(values["where"], snapshot)
+    clustered = cluster.table_clustering_columns(snapshot)
+    zorder_by = (values.get("zorder_by") or "").strip()
+    common = {
+        "target_size": values["target_size"],
+        "where": where,
+        "full": bool(values.get("full")),
+        "engine": engine,
+    }
+    min_cube_size = values.get("min_cube_size")
+    if min_cube_size is not None:
+        common["min_cube_size"] = min_cube_size
+    if zorder_by:
+        if clustered:
+            names = ", ".join(c.name for c in clustered)
+            raise InvalidValue(
+                f"--zorder-by: the table is clustered by {names} (liquid clustering), which"
+                " compact uses: leave --zorder-by out, or change the columns with cluster-by"
+            )
+        columns = cluster.parse_column_list(zorder_by, snapshot, "--zorder-by")
+        return cluster.plan_cluster(snapshot, columns, mode="zorder", **common)
+    if clustered:
+        return cluster.plan_cluster(snapshot, clustered, mode="clustering", **common)
+    if common["full"]:
+        raise InvalidValue("--full: only with --zorder-by, or on a table clustered by columns")
+    return plan_compact(snapshot, target_size=values["target_size"], where=where, engine=engine)
+
+
+def _describe_plan(plan: CompactPlan | cluster.ClusterPlan) -> str:
+    if isinstance(plan, cluster.ClusterPlan):
+        return cluster.describe_plan(plan)
+    return describe_plan(plan)
+
+
+def _describe_result(result: CompactResult | cluster.ClusterResult) -> str:
+    if isinstance(result, cluster.ClusterResult):
+        return cluster.describe_result(result)
+    return describe_result(result)
+
+
+def _execute(plan: CompactPlan | cluster.ClusterPlan) -> CompactResult | cluster.ClusterResult:
+    if isinstance(plan, cluster.ClusterPlan):
+        return cluster.execute_cluster(plan)
+    return execute_compact(plan)
+
+
 def describe_plan(plan: CompactPlan) -> str:
     if plan.nothing_to_do:
         return f"nothing to compact: no partition has small files to pack (target {format_bytes(plan.target_size)})"
@@ -387,7 +447,8 @@ OPERATION = Operation(
     name="compact",
     needs=Access.COMPACT,
     action="compact",
-    help="bin-pack small files of each partition into files near a target size (OPTIMIZE)",
+    help="bin-pack small files of each partition into files near a target size (OPTIMIZE);"
+    " with --zorder-by, or on a clustered table, cluster the rows (OPTIMIZE ZORDER BY, liquid)",
     options=(
         Option("target_size", OptionKind.SIZE, "size of the files to write", "128MB"),
         Option(
@@ -396,17 +457,31 @@ OPERATION = Operation(
             "only partitions this predicate on partition columns selects, e.g. "
             "\"day >= '2026-11-01'\" or day=2026-11-01,region=eu",
         ),
+        Option(
+            "zorder_by",
+            OptionKind.TEXT,
+            "Z-order the rows of each partition by these data columns (OPTIMIZE ZORDER BY);"
+            " a clustered table is clustered by its own columns without it",
+            example="e.g. a,b",
+        ),
+        Option(
+            "full",
+            OptionKind.FLAG,
+            "cluster every file again, clustered or not (OPTIMIZE FULL)",
+            False,
+        ),
+        Option(
+            "min_cube_size",
+            OptionKind.SIZE,
+            "clustering: a cube of files clustered together this big takes no new rows",
+            "100GB",
+        ),
         ENGINE_OPTION,
     ),
-    plan_with=lambda snapshot, values, engine: plan_compact(
-        snapshot,
-        target_size=values["target_size"],
-        where=parse_where(values["where"], snapshot),
-        engine=engine,
-    ),
-    execute_with=lambda plan, progress: execute_compact(plan),
-    describe_plan=describe_plan,
-    describe_result=describe_result,
+    plan_with=plan_optimize,
+    execute_with=lambda plan, progress: _execute(plan),
+    describe_plan=_describe_plan,
+    describe_result=_describe_result,
     touched=lambda result: (
         result.files_removed + result.files_added,
         result.bytes_removed + result.bytes_added,
@@ -425,4 +500,5 @@ __all__ = [
     "files_to_compact",
     "parse_where",
     "plan_compact",
+    "plan_optimize",
 ]

@@ -46,6 +46,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("enable-row-tracking", "row_tracking", "row_tracking"),
     Entry("purge", "purge", "purge"),
     Entry("compact", "compact", "compact"),
+    Entry("cluster-by", "cluster_by", "cluster_by"),
     Entry("repair", "repair", "repair"),
     Entry("restore", "restore", "restore"),
     Entry("checksum", "checksum", "checksum"),

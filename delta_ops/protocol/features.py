@@ -324,25 +324,13 @@ _REGISTRY: tuple[TableFeature, ...] = (
     # Our commits assign `baseRowId`/`defaultRowCommitVersion` to the adds they make (backfill)
     # and keep the high-water mark domain; VACUUM commits add no files.
     _writer("rowTracking", writable=True, requires=("domainMetadata",)),
-    # Liquid clustering lives in the `delta.clustering` domain, which we preserve; re-adds keep
-    # `clusteringProvider`. We never change clustering columns. Checkpoints, cleanup, vacuum,
-    # the row-tracking backfill and purge (a file rewritten without its deleted rows, in the
-    # same place of the layout) lay out no data; appends land unclustered, as Spark's do.
-    # Compaction chooses which rows share a file, and on a clustered table that must cluster
-    # (Delta Spark's OPTIMIZE does): bin-packing would undo the layout, so it is refused.
-    TableFeature(
-        name="clustering",
-        kind=FeatureKind.WRITER,
-        min_reader_version=1,
-        min_writer_version=TABLE_FEATURES_WRITER_VERSION,
-        legacy=False,
-        readable=True,
-        writable=True,
-        requires=("domainMetadata",),
-        allows=frozenset(Access) - {Access.COMPACT},
-        reason="compaction of a clustered table must cluster its rows, which delta-ops does "
-        "not do yet; run OPTIMIZE in Delta Spark or Databricks",
-    ),
+    # Liquid clustering lives in the `delta.clustering` domain, which we preserve and which
+    # `cluster-by` writes as Delta Spark does; re-adds keep `clusteringProvider`. Checkpoints,
+    # cleanup, vacuum, the row-tracking backfill and purge (a file rewritten without its
+    # deleted rows, in the same place of the layout) lay out no data; appends land
+    # unclustered, as Spark's do. Compaction of a table clustered by columns clusters it by
+    # them (Delta Spark's OPTIMIZE, `delta_ops.ops.cluster`), so the layout is kept.
+    _writer("clustering", writable=True, requires=("domainMetadata",)),
     # Column defaults only apply to inserted rows; we insert none.
     _writer("allowColumnDefaults", writable=True),
     # Metadata cleanup must follow `delta.requireCheckpointProtectionBeforeVersion` (all or

@@ -1,0 +1,2 @@
+"""Data layout: space-filling curves that order rows by several columns (Z-order, Hilbert),
+pure numpy and pyarrow, no I/O. `delta_ops.ops.cluster` lays tables out with them."""

@@ -1,0 +1,843 @@
+"""Clustering: the rows of each partition rewritten in the order of a space-filling curve over
+some columns, so that each new file covers a small box of their values and readers skip files
+by their min/max statistics (Delta's `OPTIMIZE ZORDER BY` and liquid clustering's `OPTIMIZE`).
+
+    plan = plan_cluster(snapshot, resolve_columns(snapshot, [("a",), ("b",)], "--zorder-by"))
+    result = execute_cluster(plan)
+
+`delta-ops compact` plans this (`delta_ops.ops.compact.plan_optimize`) in two cases, as Delta
+Spark's OPTIMIZE chooses its mode:
+
+* ``--zorder-by a,b`` (mode ``zorder``): the Z-order curve over the columns;
+* a table with the `clustering` feature (`liquid` before Delta named it) whose
+  `delta.clustering` domain lists columns (mode ``clustering``): a Hilbert curve over two or
+  more columns, Z-order over one (`delta_ops.layout.curves`), and every new file says so
+  with ``clusteringProvider: "liquid"``.
+
+The new files carry Delta's Z-cube tags: ``ZCUBE_ID`` (one id per cube: the files one run
+wrote together), ``ZCUBE_ZORDER_BY`` (the columns' logical names, as JSON) and
+``ZCUBE_ZORDER_CURVE`` (``zorder`` or ``hilbert``). They make the work incremental, with Delta
+Spark's rule for clustered tables (`ClusteringStrategy`): per partition, files without a cube of
+these columns are candidates, and so are the files of cubes smaller than ``min_cube_size``
+(new data merges into small cubes); a cube at least that big is never rewritten, and neither
+is a partition whose candidates are one single cube already (so a second run on an unchanged
+table plans nothing). A small cube none of whose files' [min, max] boxes on the clustering
+columns meets the box of the partition's new (unclustered) files is left alone as well: the
+new rows would not land among its rows. ``full`` rewrites every file of the selected
+partitions, as Delta's `OPTIMIZE FULL`. In clustering mode, files clustered by other columns or
+by another provider are left alone (Delta: changing the clustering columns does not recluster
+old data) unless ``full`` is given; `--zorder-by` takes them as candidates (the user asked for
+this order).
+
+Memory: each cube is rewritten in the curve's order without holding it. A cube of at most
+IN_MEMORY_BYTES is read, sorted and cut into files in memory; a bigger one is range
+partitioned: a first pass samples the clustering columns (only those columns, at most
+SAMPLE_ROWS keys kept), which fixes the curve and the cut points of one range per output file;
+a second pass streams the rows (deletion vectors applied, row ids materialized: see
+`delta_ops.ops.rewrite`) into per-range spill files on local disk; each range is then sorted
+on its own and written as one file. Memory holds a chunk of input or one range, never the cube.
+
+As in compaction, the new files have ``dataChange=false``, one commit removes the old ones and
+adds the new ones, appends landing meanwhile never conflict, and a crash before the commit
+leaves files no version references (vacuum removes them). Clustering runs on the local engine.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from delta_ops.errors import InvalidValue, OperationRefused, reading
+from delta_ops.layout.curves import (
+    Curve,
+    CurveKind,
+    column_keys,
+    curve_for_clustering,
+    fit_curve,
+    range_bounds,
+    range_ids,
+)
+from delta_ops.ops.engines import LOCAL, Engine
+from delta_ops.ops.results import fields_data
+from delta_ops.protocol.features import Access
+from delta_ops.protocol.partition_predicate import PartitionPredicate
+from delta_ops.protocol.schema import (
+    StatsColumn,
+    parse_column_names,
+    stats_columns_of,
+    to_arrow_schema,
+)
+from delta_ops.protocol.units import format_bytes
+from delta_ops.table.snapshot import Snapshot
+
+if TYPE_CHECKING:  # the rewriting stack is loaded by the commands that write
+    from delta_ops.ops.rewrite import Rewriter
+
+ZCUBE_ID = "ZCUBE_ID"
+ZCUBE_ZORDER_BY = "ZCUBE_ZORDER_BY"
+ZCUBE_ZORDER_CURVE = "ZCUBE_ZORDER_CURVE"
+#: the domain where Delta keeps a clustered table's columns: {"clusteringColumns": [["a"], ...]}
+#: (physical names, one path per column)
+CLUSTERING_DOMAIN = "delta.clustering"
+#: `add.clusteringProvider` of a file liquid clustering wrote
+CLUSTERING_PROVIDER = "liquid"
+#: a cube this big takes no more new data (Delta Spark:
+#: optimize.clustering.mergeStrategy.minCubeSize.threshold, 100 x its 1 GB max file size)
+DEFAULT_MIN_CUBE_SIZE = 100 * 1024**3
+#: a cube of files up to this size is sorted in memory; a bigger one is range partitioned
+IN_MEMORY_BYTES = 32 * 1024 * 1024
+#: a range partitioned cube: input files read (and spilled) this many bytes at a time ...
+SPILL_CHUNK_BYTES = 16 * 1024 * 1024
+#: ... into ranges of about this many bytes of files, each sorted alone (an output file
+#: streams several consecutive ranges), at most MAX_SPILL_RANGES of them (open spill files)
+SPILL_RANGE_BYTES = 16 * 1024 * 1024
+MAX_SPILL_RANGES = 512
+#: keys kept by the sampling pass of a range-partitioned cube (per clustering column)
+SAMPLE_ROWS = 200_000
+#: the column carrying each row's curve value through the spill files
+_CURVE_COLUMN = "__delta_ops_curve"
+
+Mode = Literal["zorder", "clustering"]
+
+
+# ------------------------------------------------------------------------------ the columns
+@dataclass(frozen=True)
+class ClusteringColumn:
+    """A column rows are clustered by: its name path as the schema spells it and as data files
+    and stats name it (they differ under column mapping)."""
+
+    logical: tuple[str, ...]
+    physical: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return StatsColumn(self.logical, self.physical, "long").name
+
+
+def resolve_columns(
+    snapshot: Snapshot, names: Sequence[tuple[str, ...]], option: str
+) -> tuple[ClusteringColumn, ...]:
+    """The table's columns `names` (name paths, any letter case, as Spark resolves them);
+    refuses, in one line naming `option`, a column the table lacks, a partition column, a
+    column named twice and one without min/max statistics (its type has none, or the table's
+    `delta.dataSkipping*` properties leave it out): clustering by it would skip nothing."""
+    if not names:
+        raise InvalidValue(f"{option}: name at least one column")
+    partition = {c.lower() for c in snapshot.partition_columns}
+    every = {
+        tuple(p.lower() for p in c.logical): c
+        for c in stats_columns_of(snapshot.schema, snapshot.partition_columns, num_indexed_cols=-1)
+    }
+    props = snapshot.properties
+    indexed = {
+        c.logical
+        for c in stats_columns_of(
+            snapshot.schema,
+            snapshot.partition_columns,
+            num_indexed_cols=props.data_skipping_num_indexed_cols,
+            stats_columns=props.data_skipping_stats_columns,
+        )
+        if c.has_min_max
+    }
+    out: list[ClusteringColumn] = []
+    for path in names:
+        shown = ".".join(path)
+        if len(path) == 1 and path[0].lower() in partition:
+            raise InvalidValue(
+                f"{option} {shown}: a partition column; files are clustered within each"
+                " partition, by data columns"
+            )
+        column = every.get(tuple(p.lower() for p in path))
+        if column is None:
+            columns = ", ".join(c.name for c in every.values()) or "none"
+            raise InvalidValue(f"{option} {shown}: no such column (data columns: {columns})")
+        if not column.has_min_max:
+            raise InvalidValue(
+                f"{option} {shown}: its type ({column.type}) has no min/max statistics, so"
+                " clustering by it would let readers skip nothing"
+            )
+        if column.logical not in indexed:
+            raise InvalidValue(
+                f"{option} {shown}: the table collects no statistics for it (see"
+                " delta.dataSkippingNumIndexedCols / delta.dataSkippingStatsColumns), so"
+                " clustering by it would let readers skip nothing"
+            )
+        resolved = ClusteringColumn(column.logical, column.physical)
+        if resolved in out:
+            raise InvalidValue(f"{option} {shown}: named twice")
+        out.append(resolved)
+    return tuple(out)
+
+
+def parse_column_list(text: str, snapshot: Snapshot, option: str) -> tuple[ClusteringColumn, ...]:
+    """`a,b` (backticks quote a name holding a dot or a comma; `s.x` is a nested field) as the
+    table's columns (:func:`resolve_columns`)."""
+    return resolve_columns(snapshot, parse_column_names(text), option)
+
+
+def table_clustering_columns(snapshot: Snapshot) -> tuple[ClusteringColumn, ...] | None:
+    """The clustering columns of a table with the `clustering` feature, from its
+    `delta.clustering` domain (physical names, mapped to logical ones); None for a table
+    without the feature, or without columns (``CLUSTER BY NONE``, or no domain yet)."""
+    if not snapshot.protocol.supports("clustering"):
+        return None
+    domain = snapshot.domains.get(CLUSTERING_DOMAIN)
+    if domain is None or domain.removed:
+        return None
+    try:
+        paths = json.loads(domain.configuration)["clusteringColumns"]
+        paths = [tuple(str(p) for p in path) for path in paths]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise OperationRefused(
+            f"{snapshot.storage.url}: the {CLUSTERING_DOMAIN} domain is not"
+            f" {{'clusteringColumns': [[...], ...]}}: {domain.configuration!r}"
+        ) from exc
+    if not paths:
+        return None
+    by_physical = {
+        tuple(p.lower() for p in c.physical): c
+        for c in stats_columns_of(snapshot.schema, snapshot.partition_columns, num_indexed_cols=-1)
+    }
+    out = []
+    for path in paths:
+        column = by_physical.get(tuple(p.lower() for p in path))
+        if column is None:
+            raise OperationRefused(
+                f"{snapshot.storage.url}: clustering column {'.'.join(path)} (from the"
+                f" {CLUSTERING_DOMAIN} domain) is not a data column of the table"
+            )
+        out.append(ClusteringColumn(column.logical, column.physical))
+    return tuple(out)
+
+
+# ------------------------------------------------------------------------------ the plan
+@dataclass(frozen=True)
+class Cube:
+    """Files of one partition rewritten together, in curve order, into files near the
+    target size, all tagged with one new ZCUBE_ID."""
+
+    partition_values: tuple[tuple[str, str | None], ...]
+    paths: tuple[str, ...]
+    size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields_data(self, partition_values=dict(self.partition_values))
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """The cubes to write, and what is left alone."""
+
+    table: str
+    version: int
+    mode: Mode
+    columns: tuple[str, ...]  # logical names, dotted
+    curve: CurveKind
+    target_size: int
+    min_cube_size: int
+    full: bool
+    where: str | None
+    cubes: tuple[Cube, ...]
+    files_before: int
+    #: files already clustered by these columns that the plan leaves as they are
+    files_kept: int
+    #: files clustered by other columns or another provider, left as they are (clustering)
+    files_clustered_otherwise: int
+    snapshot: Snapshot = field(repr=False, compare=False)
+    clustering: tuple[ClusteringColumn, ...] = field(repr=False, compare=False, default=())
+    engine: Engine = field(default=LOCAL, repr=False, compare=False)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.cubes
+
+    @property
+    def idle_reason(self) -> str:
+        if self.files_clustered_otherwise:
+            return (
+                f"{self.files_clustered_otherwise:,} files are clustered by other columns and"
+                " stay so (--full clusters them again)"
+            )
+        if self.files_kept:
+            return f"every file is already clustered by {', '.join(self.columns)}"
+        return "no file to cluster"
+
+    @property
+    def files_to_rewrite(self) -> int:
+        return sum(len(c.paths) for c in self.cubes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields_data(
+            self,
+            files_to_rewrite=self.files_to_rewrite,
+            num_cubes=len(self.cubes),
+            engine=self.engine.name,
+        )
+
+
+@dataclass(frozen=True)
+class ClusterResult:
+    """What a clustering did."""
+
+    table: str
+    version: int | None
+    mode: Mode
+    columns: tuple[str, ...]
+    curve: CurveKind
+    files_removed: int
+    files_added: int
+    bytes_removed: int
+    bytes_added: int
+    cubes: int
+    files_written: tuple[str, ...]
+    duration_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields_data(self)
+
+
+@dataclass
+class _File:
+    path: str
+    size: int
+    has_dv: bool
+    cube: str | None  # the ZCUBE_ID of a file clustered by these columns
+    stats: Any = None
+
+
+def plan_cluster(
+    snapshot: Snapshot,
+    columns: Sequence[ClusteringColumn],
+    *,
+    mode: Mode = "zorder",
+    target_size: int,
+    min_cube_size: int = DEFAULT_MIN_CUBE_SIZE,
+    where: PartitionPredicate | None = None,
+    full: bool = False,
+    engine: Engine = LOCAL,
+) -> ClusterPlan:
+    """The cubes each partition's candidate files form (see the module text); pure apart from
+    reading the log (the stats of small cubes' files, to see whether new rows meet them)."""
+    if target_size < 1:
+        raise InvalidValue(f"--target-size {target_size}: a size such as 128MB")
+    if min_cube_size < 0:
+        raise InvalidValue(f"--min-cube-size {min_cube_size}: a size such as 100GB")
+    if engine is not LOCAL and engine.name != "local":
+        raise InvalidValue(f"--engine {engine.name}: clustering runs on the local engine only")
+    if not columns:
+        raise InvalidValue("clustering needs at least one column")
+    snapshot.protocol.check_allows(Access.COMPACT)
+    names = tuple(c.name for c in columns)
+    logical = [".".join(c.logical) for c in columns]
+    curve = "zorder" if mode == "zorder" else curve_for_clustering(len(columns))
+    files = snapshot.file_index.select(
+        ["path", "size", "partitionValues", "deletionVector", "tags", "clusteringProvider"]
+    )
+    if where is not None:
+        files = files.filter(where.mask(files))
+    partitions: dict[tuple[tuple[str, str | None], ...], list[_File]] = {}
+    kept = otherwise = 0
+    for row in files.to_pylist():
+        values = tuple(sorted(row["partitionValues"] or ()))
+        tags = dict(row["tags"] or ())
+        mine = _cube_of(tags, row["clusteringProvider"], logical, curve)
+        other = tags.get(ZCUBE_ID) is not None or row["clusteringProvider"] is not None
+        if mode == "clustering" and mine is None and other and not full:
+            otherwise += 1  # clustered by other columns or another provider: left (Delta)
+            continue
+        file = _File(row["path"], int(row["size"] or 0), row["deletionVector"] is not None, mine)
+        partitions.setdefault(values, []).append(file)
+    cubes: list[Cube] = []
+    cube_size = max(min_cube_size + min_cube_size // 2, target_size)
+    for values in sorted(partitions, key=str):
+        chosen, left = _candidates(snapshot, partitions[values], columns, min_cube_size, full)
+        kept += left
+        cubes += [Cube(values, paths, size) for paths, size in _pack(chosen, cube_size)]
+    return ClusterPlan(
+        table=snapshot.storage.url,
+        version=snapshot.version,
+        mode=mode,
+        columns=names,
+        curve=curve,
+        target_size=target_size,
+        min_cube_size=min_cube_size,
+        full=full,
+        where=str(where) if where is not None else None,
+        cubes=tuple(cubes),
+        files_before=snapshot.num_files,
+        files_kept=kept,
+        files_clustered_otherwise=otherwise,
+        snapshot=snapshot,
+        clustering=tuple(columns),
+        engine=engine,
+    )
+
+
+def _cube_of(
+    tags: Mapping[str, str], provider: str | None, logical: list[str], curve: str
+) -> str | None:
+    """The file's ZCUBE_ID when its tags say it was clustered by these columns with this
+    curve (a file without a curve tag: any curve, as Delta's own tags omit it)."""
+    cube = tags.get(ZCUBE_ID)
+    if cube is None or provider not in (None, CLUSTERING_PROVIDER):
+        return None
+    try:
+        by = json.loads(tags.get(ZCUBE_ZORDER_BY) or "null")
+    except ValueError:
+        return None
+    if not isinstance(by, list) or [str(c).lower() for c in by] != [c.lower() for c in logical]:
+        return None
+    if tags.get(ZCUBE_ZORDER_CURVE, curve) != curve:
+        return None
+    return cube
+
+
+def _candidates(
+    snapshot: Snapshot,
+    files: list[_File],
+    columns: Sequence[ClusteringColumn],
+    min_cube_size: int,
+    full: bool,
+) -> tuple[list[_File], int]:
+    """One partition's files to rewrite (new ones first, in path order, then small cubes'
+    by cube), and how many clustered files stay."""
+    if full:
+        return sorted(files, key=lambda f: f.path), 0
+    new = sorted((f for f in files if f.cube is None), key=lambda f: f.path)
+    by_cube: dict[str, list[_File]] = {}
+    for f in files:
+        if f.cube is not None:
+            by_cube.setdefault(f.cube, []).append(f)
+    small = {c: fs for c, fs in by_cube.items() if sum(f.size for f in fs) < min_cube_size}
+    if new and small:
+        # a small cube takes the new rows only where they would land among its rows
+        box = _box(snapshot, [f.path for f in new], columns)
+        if box is not None:
+            boxes = {c: _box(snapshot, [f.path for f in fs], columns) for c, fs in small.items()}
+            small = {c: fs for c, fs in small.items() if _meets(boxes[c], box)}
+    if not new and len(small) <= 1:
+        small = {}  # one cube alone is as clustered as it gets
+    chosen = new + [f for c in sorted(small) for f in sorted(small[c], key=lambda f: f.path)]
+    return chosen, sum(1 for f in files if f.cube is not None) - sum(map(len, small.values()))
+
+
+def _box(
+    snapshot: Snapshot, paths: list[str], columns: Sequence[ClusteringColumn]
+) -> list[tuple[int, int]] | None:
+    """The files' [min, max] per clustering column as curve keys (`column_keys` of the stats'
+    bounds), or None where a file lacks bounds for one (then everything may meet it)."""
+    wanted = pa.array(sorted(set(paths)), pa.string())
+    files = snapshot.files.filter(pc.is_in(snapshot.files.column("path"), value_set=wanted))
+    lows: list[list[Any]] = [[] for _ in columns]
+    highs: list[list[Any]] = [[] for _ in columns]
+    for text in files.column("stats").to_pylist():
+        try:
+            stats = json.loads(text) if text else {}
+        except ValueError:
+            return None
+        for i, column in enumerate(columns):
+            low = _at(stats.get("minValues"), column.physical)
+            high = _at(stats.get("maxValues"), column.physical)
+            if low is None or high is None:
+                return None
+            lows[i].append(low)
+            highs[i].append(high)
+    box = []
+    for i, column in enumerate(columns):
+        typ = _arrow_type(snapshot, column)
+        try:
+            low_keys = column_keys(_stat_values(lows[i], typ))
+            high_keys = column_keys(_stat_values(highs[i], typ))
+        except (pa.ArrowException, ValueError, TypeError):
+            return None
+        box.append((int(low_keys.min()), int(high_keys.max())))
+    return box
+
+
+def _meets(a: list[tuple[int, int]] | None, b: list[tuple[int, int]]) -> bool:
+    """Whether two boxes share a point (an unknown box meets everything)."""
+    if a is None:
+        return True
+    return all(lo1 <= hi2 and lo2 <= hi1 for (lo1, hi1), (lo2, hi2) in zip(a, b, strict=True))
+
+
+def _at(values: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        if not isinstance(values, dict):
+            return None
+        values = values.get(part)
+    return values
+
+
+def _arrow_type(snapshot: Snapshot, column: ClusteringColumn) -> pa.DataType:
+    typ: pa.DataType = to_arrow_schema(snapshot.schema).field(column.logical[0]).type
+    for part in column.logical[1:]:
+        typ = typ.field(part).type
+    return typ
+
+
+def _stat_values(values: list[Any], typ: pa.DataType) -> pa.Array:
+    """Stats bounds (JSON: numbers, or text for dates, timestamps and decimals) as `typ`."""
+    if pa.types.is_timestamp(typ) or pa.types.is_date(typ) or pa.types.is_decimal(typ):
+        return pa.array([str(v) for v in values], pa.string()).cast(typ)
+    return pa.array(values).cast(typ)
+
+
+def _pack(files: list[_File], cube_size: int) -> Iterator[tuple[tuple[str, ...], int]]:
+    """Consecutive files packed into cubes of at most `cube_size` bytes (at least one file
+    each). A lone file without a deletion vector is still rewritten: it gets sorted."""
+    paths: list[str] = []
+    size = 0
+    for f in files:
+        if paths and size + f.size > cube_size:
+            yield tuple(paths), size
+            paths, size = [], 0
+        paths.append(f.path)
+        size += f.size
+    if paths:
+        yield tuple(paths), size
+
+
+# ------------------------------------------------------------------------------ execution
+def execute_cluster(plan: ClusterPlan) -> ClusterResult:
+    """Write each cube's rows in curve order into files near the target size, then commit
+    every new file and the removal of every old one as one version."""
+    started = time.monotonic()
+    empty = ClusterResult(
+        plan.table, None, plan.mode, plan.columns, plan.curve, 0, 0, 0, 0, 0, (), 0
+    )
+    if plan.nothing_to_do:
+        return empty
+    # start-up cost: the rewriting stack is loaded by the commands that write
+    from delta_ops.ops.rewrite import Rewriter, live_file_rows
+
+    snapshot = plan.snapshot
+    paths = {p for c in plan.cubes for p in c.paths}
+    rows = {r["path"]: r for r in live_file_rows(snapshot, paths)}
+    rewriter = Rewriter(snapshot, list(rows.values()), Access.COMPACT)
+    adds: list[dict[str, Any]] = []
+    try:
+        for cube in plan.cubes:
+            adds += _write_cube(rewriter, plan, [rows[p] for p in cube.paths], cube)
+        removes = rewriter.removes(rows)
+    except BaseException:
+        rewriter.discard()
+        raise
+    logical = [".".join(c.logical) for c in plan.clustering]
+    order_by = json.dumps(logical, separators=(",", ":"))
+    removed_bytes = sum(c.size for c in plan.cubes)
+    added_bytes = sum(int(a["size"]) for a in adds)
+    version = rewriter.commit(
+        "OPTIMIZE",
+        {
+            "predicate": json.dumps([plan.where]) if plan.where else "[]",
+            "zOrderBy": order_by if plan.mode == "zorder" else "[]",
+            **({"clusterBy": order_by} if plan.mode == "clustering" else {}),
+            "auto": False,
+            **({"isFull": True} if plan.full else {}),
+        },
+        removes,
+        adds,
+        {
+            "numRemovedFiles": len(rows),
+            "numAddedFiles": len(adds),
+            "numRemovedBytes": removed_bytes,
+            "numAddedBytes": added_bytes,
+        },
+    )
+    return ClusterResult(
+        table=plan.table,
+        version=version,
+        mode=plan.mode,
+        columns=plan.columns,
+        curve=plan.curve,
+        files_removed=len(rows),
+        files_added=len(adds),
+        bytes_removed=removed_bytes,
+        bytes_added=added_bytes,
+        cubes=len(plan.cubes),
+        files_written=tuple(a["path"] for a in adds),
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )
+
+
+def _write_cube(
+    rewriter: Rewriter, plan: ClusterPlan, members: list[Mapping[str, Any]], cube: Cube
+) -> list[dict[str, Any]]:
+    """One cube's rows in curve order, as files near the target size; their adds."""
+    logical = [".".join(c.logical) for c in plan.clustering]
+    keep: dict[str, Any] = {
+        "tags": {
+            ZCUBE_ID: str(uuid.uuid4()),
+            ZCUBE_ZORDER_BY: json.dumps(logical, separators=(",", ":")),
+            ZCUBE_ZORDER_CURVE: plan.curve,
+        }
+    }
+    if plan.mode == "clustering":
+        keep["clusteringProvider"] = CLUSTERING_PROVIDER
+    directory = rewriter.directory_of(members[0])
+    values = dict(cube.partition_values)
+    schema = rewriter.output_schema()
+    files = max(1, math.ceil(cube.size / plan.target_size))
+    physical = [c.physical for c in plan.clustering]
+    adds = []
+    if cube.size <= IN_MEMORY_BYTES:
+        tables = [table for _, table in rewriter.read_all(members)]
+        data = pa.concat_tables(tables) if tables else schema.empty_table()
+        del tables
+        keys = _keys(data, physical)
+        curve = fit_curve(plan.curve, [_stride_sample(k, SAMPLE_ROWS) for k in keys])
+        data = data.take(pa.array(_curve_order(curve.values(keys))))
+        if not data.num_rows:
+            return []  # every row deleted (deletion vectors): the files go, none comes
+        for start, stop in _slices(data.num_rows, files):
+            piece = data.slice(start, stop - start)
+            adds.append(rewriter.write([piece], schema, directory, values, keep))
+        return adds
+    with tempfile.TemporaryDirectory(prefix="delta-ops-cluster-") as spill:
+        ranges = min(MAX_SPILL_RANGES, max(files, math.ceil(cube.size / SPILL_RANGE_BYTES)))
+        counts = _spill(rewriter, plan, members, physical, ranges, Path(spill))
+        for stretch in _stretches(counts, files):
+            # consecutive ranges are consecutive stretches of the curve: one file streams them
+            pieces = (_sorted_range(Path(spill), r) for r in stretch)
+            adds.append(rewriter.write(pieces, schema, directory, values, keep))
+    return adds
+
+
+def _stretches(counts: Mapping[int, int], files: int) -> list[list[int]]:
+    """The ranges that hold rows, in order, cut into at most `files` consecutive stretches of
+    about equal row counts (none empty)."""
+    ranges = sorted(r for r, n in counts.items() if n)
+    total = sum(counts[r] for r in ranges)
+    out: list[list[int]] = []
+    done = 0
+    for r in ranges:
+        # the stretch a range belongs to: where the rows before its middle fall
+        index = min(files - 1, (2 * done + counts[r]) * files // (2 * total))
+        if not out or index > len(out) - 1:
+            out.append([])
+        out[-1].append(r)
+        done += counts[r]
+    return out
+
+
+def _spill(
+    rewriter: Rewriter,
+    plan: ClusterPlan,
+    members: list[Mapping[str, Any]],
+    physical: list[tuple[str, ...]],
+    ranges: int,
+    spill: Path,
+) -> dict[int, int]:
+    """A big cube's rows sent to `ranges` spill files (`range-N.arrow` in `spill`), each a
+    stretch of the curve, the first's rows before the second's on it; the rows of each range.
+    The curve and the ranges' bounds come from a sample of the clustering columns. Memory
+    holds a group of input files, never the cube."""
+    from pyarrow import ipc  # the spill format: only big cubes need it
+
+    # pass 1: sample the clustering columns (only them, deletion vectors ignored)
+    sample = _Sample(SAMPLE_ROWS)
+    for member in members:
+        sample.add(_keys(_read_columns(rewriter, member, physical), physical))
+    samples = sample.columns(len(physical))
+    curve: Curve = fit_curve(plan.curve, samples)
+    bounds = range_bounds(curve.values(samples), ranges)
+    # pass 2: every row to its range's spill file, a group of input files at a time
+    schema = rewriter.output_schema().append(pa.field(_CURVE_COLUMN, pa.uint64()))
+    writers: dict[int, Any] = {}
+    counts: dict[int, int] = {}
+    try:
+        for group in _groups(members, SPILL_CHUNK_BYTES):
+            for _, chunk in rewriter.read_all(group):
+                values = curve.values(_keys(chunk, physical))
+                ids = range_ids(values, bounds)
+                order = np.argsort(ids, kind="stable")
+                chunk = chunk.append_column(_CURVE_COLUMN, pa.array(values))
+                chunk = chunk.take(pa.array(order))
+                in_range = np.bincount(ids, minlength=len(bounds) + 1)
+                start = 0
+                for r in np.flatnonzero(in_range).tolist():
+                    stop = start + int(in_range[r])
+                    counts[r] = counts.get(r, 0) + stop - start
+                    if r not in writers:
+                        writers[r] = ipc.new_file(str(spill / f"range-{r:06d}.arrow"), schema)
+                    writers[r].write_table(chunk.slice(start, stop - start))
+                    start = stop
+                del chunk, values, ids, order
+    finally:
+        for writer in writers.values():
+            writer.close()
+    return counts
+
+
+def _sorted_range(spill: Path, r: int) -> pa.Table:
+    """A spilled range's rows sorted along the curve (its spill file deleted)."""
+    from pyarrow import ipc  # the spill format: only big cubes need it
+
+    path = spill / f"range-{r:06d}.arrow"
+    with pa.memory_map(str(path)) as source:
+        data = ipc.open_file(source).read_all()
+        order = _curve_order(data.column(_CURVE_COLUMN).to_numpy())
+        data = data.drop_columns([_CURVE_COLUMN]).take(pa.array(order))
+    path.unlink()
+    return data
+
+
+def _groups(members: list[Mapping[str, Any]], limit: int) -> Iterator[list[Mapping[str, Any]]]:
+    """Consecutive files of at most `limit` bytes together (a bigger file alone)."""
+    group: list[Mapping[str, Any]] = []
+    size = 0
+    for member in members:
+        grown = size + int(member.get("size") or 0)
+        if group and grown > limit:
+            yield group
+            group, grown = [], int(member.get("size") or 0)
+        group.append(member)
+        size = grown
+    if group:
+        yield group
+
+
+def _read_columns(
+    rewriter: Rewriter, member: Mapping[str, Any], physical: list[tuple[str, ...]]
+) -> pa.Table:
+    """Only the clustering columns' top-level columns of a file, typed as the table types them
+    (a missing one null)."""
+    import pyarrow.parquet as pq  # deferred, as the rewrite defers it
+
+    storage = rewriter.storage
+    schema = rewriter.output_schema()
+    tops = list(dict.fromkeys(p[0] for p in physical))
+    path = member["path"]
+    with reading(path), storage.open_input(storage.table_path(path)) as handle:
+        parquet = pq.ParquetFile(handle)
+        present = [t for t in tops if t in parquet.schema_arrow.names]
+        data = parquet.read(columns=present)
+    columns = []
+    for top in tops:
+        typ = schema.field(top).type
+        if top in data.column_names:
+            columns.append(data.column(top).cast(typ))
+        else:
+            columns.append(pa.nulls(data.num_rows, typ))
+    return pa.Table.from_arrays(columns, names=tops)
+
+
+def _keys(data: pa.Table, physical: list[tuple[str, ...]]) -> list[np.ndarray]:
+    """Each clustering column's curve keys for the rows of `data` (physical names)."""
+    out = []
+    for path in physical:
+        column: pa.Array | pa.ChunkedArray = data.column(path[0])
+        for part in path[1:]:
+            column = pc.struct_field(column, part)
+        out.append(column_keys(column))
+    return out
+
+
+def _curve_order(values: np.ndarray) -> np.ndarray:
+    """The positions of rows sorted by their curve values (ties in input order)."""
+    order: np.ndarray = np.argsort(values, kind="stable")
+    return order
+
+
+def _stride_sample(keys: np.ndarray, limit: int) -> np.ndarray:
+    """Every n-th key, at most about `limit` of them."""
+    step = max(1, len(keys) // limit)
+    return keys[::step]
+
+
+class _Sample:
+    """Rows' keys at every `stride`-th position of everything added, the stride doubling
+    whenever more than twice `limit` rows are kept: a sample spread over the whole input in
+    memory bounded by the limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.stride = 1
+        self.seen = 0
+        self.kept: list[np.ndarray] = []
+        self.count = 0
+
+    def add(self, keys: list[np.ndarray]) -> None:
+        if not keys or not len(keys[0]):
+            return
+        rows = np.stack(keys, axis=1)
+        first = (-self.seen) % self.stride
+        self.seen += len(rows)
+        picked = rows[first :: self.stride]
+        self.kept.append(picked)
+        self.count += len(picked)
+        while self.count > 2 * self.limit:
+            # kept rows sit at positions 0, stride, 2 * stride, ... in order: every other
+            # one is the sample of the doubled stride
+            merged = np.concatenate(self.kept)[::2]
+            self.kept, self.count, self.stride = [merged], len(merged), self.stride * 2
+
+    def columns(self, width: int) -> list[np.ndarray]:
+        if not self.kept:
+            return [np.zeros(0, dtype=np.uint64) for _ in range(width)]
+        merged = np.concatenate(self.kept)
+        return [merged[:, i].copy() for i in range(width)]
+
+
+def _slices(rows: int, parts: int) -> Iterator[tuple[int, int]]:
+    """`parts` consecutive row ranges of about equal length (none empty unless rows is 0)."""
+    parts = max(1, min(parts, rows))
+    bounds = [rows * i // parts for i in range(parts + 1)]
+    yield from itertools.pairwise(bounds)
+
+
+# ------------------------------------------------------------------------------ descriptions
+def describe_plan(plan: ClusterPlan) -> str:
+    by = f"{', '.join(plan.columns)} ({plan.curve})"
+    if plan.nothing_to_do:
+        return f"nothing to cluster by {by}: {plan.idle_reason}"
+    kept = f"; {plan.files_kept:,} clustered files left as they are" if plan.files_kept else ""
+    return (
+        f"would cluster {plan.files_to_rewrite:,} files ({format_bytes(sum(c.size for c in plan.cubes))})"
+        f" in {len(plan.cubes):,} cubes by {by} into files near {format_bytes(plan.target_size)}"
+        f"{kept}; {plan.files_before:,} live files before"
+    )
+
+
+def describe_result(result: ClusterResult) -> str:
+    if result.version is None:
+        return "nothing to cluster"
+    return (
+        f"clustered {result.files_removed:,} files into {result.files_added:,} by"
+        f" {', '.join(result.columns)} ({result.curve}) at version {result.version}"
+        f" ({format_bytes(result.bytes_removed)} -> {format_bytes(result.bytes_added)})"
+    )
+
+
+__all__ = [
+    "CLUSTERING_DOMAIN",
+    "CLUSTERING_PROVIDER",
+    "DEFAULT_MIN_CUBE_SIZE",
+    "ZCUBE_ID",
+    "ZCUBE_ZORDER_BY",
+    "ZCUBE_ZORDER_CURVE",
+    "ClusterPlan",
+    "ClusterResult",
+    "ClusteringColumn",
+    "Cube",
+    "describe_plan",
+    "describe_result",
+    "execute_cluster",
+    "parse_column_list",
+    "plan_cluster",
+    "resolve_columns",
+    "table_clustering_columns",
+]
