@@ -74,7 +74,8 @@ def _pairs(pairs: Sequence[str], flag: str, form: str) -> dict[str, str]:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from delta_ops.ops.inspect import format_summary, summarize  # the command's own stack
+    # the command's own stack: loaded only when the command runs
+    from delta_ops.ops.inspect import format_summary, summarize
 
     snapshot = load_snapshot(
         args.table, args.version, storage_options=_storage_options(args.storage_option)
@@ -86,7 +87,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     """Rank a lake's tables by what maintenance would gain (`delta_ops.ops.fleet`)."""
-    from delta_ops.ops.fleet import (  # the command's own stack
+    # the command's own stack: loaded only when the command runs
+    from delta_ops.ops.fleet import (
         describe_fleet_plan,
         fleet_from_spec,
         fleet_from_warehouse,

@@ -222,7 +222,8 @@ class OperationHistory:
     def read(self, columns: Sequence[str] | None = None) -> pa.Table:
         """Every row recorded so far (none, with the history's schema, before the first
         append), through delta-ops' own reader."""
-        from delta_ops.table.scan import read_table  # only a reader of the history
+        # only a reader of the history: the scan stack is loaded only then
+        from delta_ops.table.scan import read_table
 
         storage = Storage.open(self.location, self.storage_options)
         if not storage.exists(storage.log_path):
@@ -231,7 +232,8 @@ class OperationHistory:
         return read_table(load_snapshot(storage), columns)
 
     def _write(self, storage: Storage, rows: pa.Table) -> int:
-        from delta_ops.table.writer import write_arrow  # only a run that records one
+        # only a run that records one: the writer's stack is loaded only then
+        from delta_ops.table.writer import write_arrow
 
         for attempt in range(_CREATE_ATTEMPTS):
             try:
@@ -267,7 +269,8 @@ def drop_expired_days(storage: Storage, now_ms: int | None = None) -> bool:
     days = [dict(v).get("day") for v in snapshot.file_index.column("partitionValues").to_pylist()]
     if not any(day is not None and day < cutoff for day in days):
         return False
-    from delta_ops.table.writer import write_arrow  # only when days expire
+    # only when days expire: the writer's stack is loaded only then
+    from delta_ops.table.writer import write_arrow
 
     write_arrow(
         storage,
