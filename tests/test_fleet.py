@@ -17,7 +17,13 @@ import pytest
 
 from delta_ops import clock
 from delta_ops.cli.main import main
-from delta_ops.ops.fleet import FleetTable, fleet_from_spec, fleet_from_warehouse, plan_fleet
+from delta_ops.ops.fleet import (
+    FleetTable,
+    assess,
+    fleet_from_spec,
+    fleet_from_warehouse,
+    plan_fleet,
+)
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
 from tests.support import copy_fixture, deltalake_rows
@@ -148,3 +154,28 @@ def test_a_table_that_cannot_be_read_is_listed_and_does_not_stop_the_plan(lake, 
     assert not choice.chosen and choice.why.startswith("cannot be assessed: CorruptLog")
     assert len(plan.chosen) == 3
     assert main(["plan", str(lake / "nowhere")]) == 2
+
+
+def _old_commits_no_checkpoint(path: Path, commits: int, interval: str) -> Path:
+    """`commits` commits dated 40 days back, past the 30-day log retention, then one today; no
+    checkpoint, so cleanup has work only after one."""
+    for i in range(commits):
+        write_arrow(
+            path,
+            pa.table({"id": pa.array([i], pa.int64())}),
+            configuration={"delta.checkpointInterval": interval},
+        )
+    old = time.time() - 40 * DAY_S
+    for file in (path / "_delta_log").iterdir():
+        os.utime(file, (old, old))
+    return _commits(path, 1)
+
+
+@pytest.mark.parametrize(("interval", "chosen"), [("2", True), ("50", False)])
+def test_cleanup_that_needs_a_checkpoint_is_chosen_only_with_one(tmp_path, interval, chosen):
+    table = _old_commits_no_checkpoint(tmp_path / "t", 3, interval)
+    assessment = assess(FleetTable("t", str(table)), clock.now_ms())
+    assert ("checkpoint" in assessment.gains) is chosen
+    assert ("cleanup" in assessment.gains) is chosen
+    waiting = [line for line in assessment.idle if "wait for a checkpoint" in line]
+    assert bool(waiting) is not chosen, assessment.idle

@@ -214,7 +214,9 @@ def _assess_snapshot(
     lag = facts.commits_since_checkpoint / max(facts.checkpoint_interval, 1)
     if lag >= 1:
         candidates["checkpoint"] = (lag, 3, log_bytes)
-    if work.cleanup:
+    # cleanup whose work needs a checkpoint first goes only with one
+    cleanup_waits = work.cleanup_after_checkpoint and lag < 1
+    if work.cleanup and not cleanup_waits:
         candidates["cleanup"] = (log_files / 100, 1 + log_files, 0)
     if work.vacuum:
         listing = 1 + snapshot.num_files // 1000
@@ -227,6 +229,12 @@ def _assess_snapshot(
         share = hidden / physical if physical else 1.0
         candidates["purge"] = (hidden / 1e6, 2, int(2 * snapshot.size_bytes * min(share, 1.0)))
     idle = [*work.reasons]
+    if cleanup_waits:
+        idle.append(
+            "log cleanup: the commits past the log retention wait for a checkpoint"
+            f" ({facts.commits_since_checkpoint} commit(s) since the last, interval"
+            f" {facts.checkpoint_interval})"
+        )
     if lag < 1:
         idle.append(
             f"checkpoint: {facts.commits_since_checkpoint} commit(s) since the last, interval"

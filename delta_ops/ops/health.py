@@ -21,9 +21,10 @@ from enum import StrEnum
 
 import pyarrow.compute as pc
 
-from delta_ops.errors import UnsupportedFeature
+from delta_ops.errors import OperationRefused, UnsupportedFeature
 from delta_ops.log.file_names import LogFileKind
 from delta_ops.ops.cleanup import plan_cleanup
+from delta_ops.ops.cluster import ClusteringLayout, clustering_layout
 from delta_ops.ops.compact import files_to_compact
 from delta_ops.ops.vacuum import read_last_vacuum_info
 from delta_ops.protocol.features import KEEPS_DATA, Access
@@ -79,6 +80,9 @@ class MaintenanceWork:
     cleanup: bool
     vacuum: bool
     reasons: tuple[str, ...]
+    #: cleanup has work only once the checkpoint it comes with is written (commits past the
+    #: log retention and no checkpoint after them yet)
+    cleanup_after_checkpoint: bool = False
 
     @property
     def any(self) -> bool:
@@ -108,20 +112,24 @@ def maintenance_work(snapshot: Snapshot, now_ms: int) -> MaintenanceWork:
     needs_checkpoint = checkpoint_version != snapshot.version and Access.CHECKPOINT not in refused
     if checkpoint_version == snapshot.version:
         reasons.append(f"checkpoint: version {snapshot.version} is already checkpointed")
-    needs_cleanup = False
+    needs_cleanup = after_checkpoint = False
     if Access.CLEANUP not in refused:
         cleanup_plan = plan_cleanup(snapshot, now_ms)
         # a checkpoint of the latest version, written first in the same run, lets commits past
         # the log retention go (Delta Spark cleans up after each checkpoint as well)
-        needs_cleanup = not cleanup_plan.nothing_to_do or (
-            needs_checkpoint
+        after_checkpoint = (
+            cleanup_plan.nothing_to_do
+            and needs_checkpoint
             and snapshot.properties.enable_expired_log_cleanup
             and _commits_past(snapshot, cleanup_plan.cutoff_ms)
         )
+        needs_cleanup = not cleanup_plan.nothing_to_do or after_checkpoint
         if not needs_cleanup:
             reasons.append("log cleanup: " + "; ".join(cleanup_plan.kept_reasons))
     if Access.VACUUM in refused:
-        return MaintenanceWork(needs_checkpoint, needs_cleanup, False, tuple(reasons))
+        return MaintenanceWork(
+            needs_checkpoint, needs_cleanup, False, tuple(reasons), after_checkpoint
+        )
     cutoff = now_ms - snapshot.properties.deleted_file_retention_ms
     expired, _ = reclaimable_tombstones(snapshot, cutoff)
     # Checkpoints drop expired tombstones, so they alone would hide work: commits that aged past
@@ -135,7 +143,9 @@ def maintenance_work(snapshot: Snapshot, now_ms: int) -> MaintenanceWork:
             "vacuum: no file of a tombstone past delta.deletedFileRetentionDuration is left to"
             " delete, and no commit has aged past it since the last vacuum"
         )
-    return MaintenanceWork(needs_checkpoint, needs_cleanup, needs_vacuum, tuple(reasons))
+    return MaintenanceWork(
+        needs_checkpoint, needs_cleanup, needs_vacuum, tuple(reasons), after_checkpoint
+    )
 
 
 @dataclass(frozen=True)
@@ -159,6 +169,9 @@ class TableHealth:
     #: the version's checksum (`N.crc`) against the replay: missing, agrees, disagrees (a
     #: corruption alarm) or unreadable
     checksum: ChecksumCheck | None = None
+    #: how well the files separate on the clustering columns (None: the table is not
+    #: clustered by columns)
+    layout: ClusteringLayout | None = None
 
 
 def table_health(snapshot: Snapshot, now_ms: int, *, count_small_files: bool = True) -> TableHealth:
@@ -194,7 +207,17 @@ def table_health(snapshot: Snapshot, now_ms: int, *, count_small_files: bool = T
         num_records=snapshot.num_records,
         deleted_records=snapshot.num_deleted_records,
         checksum=check_checksum(snapshot),
+        layout=_layout(snapshot),
     )
+
+
+def _layout(snapshot: Snapshot) -> ClusteringLayout | None:
+    """The clustering layout of a table clustered by columns; None for another table, or one
+    whose `delta.clustering` domain cannot be read (the compact job says why)."""
+    try:
+        return clustering_layout(snapshot)
+    except OperationRefused:
+        return None
 
 
 def _small_files(snapshot: Snapshot) -> int:
