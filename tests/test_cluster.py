@@ -473,3 +473,22 @@ def test_cluster_by_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert "clustering columns set to a, b" in capsys.readouterr().out
     assert cli.main(["compact", str(table), "--dry-run"]) == 0
     assert "would cluster 3 files" in capsys.readouterr().out
+
+
+def test_the_layout_facts_follow_the_clustering(tmp_path: Path) -> None:
+    """What the Dagster layout check reports: before clustering every file is unclustered and
+    spans everything; after it, none is and a point on the columns skips most files."""
+    from delta_ops.clock import now_ms
+    from delta_ops.ops.health import table_health
+
+    table = tmp_path / "t"
+    random_appends(table, files=12, rows=1000)
+    assert cluster.clustering_layout(load_snapshot(table)) is None
+    execute_cluster_by(plan_cluster_by(load_snapshot(table), "a,b"))
+    before = table_health(load_snapshot(table), now_ms()).layout
+    assert before is not None and before.columns == ("a", "b")
+    assert before.unclustered_files == before.files == 12 and before.unskippable_share > 0.85
+    execute_cluster(_plan(table, target_size="16KB"))
+    after = cluster.clustering_layout(load_snapshot(table))
+    assert after is not None and after.unclustered_files == 0 and after.files >= 8
+    assert after.unskippable_share < 0.4

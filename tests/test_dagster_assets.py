@@ -340,6 +340,7 @@ def test_translator_maps_maintenance_onto_the_users_asset_graph(tmp_path):
         "small_files",
         "deleted_rows",
         "checksum_agrees",
+        "clustering_layout",
     }
     # a run lands on the translated key
     key = action_key("events", "checkpoint", ("lake", "maintenance"))
@@ -729,6 +730,21 @@ def _build_check_tables(tmp: Path) -> dict[str, Path]:
         replace(checksum, num_files=2).to_json()
     )
     tables["corrupt_checksum"] = tampered
+    # liquid clustering by `id`, and 60 files not clustered yet (no tags)
+    clustered = tmp / "clustered"
+    adds = [lb.add(f"c{i:03d}.parquet", size=10**9) for i in range(60)]
+    domain = {
+        "domainMetadata": {
+            "domain": "delta.clustering",
+            "configuration": '{"clusteringColumns":[["id"]]}',
+            "removed": False,
+        }
+    }
+    writer = ["clustering", "domainMetadata"]
+    lb.write_commit(
+        clustered, 0, [lb.protocol(1, 7, writer_features=writer), lb.metadata(), domain, *adds]
+    )
+    tables["clustered"] = clustered
     return tables
 
 
@@ -753,6 +769,7 @@ CHECK_NAMES = (
     "small_files",
     "deleted_rows",
     "checksum_agrees",
+    "clustering_layout",
 )
 
 
@@ -845,6 +862,18 @@ def test_unreadable_log_fails_every_check_as_error(check_results):
     for c in CHECK_NAMES:
         error = meta(check_results, "bad", c)["error"]
         assert f"{1:020d}.json" in error and "malformed JSON" in error
+
+
+def test_a_clustered_table_with_unclustered_files_warns(check_results):
+    assert failed(check_results, "clustered") == {"clustering_layout": dg.AssetCheckSeverity.WARN}
+    assert meta(check_results, "clustered", "clustering_layout") == {
+        "clustering_columns": "id",
+        "files": 60,
+        "unclustered_files": 60,
+        "unskippable_share": 1.0,  # no stats: no file can be skipped
+        "threshold": 50,
+    }
+    assert meta(check_results, "healthy", "clustering_layout") == {"status": "not clustered"}
 
 
 def test_small_files_and_deleted_rows_warn_with_the_numbers(check_results):

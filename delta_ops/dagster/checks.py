@@ -1,6 +1,6 @@
 """Health checks per table: checkpoint lag, reconstructible log, writer features, backlog,
-retention settings, row-tracking state, small files and rows hidden by deletion vectors, as
-one multi_asset_check on the table asset."""
+retention settings, row-tracking state, small files, rows hidden by deletion vectors and the
+clustering layout, as one multi_asset_check on the table asset."""
 
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -11,6 +11,7 @@ from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
 from delta_ops.errors import DeltaOpsError
+from delta_ops.ops.cluster import ClusteringLayout
 from delta_ops.ops.health import RowTracking
 from delta_ops.table.checksum import ChecksumCheck
 
@@ -35,6 +36,10 @@ CHECKS: dict[str, str] = {
     "job (delta-ops compact).",
     "deleted_rows": "Few rows hidden by deletion vectors, so deleted data leaves the files and "
     "readers skip less. Fix: the purge job (delta-ops purge), then vacuum.",
+    "clustering_layout": "On a table clustered by columns (liquid clustering), few files are "
+    "not clustered yet, so readers skip files by the clustering columns' min/max statistics "
+    "(the metadata gives the share of files a point on those columns cannot skip). Fix: the "
+    "compact job (delta-ops compact clusters such a table).",
     "checksum_agrees": "The latest version's checksum (N.crc), where it has one, agrees with the "
     "state its log replays to; one that disagrees or does not parse means the log or the "
     "checksum changed after the commit (a corruption alarm). Fix: find out what changed "
@@ -43,6 +48,8 @@ CHECKS: dict[str, str] = {
 }
 #: a compaction is worth it from this many small files (Delta's auto compaction minNumFiles)
 SMALL_FILES_WARN = 50
+#: a clustering is worth it from this many files not clustered yet
+UNCLUSTERED_FILES_WARN = SMALL_FILES_WARN
 #: a purge is worth it from this share of rows hidden by deletion vectors
 DELETED_ROWS_WARN = 0.1
 HOUR_MS = 3_600_000
@@ -147,6 +154,7 @@ def build_table_checks(
                 threshold=DELETED_ROWS_WARN,
             ),
             "checksum_agrees": lambda: _checksum_result(result, health.checksum),
+            "clustering_layout": lambda: _layout_result(result, health.layout),
         }
         for name in CHECKS:
             if name in selected:
@@ -157,6 +165,24 @@ def build_table_checks(
 
 def _deleted_ratio(deleted: int, total: int | None) -> float:
     return deleted / total if total else 0.0
+
+
+def _layout_result(
+    result: Callable[..., dg.AssetCheckResult], layout: ClusteringLayout | None
+) -> dg.AssetCheckResult:
+    """Passes on a table not clustered by columns, and on one with fewer than
+    UNCLUSTERED_FILES_WARN files left to cluster."""
+    if layout is None:
+        return result("clustering_layout", True, status="not clustered")
+    return result(
+        "clustering_layout",
+        layout.unclustered_files < UNCLUSTERED_FILES_WARN,
+        clustering_columns=", ".join(layout.columns),
+        files=layout.files,
+        unclustered_files=layout.unclustered_files,
+        unskippable_share=layout.unskippable_share,
+        threshold=UNCLUSTERED_FILES_WARN,
+    )
 
 
 def _checksum_result(

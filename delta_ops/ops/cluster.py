@@ -76,8 +76,9 @@ from delta_ops.protocol.partition_predicate import PartitionPredicate
 from delta_ops.protocol.schema import (
     StatsColumn,
     parse_column_names,
+    parse_stats,
     stats_columns_of,
-    to_arrow_schema,
+    stats_schema,
 )
 from delta_ops.protocol.units import format_bytes
 from delta_ops.table.snapshot import Snapshot
@@ -440,30 +441,10 @@ def _box(
     bounds), or None where a file lacks bounds for one (then everything may meet it)."""
     wanted = pa.array(sorted(set(paths)), pa.string())
     files = snapshot.files.filter(pc.is_in(snapshot.files.column("path"), value_set=wanted))
-    lows: list[list[Any]] = [[] for _ in columns]
-    highs: list[list[Any]] = [[] for _ in columns]
-    for text in files.column("stats").to_pylist():
-        try:
-            stats = json.loads(text) if text else {}
-        except ValueError:
-            return None
-        for i, column in enumerate(columns):
-            low = _at(stats.get("minValues"), column.physical)
-            high = _at(stats.get("maxValues"), column.physical)
-            if low is None or high is None:
-                return None
-            lows[i].append(low)
-            highs[i].append(high)
-    box = []
-    for i, column in enumerate(columns):
-        typ = _arrow_type(snapshot, column)
-        try:
-            low_keys = column_keys(_stat_values(lows[i], typ))
-            high_keys = column_keys(_stat_values(highs[i], typ))
-        except (pa.ArrowException, ValueError, TypeError):
-            return None
-        box.append((int(low_keys.min()), int(high_keys.max())))
-    return box
+    lows, highs, known = file_bounds(snapshot, files, columns)
+    if not len(known) or not known.all():
+        return None
+    return [(int(lows[:, i].min()), int(highs[:, i].max())) for i in range(len(columns))]
 
 
 def _meets(a: list[tuple[int, int]] | None, b: list[tuple[int, int]]) -> bool:
@@ -473,26 +454,102 @@ def _meets(a: list[tuple[int, int]] | None, b: list[tuple[int, int]]) -> bool:
     return all(lo1 <= hi2 and lo2 <= hi1 for (lo1, hi1), (lo2, hi2) in zip(a, b, strict=True))
 
 
-def _at(values: Any, path: tuple[str, ...]) -> Any:
-    for part in path:
-        if not isinstance(values, dict):
-            return None
-        values = values.get(part)
-    return values
+def file_bounds(
+    snapshot: Snapshot, files: pa.Table, columns: Sequence[ClusteringColumn]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each file's (`files`: rows of `snapshot.files`) min and max of each column as curve
+    keys (rows x columns, uint64), and whether both are known for every column (a file
+    without stats, or without bounds for a column, may hold any value). The stats are parsed
+    columnar (`parse_stats`), not file by file."""
+    props = snapshot.properties
+    schema = stats_schema(
+        snapshot.schema,
+        snapshot.partition_columns,
+        num_indexed_cols=props.data_skipping_num_indexed_cols,
+        stats_columns=props.data_skipping_stats_columns,
+        physical=True,
+        tight_bounds=False,
+    )
+    n = files.num_rows
+    lows = np.zeros((n, len(columns)), dtype=np.uint64)
+    highs = np.zeros((n, len(columns)), dtype=np.uint64)
+    known = np.ones(n, dtype=bool)
+    if not n:
+        return lows, highs, known
+    names = set(schema.names)
+    if "minValues" not in names:
+        return lows, highs, np.zeros(n, dtype=bool)
+    parsed = parse_stats(files.column("stats"), schema)
+    for i, column in enumerate(columns):
+        for side, out in (("minValues", lows), ("maxValues", highs)):
+            values: pa.Array | None = parsed.field(side)
+            for part in column.physical:
+                typ = values.type if values is not None else None
+                if typ is None or typ.get_field_index(part) < 0:
+                    values = None
+                    break
+                values = pc.struct_field(values, part)
+            if values is None:
+                known[:] = False
+                continue
+            out[:, i] = column_keys(values)
+            known &= pc.is_valid(values).to_numpy(zero_copy_only=False)
+    return lows, highs, known
 
 
-def _arrow_type(snapshot: Snapshot, column: ClusteringColumn) -> pa.DataType:
-    typ: pa.DataType = to_arrow_schema(snapshot.schema).field(column.logical[0]).type
-    for part in column.logical[1:]:
-        typ = typ.field(part).type
-    return typ
+@dataclass(frozen=True)
+class ClusteringLayout:
+    """How well a clustered table's files separate on its clustering columns: the Dagster
+    layout check's facts."""
+
+    columns: tuple[str, ...]
+    files: int
+    #: live files not clustered by these columns (what `compact` would pick up)
+    unclustered_files: int
+    #: over 100 points of the data (a random file's box, a random point in it), the mean
+    #: share of files whose min/max stats cannot exclude the point: 1.0 when every file
+    #: spans everything, about 1/files when the files tile the columns' space
+    unskippable_share: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return fields_data(self)
 
 
-def _stat_values(values: list[Any], typ: pa.DataType) -> pa.Array:
-    """Stats bounds (JSON: numbers, or text for dates, timestamps and decimals) as `typ`."""
-    if pa.types.is_timestamp(typ) or pa.types.is_date(typ) or pa.types.is_decimal(typ):
-        return pa.array([str(v) for v in values], pa.string()).cast(typ)
-    return pa.array(values).cast(typ)
+def clustering_layout(snapshot: Snapshot, points: int = 100) -> ClusteringLayout | None:
+    """The layout facts of a table clustered by columns (None for one that is not)."""
+    columns = table_clustering_columns(snapshot)
+    if not columns:
+        return None
+    files = snapshot.files
+    logical = [".".join(c.logical) for c in columns]
+    curve = curve_for_clustering(len(columns))
+    tags = files.column("tags").to_pylist()
+    providers = files.column("clusteringProvider").to_pylist()
+    unclustered = sum(
+        1
+        for t, provider in zip(tags, providers, strict=True)
+        if _cube_of(dict(t or ()), provider, logical, curve) is None
+    )
+    lows, highs, known = file_bounds(snapshot, files, columns)
+    share = 1.0
+    if files.num_rows:
+        rng = np.random.default_rng(0)
+        chosen = rng.integers(0, files.num_rows, points)
+        fraction = rng.random((points, len(columns)))
+        low = lows[chosen].astype(np.float64)
+        high = highs[chosen].astype(np.float64)
+        at = low + (high - low) * fraction
+        shares = []
+        for point in at:
+            inside = (lows.astype(np.float64) <= point) & (highs.astype(np.float64) >= point)
+            shares.append(float(np.mean(inside.all(axis=1) | ~known)))
+        share = float(np.mean(shares))
+    return ClusteringLayout(
+        columns=tuple(c.name for c in columns),
+        files=files.num_rows,
+        unclustered_files=unclustered,
+        unskippable_share=round(share, 4),
+    )
 
 
 def _pack(files: list[_File], cube_size: int) -> Iterator[tuple[tuple[str, ...], int]]:
@@ -832,10 +889,13 @@ __all__ = [
     "ClusterPlan",
     "ClusterResult",
     "ClusteringColumn",
+    "ClusteringLayout",
     "Cube",
+    "clustering_layout",
     "describe_plan",
     "describe_result",
     "execute_cluster",
+    "file_bounds",
     "parse_column_list",
     "plan_cluster",
     "resolve_columns",
