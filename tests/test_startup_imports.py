@@ -63,6 +63,7 @@ def test_the_registry_names_each_operation_as_its_module_does() -> None:
     for entry in ENTRIES:
         operation = OPERATIONS[entry.name]
         assert (operation.name, operation.action) == (entry.name, entry.action)
+        assert operation.plan_with.__module__ == f"delta_ops.ops.{entry.module}"
         assert BY_ACTION[entry.action] is operation
     assert list(OPERATIONS) == [e.name for e in ENTRIES] and len(BY_ACTION) == len(ENTRIES)
 

@@ -16,8 +16,7 @@ one. Names, actions and order are known without importing anything.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
@@ -26,32 +25,113 @@ from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
 @dataclass(frozen=True)
 class Entry:
     """Where an operation lives: its CLI name, its module under `delta_ops.ops` (which ends
-    with its ``OPERATION``), and its Dagster action name (asset output and job name part)."""
+    with its ``OPERATION``), its Dagster action name (asset output and job name part), and the
+    function that imports the module (a plain import, so the import graph shows it)."""
 
     name: str
     module: str
     action: str
+    load: Callable[[], Operation]
 
-    def load(self) -> Operation:
-        operation = importlib.import_module(f"delta_ops.ops.{self.module}").OPERATION
-        assert isinstance(operation, Operation)
-        return operation
+
+def _checkpoint() -> Operation:
+    # lazily, when the operation is first looked up (start-up cost)
+    from delta_ops.ops import checkpoint
+
+    return checkpoint.OPERATION
+
+
+def _cleanup() -> Operation:
+    # lazily, when the operation is first looked up (start-up cost)
+    from delta_ops.ops import cleanup
+
+    return cleanup.OPERATION
+
+
+def _vacuum() -> Operation:
+    # lazily, when the operation is first looked up (start-up cost)
+    from delta_ops.ops import vacuum
+
+    return vacuum.OPERATION
+
+
+def _row_tracking() -> Operation:
+    # lazily, when the operation is first looked up (start-up cost)
+    from delta_ops.ops import row_tracking
+
+    return row_tracking.OPERATION
+
+
+def _purge() -> Operation:
+    # lazily, when the operation is first looked up (start-up cost)
+    from delta_ops.ops import purge
+
+    return purge.OPERATION
+
+
+def _compact() -> Operation:
+    # lazily, when the operation is first looked up (start-up cost)
+    from delta_ops.ops import compact
+
+    return compact.OPERATION
+
+
+def _cluster_by() -> Operation:
+    # lazily, when the operation is first looked up (start-up cost)
+    from delta_ops.ops import cluster_by
+
+    return cluster_by.OPERATION
+
+
+def _repair() -> Operation:
+    # lazily, when the operation is first looked up (start-up cost)
+    from delta_ops.ops import repair
+
+    return repair.OPERATION
+
+
+def _restore() -> Operation:
+    # lazily, when the operation is first looked up (start-up cost)
+    from delta_ops.ops import restore
+
+    return restore.OPERATION
+
+
+def _checksum() -> Operation:
+    # lazily, when the operation is first looked up (start-up cost)
+    from delta_ops.ops import checksum
+
+    return checksum.OPERATION
+
+
+def _drop_feature() -> Operation:
+    # lazily, when the operation is first looked up (start-up cost)
+    from delta_ops.ops import drop_feature
+
+    return drop_feature.OPERATION
+
+
+def _recompute_stats() -> Operation:
+    # lazily, when the operation is first looked up (start-up cost)
+    from delta_ops.ops import recompute_stats
+
+    return recompute_stats.OPERATION
 
 
 #: every operation, in the order front ends list them
 ENTRIES: tuple[Entry, ...] = (
-    Entry("checkpoint", "checkpoint", "checkpoint"),
-    Entry("cleanup", "cleanup", "log_cleanup"),
-    Entry("vacuum", "vacuum", "vacuum"),
-    Entry("enable-row-tracking", "row_tracking", "row_tracking"),
-    Entry("purge", "purge", "purge"),
-    Entry("compact", "compact", "compact"),
-    Entry("cluster-by", "cluster_by", "cluster_by"),
-    Entry("repair", "repair", "repair"),
-    Entry("restore", "restore", "restore"),
-    Entry("checksum", "checksum", "checksum"),
-    Entry("drop-feature", "drop_feature", "drop_feature"),
-    Entry("recompute-stats", "recompute_stats", "recompute_stats"),
+    Entry("checkpoint", "checkpoint", "checkpoint", _checkpoint),
+    Entry("cleanup", "cleanup", "log_cleanup", _cleanup),
+    Entry("vacuum", "vacuum", "vacuum", _vacuum),
+    Entry("enable-row-tracking", "row_tracking", "row_tracking", _row_tracking),
+    Entry("purge", "purge", "purge", _purge),
+    Entry("compact", "compact", "compact", _compact),
+    Entry("cluster-by", "cluster_by", "cluster_by", _cluster_by),
+    Entry("repair", "repair", "repair", _repair),
+    Entry("restore", "restore", "restore", _restore),
+    Entry("checksum", "checksum", "checksum", _checksum),
+    Entry("drop-feature", "drop_feature", "drop_feature", _drop_feature),
+    Entry("recompute-stats", "recompute_stats", "recompute_stats", _recompute_stats),
 )
 
 
