@@ -98,15 +98,18 @@ CLUSTERING_PROVIDER = "liquid"
 #: optimize.clustering.mergeStrategy.minCubeSize.threshold, 100 x its 1 GB max file size)
 DEFAULT_MIN_CUBE_SIZE = 100 * 1024**3
 #: a cube of files up to this size is sorted in memory; a bigger one is range partitioned
-IN_MEMORY_BYTES = 32 * 1024 * 1024
+IN_MEMORY_BYTES = 8 * 1024 * 1024
 #: a range partitioned cube: input files read (and spilled) this many bytes at a time ...
-SPILL_CHUNK_BYTES = 16 * 1024 * 1024
-#: ... into ranges of about this many bytes of files, each sorted alone (an output file
-#: streams several consecutive ranges), at most MAX_SPILL_RANGES of them (open spill files)
-SPILL_RANGE_BYTES = 16 * 1024 * 1024
+SPILL_CHUNK_BYTES = 8 * 1024 * 1024
+#: ... into ranges of about this many bytes of files, each sorted alone and written as a row
+#: group of its own (an output file streams several consecutive ranges), at most
+#: MAX_SPILL_RANGES of them (open spill files)
+SPILL_RANGE_BYTES = 8 * 1024 * 1024
 MAX_SPILL_RANGES = 512
 #: keys kept by the sampling pass of a range-partitioned cube (per clustering column)
 SAMPLE_ROWS = 200_000
+#: files up to this size are read whole by the sampling pass
+_WHOLE_READ_BYTES = 8 * 1024 * 1024
 #: the column carrying each row's curve value through the spill files
 _CURVE_COLUMN = "__delta_ops_curve"
 
@@ -669,7 +672,8 @@ def _write_cube(
         for stretch in _stretches(counts, files):
             # consecutive ranges are consecutive stretches of the curve: one file streams them
             pieces = (_sorted_range(Path(spill), r) for r in stretch)
-            adds.append(rewriter.write(pieces, schema, directory, values, keep))
+            # each range is a row group of its own: no second range gathered in memory
+            adds.append(rewriter.write(pieces, schema, directory, values, keep, 1))
     return adds
 
 
@@ -778,10 +782,19 @@ def _read_columns(
     schema = rewriter.output_schema()
     tops = list(dict.fromkeys(p[0] for p in physical))
     path = member["path"]
-    with reading(path), storage.open_input(storage.table_path(path)) as handle:
-        parquet = pq.ParquetFile(handle)
-        present = [t for t in tops if t in parquet.schema_arrow.names]
-        data = parquet.read(columns=present)
+    full = storage.table_path(path)
+    with reading(path):
+        if int(member.get("size") or 0) <= _WHOLE_READ_BYTES:
+            # a small file in one read, decoded from memory (as the rewrite reads them): a
+            # Python file handle's many reads leave the process's heap grown
+            parquet = pq.ParquetFile(pa.py_buffer(storage.read_many([full])[0]))
+            present = [t for t in tops if t in parquet.schema_arrow.names]
+            data = parquet.read(columns=present)
+        else:
+            with storage.open_input(full) as handle:
+                parquet = pq.ParquetFile(handle)
+                present = [t for t in tops if t in parquet.schema_arrow.names]
+                data = parquet.read(columns=present)
     columns = []
     for top in tops:
         typ = schema.field(top).type

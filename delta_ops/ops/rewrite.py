@@ -285,9 +285,11 @@ class Rewriter:
         directory: str,
         partition_values: Mapping[str, str | None],
         keep: Mapping[str, Any] | None = None,
+        row_group_bytes: int = ROW_GROUP_BYTES,
     ) -> dict[str, Any]:
         """Stream `tables` (one at a time: memory holds one) into one new parquet file in
-        `directory`; its `add` body (fresh stats, `keep` fields such as tags copied)."""
+        `directory`; its `add` body (fresh stats, `keep` fields such as tags copied). Tables
+        smaller than `row_group_bytes` (in memory) are gathered into row groups that big."""
         name = f"{self.file_prefix}{uuid.uuid4().hex[:16]}.c000.snappy.parquet"
         relative = f"{directory.strip('/')}/{name}" if directory.strip("/") else name
         full = self.storage.join(relative)
@@ -300,7 +302,7 @@ class Rewriter:
                 for table in tables:
                     pending.append(conform(table, schema))
                     size += pending[-1].nbytes
-                    if size >= ROW_GROUP_BYTES:
+                    if size >= row_group_bytes:
                         out.write_table(pa.concat_tables(pending))
                         pending, size = [], 0
                 if pending:
