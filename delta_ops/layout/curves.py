@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
 
 import numpy as np
 import pyarrow as pa
@@ -42,8 +42,15 @@ import pyarrow.compute as pc
 
 from delta_ops.errors import UnsupportedType
 
-CurveKind = Literal["zorder", "hilbert"]
-CURVES: tuple[CurveKind, ...] = ("zorder", "hilbert")
+
+class CurveKind(StrEnum):
+    """A space-filling curve, named as Delta's ZCUBE_ZORDER_CURVE tag names it."""
+
+    ZORDER = "zorder"
+    HILBERT = "hilbert"
+
+
+CURVES: tuple[CurveKind, ...] = tuple(CurveKind)
 #: bits of rank per column at most (2**20 ranks: far finer than any sample resolves)
 MAX_RANK_BITS = 20
 _SIGN = np.uint64(1 << 63)
@@ -67,7 +74,7 @@ __all__ = [
 def curve_for_clustering(num_columns: int) -> CurveKind:
     """The curve Delta Spark clusters a table with: Hilbert for two or more columns, Z-order
     for one (a Hilbert curve of one dimension is the line itself)."""
-    return "hilbert" if num_columns >= 2 else "zorder"
+    return CurveKind.HILBERT if num_columns >= 2 else CurveKind.ZORDER
 
 
 # ------------------------------------------------------------------------------ column keys
@@ -247,7 +254,7 @@ class Curve:
             // np.uint64(len(cut) + 1)
             for cut, key in zip(self.cuts, keys, strict=True)
         ]
-        if self.kind == "hilbert":
+        if self.kind is CurveKind.HILBERT:
             return hilbert_index(ranks, self.bits)
         return zorder_index(ranks, self.bits)
 
@@ -256,8 +263,7 @@ def fit_curve(kind: CurveKind, samples: Sequence[np.ndarray]) -> Curve:
     """The curve of `kind` over columns whose keys `samples` are samples of: with two or more
     columns, each one's cut points are its sample's distinct quantiles (at most 2**bits - 1 of
     them, bits = min(MAX_RANK_BITS, 64 // columns)), so ranks spread evenly over the rows."""
-    if kind not in CURVES:
-        raise ValueError(f"unknown curve {kind!r}")
+    kind = CurveKind(kind)  # ValueError for an unknown name
     if not samples:
         raise ValueError("a curve needs at least one column")
     if len(samples) == 1:

@@ -52,8 +52,9 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -113,7 +114,12 @@ _WHOLE_READ_BYTES = 8 * 1024 * 1024
 #: the column carrying each row's curve value through the spill files
 _CURVE_COLUMN = "__delta_ops_curve"
 
-Mode = Literal["zorder", "clustering"]
+
+class Mode(StrEnum):
+    """Which OPTIMIZE a clustering is: `ZORDER BY` columns, or a clustered table's own."""
+
+    ZORDER = "zorder"
+    CLUSTERING = "clustering"
 
 
 # ------------------------------------------------------------------------------ the columns
@@ -325,7 +331,7 @@ def plan_cluster(
     snapshot: Snapshot,
     columns: Sequence[ClusteringColumn],
     *,
-    mode: Mode = "zorder",
+    mode: Mode = Mode.ZORDER,
     target_size: int,
     min_cube_size: int = DEFAULT_MIN_CUBE_SIZE,
     where: PartitionPredicate | None = None,
@@ -345,7 +351,8 @@ def plan_cluster(
     snapshot.protocol.check_allows(Access.COMPACT)
     names = tuple(c.name for c in columns)
     logical = [".".join(c.logical) for c in columns]
-    curve = "zorder" if mode == "zorder" else curve_for_clustering(len(columns))
+    mode = Mode(mode)
+    curve = CurveKind.ZORDER if mode is Mode.ZORDER else curve_for_clustering(len(columns))
     files = snapshot.file_index.select(
         ["path", "size", "partitionValues", "deletionVector", "tags", "clusteringProvider"]
     )
@@ -358,7 +365,7 @@ def plan_cluster(
         tags = dict(row["tags"] or ())
         mine = _cube_of(tags, row["clusteringProvider"], logical, curve)
         other = tags.get(ZCUBE_ID) is not None or row["clusteringProvider"] is not None
-        if mode == "clustering" and mine is None and other and not full:
+        if mode is Mode.CLUSTERING and mine is None and other and not full:
             otherwise += 1  # clustered by other columns or another provider: left (Delta)
             continue
         file = _File(row["path"], int(row["size"] or 0), row["deletionVector"] is not None, mine)
@@ -603,8 +610,8 @@ def execute_cluster(plan: ClusterPlan) -> ClusterResult:
         "OPTIMIZE",
         {
             "predicate": json.dumps([plan.where]) if plan.where else "[]",
-            "zOrderBy": order_by if plan.mode == "zorder" else "[]",
-            **({"clusterBy": order_by} if plan.mode == "clustering" else {}),
+            "zOrderBy": order_by if plan.mode is Mode.ZORDER else "[]",
+            **({"clusterBy": order_by} if plan.mode is Mode.CLUSTERING else {}),
             "auto": False,
             **({"isFull": True} if plan.full else {}),
         },
@@ -642,10 +649,10 @@ def _write_cube(
         "tags": {
             ZCUBE_ID: str(uuid.uuid4()),
             ZCUBE_ZORDER_BY: json.dumps(logical, separators=(",", ":")),
-            ZCUBE_ZORDER_CURVE: plan.curve,
+            ZCUBE_ZORDER_CURVE: plan.curve.value,
         }
     }
-    if plan.mode == "clustering":
+    if plan.mode is Mode.CLUSTERING:
         keep["clusteringProvider"] = CLUSTERING_PROVIDER
     directory = rewriter.directory_of(members[0])
     values = dict(cube.partition_values)
@@ -904,6 +911,7 @@ __all__ = [
     "ClusteringColumn",
     "ClusteringLayout",
     "Cube",
+    "Mode",
     "clustering_layout",
     "describe_plan",
     "describe_result",

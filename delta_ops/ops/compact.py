@@ -398,9 +398,9 @@ def plan_optimize(
                 " compact uses: leave --zorder-by out, or change the columns with cluster-by"
             )
         columns = cluster.parse_column_list(zorder_by, snapshot, "--zorder-by")
-        return cluster.plan_cluster(snapshot, columns, mode="zorder", **common)
+        return cluster.plan_cluster(snapshot, columns, mode=cluster.Mode.ZORDER, **common)
     if clustered:
-        return cluster.plan_cluster(snapshot, clustered, mode="clustering", **common)
+        return cluster.plan_cluster(snapshot, clustered, mode=cluster.Mode.CLUSTERING, **common)
     if common["full"]:
         raise InvalidValue("--full: only with --zorder-by, or on a table clustered by columns")
     return plan_compact(snapshot, target_size=values["target_size"], where=where, engine=engine)
