@@ -492,3 +492,24 @@ def test_the_layout_facts_follow_the_clustering(tmp_path: Path) -> None:
     after = cluster.clustering_layout(load_snapshot(table))
     assert after is not None and after.unclustered_files == 0 and after.files >= 8
     assert after.unskippable_share < 0.4
+
+
+def test_cluster_by_under_column_mapping_names_physical_columns(tmp_path: Path) -> None:
+    """Spark's domain lists physical names; the Z-cube tags and commit logical ones."""
+    table = tmp_path / "t"
+    random_appends(table, files=4, configuration={"delta.columnMapping.mode": "name"})
+    snapshot = load_snapshot(table)
+    physical = {f.name: f.physical_name for f in snapshot.schema.fields}
+    assert physical["a"] != "a"
+    rows = deltalake_rows(table)
+    result = execute_cluster_by(plan_cluster_by(snapshot, "b,a"))
+    domain = load_snapshot(table).domains["delta.clustering"].configuration
+    assert json.loads(domain) == {"clusteringColumns": [[physical["b"]], [physical["a"]]]}
+    assert result.new_columns == ("b", "a")
+    plan = _plan(table, target_size="8KB")
+    assert plan.columns == ("b", "a") and plan.curve == "hilbert"
+    execute_cluster(plan)
+    files = load_snapshot(table).files.to_pylist()
+    assert {dict(f["tags"])[ZCUBE_ZORDER_BY] for f in files} == {'["b","a"]'}
+    assert deltalake_rows(table) == rows == duckdb_rows(table)
+    assert _plan(table, target_size="8KB").nothing_to_do
