@@ -218,6 +218,40 @@ def test_spilled_ranges_stream_into_files_in_curve_order(
     assert not list(Path(cluster.tempfile.gettempdir()).glob("delta-ops-cluster-*"))
 
 
+def test_a_worker_killed_while_writing_a_range_leaves_no_file_and_no_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forked workers write a big cube's files: one dying after its file is on disk (killed,
+    out of memory) fails the run, and every file the run wrote is found by its name prefix
+    and deleted; the table is as it was."""
+    import os
+
+    from delta_ops.errors import DeltaOpsError
+
+    table = tmp_path / "t"
+    random_appends(table, files=12, rows=1000)
+    before = load_snapshot(table)
+    rows = deltalake_rows(table)
+    names = {p.name for p in table.rglob("*.parquet")}
+    monkeypatch.setattr(cluster, "IN_MEMORY_BYTES", 0)
+    monkeypatch.setattr(cluster, "SPILL_CHUNK_BYTES", 20 * KB)
+    write_stretch = cluster._write_stretch
+    parent = os.getpid()
+
+    def write_then_die(*args: Any) -> Any:
+        done = write_stretch(*args)
+        if os.getpid() != parent and 0 in args[-1]:
+            os._exit(9)  # in a forked worker: its file is written, its result never sent
+        return done
+
+    monkeypatch.setattr(cluster, "_write_stretch", write_then_die)
+    with pytest.raises(DeltaOpsError, match="worker"):
+        execute_cluster(_plan(table, zorder_by="a,b", target_size="16KB"))
+    assert load_snapshot(table).version == before.version
+    assert {p.name for p in table.rglob("*.parquet")} == names
+    assert deltalake_rows(table) == rows
+
+
 def test_stretches_cut_ranges_into_files_of_equal_rows() -> None:
     assert cluster._stretches({0: 10, 1: 10, 2: 10, 3: 10}, 2) == [[0, 1], [2, 3]]
     assert cluster._stretches({0: 10, 2: 0, 3: 10, 5: 10}, 3) == [[0], [3], [5]]

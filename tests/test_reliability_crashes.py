@@ -57,6 +57,7 @@ from deltalake import DeltaTable, PostCommitHookProperties, write_deltalake
 
 from delta_ops.clock import fixed_wall_clock
 from delta_ops.errors import CheckpointInProgress, InvalidValue
+from delta_ops.ops import cluster
 from delta_ops.ops.checkpoint import IN_PROGRESS_GRACE_MS, checkpoint
 from delta_ops.ops.checksum import execute_checksum, plan_checksum
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
@@ -431,6 +432,17 @@ def _zorder(url: str, so: dict[str, Any] | None, now: int = 0) -> Any:
     first = next(f.name for f in snapshot.schema.fields if f.name not in snapshot.partition_columns)
     columns = parse_column_list(first, snapshot, "--zorder-by")
     return execute_cluster(plan_cluster(snapshot, columns, target_size=128 * 1024 * 1024))
+
+
+def _zorder_spilled(url: str, so: dict[str, Any] | None, now: int = 0) -> Any:
+    """`_zorder` with every cube range partitioned through spill files (the path of cubes
+    past `cluster.IN_MEMORY_BYTES`)."""
+    limit = cluster.IN_MEMORY_BYTES
+    cluster.IN_MEMORY_BYTES = 0
+    try:
+        return _zorder(url, so, now)
+    finally:
+        cluster.IN_MEMORY_BYTES = limit
 
 
 #: the version a restore goes back to: inside the file retention, deletion vectors changed since
@@ -997,6 +1009,7 @@ REWRITE_OPS: dict[str, Callable[[str, dict[str, Any] | None], Any]] = {
     "purge": _purge,
     "compact": _compact,
     "zorder": _zorder,
+    "zorder-spilled": _zorder_spilled,
 }
 
 
@@ -1026,7 +1039,7 @@ def test_a_crash_at_any_write_of_a_rewrite_keeps_every_version_and_a_rerun_finis
     # then a commit and its checksum), Z-ordering every partition's files (10 files, a commit
     # and its checksum)
     assert expected[:2] == ((15, 0) if op == "purge" else (10, 0))
-    writes = {"purge": 4, "compact": 9, "zorder": 12}
+    writes = {"purge": 4, "compact": 9, "zorder": 12, "zorder-spilled": 12}
     assert counting.count == writes[op], f"{op}: {counting.writes}"
 
     for k in range(1, counting.count + 1):

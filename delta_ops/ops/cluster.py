@@ -32,10 +32,13 @@ this order).
 Memory: each cube is rewritten in the curve's order without holding it. A cube of at most
 IN_MEMORY_BYTES is read, sorted and cut into files in memory; a bigger one is range
 partitioned: a first pass samples the clustering columns (only those columns, at most
-SAMPLE_ROWS keys kept), which fixes the curve and the cut points of one range per output file;
-a second pass streams the rows (deletion vectors applied, row ids materialized: see
-`delta_ops.ops.rewrite`) into per-range spill files on local disk; each range is then sorted
-on its own and written as one file. Memory holds a chunk of input or one range, never the cube.
+SAMPLE_ROWS keys kept), which fixes the curve and the bounds of ranges of about
+SPILL_RANGE_BYTES; a second pass streams groups of input files (deletion vectors applied, row
+ids materialized: see `delta_ops.ops.rewrite`) into per-range spill files on local disk; each
+output file then takes a stretch of consecutive ranges, each sorted on its own and written as a
+row group. On local storage both passes run on forked workers, one per core (as compaction's
+big rewrites); a worker that dies leaves files the rewrite's name prefix finds and deletes.
+Memory holds a group of input files or one range per process, never the cube.
 
 As in compaction, the new files have ``dataChange=false``, one commit removes the old ones and
 adds the new ones, appends landing meanwhile never conflict, and a crash before the commit
@@ -53,6 +56,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,7 +74,7 @@ from delta_ops.layout.curves import (
     range_bounds,
     range_ids,
 )
-from delta_ops.ops.engines import LOCAL, Engine
+from delta_ops.ops.engines import LOCAL, Engine, Spread
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Access
 from delta_ops.protocol.partition_predicate import PartitionPredicate
@@ -673,15 +677,38 @@ def _write_cube(
             piece = data.slice(start, stop - start)
             adds.append(rewriter.write([piece], schema, directory, values, keep))
         return adds
+    ranges = min(MAX_SPILL_RANGES, max(files, math.ceil(cube.size / SPILL_RANGE_BYTES)))
+    curve, bounds = _fit_ranges(rewriter, plan, members, physical, ranges)
+    groups = list(_groups(members, SPILL_CHUNK_BYTES))
+    # CPU-bound passes over local files: forked workers, one per core (as compaction's)
+    spread = Spread.PROCESSES if rewriter.storage.is_local else Spread.SERIAL
     with tempfile.TemporaryDirectory(prefix="delta-ops-cluster-") as spill:
-        ranges = min(MAX_SPILL_RANGES, max(files, math.ceil(cube.size / SPILL_RANGE_BYTES)))
-        counts = _spill(rewriter, plan, members, physical, ranges, Path(spill))
-        for stretch in _stretches(counts, files):
-            # consecutive ranges are consecutive stretches of the curve: one file streams them
-            pieces = (_sorted_range(Path(spill), r) for r in stretch)
-            # each range is a row group of its own: no second range gathered in memory
-            adds.append(rewriter.write(pieces, schema, directory, values, keep, 1))
-    return adds
+        spilled = LOCAL.map_ordered(
+            partial(_spill_group, rewriter, curve, bounds, physical, Path(spill)),
+            list(enumerate(groups)),
+            spread=spread,
+        )
+        counts: dict[int, int] = {}
+        for group_counts in spilled:
+            for r, n in group_counts.items():
+                counts[r] = counts.get(r, 0) + n
+        write = partial(
+            _write_stretch, rewriter, Path(spill), len(groups), schema, directory, values, keep
+        )
+        stretches = _stretches(counts, files)
+        here = LOCAL.runs_here(spread) or len(stretches) < 2  # else forked workers write
+
+        def finished(index: int, done: tuple[dict[str, Any], str]) -> None:
+            if not here:  # a worker wrote it: record it, so a failure discards it
+                rewriter.written.append(done[1])
+
+        try:
+            written = LOCAL.map_ordered(write, stretches, spread=spread, on_done=finished)
+        except BaseException:
+            if not here:  # a worker killed mid-write left a file only its name prefix finds
+                rewriter.written.extend(rewriter.files_written_in([directory]))
+            raise
+    return [add for add, _ in written]
 
 
 def _stretches(counts: Mapping[int, int], files: int) -> list[list[int]]:
@@ -701,65 +728,103 @@ def _stretches(counts: Mapping[int, int], files: int) -> list[list[int]]:
     return out
 
 
-def _spill(
+def _fit_ranges(
     rewriter: Rewriter,
     plan: ClusterPlan,
     members: list[Mapping[str, Any]],
     physical: list[tuple[str, ...]],
     ranges: int,
-    spill: Path,
-) -> dict[int, int]:
-    """A big cube's rows sent to `ranges` spill files (`range-N.arrow` in `spill`), each a
-    stretch of the curve, the first's rows before the second's on it; the rows of each range.
-    The curve and the ranges' bounds come from a sample of the clustering columns. Memory
-    holds a group of input files, never the cube."""
-    from pyarrow import ipc  # the spill format: only big cubes need it
-
-    # pass 1: sample the clustering columns (only them, deletion vectors ignored)
+) -> tuple[Curve, np.ndarray]:
+    """The curve of a big cube, and the bounds of `ranges` stretches of it holding about as
+    many rows each: from a sample of the clustering columns (only they are read; deletion
+    vectors ignored), at most SAMPLE_ROWS rows kept."""
     sample = _Sample(SAMPLE_ROWS)
     for member in members:
         sample.add(_keys(_read_columns(rewriter, member, physical), physical))
     samples = sample.columns(len(physical))
-    curve: Curve = fit_curve(plan.curve, samples)
-    bounds = range_bounds(curve.values(samples), ranges)
-    # pass 2: every row to its range's spill file, a group of input files at a time
+    curve = fit_curve(plan.curve, samples)
+    return curve, range_bounds(curve.values(samples), ranges)
+
+
+def _spill_file(spill: Path, r: int, group: int) -> Path:
+    return spill / f"range-{r:06d}-{group:06d}.arrow"
+
+
+def _spill_group(
+    rewriter: Rewriter,
+    curve: Curve,
+    bounds: np.ndarray,
+    physical: list[tuple[str, ...]],
+    spill: Path,
+    item: tuple[int, list[Mapping[str, Any]]],
+) -> dict[int, int]:
+    """One group of a big cube's input files (deletion vectors applied, row ids
+    materialized), each row with its curve value, sent to its range's spill file of this
+    group; the rows of each range. Runs in a worker process: memory holds the group."""
+    from pyarrow import ipc  # the spill format: only big cubes need it
+
+    index, group = item
     schema = rewriter.output_schema().append(pa.field(_CURVE_COLUMN, pa.uint64()))
     writers: dict[int, Any] = {}
     counts: dict[int, int] = {}
     try:
-        for group in _groups(members, SPILL_CHUNK_BYTES):
-            for _, chunk in rewriter.read_all(group):
-                values = curve.values(_keys(chunk, physical))
-                ids = range_ids(values, bounds)
-                order = np.argsort(ids, kind="stable")
-                chunk = chunk.append_column(_CURVE_COLUMN, pa.array(values))
-                chunk = chunk.take(pa.array(order))
-                in_range = np.bincount(ids, minlength=len(bounds) + 1)
-                start = 0
-                for r in np.flatnonzero(in_range).tolist():
-                    stop = start + int(in_range[r])
-                    counts[r] = counts.get(r, 0) + stop - start
-                    if r not in writers:
-                        writers[r] = ipc.new_file(str(spill / f"range-{r:06d}.arrow"), schema)
-                    writers[r].write_table(chunk.slice(start, stop - start))
-                    start = stop
-                del chunk, values, ids, order
+        for _, chunk in rewriter.read_all(group):
+            values = curve.values(_keys(chunk, physical))
+            ids = range_ids(values, bounds)
+            order = np.argsort(ids, kind="stable")
+            chunk = chunk.append_column(_CURVE_COLUMN, pa.array(values))
+            chunk = chunk.take(pa.array(order))
+            in_range = np.bincount(ids, minlength=len(bounds) + 1)
+            start = 0
+            for r in np.flatnonzero(in_range).tolist():
+                stop = start + int(in_range[r])
+                counts[r] = counts.get(r, 0) + stop - start
+                if r not in writers:
+                    writers[r] = ipc.new_file(str(_spill_file(spill, r, index)), schema)
+                writers[r].write_table(chunk.slice(start, stop - start))
+                start = stop
+            del chunk, values, ids, order
     finally:
         for writer in writers.values():
             writer.close()
     return counts
 
 
-def _sorted_range(spill: Path, r: int) -> pa.Table:
-    """A spilled range's rows sorted along the curve (its spill file deleted)."""
+def _write_stretch(
+    rewriter: Rewriter,
+    spill: Path,
+    groups: int,
+    schema: pa.Schema,
+    directory: str,
+    values: Mapping[str, str | None],
+    keep: Mapping[str, Any],
+    stretch: list[int],
+) -> tuple[dict[str, Any], str]:
+    """One output file: the ranges of `stretch`, each sorted alone and written as a row
+    group of its own, in order (consecutive ranges are consecutive stretches of the curve).
+    Its add and table-relative path. Runs in a worker process: memory holds one range."""
+    pieces = (_sorted_range(spill, r, groups) for r in stretch)
+    add = rewriter.write(pieces, schema, directory, values, keep, 1)
+    return add, rewriter.written[-1]
+
+
+def _sorted_range(spill: Path, r: int, groups: int) -> pa.Table:
+    """A spilled range's rows (every group's part of it) sorted along the curve; its spill
+    files deleted."""
     from pyarrow import ipc  # the spill format: only big cubes need it
 
-    path = spill / f"range-{r:06d}.arrow"
-    with pa.memory_map(str(path)) as source:
-        data = ipc.open_file(source).read_all()
-        order = _curve_order(data.column(_CURVE_COLUMN).to_numpy())
-        data = data.drop_columns([_CURVE_COLUMN]).take(pa.array(order))
-    path.unlink()
+    parts = [_spill_file(spill, r, g) for g in range(groups)]
+    tables = []
+    for path in parts:
+        if path.exists():
+            with pa.OSFile(str(path)) as source:
+                tables.append(ipc.open_file(source).read_all())
+    data = pa.concat_tables(tables)
+    order = _curve_order(data.column(_CURVE_COLUMN).to_numpy())
+    data = data.drop_columns([_CURVE_COLUMN]).take(pa.array(order))
+    del tables
+    for path in parts:
+        path.unlink(missing_ok=True)
     return data
 
 
