@@ -547,3 +547,16 @@ def test_cluster_by_under_column_mapping_names_physical_columns(tmp_path: Path) 
     assert {dict(f["tags"])[ZCUBE_ZORDER_BY] for f in files} == {'["b","a"]'}
     assert deltalake_rows(table) == rows == duckdb_rows(table)
     assert _plan(table, target_size="8KB").nothing_to_do
+
+
+def test_an_append_landing_meanwhile_does_not_conflict(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    random_appends(table, files=4)
+    plan = _plan(table, zorder_by="a,b", target_size="8KB")
+    random_appends(table, files=1, seed=8, start=50_000)
+    appended = deltalake_rows(table)
+    result = execute_cluster(plan)
+    assert result.version == plan.version + 2
+    assert deltalake_rows(table) == appended == duckdb_rows(table)
+    # the appended file is not clustered yet: the next run takes it (and the small cube)
+    assert _plan(table, zorder_by="a,b", target_size="8KB").files_to_rewrite > 1
