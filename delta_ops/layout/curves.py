@@ -272,10 +272,10 @@ def fit_curve(kind: CurveKind, samples: Sequence[np.ndarray]) -> Curve:
     limit = (1 << bits) - 1
     cuts = []
     for sample in samples:
-        distinct = np.unique(np.asarray(sample, dtype=np.uint64))
+        distinct = _distinct(np.asarray(sample, dtype=np.uint64))
         if len(distinct) > limit:
             positions = np.linspace(0, len(distinct) - 1, limit).round().astype(np.int64)
-            distinct = np.unique(distinct[positions])
+            distinct = _distinct(distinct[positions])
         # a rank is the number of cut points at or below a key: the smallest distinct key
         # needs no cut point of its own (rank 0)
         cuts.append(distinct[1:] if len(distinct) else distinct)
@@ -289,7 +289,20 @@ def range_bounds(sample: np.ndarray, ranges: int) -> np.ndarray:
         return np.zeros(0, dtype=np.uint64)
     ordered = np.sort(np.asarray(sample, dtype=np.uint64))
     positions = (np.arange(1, ranges) * len(ordered)) // ranges
-    return np.unique(ordered[positions])
+    return _distinct(ordered[positions])
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, ascending: a sort and a comparison of neighbours (numpy's
+    `unique` hashes uint64 keys, some 15 times slower on a sample of 400k)."""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    out: np.ndarray = ordered[keep]
+    return out
 
 
 def range_ids(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:

@@ -678,10 +678,10 @@ def _write_cube(
             adds.append(rewriter.write([piece], schema, directory, values, keep))
         return adds
     ranges = min(MAX_SPILL_RANGES, max(files, math.ceil(cube.size / SPILL_RANGE_BYTES)))
-    curve, bounds = _fit_ranges(rewriter, plan, members, physical, ranges)
     groups = list(_groups(members, SPILL_CHUNK_BYTES))
     # CPU-bound passes over local files: forked workers, one per core (as compaction's)
     spread = Spread.PROCESSES if rewriter.storage.is_local else Spread.SERIAL
+    curve, bounds = _fit_ranges(rewriter, plan, groups, physical, ranges, spread)
     with tempfile.TemporaryDirectory(prefix="delta-ops-cluster-") as spill:
         spilled = LOCAL.map_ordered(
             partial(_spill_group, rewriter, curve, bounds, physical, Path(spill)),
@@ -731,19 +731,39 @@ def _stretches(counts: Mapping[int, int], files: int) -> list[list[int]]:
 def _fit_ranges(
     rewriter: Rewriter,
     plan: ClusterPlan,
-    members: list[Mapping[str, Any]],
+    groups: list[list[Mapping[str, Any]]],
     physical: list[tuple[str, ...]],
     ranges: int,
+    spread: Spread,
 ) -> tuple[Curve, np.ndarray]:
     """The curve of a big cube, and the bounds of `ranges` stretches of it holding about as
     many rows each: from a sample of the clustering columns (only they are read; deletion
-    vectors ignored), at most SAMPLE_ROWS rows kept."""
-    sample = _Sample(SAMPLE_ROWS)
-    for member in members:
-        sample.add(_keys(_read_columns(rewriter, member, physical), physical))
-    samples = sample.columns(len(physical))
+    vectors ignored), each group of files sampled by a worker in proportion to its bytes, about
+    SAMPLE_ROWS rows in all."""
+    total = sum(int(m.get("size") or 0) for g in groups for m in g) or 1
+    shares = [
+        (group, max(1_000, SAMPLE_ROWS * sum(int(m.get("size") or 0) for m in group) // total))
+        for group in groups
+    ]
+    sampled = LOCAL.map_ordered(partial(_sample_group, rewriter, physical), shares, spread=spread)
+    rows = np.concatenate(sampled) if sampled else np.zeros((0, len(physical)), np.uint64)
+    samples = [rows[:, i].copy() for i in range(len(physical))]
     curve = fit_curve(plan.curve, samples)
     return curve, range_bounds(curve.values(samples), ranges)
+
+
+def _sample_group(
+    rewriter: Rewriter,
+    physical: list[tuple[str, ...]],
+    item: tuple[list[Mapping[str, Any]], int],
+) -> np.ndarray:
+    """Keys of evenly spaced rows of a group of files (rows x clustering columns), at most
+    about twice `limit` of them: only the clustering columns are read."""
+    group, limit = item
+    sample = _Sample(limit)
+    for member in group:
+        sample.add(_keys(_read_columns(rewriter, member, physical), physical))
+    return np.stack(sample.columns(len(physical)), axis=1)
 
 
 def _spill_file(spill: Path, r: int, group: int) -> Path:
