@@ -228,8 +228,8 @@ MUTANTS = (
     Mutant(
         "cleanup-segment-judged-by-its-newest-file",
         "delta_ops/ops/cleanup.py",
-        "            and all(expired(b, t) for b, t in buffer)\n",
-        "            and expired(*buffer[-1])\n",
+        "            and all(expired(b, t) for b, t in buffer if b.kind is LogFileKind.COMMIT)\n",
+        "            and True\n",
     ),
     Mutant(
         "cleanup-ignores-checkpoint-protection",

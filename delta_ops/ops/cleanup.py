@@ -11,10 +11,11 @@ Plan (pure except for listing and reading the log):
    ``_last_checkpoint.version - 1`` may go.
 3. Walk commits, checkpoints of every form and ``.crc`` files in name order (per version:
    checkpoint < crc < json), making modification times monotonic. A complete, non-empty
-   checkpoint whose time needed no adjustment is a flush point: if every file before it is
-   older than the cutoff and within the version cap, and so was every segment before, that
-   whole segment is deleted (Spark looks only at the newest file, which with skewed clocks
-   can hide a younger one: a version's later files keep their own times). So
+   checkpoint whose time needed no adjustment is a flush point: if the newest file before it
+   and every commit before it are older than the cutoff and within the version cap, and so was
+   every segment before, that whole segment is deleted (Spark looks only at the newest file,
+   which with skewed clocks can hide a younger commit: a version's later files keep their own
+   times). So
    every retained version can be rebuilt from the boundary checkpoint C plus JSON. Another
    complete checkpoint of a flush point's version (left by concurrent writers) is no flush
    point: it stays with the files after C.
@@ -206,15 +207,17 @@ def _segments(
             # not a boundary of its own, whose segment would hold the first one's files
             buffer.extend(flush_files)
             continue
-        # Spark's iterator stops at the first file it must keep, so a segment goes only when
-        # every file in it and every segment before it goes: times are monotonic across
-        # versions but not within one (a version's later files keep their own times), so a
-        # young file can sit before an old-looking one (writers with skewed clocks)
+        # Spark judges a segment by its newest file. Times are monotonic across versions but
+        # not within one (a version's later files keep their own times), so with writers'
+        # clocks skewed a young commit can sit before an old-looking file: every commit of
+        # the segment must be past the cutoff too (a checksum or checkpoint written later
+        # says nothing of its version's age), and so must every segment before it
         deletable = (
             bool(buffer)
             and all(s.deletable or not s.files for s in segments)
             and buffer[-1][0].version <= max_version
-            and all(expired(b, t) for b, t in buffer)
+            and expired(*buffer[-1])
+            and all(expired(b, t) for b, t in buffer if b.kind is LogFileKind.COMMIT)
         )
         segments.append(
             _Segment(f.version, [p for p, _ in flush_files], [b for b, _ in buffer], deletable)
