@@ -17,7 +17,9 @@ if find_spec("dagster") is None:
 
 from delta_ops.dagster.component import DeltaMaintenanceComponent
 from delta_ops.dagster.factory import build_delta_maintenance_defs
+from delta_ops.dagster.planned_schedule import PlannerBudget
 from delta_ops.dagster.resource import DeltaMaintenanceResource
+from delta_ops.dagster.settings import MaintenanceSettings
 from delta_ops.dagster.state_component import StateBackedDeltaMaintenanceComponent
 from delta_ops.dagster.targets import DeltaTableTarget, discover_tables
 from delta_ops.dagster.translator import ACTIONS, DeltaMaintenanceTranslator
@@ -28,6 +30,8 @@ __all__ = [
     "DeltaMaintenanceResource",
     "DeltaMaintenanceTranslator",
     "DeltaTableTarget",
+    "MaintenanceSettings",
+    "PlannerBudget",
     "StateBackedDeltaMaintenanceComponent",
     "build_delta_maintenance_defs",
     "discover_tables",

@@ -24,7 +24,7 @@ from delta_ops.dagster.resource import (
     result_metadata,
 )
 from delta_ops.dagster.targets import DeltaTableTarget
-from delta_ops.dagster.translator import ACTIONS, DeltaMaintenanceTranslator
+from delta_ops.dagster.translator import DeltaMaintenanceTranslator, asset_actions
 from delta_ops.errors import DeltaOpsError
 from delta_ops.table.snapshot import Snapshot
 
@@ -142,8 +142,12 @@ def build_table_maintenance_asset(
     translator: DeltaMaintenanceTranslator,
     resource_key: str,
 ) -> dg.AssetsDefinition:
-    """The maintenance multi-asset of one table."""
-    specs = {action: translator.get_action_spec(table, action) for action in ACTIONS}
+    """The maintenance multi-asset of one table: an output per action of `asset_actions`;
+    each action runs with the table's settings (retention, force, engine), and an action its
+    settings leave out is skipped, with why, however the run was launched."""
+    actions = asset_actions(table)
+    chosen = table.settings.chosen_actions
+    specs = {action: translator.get_action_spec(table, action) for action in actions}
     key_to_action = {spec.key: action for action, spec in specs.items()}
 
     @dg.multi_asset(
@@ -157,7 +161,7 @@ def build_table_maintenance_asset(
     )
     def _maintenance(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult[Any]]:
         resource: DeltaMaintenanceResource = getattr(context.resources, resource_key)
-        for action in ACTIONS:
+        for action in actions:
             key = specs[action].key
             if key not in context.selected_asset_keys:
                 continue
@@ -166,8 +170,15 @@ def build_table_maintenance_asset(
                     f"{table.name}: row_tracking skipped: not enabled for this table (DeltaTableTarget(enable_row_tracking=True))"
                 )
                 continue
+            if action != "row_tracking" and action not in chosen:
+                context.log.info(
+                    f"{table.name}: {action} skipped: not among the table's actions"
+                    f" ({', '.join(chosen)})"
+                )
+                continue
             context.log.info(f"{table.name}: {action} starting")
-            outcome = run_action(resource, table, action, context.log)
+            options = table.settings.options_for(action)
+            outcome = run_action(resource, table, action, context.log, options=options)
             if outcome.result is None:
                 context.log.info(f"{table.name}: {action} skipped: {outcome.reason}")
                 # no materialization (nothing changed), but the asset's history says why

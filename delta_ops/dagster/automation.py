@@ -5,11 +5,15 @@ start`, or with `build_delta_maintenance_defs(start_automation=True)`): deployin
 location should not start deleting files by itself. Failure alerts live in `alerts.py`.
 
 * Schedules yield one `RunRequest` per table with work (run key = table + date, tag naming the
-  table); a table whose log shows nothing to do is skipped with the reason, so a fleet of quiet
-  tables costs a few log reads, not a run each.
+  table) for the actions its settings choose (`delta_ops.dagster.settings`), judged with the
+  retentions its runs will use; a table whose log shows nothing to do is skipped with the
+  reason, so a fleet of quiet tables costs a few log reads, not a run each. With a planner
+  budget, the fleet planner chooses the tables and actions instead
+  (`delta_ops.dagster.planned_schedule`).
 * The commit sensor keeps a JSON cursor of the last seen version per table and only probes
   commits newer than it (cost grows with new commits, not log size); it requests a checkpoint
-  run when the commits since the last checkpoint reach `delta.checkpointInterval`. Whether
+  run when the commits since the last checkpoint reach `delta.checkpointInterval` (tables
+  whose settings leave the checkpoint out are not watched). Whether
   the table's features allow a checkpoint is read once per version (a refusal is kept in the
   cursor), so a tick over a lake where nothing changed reads no protocol: 1,000 tables in
   well under a second (`benchmarks/bench_lake_dagster.py`).
@@ -22,10 +26,15 @@ from collections.abc import Sequence
 import dagster as dg
 
 from delta_ops.dagster.alerts import TABLE_TAG, JobLike
+from delta_ops.dagster.planned_schedule import PlannerBudget, plan_tick, planned_requests
 from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
 from delta_ops.errors import DeltaOpsError
+
+#: the actions whose work the log alone tells (`delta_ops.ops.health.maintenance_work`); the
+#: others are planned to see whether they have work
+_JUDGED = {"checkpoint": "checkpoint", "log_cleanup": "cleanup", "vacuum": "vacuum"}
 
 
 def build_maintenance_schedule(
@@ -36,11 +45,15 @@ def build_maintenance_schedule(
     translator: DeltaMaintenanceTranslator,
     resource_key: str,
     cron: str,
-    actions: tuple[str, ...] = ("checkpoint", "log_cleanup", "vacuum"),
+    actions: tuple[str, ...] | None = None,
     name: str | None = None,
     default_status: dg.DefaultScheduleStatus = dg.DefaultScheduleStatus.STOPPED,
+    planner: PlannerBudget | None = None,
 ) -> dg.ScheduleDefinition:
-    """A schedule running `actions` on every table whose log says there is work."""
+    """A schedule running, on every table whose log says there is work, the actions its
+    settings choose (`actions`: these instead, e.g. ``("row_tracking",)``). With `planner`,
+    each tick runs only what the fleet planner chooses within that budget
+    (`delta_ops.dagster.planned_schedule`)."""
 
     @dg.schedule(
         name=name or f"{prefix}_maintenance_schedule",
@@ -54,41 +67,15 @@ def build_maintenance_schedule(
     ) -> dg.SkipReason | list[dg.RunRequest]:
         resource: DeltaMaintenanceResource = getattr(context.resources, resource_key)
         day = (context.scheduled_execution_time or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d")
-        requests: list[dg.RunRequest] = []
-        skipped: list[str] = []
-        for table in targets:
-            try:
-                work = resource.work(table.url, storage_options=dict(table.storage_options) or None)
-            except DeltaOpsError as exc:
-                skipped.append(f"{table.name}: cannot read the log: {exc}")
-                continue
-            wanted = [
-                a
-                for a in actions
-                if a != "row_tracking" and getattr(work, "cleanup" if a == "log_cleanup" else a)
-            ]
-            if "row_tracking" in actions and table.enable_row_tracking:
-                try:
-                    plan = resource.plan(
-                        "row_tracking",
-                        table.url,
-                        storage_options=dict(table.storage_options) or None,
-                    )
-                except DeltaOpsError as exc:  # a feature refusing it: said, not a failed tick
-                    skipped.append(f"{table.name}: row tracking: {exc}")
-                else:
-                    if not plan.nothing_to_do:
-                        wanted.append("row_tracking")
-            if not wanted:
-                skipped.append(f"{table.name}: nothing to do ({'; '.join(work.reasons)})")
-                continue
-            requests.append(
-                dg.RunRequest(
-                    run_key=f"{table.name}:{day}",
-                    tags={TABLE_TAG: table.name},
-                    asset_selection=[translator.get_action_spec(table, a).key for a in wanted],
-                )
-            )
+        if planner is not None:
+            plan = plan_tick(targets, resource, planner)
+            requests, skipped = planned_requests(plan, targets, translator, day)
+        else:
+            requests, skipped = [], []
+            for table in targets:
+                request = _request(resource, table, actions, translator, day, skipped)
+                if request is not None:
+                    requests.append(request)
         for line in skipped:
             context.log.info(f"skipped {line}")
         if not requests:
@@ -96,6 +83,58 @@ def build_maintenance_schedule(
         return requests
 
     return _schedule
+
+
+def _request(
+    resource: DeltaMaintenanceResource,
+    table: DeltaTableTarget,
+    actions: tuple[str, ...] | None,
+    translator: DeltaMaintenanceTranslator,
+    day: str,
+    skipped: list[str],
+) -> dg.RunRequest | None:
+    """The run of `table`'s actions with work (its settings' retentions judge cleanup and
+    vacuum), or None with a line in `skipped` saying why not."""
+    settings = table.settings
+    asked = settings.chosen_actions if actions is None else actions
+    storage_options = dict(table.storage_options) or None
+    reasons: list[str] = []
+    wanted: list[str] = []
+    if any(a in _JUDGED for a in asked):
+        try:
+            work = resource.work(
+                table.url,
+                storage_options=storage_options,
+                log_retention_ms=settings.log_retention_ms,
+                file_retention_ms=settings.file_retention_ms,
+            )
+        except DeltaOpsError as exc:
+            skipped.append(f"{table.name}: cannot read the log: {exc}")
+            return None
+        wanted = [a for a in asked if a in _JUDGED and getattr(work, _JUDGED[a])]
+        reasons.extend(work.reasons)
+    for action in asked:
+        if action in _JUDGED or (action == "row_tracking" and not table.enable_row_tracking):
+            continue
+        # planned on the local engine: a tick only asks whether there is work
+        options = {k: v for k, v in settings.options_for(action).items() if k != "engine"}
+        try:
+            plan = resource.plan(action, table.url, options, storage_options=storage_options)
+        except DeltaOpsError as exc:  # a feature refusing it: said, not a failed tick
+            reasons.append(f"{action}: {exc}")
+            continue
+        if plan.nothing_to_do:
+            reasons.append(f"{action}: {plan.idle_reason}")
+        else:
+            wanted.append(action)
+    if not wanted:
+        skipped.append(f"{table.name}: nothing to do ({'; '.join(reasons)})")
+        return None
+    return dg.RunRequest(
+        run_key=f"{table.name}:{day}",
+        tags={TABLE_TAG: table.name},
+        asset_selection=[translator.get_action_spec(table, a).key for a in wanted],
+    )
 
 
 def _checkpoint_refusal(resource: DeltaMaintenanceResource, table: DeltaTableTarget) -> str | None:
@@ -119,7 +158,9 @@ def build_commit_sensor(
     minimum_interval_seconds: int = 30,
     default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
 ) -> dg.SensorDefinition:
-    """Checkpoint a table once `delta.checkpointInterval` commits piled up since its checkpoint."""
+    """Checkpoint a table once `delta.checkpointInterval` commits piled up since its checkpoint
+    (only tables whose settings' actions include the checkpoint)."""
+    checkpointed = [t for t in targets if "checkpoint" in t.settings.chosen_actions]
 
     @dg.sensor(
         name=f"{prefix}_commit_sensor",
@@ -133,7 +174,7 @@ def build_commit_sensor(
         cursor = json.loads(context.cursor) if context.cursor else {}
         requests: list[dg.RunRequest] = []
         reasons: list[str] = []
-        for table in targets:
+        for table in checkpointed:
             seen = cursor.get(table.name, {})
             try:
                 probe = resource.probe_commits(

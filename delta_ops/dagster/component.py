@@ -6,6 +6,12 @@ The component builds what :func:`~delta_ops.dagster.build_delta_maintenance_defs
 tables it lists or the tables found under a warehouse root. Secrets stay out of the file:
 Dagster's templating reads them from the environment (``"{{ env.AWS_SECRET_ACCESS_KEY }}"``).
 
+Retention, actions and engine are set fleet-wide and per table (a table's own value wins);
+the runs the schedule, the commit sensor and the UI launch use them
+(`delta_ops.dagster.settings`). A ``planner`` budget makes the schedule run only what the fleet
+planner chooses (`delta_ops.dagster.planned_schedule`). A bad value stops the load with one
+line naming it and what is accepted.
+
 .. code-block:: yaml
 
     type: delta_ops.dagster.DeltaMaintenanceComponent
@@ -14,32 +20,98 @@ Dagster's templating reads them from the environment (``"{{ env.AWS_SECRET_ACCES
       warehouse: /data/warehouse            # or tables:
       tables:
         - {name: events, url: s3://lake/events, enable_row_tracking: true}
+        - {name: scratch, url: s3://lake/scratch, actions: [checkpoint, vacuum],
+           file_retention: "1 day", vacuum_force: true}
       storage_options: {key: "{{ env.AWS_ACCESS_KEY_ID }}", secret: "{{ env.AWS_SECRET_ACCESS_KEY }}"}
       maintenance_cron: "0 3 * * *"
+      actions: [checkpoint, log_cleanup, vacuum, compact]   # every table's, unless its own
+      log_retention: "30 days"              # default: each table's delta.logRetentionDuration
+      file_retention: "7 days"              # default: delta.deletedFileRetentionDuration
+      engine: local                         # or spark
+      planner: {max_tables: 20, max_per_action: {vacuum: 10}}
       history: true                         # or a location, or false
 """
 
 from collections.abc import Sequence
+from typing import Self
 
 import dagster as dg
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from delta_ops.dagster.factory import build_delta_maintenance_defs
+from delta_ops.dagster.planned_schedule import PlannerBudget
 from delta_ops.dagster.resource import DeltaMaintenanceResource
+from delta_ops.dagster.settings import MaintenanceSettings
 from delta_ops.dagster.targets import DeltaTableTarget, discover_tables
+from delta_ops.errors import InvalidValue
 from delta_ops.ops.history import fleet_history
 
 
-class DeltaTableModel(BaseModel):
-    """One table of the component's lake (a `DeltaTableTarget` in YAML)."""
+class SettingsModel(BaseModel):
+    """Retention, actions and engine (`MaintenanceSettings`) as YAML sets them; a value left
+    out is inherited (a table's from the fleet's, the fleet's from each table's properties)."""
+
+    actions: list[str] | None = Field(
+        default=None,
+        description="the routine actions maintenance runs: checkpoint, log_cleanup, vacuum,"
+        " compact, purge, recompute_stats, checksum (default: checkpoint, log_cleanup, vacuum)",
+    )
+    log_retention: str | int | None = Field(
+        default=None,
+        description="how long log cleanup keeps commits, e.g. '30 days' (default: the"
+        " table's delta.logRetentionDuration)",
+    )
+    file_retention: str | int | None = Field(
+        default=None,
+        description="how long vacuum keeps files no version needs, e.g. '7 days' (default:"
+        " the table's delta.deletedFileRetentionDuration)",
+    )
+    vacuum_force: bool | None = Field(
+        default=None,
+        description="let vacuum use a file_retention shorter than the table's own",
+    )
+    engine: str | None = Field(default=None, description="where heavy I/O runs: local or spark")
+
+    def settings(self, where: str = "") -> MaintenanceSettings:
+        """The values, checked (InvalidValue: one line naming the value)."""
+        return MaintenanceSettings.parse(
+            where,
+            actions=self.actions,
+            log_retention=self.log_retention,
+            file_retention=self.file_retention,
+            vacuum_force=self.vacuum_force,
+            engine=self.engine,
+        )
+
+
+class PlannerModel(BaseModel):
+    """A budget for the planner-driven schedule (`PlannerBudget`)."""
+
+    max_tables: int | None = Field(default=None, description="at most this many tables a tick")
+    max_per_action: dict[str, int] = Field(
+        default_factory=dict,
+        description="at most this many tables per action (checkpoint, log_cleanup, vacuum,"
+        " compact, purge)",
+    )
+
+    def budget(self) -> PlannerBudget:
+        return PlannerBudget.parse(self.model_dump())
+
+
+class DeltaTableModel(SettingsModel):
+    """One table of the component's lake (a `DeltaTableTarget` in YAML), with settings of
+    its own."""
 
     name: str = Field(description="short unique name: asset keys, pools, run keys")
     url: str = Field(description="path or URL of the table root")
     storage_options: dict[str, str] = Field(default_factory=dict)
     enable_row_tracking: bool = False
 
+    def table_settings(self) -> MaintenanceSettings:
+        return self.settings(f"tables[{self.name}]")
 
-class DeltaMaintenanceComponent(dg.Component, dg.Model, dg.Resolvable):
+
+class DeltaMaintenanceComponent(dg.Component, SettingsModel, dg.Model, dg.Resolvable):
     """Maintenance of the Delta tables of a lake, declared in ``defs.yaml``.
 
     Attributes:
@@ -54,6 +126,23 @@ class DeltaMaintenanceComponent(dg.Component, dg.Model, dg.Resolvable):
         start_automation: the schedule and sensors start running when the location loads.
         history: the operation history: true (``_delta_ops_history`` beside the tables), a
             location, or false.
+        actions: the routine actions maintenance runs on every table (checkpoint,
+            log_cleanup, vacuum, compact, purge, recompute_stats, checksum; default
+            checkpoint, log_cleanup, vacuum); the schedule, the sensor and the assets run no
+            other (row tracking stays with ``enable_row_tracking``).
+        log_retention: how long log cleanup keeps commits ("30 days"; default: each table's
+            ``delta.logRetentionDuration``).
+        file_retention: how long vacuum keeps files no version needs ("7 days"; default:
+            each table's ``delta.deletedFileRetentionDuration``).
+        vacuum_force: let vacuum use a ``file_retention`` shorter than a table's own.
+        engine: where the actions' heavy I/O runs: local (the run's process) or spark.
+        planner: a budget (``max_tables``, ``max_per_action``) makes each tick of the
+            maintenance schedule run only the tables and actions the fleet planner chooses
+            within it, each run tagged with the planner's reason; without it every table with
+            work gets a run.
+
+    A table under ``tables`` takes ``actions``, ``log_retention``, ``file_retention``,
+    ``vacuum_force`` and ``engine`` of its own, over the fleet's.
     """
 
     name: str = "delta"
@@ -66,6 +155,22 @@ class DeltaMaintenanceComponent(dg.Component, dg.Model, dg.Resolvable):
     sensor_interval_seconds: int = 30
     start_automation: bool = False
     history: bool | str = True
+    planner: PlannerModel | None = None
+
+    @model_validator(mode="after")
+    def _valid_settings(self) -> Self:
+        """Every setting checked once the YAML is resolved (here rather than in the nested
+        models, so a bad value is one error: Dagster's own model of the YAML also accepts a
+        template string for each of them)."""
+        try:
+            self.settings()
+            for table in self.tables:
+                table.table_settings()
+            if self.planner is not None:
+                self.planner.budget()
+        except InvalidValue as exc:  # pydantic shows a ValueError's text as it is
+            raise ValueError(str(exc)) from None
+        return self
 
     def targets(
         self, found: Sequence[DeltaTableTarget] | None = None
@@ -80,6 +185,7 @@ class DeltaMaintenanceComponent(dg.Component, dg.Model, dg.Resolvable):
                 url=t.url,
                 storage_options=t.storage_options,
                 enable_row_tracking=t.enable_row_tracking,
+                settings=t.table_settings(),
             )
             for t in self.tables
         ]
@@ -113,7 +219,9 @@ class DeltaMaintenanceComponent(dg.Component, dg.Model, dg.Resolvable):
             sensor_interval_seconds=self.sensor_interval_seconds,
             start_automation=self.start_automation,
             history=history,
+            settings=self.settings(),
+            planner=None if self.planner is None else self.planner.budget(),
         )
 
 
-__all__ = ["DeltaMaintenanceComponent", "DeltaTableModel"]
+__all__ = ["DeltaMaintenanceComponent", "DeltaTableModel", "PlannerModel", "SettingsModel"]

@@ -1,6 +1,7 @@
 """`build_delta_maintenance_defs`: everything a fleet of Delta tables needs, in one call."""
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 import dagster as dg
 
@@ -10,9 +11,11 @@ from delta_ops.dagster.automation import build_commit_sensor, build_maintenance_
 from delta_ops.dagster.checks import build_table_checks
 from delta_ops.dagster.history_asset import build_history_asset
 from delta_ops.dagster.jobs import build_jobs
+from delta_ops.dagster.planned_schedule import PlannerBudget
 from delta_ops.dagster.resource import DeltaMaintenanceResource
+from delta_ops.dagster.settings import MaintenanceSettings
 from delta_ops.dagster.targets import DeltaTableTarget, as_targets
-from delta_ops.dagster.translator import ACTIONS, DeltaMaintenanceTranslator
+from delta_ops.dagster.translator import DeltaMaintenanceTranslator, asset_actions
 from delta_ops.ops.history import fleet_history
 
 
@@ -30,6 +33,8 @@ def build_delta_maintenance_defs(
     notify: Notifier | None = None,
     webserver_url: str | None = None,
     history: bool | str = True,
+    settings: MaintenanceSettings | None = None,
+    planner: PlannerBudget | None = None,
 ) -> dg.Definitions:
     """Maintenance assets, checks, jobs, schedules and sensors for a fleet of Delta tables.
 
@@ -56,6 +61,10 @@ def build_delta_maintenance_defs(
             (or the folder holding the tables) unless `resource` names its own, a path or URL,
             or False for nowhere. A fleet with a history gets an asset showing it,
             ``<key prefix>/operation_history`` (`delta_ops.dagster.history_asset`).
+        settings: the fleet's retention, actions and engine (`MaintenanceSettings`); each
+            table's own settings win over them.
+        planner: a budget makes the maintenance schedule run only what the fleet planner
+            chooses within it, each run tagged with why (`delta_ops.dagster.planned_schedule`).
 
     Returns:
         A `Definitions` to merge into your code location.
@@ -63,7 +72,8 @@ def build_delta_maintenance_defs(
     Examples:
         defs = dg.Definitions.merge(pipeline_defs, build_delta_maintenance_defs("/data/warehouse"))
     """
-    targets = as_targets(tables)
+    fleet_settings = settings or MaintenanceSettings()
+    targets = [replace(t, settings=t.settings.over(fleet_settings)) for t in as_targets(tables)]
     resource = _with_history(
         resource or DeltaMaintenanceResource(),
         history,
@@ -95,7 +105,7 @@ def build_delta_maintenance_defs(
         for t in targets
     ]
     op_jobs = build_jobs(targets, prefix=name, translator=translator, resource_key=resource_key)
-    all_keys = [translator.get_action_spec(t, a).key for t in targets for a in ACTIONS]
+    all_keys = [translator.get_action_spec(t, a).key for t in targets for a in asset_actions(t)]
     asset_job = dg.define_asset_job(
         f"{name}_maintenance_assets_job",
         selection=dg.AssetSelection.assets(*all_keys) if all_keys else dg.AssetSelection.assets(),
@@ -115,6 +125,7 @@ def build_delta_maintenance_defs(
             resource_key=resource_key,
             cron=maintenance_cron,
             default_status=schedule_status,
+            planner=planner,
         )
     ]
     if row_tracking_cron:

@@ -18,7 +18,7 @@ from pydantic import Field, create_model
 from delta_ops.dagster.assets import run_action
 from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
-from delta_ops.dagster.translator import ACTIONS, DeltaMaintenanceTranslator
+from delta_ops.dagster.translator import DeltaMaintenanceTranslator, asset_actions
 from delta_ops.ops.operation import OptionKind
 from delta_ops.ops.registry import OPERATIONS, Operation, Option
 
@@ -96,8 +96,11 @@ def build_action_op(
         names = options.pop("tables")
         dry_run = options.pop("dry_run")
         for table in _chosen(targets, names):
+            # what the config leaves unset (retention, force) comes from the table's settings
+            given = {k: v for k, v in options.items() if v is not None and v is not False}
+            merged = {**options, **table.settings.options_for(action), **given}
             outcome = run_action(
-                resource, table, action, context.log, dry_run=dry_run, options=options
+                resource, table, action, context.log, dry_run=dry_run, options=merged
             )
             metadata: dict[str, Any] = {
                 "action": action,
@@ -115,7 +118,7 @@ def build_action_op(
                     asset_key=translator.get_asset_spec(table).key, metadata=metadata
                 )
             )
-            if action in ACTIONS and outcome.result is not None and not dry_run:
+            if action in asset_actions(table) and outcome.result is not None and not dry_run:
                 # the action's own asset records the change, as a scheduled run's does
                 context.log_event(
                     dg.AssetMaterialization(

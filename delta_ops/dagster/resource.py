@@ -89,9 +89,21 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
         )
 
     def work(
-        self, url: str, *, storage_options: Mapping[str, str] | None = None
+        self,
+        url: str,
+        *,
+        storage_options: Mapping[str, str] | None = None,
+        log_retention_ms: int | None = None,
+        file_retention_ms: int | None = None,
     ) -> MaintenanceWork:
-        return maintenance_work(self.snapshot(url, storage_options=storage_options), clock.now_ms())
+        """Which of checkpoint, cleanup and vacuum have work, judged with the retentions the
+        runs will use (None: the table's own)."""
+        return maintenance_work(
+            self.snapshot(url, storage_options=storage_options),
+            clock.now_ms(),
+            log_retention_ms=log_retention_ms,
+            file_retention_ms=file_retention_ms,
+        )
 
     def refusal(
         self, operation: str, url: str, *, storage_options: Mapping[str, str] | None = None

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
+from delta_ops.dagster.settings import MaintenanceSettings
 from delta_ops.ops.table_names import check_unique, safe_identifier
 from delta_ops.storage.warehouse import find_tables, name_for
 
@@ -21,6 +22,8 @@ class DeltaTableTarget:
         storage_options: fsspec options for this table (merged over the resource's).
         enable_row_tracking: let the row_tracking asset enable row tracking (a table-semantics
             change, so it is opt-in; the row-tracking job can always be launched explicitly).
+        settings: the table's retention, actions and engine (`MaintenanceSettings`); what it
+            leaves out comes from the fleet's (`build_delta_maintenance_defs(settings=...)`).
     """
 
     name: str
@@ -28,6 +31,7 @@ class DeltaTableTarget:
     asset_key: dg.AssetKey | None = None
     storage_options: Mapping[str, str] = field(default_factory=dict)
     enable_row_tracking: bool = False
+    settings: MaintenanceSettings = field(default_factory=MaintenanceSettings)
 
     @property
     def safe_name(self) -> str:

@@ -6,8 +6,19 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from delta_ops.dagster.targets import DeltaTableTarget
+from delta_ops.ops.registry import BY_ACTION
 
+#: the actions every table's maintenance asset has an output for
 ACTIONS = ("checkpoint", "log_cleanup", "vacuum", "row_tracking")
+
+
+def asset_actions(table: DeltaTableTarget) -> tuple[str, ...]:
+    """The outputs of `table`'s maintenance asset: :data:`ACTIONS`, then the other routine
+    actions its settings choose (compact, purge, ...), so a default fleet's asset graph stays
+    the same."""
+    extra = tuple(a for a in table.settings.chosen_actions if a not in ACTIONS)
+    return ACTIONS + extra
+
 
 _DESCRIPTIONS = {
     "checkpoint": "Checkpoint of the table's latest version (classic, or V2 by table policy).",
@@ -50,7 +61,7 @@ class DeltaMaintenanceTranslator:
         return dg.AssetSpec(
             key=dg.AssetKey([*self.key_prefix, table.safe_name, action]),
             deps=[table_spec.key],
-            description=_DESCRIPTIONS[action],
+            description=_DESCRIPTIONS.get(action) or BY_ACTION[action].help,
             group_name=self.group_name or table_spec.group_name,
             owners=list(self.owners),
             kinds={"deltalake"},

@@ -66,6 +66,10 @@ class FleetTable:
         actions: the actions the planner may choose for it.
         weight: how much its gains count against other tables' (a priority).
         enabled: False leaves it out of every plan (listed with why).
+        log_retention_ms: the retention its log cleanup will use (None: the table's
+            ``delta.logRetentionDuration``), so its work is judged as the run will do it.
+        file_retention_ms: the retention its vacuum will use (None: the table's
+            ``delta.deletedFileRetentionDuration``).
     """
 
     name: str
@@ -74,6 +78,8 @@ class FleetTable:
     actions: tuple[str, ...] = ACTIONS
     weight: float = 1.0
     enabled: bool = True
+    log_retention_ms: int | None = None
+    file_retention_ms: int | None = None
 
 
 def fleet_from_warehouse(
@@ -191,8 +197,13 @@ def _assess_snapshot(
     table: FleetTable, storage: Storage, now_ms: int, log_files: int, log_bytes: int
 ) -> Assessment:
     snapshot = load_snapshot(storage)
-    facts = table_health(snapshot, now_ms)
-    work = maintenance_work(snapshot, now_ms)
+    facts = table_health(snapshot, now_ms, file_retention_ms=table.file_retention_ms)
+    work = maintenance_work(
+        snapshot,
+        now_ms,
+        log_retention_ms=table.log_retention_ms,
+        file_retention_ms=table.file_retention_ms,
+    )
     average = snapshot.size_bytes // max(snapshot.num_files, 1)
     hidden = facts.deleted_records
     found = {
@@ -266,7 +277,7 @@ def _assess_head(
     candidates: dict[str, tuple[float, int, int]] = {}
     if since >= interval:
         candidates["checkpoint"] = (since / max(interval, 1), 3, log_bytes)
-    cleanup = plan_cleanup(head, now_ms)
+    cleanup = plan_cleanup(head, now_ms, retention_ms=table.log_retention_ms)
     if not cleanup.nothing_to_do:
         candidates["cleanup"] = (log_files / 100, 1 + len(cleanup.deleted), 0)
     unread = f"the log is {format_bytes(log_bytes)}, over the planner's snapshot limit"
@@ -352,10 +363,12 @@ def plan_fleet(
     max_per_action: Mapping[str, int] | None = None,
     snapshot_limit: int = SNAPSHOT_LIMIT,
     engine: Engine = LOCAL,
+    spread: Spread = Spread.PROCESSES,
 ) -> FleetPlan:
-    """Assess every enabled table (on `engine`) and choose, by priority, the tables whose
-    actions fit the budget: at most `max_tables` tables, at most `max_per_action[a]` tables
-    for action `a`."""
+    """Assess every enabled table (on `engine`, spread as `spread` says: a caller in a
+    threaded server, such as a Dagster schedule, asks for threads rather than forks) and
+    choose, by priority, the tables whose actions fit the budget: at most `max_tables` tables,
+    at most `max_per_action[a]` tables for action `a`."""
     limits = dict(max_per_action or {})
     bad = sorted(set(limits) - set(ACTIONS))
     if bad:
@@ -363,7 +376,7 @@ def plan_fleet(
     enabled = [t for t in tables if t.enabled]
     judge = functools.partial(assess, now_ms=now_ms, snapshot_limit=snapshot_limit)
     assessed = dict(zip((t.name for t in enabled), engine.map_ordered(
-        judge, enabled, spread=Spread.PROCESSES, batch=50), strict=True))  # fmt: skip
+        judge, enabled, spread=spread, batch=50), strict=True))  # fmt: skip
     by_priority = sorted(
         tables,
         key=lambda t: (-_priority(t, assessed.get(t.name)), t.name),

@@ -28,7 +28,7 @@ from delta_ops.ops.cluster import ClusteringLayout, clustering_layout
 from delta_ops.ops.compact import files_to_compact
 from delta_ops.ops.vacuum import read_last_vacuum_info
 from delta_ops.protocol.features import KEEPS_DATA, Access
-from delta_ops.protocol.units import format_bytes
+from delta_ops.protocol.units import format_bytes, format_duration
 from delta_ops.storage import FileEntry
 from delta_ops.table.checksum import ChecksumCheck, check_checksum
 from delta_ops.table.commit_times import version_at
@@ -99,8 +99,16 @@ def _commits_past(snapshot: Snapshot, cutoff_ms: int) -> bool:
     )
 
 
-def maintenance_work(snapshot: Snapshot, now_ms: int) -> MaintenanceWork:
-    """Decide from the log alone whether checkpoint, cleanup or vacuum would do anything."""
+def maintenance_work(
+    snapshot: Snapshot,
+    now_ms: int,
+    *,
+    log_retention_ms: int | None = None,
+    file_retention_ms: int | None = None,
+) -> MaintenanceWork:
+    """Decide from the log alone whether checkpoint, cleanup or vacuum would do anything, with
+    the retentions the runs will use (None: the table's ``delta.logRetentionDuration`` and
+    ``delta.deletedFileRetentionDuration``)."""
     reasons: list[str] = []
     refused = {
         op: why
@@ -114,7 +122,7 @@ def maintenance_work(snapshot: Snapshot, now_ms: int) -> MaintenanceWork:
         reasons.append(f"checkpoint: version {snapshot.version} is already checkpointed")
     needs_cleanup = after_checkpoint = False
     if Access.CLEANUP not in refused:
-        cleanup_plan = plan_cleanup(snapshot, now_ms)
+        cleanup_plan = plan_cleanup(snapshot, now_ms, retention_ms=log_retention_ms)
         # a checkpoint of the latest version, written first in the same run, lets commits past
         # the log retention go (Delta Spark cleans up after each checkpoint as well)
         after_checkpoint = (
@@ -130,7 +138,10 @@ def maintenance_work(snapshot: Snapshot, now_ms: int) -> MaintenanceWork:
         return MaintenanceWork(
             needs_checkpoint, needs_cleanup, False, tuple(reasons), after_checkpoint
         )
-    cutoff = now_ms - snapshot.properties.deleted_file_retention_ms
+    retention = file_retention_ms
+    if retention is None:
+        retention = snapshot.properties.deleted_file_retention_ms
+    cutoff = now_ms - retention
     expired, _ = reclaimable_tombstones(snapshot, cutoff)
     # Checkpoints drop expired tombstones, so they alone would hide work: commits that aged past
     # the retention since the last vacuum looked (`_last_vacuum_info`) may hold removes too.
@@ -139,8 +150,13 @@ def maintenance_work(snapshot: Snapshot, now_ms: int) -> MaintenanceWork:
     newly_aged = aged is not None and (last is None or aged > last)
     needs_vacuum = expired > 0 or newly_aged
     if not needs_vacuum:
+        past = (
+            "delta.deletedFileRetentionDuration"
+            if file_retention_ms is None
+            else f"the file retention ({format_duration(file_retention_ms)})"
+        )
         reasons.append(
-            "vacuum: no file of a tombstone past delta.deletedFileRetentionDuration is left to"
+            f"vacuum: no file of a tombstone past {past} is left to"
             " delete, and no commit has aged past it since the last vacuum"
         )
     return MaintenanceWork(
@@ -174,10 +190,17 @@ class TableHealth:
     layout: ClusteringLayout | None = None
 
 
-def table_health(snapshot: Snapshot, now_ms: int, *, count_small_files: bool = True) -> TableHealth:
+def table_health(
+    snapshot: Snapshot,
+    now_ms: int,
+    *,
+    count_small_files: bool = True,
+    file_retention_ms: int | None = None,
+) -> TableHealth:
     """The facts the asset checks judge; `count_small_files=False` leaves `small_files` at 0
     for a caller that does not report it (the count packs every live file as a compaction
-    would: on a 300k-file table the most costly fact)."""
+    would: on a 300k-file table the most costly fact). `file_retention_ms`: judge reclaimable
+    files by this retention rather than the table's (what a fleet's vacuum will use)."""
     props = snapshot.properties
     checkpoint_version = snapshot.segment.checkpoint_version
     since = (
@@ -185,9 +208,8 @@ def table_health(snapshot: Snapshot, now_ms: int, *, count_small_files: bool = T
         if checkpoint_version is not None
         else snapshot.version + 1
     )
-    expired_count, reclaimable = reclaimable_tombstones(
-        snapshot, now_ms - props.deleted_file_retention_ms
-    )
+    retention = props.deleted_file_retention_ms if file_retention_ms is None else file_retention_ms
+    expired_count, reclaimable = reclaimable_tombstones(snapshot, now_ms - retention)
     files = snapshot.file_index
     without_ids = int(files.column("baseRowId").null_count) if files.num_rows else 0
     return TableHealth(

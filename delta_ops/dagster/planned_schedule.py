@@ -1,0 +1,172 @@
+"""The planner-driven maintenance schedule: each tick asks the fleet planner
+(`delta_ops.ops.fleet.plan_fleet`) which tables and actions to run within a budget, and
+requests runs for those only, each tagged with the planner's reason.
+
+Turned on by a budget (`PlannerBudget`; the component's ``planner:`` setting, the factory's
+``planner=``)::
+
+    planner: {max_tables: 20, max_per_action: {vacuum: 10}}
+
+Without one the maintenance schedule runs every table with work (`delta_ops.dagster.automation`).
+The planner judges checkpoint, log_cleanup, vacuum, compact and purge (each table's own
+``actions``, with the retentions its runs will use), ranks the tables by what they would gain
+for what they cost, and chooses within ``max_tables`` tables and ``max_per_action`` tables per
+action; a table left out is logged with why (over budget, nothing to do, unreadable). A run's
+tags name the table, and say why the planner chose it, its rank and its priority
+(:data:`REASON_TAG`, :data:`RANK_TAG`, :data:`PRIORITY_TAG`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dagster as dg
+
+from delta_ops import clock
+from delta_ops.dagster.alerts import TABLE_TAG
+from delta_ops.dagster.resource import DeltaMaintenanceResource
+from delta_ops.dagster.targets import DeltaTableTarget
+from delta_ops.dagster.translator import DeltaMaintenanceTranslator
+from delta_ops.errors import InvalidValue
+from delta_ops.ops.engines import Spread
+from delta_ops.ops.fleet import ACTIONS as PLANNED
+from delta_ops.ops.fleet import FleetPlan, FleetTable, plan_fleet
+from delta_ops.ops.registry import ENTRIES
+
+#: run tags of a planned run: why the planner chose the table, its rank and priority
+REASON_TAG = "delta_ops/plan_reason"
+RANK_TAG = "delta_ops/plan_rank"
+PRIORITY_TAG = "delta_ops/plan_priority"
+
+#: the planner's action names (the CLI's) by Dagster action, for the actions it judges
+TO_PLANNER = {e.action: e.name for e in ENTRIES if e.name in PLANNED}
+FROM_PLANNER = {name: action for action, name in TO_PLANNER.items()}
+
+
+@dataclass(frozen=True)
+class PlannerBudget:
+    """What one tick of the planned schedule may run.
+
+    Attributes:
+        max_tables: at most this many tables get a run (None: no limit).
+        max_per_action: at most this many tables per action (Dagster action names:
+            checkpoint, log_cleanup, vacuum, compact, purge).
+    """
+
+    max_tables: int | None = None
+    max_per_action: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any], where: str = "planner") -> PlannerBudget:
+        """A budget from raw YAML values; InvalidValue names a bad one in one line."""
+        if not isinstance(raw, Mapping):
+            raise InvalidValue(f"{where}: {raw!r} is not a mapping (max_tables, max_per_action)")
+        unknown = sorted(set(raw) - {"max_tables", "max_per_action"})
+        if unknown:
+            raise InvalidValue(
+                f"{where}: unknown keys {unknown}; accepted: max_tables, max_per_action"
+            )
+        max_tables = raw.get("max_tables")
+        if max_tables is not None:
+            max_tables = _count(max_tables, f"{where}.max_tables")
+        per_action = raw.get("max_per_action") or {}
+        if not isinstance(per_action, Mapping):
+            raise InvalidValue(
+                f"{where}.max_per_action: {per_action!r} is not a mapping of action to a number"
+            )
+        limits = {}
+        for action, limit in per_action.items():
+            if action not in TO_PLANNER:
+                raise InvalidValue(
+                    f"{where}.max_per_action: {action!r} is not an action the planner judges;"
+                    f" accepted: {', '.join(TO_PLANNER)}"
+                )
+            limits[str(action)] = _count(limit, f"{where}.max_per_action.{action}")
+        return cls(max_tables, limits)
+
+
+def _count(raw: Any, where: str) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        raise InvalidValue(f"{where}: {raw!r} is not a whole number of at least 1")
+    return raw
+
+
+def fleet_tables(
+    targets: Sequence[DeltaTableTarget], resource: DeltaMaintenanceResource
+) -> list[FleetTable]:
+    """The targets as the planner sees them: their storage options over the resource's, the
+    actions of their settings the planner judges, the retentions their runs will use."""
+    return [
+        FleetTable(
+            name=t.name,
+            url=t.url,
+            storage_options={**resource.storage_options, **t.storage_options},
+            actions=tuple(TO_PLANNER[a] for a in t.settings.chosen_actions if a in TO_PLANNER),
+            log_retention_ms=t.settings.log_retention_ms,
+            file_retention_ms=t.settings.file_retention_ms,
+        )
+        for t in targets
+    ]
+
+
+def planned_requests(
+    plan: FleetPlan,
+    targets: Sequence[DeltaTableTarget],
+    translator: DeltaMaintenanceTranslator,
+    day: str,
+) -> tuple[list[dg.RunRequest], list[str]]:
+    """A run request per table the plan chose (its chosen actions, its reason in the tags),
+    and a line per table it left out, with why."""
+    by_name = {t.name: t for t in targets}
+    requests = []
+    left_out = []
+    for choice in plan.choices:
+        name = choice.assessment.name
+        if not choice.chosen:
+            left_out.append(f"{name}: {choice.why}")
+            continue
+        table = by_name[name]
+        requests.append(
+            dg.RunRequest(
+                run_key=f"{name}:{day}",
+                tags={
+                    TABLE_TAG: name,
+                    REASON_TAG: choice.why,
+                    RANK_TAG: str(choice.rank),
+                    PRIORITY_TAG: f"{choice.priority:.4f}",
+                },
+                asset_selection=[
+                    translator.get_action_spec(table, FROM_PLANNER[a]).key for a in choice.actions
+                ],
+            )
+        )
+    return requests, left_out
+
+
+def plan_tick(
+    targets: Sequence[DeltaTableTarget],
+    resource: DeltaMaintenanceResource,
+    budget: PlannerBudget,
+) -> FleetPlan:
+    """The fleet plan of one tick, as of now. Tables are assessed on threads: a schedule runs
+    inside Dagster's threaded code server, where forking workers is not safe."""
+    return plan_fleet(
+        fleet_tables(targets, resource),
+        clock.now_ms(),
+        max_tables=budget.max_tables,
+        max_per_action={TO_PLANNER[a]: n for a, n in budget.max_per_action.items()},
+        spread=Spread.THREADS,
+    )
+
+
+__all__ = [
+    "PRIORITY_TAG",
+    "RANK_TAG",
+    "REASON_TAG",
+    "PlannerBudget",
+    "fleet_tables",
+    "plan_tick",
+    "planned_requests",
+]
