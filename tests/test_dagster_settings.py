@@ -18,7 +18,7 @@ from dagster.components.testing import create_defs_folder_sandbox
 
 from delta_ops.dagster import DeltaMaintenanceComponent
 from delta_ops.table.writer import write_arrow
-from tests.support import duckdb_rows
+from tests.support import deltalake_files, deltalake_rows, duckdb_rows
 
 TYPE = "delta_ops.dagster.DeltaMaintenanceComponent"
 DAY_S = 86_400
@@ -154,6 +154,44 @@ def test_the_asset_runs_only_the_tables_actions_however_launched(tmp_path):
     assert done == {"checkpoint"}
     assert (table / "orphan.parquet").exists()
     assert history_runs(tmp_path / "lake") == {("t", "checkpoint")}
+
+
+def test_an_action_beyond_the_default_ones_gets_an_output_and_runs(tmp_path):
+    """`actions: [compact]`: the table's asset gains a compact output, the schedule plans the
+    compaction to see it has work, and the run rewrites the small files (deltalake reads the
+    same rows from fewer files); the other table, with the default actions, gets none."""
+    lake = tmp_path / "lake"
+    compacted = aged_table(lake / "compacted", 12, days=0, orphan_days=0)
+    plain = aged_table(lake / "plain", 12, days=0, orphan_days=0)
+    rows = deltalake_rows(compacted)
+    _, files_before = deltalake_files(compacted)
+    with create_defs_folder_sandbox() as sandbox:
+        path = scaffold(
+            sandbox,
+            {
+                "name": "lake",
+                "tables": [
+                    {"name": "compacted", "url": str(compacted), "actions": ["compact"]},
+                    {"name": "plain", "url": str(plain)},
+                ],
+            },
+        )
+        with sandbox.load_component_and_build_defs(defs_path=path) as (_, defs):
+            keys = {k.to_user_string() for k in defs.resolve_all_asset_keys()}
+            schedule = defs.resolve_schedule_def("lake_maintenance_schedule")
+            resources = {"lake_delta_maintenance": defs.resources["lake_delta_maintenance"]}
+            tick = schedule.evaluate_tick(
+                dg.build_schedule_context(scheduled_execution_time=WHEN, resources=resources)
+            )
+            requests = {r.tags["delta_ops/table"]: r for r in tick.run_requests or []}
+            assert [k.path[-1] for k in requests["compacted"].asset_selection or []] == ["compact"]
+            run_requested(defs, requests["compacted"])
+    assert "delta_maintenance/lake/compacted/compact" in keys
+    assert "delta_maintenance/lake/plain/compact" not in keys
+    _, files_after = deltalake_files(compacted)
+    assert deltalake_rows(compacted) == rows
+    assert len(files_after) < len(files_before)
+    assert history_runs(lake) == {("compacted", "compact")}
 
 
 def test_the_commit_sensor_leaves_out_tables_without_the_checkpoint(tmp_path):

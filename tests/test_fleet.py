@@ -143,6 +143,22 @@ def test_a_lake_file_lists_tables_with_settings_of_their_own(lake, tmp_path, cap
     spec.write_text("tables:\n  - {url: /x, retention: 7d}\n")
     assert main(["plan", str(spec)]) == 2
     assert "unknown table settings ['retention']" in capsys.readouterr().err
+    spec.write_text("tables:\n  - {url: /x, file_retention: 7 dayz}\n")
+    assert main(["plan", str(spec)]) == 2
+    assert "/x: file_retention: '7 dayz' is not a duration" in capsys.readouterr().err
+
+
+def test_a_tables_file_retention_judges_its_vacuum(lake, tmp_path, capsys):
+    """The quiet table has nothing for vacuum by its 7-day property; with a file retention of
+    0 days its commits are past it (what the Dagster component's setting gives the planner)."""
+    spec = tmp_path / "lake.yaml"
+    quiet = lake / "quiet"
+    for retention, chosen in (("7 days", []), ("0 days", ["vacuum"])):
+        spec.write_text(
+            f"tables:\n  - {{name: q, url: {quiet}, actions: [vacuum], file_retention: {retention}}}\n"
+        )
+        [choice] = _plan_json(capsys, str(spec))["choices"]
+        assert choice["actions"] == chosen, choice["why"]
 
 
 def test_a_table_that_cannot_be_read_is_listed_and_does_not_stop_the_plan(lake, capsys):

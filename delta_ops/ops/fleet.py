@@ -32,7 +32,7 @@ from delta_ops.errors import DeltaOpsError, InvalidValue
 from delta_ops.ops.cleanup import plan_cleanup
 from delta_ops.ops.engines import LOCAL, Engine, Spread
 from delta_ops.ops.health import maintenance_work, table_health
-from delta_ops.protocol.units import format_bytes, parse_size_bytes
+from delta_ops.protocol.units import format_bytes, parse_duration_ms, parse_size_bytes
 from delta_ops.storage import Storage
 from delta_ops.storage.warehouse import find_tables, name_for
 from delta_ops.table.snapshot import load_head, load_snapshot
@@ -90,7 +90,16 @@ def fleet_from_warehouse(
     return [FleetTable(name, url, options) for name, url in find_tables(root)]
 
 
-_TABLE_KEYS = {"name", "url", "storage_options", "actions", "weight", "enabled"}
+_TABLE_KEYS = {
+    "name",
+    "url",
+    "storage_options",
+    "actions",
+    "weight",
+    "enabled",
+    "log_retention",
+    "file_retention",
+}
 
 
 def fleet_from_spec(
@@ -103,7 +112,7 @@ def fleet_from_spec(
         storage_options: {region: eu-west-1}
         tables:
           - {name: events, url: s3://lake/events, weight: 3}
-          - {url: s3://lake/orders, actions: [compact, checkpoint]}
+          - {url: s3://lake/orders, actions: [compact, checkpoint], file_retention: 1d}
           - {name: raw, url: s3://lake/raw, enabled: false}
 
     A listed table overrides a discovered one of the same name. Unknown keys and actions are
@@ -143,6 +152,8 @@ def _table(entry: Mapping[str, Any], options: Mapping[str, Any]) -> FleetTable:
             f"lake file: {url}: weight {entry['weight']!r} is not a number"
         ) from None
     return FleetTable(
+        log_retention_ms=_retention(entry, "log_retention", url),
+        file_retention_ms=_retention(entry, "file_retention", url),
         name=str(entry.get("name") or name_for(url)),
         url=url,
         storage_options={**options, **dict(entry.get("storage_options") or {})},
@@ -150,6 +161,17 @@ def _table(entry: Mapping[str, Any], options: Mapping[str, Any]) -> FleetTable:
         weight=weight,
         enabled=bool(entry.get("enabled", True)),
     )
+
+
+def _retention(entry: Mapping[str, Any], key: str, url: str) -> int | None:
+    """A table's log or file retention in ms (None: the table's own property)."""
+    raw = entry.get(key)
+    if raw is None:
+        return None
+    try:
+        return parse_duration_ms(str(raw))
+    except ValueError as exc:
+        raise InvalidValue(f"lake file: {url}: {key}: {exc}") from None
 
 
 @dataclass(frozen=True)
