@@ -364,16 +364,17 @@ def plan_cluster(
         files = files.filter(where.mask(files))
     partitions: dict[tuple[tuple[str, str | None], ...], list[_File]] = {}
     kept = otherwise = 0
-    for row in files.to_pylist():
-        values = tuple(sorted(row["partitionValues"] or ()))
-        tags = dict(row["tags"] or ())
-        mine = _cube_of(tags, row["clusteringProvider"], logical, curve)
-        other = tags.get(ZCUBE_ID) is not None or row["clusteringProvider"] is not None
+    cube_ids, others = _file_cubes(files, logical, curve)
+    group, group_values = _partition_groups(files, snapshot.partition_columns)
+    paths = files.column("path").to_pylist()
+    sizes = pc.fill_null(files.column("size"), 0).to_numpy().tolist()
+    dvs = pc.is_valid(files.column("deletionVector")).to_numpy(zero_copy_only=False).tolist()
+    for i, (mine, other) in enumerate(zip(cube_ids, others, strict=True)):
         if mode is Mode.CLUSTERING and mine is None and other and not full:
             otherwise += 1  # clustered by other columns or another provider: left (Delta)
             continue
-        file = _File(row["path"], int(row["size"] or 0), row["deletionVector"] is not None, mine)
-        partitions.setdefault(values, []).append(file)
+        file = _File(paths[i], int(sizes[i]), bool(dvs[i]), mine)
+        partitions.setdefault(group_values[group[i]], []).append(file)
     cubes: list[Cube] = []
     cube_size = max(min_cube_size + min_cube_size // 2, target_size)
     for values in sorted(partitions, key=str):
@@ -398,6 +399,68 @@ def plan_cluster(
         clustering=tuple(columns),
         engine=engine,
     )
+
+
+def _file_cubes(
+    files: pa.Table, logical: list[str], curve: CurveKind
+) -> tuple[list[str | None], list[bool]]:
+    """Each file's ZCUBE_ID where its tags say it is clustered by these columns with this
+    curve (`_cube_of`), and whether it is clustered at all (a Z-cube, or a provider): read
+    from the tags column by column, each distinct tag combination judged once."""
+    n = files.num_rows
+    tags = files.column("tags").combine_chunks()
+    provider = files.column("clusteringProvider").combine_chunks()
+    if not n:
+        return [], []
+
+    def tag(key: str) -> pa.Array:
+        if not len(tags) or tags.null_count == n:
+            return pa.nulls(n, pa.string())
+        return pc.map_lookup(tags, pa.scalar(key, pa.string()), "first")
+
+    cube, by, kind = tag(ZCUBE_ID), tag(ZCUBE_ZORDER_BY), tag(ZCUBE_ZORDER_CURVE)
+    # the judgement depends on (by, curve, provider) only: one call per distinct combination
+    combined = pc.binary_join_element_wise(
+        pc.fill_null(by, "\x00"), pc.fill_null(kind, "\x00"), pc.fill_null(provider, "\x00"), "\x01"
+    )
+    encoded = pc.dictionary_encode(combined)
+    verdict = []
+    for text in encoded.dictionary.to_pylist():
+        by_text, kind_text, provider_text = (None if v == "\x00" else v for v in text.split("\x01"))
+        probe = {ZCUBE_ID: "x"} | ({ZCUBE_ZORDER_BY: by_text} if by_text is not None else {})
+        if kind_text is not None:
+            probe[ZCUBE_ZORDER_CURVE] = kind_text
+        verdict.append(_cube_of(probe, provider_text, logical, curve) is not None)
+    matches = np.array(verdict, dtype=bool)[encoded.indices.to_numpy()]
+    ids = cube.to_pylist()
+    mine = [c if m and c is not None else None for c, m in zip(ids, matches.tolist(), strict=True)]
+    clustered = pc.or_(pc.is_valid(cube), pc.is_valid(provider)).to_numpy(zero_copy_only=False)
+    return mine, clustered.tolist()
+
+
+def _partition_groups(
+    files: pa.Table, partition_columns: Sequence[str]
+) -> tuple[list[int], list[tuple[tuple[str, str | None], ...]]]:
+    """Each file's partition (an index) and each partition's values, sorted by key."""
+    n = files.num_rows
+    if not partition_columns or not n:
+        return [0] * n, [()]
+    values = files.column("partitionValues").combine_chunks()
+    # a key of the values in key order (null and missing apart from every text)
+    keys = sorted({k for row in values.slice(0, 1).to_pylist() for k, _ in row or ()})
+    if not keys:
+        keys = list(partition_columns)
+    parts = [
+        pc.fill_null(pc.map_lookup(values, pa.scalar(k, pa.string()), "first"), "\x00")
+        for k in keys
+    ]
+    joined = pc.binary_join_element_wise(*parts, "\x01") if len(parts) > 1 else parts[0]
+    encoded = pc.dictionary_encode(joined)
+    indices = encoded.indices.to_numpy()
+    first = np.full(len(encoded.dictionary), -1, dtype=np.int64)
+    first[indices[::-1]] = np.arange(n - 1, -1, -1)  # each group's first row
+    group_values = [tuple(sorted(values[int(row)].as_py() or ())) for row in first.tolist()]
+    return indices.tolist(), group_values
 
 
 def _cube_of(
