@@ -32,7 +32,12 @@ DEFERRED = (
 
 
 def _loaded_by(statement: str) -> set[str]:
-    code = f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))\n"
+    # the child ends with os._exit, as the CLI does (`cli.main.exit_now`): Arrow's thread pools
+    # can abort an interpreter's teardown (apache/arrow#34314; 1 run in 60 of this load+inspect)
+    code = (
+        f"import json, os, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))\n"
+        "sys.stdout.flush()\nos._exit(0)\n"
+    )
     child = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
     )
