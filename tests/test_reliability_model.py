@@ -938,6 +938,34 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.checkpoint(None)
         self.vacuum(vacuum_days, False, "full", 0)
 
+    @rule()
+    def a_writer_with_a_slow_clock_then_cleanup(self) -> None:
+        """A young version, then another writer whose clock runs behind by more than the log
+        retention commits twice (each with its checksum) and checkpoints the second commit;
+        its files carry its clock's times, each later than the one it wrote before. Made
+        monotonic across versions, the first commit's checksum moves after the young version
+        but its JSON keeps its own old time, so the checkpoint looks like the end of an
+        expired segment (Delta Spark judges a segment by its newest file). Time travel dates
+        the slow writer's versions after the young one (monotonic commit times): a cleanup
+        must keep them all readable."""
+        self.append(1)
+        slow = self.now - self.log_retention_ms - 2 * DAY
+        before = set(self.path.rglob("*"))
+        first = self._latest() + 1
+        with fixed_wall_clock(slow, all_threads=True):
+            for _ in range(2):
+                write_arrow(self.path, self._batch(1))
+            execute_checkpoint(plan_checkpoint(load_snapshot(self.path), slow))
+        written = sorted(set(self.path.rglob("*")) - before, key=lambda p: p.stat().st_mtime_ns)
+        for i, file in enumerate(f for f in written if f.is_file()):
+            os.utime(file, ns=((slow + i) * 1_000_000, (slow + i) * 1_000_000))
+            self.seen.add(file)
+        for version in range(first, load_snapshot(self.path).version + 1):
+            self.rows[version] = _rows(self.path, version)
+            self.committed_at[version] = self.now  # as time travel dates it (monotonic)
+            self.promised.add(version)
+        self.cleanup(None, 0)
+
     @precondition(lambda self: not self.tracked)
     @rule(retention_seconds=st.sampled_from([0, 30]))
     def slow_writer_races_a_vacuum(self, retention_seconds: int) -> None:
