@@ -160,3 +160,25 @@ def test_local_sessions_run_workers_on_this_interpreter_and_clusters_keep_theirs
 
     assert session_conf("local[2]")["spark.pyspark.python"] == sys.executable
     assert "spark.pyspark.python" not in session_conf("spark://master:7077")
+
+
+def test_spark_reads_the_operation_history_as_duckdb_does(spark, tmp_path) -> None:
+    """The history is a Delta table of our own writer, partitioned by day, with a map column:
+    Spark reads the same rows as DuckDB (one per run), the map as the same pairs."""
+    from delta_ops.cli import main
+
+    table, history = tmp_path / "events", tmp_path / "_history"
+    for start in (0, 10, 20):
+        write_arrow(table, pa.table({"id": pa.array(range(start, start + 10), pa.int64())}))
+    for command in ("compact", "checkpoint", "vacuum"):
+        assert main([command, str(table), "--history", str(history)]) == 0
+
+    def plain(row: dict) -> dict:
+        metrics = row["metrics"]  # DuckDB: a dict; Arrow from Spark: a list of pairs
+        pairs = metrics.items() if isinstance(metrics, dict) else metrics
+        return {**row, "metrics": sorted(tuple(p) for p in pairs)}
+
+    ours = [plain(r) for r in _rows(spark.read.format("delta").load(str(history)))]
+    peer = [plain(r) for r in duckdb_rows(history)]
+    assert sorted(r["operation"] for r in ours) == ["checkpoint", "compact", "vacuum"]
+    assert sorted(ours, key=_row_key) == sorted(peer, key=_row_key)
