@@ -14,6 +14,7 @@ import shutil
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from delta_ops import cli
@@ -321,3 +322,58 @@ def test_a_task_failure_is_one_line_only_for_our_errors_and_os_errors(final, tra
     else:
         with pytest.raises(PythonException):
             _collect(_FailingJob(report))
+
+
+@pytest.mark.spark
+def test_zorder_on_spark_writes_the_files_the_local_engine_writes(spark, tmp_path):
+    """Each cube is one Spark task: two partitions, two tasks; the files hold the same rows in
+    the same curve order as the local engine's (the curve is fitted from the same samples),
+    and deltalake reads the rows written."""
+    from delta_ops.ops.compact import OPERATION as COMPACT
+    from tests.test_cluster import random_appends
+
+    def clustered(engine: str) -> list[list[int]]:
+        table = tmp_path / engine
+        random_appends(table, files=6, rows=300, partition_by=["day"])
+        rows = deltalake_rows(table)
+        values = COMPACT.parse({"zorder_by": "a,b", "target_size": "4KB", "engine": engine})
+        plan = COMPACT.plan(load_snapshot(table), values, _engine(engine))
+        assert len(plan.cubes) == 2  # one per partition
+        result = COMPACT.execute(plan)
+        assert result.files_removed == 6 and result.files_added > 2
+        assert deltalake_rows(table) == rows
+        snapshot = load_snapshot(table)
+        assert all(
+            dict(t)["ZCUBE_ZORDER_CURVE"] == "zorder" for t in snapshot.files["tags"].to_pylist()
+        )
+        ids = []
+        for path in snapshot.files.column("path").to_pylist():
+            ids.append(pq.read_table(table / path, columns=["id"]).column("id").to_pylist())
+        return sorted(ids)
+
+    assert clustered("spark") == clustered("local")
+
+
+@pytest.mark.spark
+def test_a_failed_spark_clustering_task_leaves_no_new_file_and_no_commit(spark, tmp_path):
+    """One partition's cube reads an unreadable file: its task fails, the other partition's
+    task may have written its files already; the driver deletes them, nothing is committed."""
+    from delta_ops.errors import DeltaOpsError
+    from delta_ops.ops.compact import OPERATION as COMPACT
+    from tests.rewrite_support import corrupt_a_file
+    from tests.test_cluster import random_appends
+
+    table = tmp_path / "t"
+    random_appends(table, files=6, rows=300, partition_by=["day"])
+    rows = deltalake_rows(table)
+    corrupt, original = corrupt_a_file(table, "day=d1")
+    before = load_snapshot(table)
+    files_before = sorted(p.relative_to(table) for p in table.rglob("*.parquet"))
+    values = COMPACT.parse({"zorder_by": "a,b", "target_size": "4KB", "engine": "spark"})
+    plan = COMPACT.plan(before, values, _engine("spark"))
+    with pytest.raises(DeltaOpsError, match="unreadable data file"):
+        COMPACT.execute(plan)
+    assert load_snapshot(table).version == before.version
+    assert sorted(p.relative_to(table) for p in table.rglob("*.parquet")) == files_before
+    (table / corrupt).write_bytes(original)
+    assert deltalake_rows(table) == rows

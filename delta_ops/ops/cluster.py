@@ -42,13 +42,15 @@ Memory holds a group of input files or one range per process, never the cube.
 
 As in compaction, the new files have ``dataChange=false``, one commit removes the old ones and
 adds the new ones, appends landing meanwhile never conflict, and a crash before the commit
-leaves files no version references (vacuum removes them). Clustering runs on the local engine.
+leaves files no version references (vacuum removes them). On the Spark engine each cube is one
+task (a big cube's passes run in it, one after the other).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import logging
 import math
 import tempfile
 import time
@@ -117,6 +119,8 @@ SAMPLE_ROWS = 200_000
 _WHOLE_READ_BYTES = 8 * 1024 * 1024
 #: the column carrying each row's curve value through the spill files
 _CURVE_COLUMN = "__delta_ops_curve"
+
+logger = logging.getLogger(__name__)
 
 
 class Mode(StrEnum):
@@ -348,8 +352,6 @@ def plan_cluster(
         raise InvalidValue(f"--target-size {target_size}: a size such as 128MB")
     if min_cube_size < 0:
         raise InvalidValue(f"--min-cube-size {min_cube_size}: a size such as 100GB")
-    if engine is not LOCAL and engine.name != "local":
-        raise InvalidValue(f"--engine {engine.name}: clustering runs on the local engine only")
     if not columns:
         raise InvalidValue("clustering needs at least one column")
     snapshot.protocol.check_allows(Access.COMPACT)
@@ -662,9 +664,14 @@ def execute_cluster(plan: ClusterPlan) -> ClusterResult:
     rows = {r["path"]: r for r in live_file_rows(snapshot, paths)}
     rewriter = Rewriter(snapshot, list(rows.values()), Access.COMPACT)
     adds: list[dict[str, Any]] = []
+    layout = _Layout.of(plan)
     try:
-        for cube in plan.cubes:
-            adds += _write_cube(rewriter, plan, [rows[p] for p in cube.paths], cube)
+        if plan.engine.name == LOCAL.name:
+            for cube in plan.cubes:
+                adds += _write_cube(rewriter, layout, [rows[p] for p in cube.paths], cube)
+        else:  # one task per cube
+            work = [(cube, [rows[p] for p in cube.paths]) for cube in plan.cubes]
+            adds = _write_cubes_elsewhere(plan.engine, rewriter, layout, work)
         removes = rewriter.removes(rows)
     except BaseException:
         rewriter.discard()
@@ -707,10 +714,66 @@ def execute_cluster(plan: ClusterPlan) -> ClusterResult:
     )
 
 
-def _write_cube(
-    rewriter: Rewriter, plan: ClusterPlan, members: list[Mapping[str, Any]], cube: Cube
+@dataclass(frozen=True)
+class _Layout:
+    """What writing a cube needs of its plan (no snapshot: portable to a Spark task)."""
+
+    mode: Mode
+    curve: CurveKind
+    target_size: int
+    clustering: tuple[ClusteringColumn, ...]
+
+    @classmethod
+    def of(cls, plan: ClusterPlan) -> _Layout:
+        return cls(plan.mode, plan.curve, plan.target_size, plan.clustering)
+
+
+def _cube_task(
+    rewriter: Rewriter, layout: _Layout, item: tuple[Cube, list[Mapping[str, Any]]]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """One cube written by a Spark task (a big cube's passes run in the task, one after the
+    other): its adds, and the table-relative files it wrote."""
+    cube, members = item
+    return _write_cube(rewriter, layout, members, cube, fork=False), list(rewriter.written)
+
+
+def _write_cubes_elsewhere(
+    engine: Engine, rewriter: Rewriter, layout: _Layout, work: list[tuple[Cube, list[Any]]]
 ) -> list[dict[str, Any]]:
-    """One cube's rows in curve order, as files near the target size; their adds."""
+    """Every cube written by the engine's tasks, one cube each; the files they wrote are
+    recorded on `rewriter` as results arrive (and, if the job fails, found by the rewrite's
+    file prefix), so `discard()` removes them."""
+
+    def finished(index: int, done: tuple[list[dict[str, Any]], list[str]]) -> None:
+        rewriter.written.extend(done[1])
+
+    try:
+        written = engine.map_ordered(
+            partial(_cube_task, rewriter.portable(), layout),
+            work,
+            spread=Spread.PROCESSES,
+            on_done=finished,
+        )
+    except BaseException:
+        directories = {rewriter.directory_of(members[0]) for _, members in work if members}
+        try:
+            rewriter.written.extend(rewriter.files_written_in(directories))
+        except Exception:  # noqa: BLE001 - the first failure matters more; vacuum removes the rest
+            logger.warning("could not list the files of a failed clustering; vacuum removes them")
+        raise
+    return [add for adds, _ in written for add in adds]
+
+
+def _write_cube(
+    rewriter: Rewriter,
+    plan: _Layout,
+    members: list[Mapping[str, Any]],
+    cube: Cube,
+    *,
+    fork: bool = True,
+) -> list[dict[str, Any]]:
+    """One cube's rows in curve order, as files near the target size; their adds. A big
+    cube's passes run on forked workers where `fork` allows and the files are local."""
     logical = [".".join(c.logical) for c in plan.clustering]
     keep: dict[str, Any] = {
         "tags": {
@@ -743,7 +806,7 @@ def _write_cube(
     ranges = min(MAX_SPILL_RANGES, max(files, math.ceil(cube.size / SPILL_RANGE_BYTES)))
     groups = list(_groups(members, SPILL_CHUNK_BYTES))
     # CPU-bound passes over local files: forked workers, one per core (as compaction's)
-    spread = Spread.PROCESSES if rewriter.storage.is_local else Spread.SERIAL
+    spread = Spread.PROCESSES if fork and rewriter.storage.is_local else Spread.SERIAL
     curve, bounds = _fit_ranges(rewriter, plan, groups, physical, ranges, spread)
     with tempfile.TemporaryDirectory(prefix="delta-ops-cluster-") as spill:
         spilled = LOCAL.map_ordered(
@@ -793,7 +856,7 @@ def _stretches(counts: Mapping[int, int], files: int) -> list[list[int]]:
 
 def _fit_ranges(
     rewriter: Rewriter,
-    plan: ClusterPlan,
+    plan: _Layout,
     groups: list[list[Mapping[str, Any]]],
     physical: list[tuple[str, ...]],
     ranges: int,
