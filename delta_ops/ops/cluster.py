@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import logging
 import math
 import tempfile
 import time
@@ -119,8 +118,6 @@ SAMPLE_ROWS = 200_000
 _WHOLE_READ_BYTES = 8 * 1024 * 1024
 #: the column carrying each row's curve value through the spill files
 _CURVE_COLUMN = "__delta_ops_curve"
-
-logger = logging.getLogger(__name__)
 
 
 class Mode(StrEnum):
@@ -755,11 +752,9 @@ def _write_cubes_elsewhere(
             on_done=finished,
         )
     except BaseException:
-        directories = {rewriter.directory_of(members[0]) for _, members in work if members}
-        try:
-            rewriter.written.extend(rewriter.files_written_in(directories))
-        except Exception:  # noqa: BLE001 - the first failure matters more; vacuum removes the rest
-            logger.warning("could not list the files of a failed clustering; vacuum removes them")
+        rewriter.record_files_written_elsewhere(
+            rewriter.directory_of(members[0]) for _, members in work if members
+        )
         raise
     return [add for adds, _ in written for add in adds]
 
@@ -832,7 +827,7 @@ def _write_cube(
             written = LOCAL.map_ordered(write, stretches, spread=spread, on_done=finished)
         except BaseException:
             if not here:  # a worker killed mid-write left a file only its name prefix finds
-                rewriter.written.extend(rewriter.files_written_in([directory]))
+                rewriter.record_files_written_elsewhere([directory])
             raise
     return [add for add, _ in written]
 

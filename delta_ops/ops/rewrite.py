@@ -401,6 +401,16 @@ class Rewriter:
                     found.append(relative)
         return found
 
+    def record_files_written_elsewhere(self, directories: Iterable[str]) -> None:
+        """After a map whose workers (forked processes, Spark tasks) failed: record the files
+        they wrote that this process never heard of (a worker killed, a job aborted), found by
+        the rewrite's file prefix, so :meth:`discard` removes them too. A listing that fails
+        is only logged: the map's failure matters more, and vacuum removes what is left."""
+        try:
+            self.written.extend(self.files_written_in(directories))
+        except Exception:  # noqa: BLE001 - the first failure matters more; vacuum removes the rest
+            logger.warning("could not list the files of a failed rewrite; vacuum removes them")
+
     def discard(self) -> None:
         """Delete the files this rewrite wrote, unless the log references them after all (a
         commit whose response was lost did land: its files must stay)."""
@@ -525,10 +535,7 @@ def rewrite_units(
             # rewrite's file prefix, so they are found and `discard()` removes them too
             if here:
                 raise  # this process wrote every file, and recorded each as it wrote it
-            try:
-                rewriter.written.extend(rewriter.files_written_in(u.directory for u in units))
-            except Exception:  # noqa: BLE001 - the first failure matters more; vacuum removes the rest
-                logger.warning("could not list the files of a failed rewrite; vacuum removes them")
+            rewriter.record_files_written_elsewhere(u.directory for u in units)
             raise
 
 
