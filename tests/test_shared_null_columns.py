@@ -4,6 +4,7 @@ nulls held a buffer per field)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -63,3 +64,79 @@ def test_snapshots_of_real_tables_answer_as_without_sharing(tmp_path, monkeypatc
             plain.num_deleted_records,
             plain.num_records,
         )
+
+
+def _checkpointed_table(tmp_path, monkeypatch, *, parts=None):  # type: ignore[no-untyped-def]
+    """A table of six files without deletion vectors, tags or row ids, checkpointed in `parts`
+    (one file when None) with two adds a row group."""
+    from delta_ops.log import state_stream
+    from delta_ops.ops.checkpoint import checkpoint
+
+    table = tmp_path / f"parts-{parts}"
+    for i in range(6):
+        write_arrow(table, pa.table({"id": [i]}), mode="append")
+    with monkeypatch.context() as patch:
+        patch.setattr(state_stream, "STREAM_BATCH_ROWS", 2)
+        checkpoint(str(table), parts=parts)
+    return table
+
+
+def _checkpoint_sources(table):  # type: ignore[no-untyped-def]
+    from delta_ops.log.reader import read_checkpoint
+    from delta_ops.log.segment import build_log_segment
+    from delta_ops.storage import Storage
+
+    storage = Storage.open(str(table))
+    segment = build_log_segment(storage, None)
+    assert segment.checkpoint is not None
+    read = read_checkpoint(
+        storage, segment.checkpoint.files, segment.checkpoint.version, 0, with_stats=False
+    )
+    return [
+        src
+        for src in read.batch.sources
+        if "add" in src.table.column_names
+        and pa.types.is_struct(src.table.schema.field("add").type)
+    ]
+
+
+def test_a_checkpoint_read_builds_its_null_fields_over_one_buffer(tmp_path, monkeypatch):
+    """The all-null fields of a checkpoint's adds (decoded from the file, or absent from its
+    schema) are slices of one array per type across its row groups (and parts), not a buffer of
+    each field of each row group (10M files held ~0.55 GB of them). The version of each row is
+    the checkpoint's, held once (not an int64 per row beside the state's version column)."""
+    sources = _checkpoint_sources(_checkpointed_table(tmp_path, monkeypatch))
+    assert len(sources) == 3  # three row groups of adds
+    adds = [src.table.column("add").chunk(0) for src in sources]
+    for name in ("tags", "deletionVector", "baseRowId", "defaultRowCommitVersion"):
+        fields = [add.field(name) for add in adds]
+        assert all(f.null_count == len(f) for f in fields)
+        # every field's validity over the same memory: shared, not one buffer per row group
+        assert len({f.buffers()[0].address for f in fields}) == 1, name
+    for src in sources:
+        assert src.versions.strides == (0,) and len(src.versions) == src.num_rows
+
+
+def test_checkpointed_tables_load_as_without_any_sharing(tmp_path, monkeypatch):
+    """The state equals that of a load that builds every null field of its own (the reader's
+    and the replay's sharing, and the snapshot's, all off)."""
+    from delta_ops.log import actions
+    from delta_ops.log import reader as reader_module
+    from delta_ops.table import snapshot as snapshot_module
+
+    for path in (
+        _checkpointed_table(tmp_path, monkeypatch),
+        _checkpointed_table(tmp_path, monkeypatch, parts=3),
+        TABLES / "delta-spark/dv-partitioned-with-checkpoint",
+    ):
+        shared = load_snapshot(path)
+        with monkeypatch.context() as patch:
+            patch.setattr(actions.SharedNulls, "shared", lambda self, values: values)
+            patch.setattr(actions.SharedNulls, "__call__", lambda self, n, typ: pa.nulls(n, typ))
+            patch.setattr(snapshot_module, "with_shared_null_columns", lambda t: t)
+            patch.setattr(reader_module, "_one_version", lambda v, n: np.full(n, v, np.int64))
+            plain = load_snapshot(path)
+        assert shared.file_index.equals(plain.file_index)
+        assert shared.file_index.schema.equals(plain.file_index.schema)
+        assert shared.tombstones.equals(plain.tombstones)
+        assert shared.files.equals(plain.files)

@@ -43,6 +43,7 @@ from delta_ops.log.actions import (
     LOG_MEMORY_POOL,
     REMOVE_FIELDS,
     ActionBatch,
+    SharedNulls,
     concat_batches,
     normalize_actions,
     valid_positions,
@@ -532,9 +533,19 @@ def _projection(schema: pa.Schema, wanted: Mapping[str, tuple[str, ...] | None])
     return paths
 
 
-def _assemble_actions(read: pa.Table, wanted: Mapping[str, tuple[str, ...] | None]) -> pa.Table:
+def _largest_row_group(pf: Any) -> int:
+    metadata = pf.metadata
+    return max((metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)), default=0)
+
+
+def _assemble_actions(
+    read: pa.Table,
+    wanted: Mapping[str, tuple[str, ...] | None],
+    nulls: SharedNulls | None = None,
+) -> pa.Table:
     """The action columns of projected checkpoint rows, `add` / `remove` as structs of the wanted
-    fields in their order; an action is absent exactly where its required `path` is null."""
+    fields in their order; an action is absent exactly where its required `path` is null. Their
+    all-null fields are built by `nulls` (pass one for all row groups of a file to share them)."""
     columns: dict[str, pa.Array] = {}
     for column, fields in wanted.items():
         if column not in read.column_names:
@@ -543,17 +554,18 @@ def _assemble_actions(read: pa.Table, wanted: Mapping[str, tuple[str, ...] | Non
         if fields is None or not pa.types.is_struct(col.type):
             columns[column] = col
             continue
-        columns[column] = _conformed_file_actions(col, fields)
+        columns[column] = _conformed_file_actions(col, fields, nulls or SharedNulls())
     return pa.table(columns) if columns else pa.table({"add": pa.nulls(read.num_rows)})
 
 
-def _conformed_file_actions(col: pa.Array, fields: tuple[str, ...]) -> pa.Array:
+def _conformed_file_actions(col: pa.Array, fields: tuple[str, ...], nulls: SharedNulls) -> pa.Array:
     """`add` / `remove` structs of one checkpoint file as structs of exactly `fields`, in
     their order: a field the file's schema lacks is null (Delta Spark writes each part of a
     multi-part checkpoint, and each sidecar, with the schema of the rows in it, so one part's
     `add` may have no `stats` and another's `remove` no `deletionVector`), as is a field of a
     deletion vector it lacks. Fields outside the action schema (`stats_parsed`) are kept only
-    where present. An action is absent exactly where its required `path` is null."""
+    where present. An action is absent exactly where its required `path` is null. A field null
+    in every row is one of `nulls`' shared arrays (equal values, no buffer of its own)."""
     names: list[str] = []
     arrays: list[pa.Array] = []
     for name in fields:
@@ -562,10 +574,11 @@ def _conformed_file_actions(col: pa.Array, fields: tuple[str, ...]) -> pa.Array:
             child = pc.struct_field(col, name)
             if name == "deletionVector":
                 child = _with_all_fields(child, DELETION_VECTOR_TYPE)
+            child = nulls.shared(child)
         elif name == "stats" and col.type.get_field_index("stats_parsed") >= 0:
             child = stats_json_from_parsed(pc.struct_field(col, "stats_parsed"))
         elif FILE_ACTION_SCHEMA.get_field_index(name) >= 0:
-            child = pa.nulls(len(col), FILE_ACTION_SCHEMA.field(name).type)
+            child = nulls(len(col), FILE_ACTION_SCHEMA.field(name).type)
         else:
             continue
         names.append(name)
@@ -620,13 +633,15 @@ def _read_parquet_actions(
     name: str,
     data: bytes | str,
     wanted: Mapping[str, tuple[str, ...] | None] = _CHECKPOINT_COLUMNS,
+    nulls: SharedNulls | None = None,
 ) -> list[pa.Table]:
     """Read the action columns of a checkpoint or sidecar parquet file (its bytes, or the path
     of a local file): a table of its file actions (`add`, `remove`), then tables holding only
     the rows of its other actions.
 
     `add` and `remove` are projected to the fields replay needs (`wanted`), which skips
-    decoding `stats_parsed` / `partitionValues_parsed`.
+    decoding `stats_parsed` / `partitionValues_parsed`; their all-null fields are built by
+    `nulls` (pass one for all files of a checkpoint to share them across its parts).
     """
     import pyarrow.parquet as pq  # only logs with checkpoints need it
 
@@ -635,14 +650,17 @@ def _read_parquet_actions(
         file_actions = {c: f for c, f in wanted.items() if c in _FILE_ACTIONS}
         others = {c: f for c, f in wanted.items() if c not in _FILE_ACTIONS}
         columns = _projection(pf.schema_arrow, file_actions)
+        nulls = nulls or SharedNulls()
+        nulls.reserve(_largest_row_group(pf))
         # a row group at a time: decoding holds one group's pages, not the whole file's
         tables = [
             _assemble_actions(
                 pf.read_row_group(group, columns=_present_in_group(pf, group, columns)),
                 file_actions,
+                nulls,
             )
             for group in range(pf.num_row_groups)
-        ] or [_assemble_actions(pf.read(columns=columns), file_actions)]
+        ] or [_assemble_actions(pf.read(columns=columns), file_actions, nulls)]
         # the other actions are a few rows: read a batch at a time and keep those rows only,
         # never a column of a million null structs (metaData alone has a dozen fields)
         columns = _projection(pf.schema_arrow, others)
@@ -721,8 +739,10 @@ def checkpoint_group_batches(
             if not columns:
                 return
             groups = range(pf.num_row_groups) if row_groups is None else row_groups
+            nulls = SharedNulls()
+            nulls.reserve(_largest_row_group(pf))
             for group in groups:
-                table = _assemble_actions(pf.read_row_group(group, columns=columns), wanted)
+                table = _assemble_actions(pf.read_row_group(group, columns=columns), wanted, nulls)
                 for start in range(0, table.num_rows, batch_rows):
                     yield group, table.slice(start, batch_rows)
     except FileNotFoundError:
@@ -800,6 +820,13 @@ def _read_json_actions(name: str, data: bytes) -> pa.Table:
     return _parse_commit_file(name, data)
 
 
+def _one_version(version: int, rows: int) -> np.ndarray:
+    """`version` for each of `rows` rows, as a read-only view of one number (a checkpoint's
+    rows share its version: 80 MB at 10M files as an array of its own, beside the version
+    column the snapshot keeps)."""
+    return np.broadcast_to(np.int64(version), (rows,))
+
+
 @dataclass
 class CheckpointRead:
     batch: ActionBatch
@@ -822,6 +849,7 @@ def read_checkpoint(
     wanted = _CHECKPOINT_COLUMNS if with_stats else _CHECKPOINT_COLUMNS_WITHOUT_STATS
     names = [f.name for f in files]
     datas = _parquet_sources(storage, [storage.log_file(n) for n in names])
+    nulls = SharedNulls()  # the all-null fields of every part and sidecar over one buffer
     tables = []
     for f, data in zip(files, datas):
         if not data:
@@ -831,14 +859,12 @@ def read_checkpoint(
                 data = storage.read_bytes(data)
             tables.append(_read_json_actions(f.name, data))
         else:
-            tables.extend(_read_parquet_actions(f.name, data, wanted))
+            tables.extend(_read_parquet_actions(f.name, data, wanted, nulls))
     batches = []
     seq = seq_start
     for t in tables:
         batches.append(
-            normalize_actions(
-                t, versions=np.full(t.num_rows, version, dtype=np.int64), seq_start=seq
-            )
+            normalize_actions(t, versions=_one_version(version, t.num_rows), seq_start=seq)
         )
         seq += t.num_rows
     batch = concat_batches(batches)
@@ -855,11 +881,9 @@ def read_checkpoint(
             raise CorruptLog(names[0], f"a sidecar file it references is missing: {exc}") from exc
         side_batches = []
         for sname, data in zip(sidecar_names, sidecar_datas):
-            for t in _read_parquet_actions(f"{SIDECARS_DIR}/{sname}", data, wanted):
+            for t in _read_parquet_actions(f"{SIDECARS_DIR}/{sname}", data, wanted, nulls):
                 side_batches.append(
-                    normalize_actions(
-                        t, versions=np.full(t.num_rows, version, dtype=np.int64), seq_start=seq
-                    )
+                    normalize_actions(t, versions=_one_version(version, t.num_rows), seq_start=seq)
                 )
                 seq += t.num_rows
             read.append(f"{SIDECARS_DIR}/{sname}")
