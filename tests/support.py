@@ -11,6 +11,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -145,3 +146,16 @@ def add_action(table: Path, name: str, n: int, start: int) -> dict:
             "stats": json.dumps({"numRecords": n}),
         }
     }
+
+
+def check_listing_from_each_version(storage: Any) -> int:
+    """`storage.list_log(from_version=v)` for every version of the log and one past it: the
+    version-named files (commits, checkpoints, checksums) of the whole listing at or after `v`,
+    nothing else (no `_last_checkpoint`, no `_sidecars/` entry). Returns the versions checked."""
+    whole = storage.list_log()
+    versions = sorted({int(e.name.split(".")[0]) for e in whole if e.name[:1].isdigit()})
+    assert versions, whole
+    for v in [*versions, versions[-1] + 1]:
+        expected = [e for e in whole if e.name[:1].isdigit() and int(e.name.split(".")[0]) >= v]
+        assert storage.list_log(from_version=v) == expected, v
+    return len(versions)

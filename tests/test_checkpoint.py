@@ -1533,19 +1533,20 @@ def test_stats_columns_property_shapes_stats_parsed(tmp_path):
 
 
 def test_a_checkpoint_reads_the_log_listing_and_hint_no_more_than_it_needs(tmp_path, monkeypatch):
-    """On an object store every listing and `_last_checkpoint` read is a round trip. A run
-    lists `_delta_log` for the load, before writing and after it, and reads the hint for the
-    load and before its update (not after: it knows what it wrote); planning reuses the load's
-    listing and hint."""
+    """On an object store every listing and `_last_checkpoint` read is a round trip, and a
+    listing of the whole log is one per thousand files. A run lists all of `_delta_log` once,
+    for the load; before writing and after it, it lists only from the checkpoint's version on.
+    It reads the hint for the load and before its update (not after: it knows what it wrote);
+    planning reuses the load's listing and hint."""
     table = tmp_path / "t"
     for i in range(3):
         write_deltalake(table, pa.table({"a": [i]}), mode="append")
     calls: list[str] = []
     list_log, read_bytes = Storage.list_log, Storage.read_bytes
 
-    def counted_list_log(self: Storage, subdir: str = "") -> Any:
-        calls.append("list")
-        return list_log(self, subdir)
+    def counted_list_log(self: Storage, subdir: str = "", *, from_version: Any = None) -> Any:
+        calls.append("list" if from_version is None else f"list from {from_version}")
+        return list_log(self, subdir, from_version=from_version)
 
     def counted_read_bytes(self: Storage, path: str) -> bytes:
         if path.endswith("_last_checkpoint"):
@@ -1556,4 +1557,5 @@ def test_a_checkpoint_reads_the_log_listing_and_hint_no_more_than_it_needs(tmp_p
     monkeypatch.setattr(Storage, "read_bytes", counted_read_bytes)
     result = checkpoint(str(table))
     assert list(result.written) == ["00000000000000000002.checkpoint.parquet"]
-    assert calls.count("list") == 4 and calls.count("hint") == 2, calls
+    assert calls.count("list") == 1 and calls.count("list from 2") == 3, calls
+    assert calls.count("hint") == 2, calls

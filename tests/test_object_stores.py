@@ -30,7 +30,7 @@ from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
 from tests.store_servers import CLIENTS, SERVERS, StoreServer, storage_args
-from tests.support import REPO, TABLES, deltalake_rows
+from tests.support import REPO, TABLES, check_listing_from_each_version, deltalake_rows
 
 FIXTURE = TABLES / "delta-spark" / "dv-partitioned-with-checkpoint"
 
@@ -126,6 +126,8 @@ def test_a_v2_checkpoint_with_sidecars_on_the_store(store: StoreServer) -> None:
         before.files.column("path").to_pylist()
     )
     assert not [name for name in after.storage.list_log() if name.name.startswith(".")]
+    # listing from a version on: one request that starts there and stops before `_sidecars/`
+    assert check_listing_from_each_version(after.storage) == 2
 
 
 _APPENDER = """

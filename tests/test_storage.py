@@ -5,12 +5,13 @@ from __future__ import annotations
 import threading
 
 import fsspec
+import pyarrow as pa
 import pytest
 
 from delta_ops.errors import UnsafePath
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
-from tests.support import TABLES
+from tests.support import TABLES, check_listing_from_each_version
 
 
 def test_file_url_and_memory_filesystem_read_like_local(tmp_path):
@@ -160,3 +161,20 @@ def test_a_local_tree_listing_that_fails_raises_instead_of_leaving_a_directory_o
                 pytest.raises(InjectedIOError),
             ):
                 storage.list_tree("_delta_ops_staging")
+
+
+def test_a_listing_from_a_version_holds_the_log_files_from_it_on(tmp_path):
+    """A V2 checkpoint (sidecars in `_sidecars/`), `_last_checkpoint`, checksums and commits:
+    listed from each version, exactly the version-named files at or after it."""
+    from delta_ops.ops.checkpoint import checkpoint
+    from delta_ops.table.writer import write_arrow
+
+    url = str(tmp_path / "t")
+    rows = pa.table({"id": pa.array([1, 2], pa.int64())})
+    write_arrow(url, rows, configuration={"delta.checkpointPolicy": "v2"})
+    write_arrow(url, rows.slice(1))
+    checkpoint(url)
+    write_arrow(url, rows)
+    storage = Storage.open(url)
+    assert {e.name for e in storage.list_log()} >= {"_last_checkpoint"}
+    assert check_listing_from_each_version(storage) == 3

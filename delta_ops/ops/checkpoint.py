@@ -215,7 +215,8 @@ def _checkpoint_files_at(
     None, from one new listing."""
     if listing is None:
         parsed = (
-            parse_log_file_name(e.name, e.size, e.modification_time) for e in storage.list_log()
+            parse_log_file_name(e.name, e.size, e.modification_time)
+            for e in storage.list_log(from_version=version)
         )
         listing = (f for f in parsed if f is not None)
     return [f for f in listing if f.version == version and f.is_checkpoint]
@@ -923,14 +924,11 @@ def _verify(plan: CheckpointPlan, storage: Storage, foreign: Collection[str] = (
 
 
 def _existing_ref(storage: Storage, version: int) -> CheckpointRef | None:
-    files = [
-        f
-        for f in (
-            parse_log_file_name(e.name, e.size, e.modification_time) for e in storage.list_log()
-        )
-        if f is not None
+    refs = [
+        r
+        for r in complete_checkpoints(_checkpoint_files_at(storage, version))
+        if r.version == version
     ]
-    refs = [r for r in complete_checkpoints(files) if r.version == version]
     return refs[-1] if refs else None
 
 

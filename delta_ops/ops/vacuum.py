@@ -681,7 +681,7 @@ def committed_since(storage: Storage, version: int) -> tuple[int, set[str]]:
     """
     newer = sorted(
         f.version
-        for f in parse_listing(storage.list_log())
+        for f in parse_listing(storage.list_log(from_version=version + 1))
         if f.kind is LogFileKind.COMMIT and f.version > version
     )
     referenced: set[str] = set()

@@ -222,6 +222,11 @@ def _filesystem_for(text: str, scheme: str, options: Mapping[str, Any]) -> tuple
     return fs, str(path)
 
 
+def _named_from(name: str, first: str) -> bool:
+    """Whether a log file name is a version's (it starts with a digit) at or after `first`."""
+    return name[:1].isdigit() and name >= first
+
+
 class Storage:
     """A Delta table's location: the fsspec filesystem plus the root path inside it.
 
@@ -385,17 +390,25 @@ class Storage:
         return posixpath.join(self.log_path, name)
 
     # ----------------------------------------------------------------------------- listing
-    def list_log(self, subdir: str = "") -> list[FileEntry]:
+    def list_log(self, subdir: str = "", *, from_version: int | None = None) -> list[FileEntry]:
         """List files directly in `_delta_log` (or one of its subdirectories), sorted by name.
         Hidden names (temp files of concurrent writers, `.crc` checksums) are never log files
         and are left out, on every store alike.
 
+        With `from_version`, only the files named by a version at or after it (commits,
+        checkpoints, checksums, compacted logs; no `_last_checkpoint`): an object store lists
+        from that name on, and a local listing stats only those, so asking about the newest
+        versions costs what they hold, not the whole log.
+
         Raises NotADeltaTable when `_delta_log` itself does not exist.
         """
         directory = self.log_path if not subdir else self.log_file(subdir)
+        first = f"{from_version:020d}" if from_version is not None else None
         if self.is_local:
-            return self._list_local(directory, must_exist=not subdir)
+            return self._list_local(directory, must_exist=not subdir, first=first)
         if self._native is not None:
+            if first is not None:
+                return self._list_native_from(directory, first)
             objects, dirs = self._native.list_dir(directory)
             if not objects and not dirs and not subdir:
                 raise NotADeltaTable(self.url, "no _delta_log directory")
@@ -418,7 +431,26 @@ class Storage:
             if i.get("type") != "directory"
             and not posixpath.basename(i["name"].rstrip("/")).startswith(".")
         ]
+        if first is not None:
+            entries = [e for e in entries if _named_from(e.name, first)]
         entries.sort(key=lambda e: e.name)
+        return entries
+
+    def _list_native_from(self, directory: str, first: str) -> list[FileEntry]:
+        """The version-named files directly in `directory` from `first` (a version's 20-digit
+        name) on: one listing that starts after it and stops at the first name that is not a
+        version's (every version-named file sorts before `_last_checkpoint`, `_sidecars/`)."""
+        native = self._native
+        assert native is not None
+        base = native.key(directory).rstrip("/") + "/"
+        entries: list[FileEntry] = []
+        for page in native.list_tree(directory, offset=f"{directory.rstrip('/')}/{first}"):
+            for o in page:
+                name = native.key(o.path).removeprefix(base)
+                if not name[:1].isdigit():
+                    return entries  # past the versions: the rest is `_...` names and subtrees
+                if "/" not in name and _named_from(name, first):
+                    entries.append(FileEntry(name, o.size, o.modification_time))
         return entries
 
     def file_names_in(self, relative_dir: str, prefix: str = "") -> list[str]:
@@ -447,20 +479,23 @@ class Storage:
         return sorted(n for n in names if n.startswith(prefix))
 
     @staticmethod
-    def _list_local(directory: str, must_exist: bool) -> list[FileEntry]:
+    def _list_local(directory: str, must_exist: bool, first: str | None = None) -> list[FileEntry]:
         try:
             with os.scandir(directory) as it:
                 entries = []
                 for item in it:
-                    if item.name.startswith("."):
+                    name = item.name
+                    if name.startswith("."):
                         continue  # temp files of concurrent writers, checksum files: never log files
+                    if first is not None and not _named_from(name, first):
+                        continue  # not asked for: no stat
                     try:
                         if not item.is_file():
                             continue
                         st = item.stat()
                     except FileNotFoundError:
                         continue  # vanished between readdir and stat (another writer's cleanup)
-                    entries.append(FileEntry(item.name, st.st_size, st.st_mtime_ns // 1_000_000))
+                    entries.append(FileEntry(name, st.st_size, st.st_mtime_ns // 1_000_000))
         except FileNotFoundError:
             if must_exist:
                 raise NotADeltaTable(
