@@ -104,8 +104,9 @@ def test_a_checkpoint_read_builds_its_null_fields_over_one_buffer(tmp_path, monk
     """The all-null fields of a checkpoint's adds (decoded from the file, or absent from its
     schema) are slices of one array per type across its row groups (and parts), not a buffer of
     each field of each row group (10M files held ~0.55 GB of them). The version of each row is
-    the checkpoint's, held once (not an int64 per row beside the state's version column)."""
-    sources = _checkpoint_sources(_checkpointed_table(tmp_path, monkeypatch))
+    the checkpoint's, held once (not an int64 per row for the read, and another for the state)."""
+    table = _checkpointed_table(tmp_path, monkeypatch)
+    sources = _checkpoint_sources(table)
     assert len(sources) == 3  # three row groups of adds
     adds = [src.table.column("add").chunk(0) for src in sources]
     for name in ("tags", "deletionVector", "baseRowId", "defaultRowCommitVersion"):
@@ -115,11 +116,15 @@ def test_a_checkpoint_read_builds_its_null_fields_over_one_buffer(tmp_path, monk
         assert len({f.buffers()[0].address for f in fields}) == 1, name
     for src in sources:
         assert src.versions.strides == (0,) and len(src.versions) == src.num_rows
+    # and the state's version column: a slice of one array per row group, not a copy each
+    versions = load_snapshot(table).file_index.column("version")
+    assert versions.num_chunks == 3 and versions.to_pylist() == [5] * 6
+    assert len({chunk.buffers()[1].address for chunk in versions.chunks}) == 1
 
 
 def test_checkpointed_tables_load_as_without_any_sharing(tmp_path, monkeypatch):
-    """The state equals that of a load that builds every null field of its own (the reader's
-    and the replay's sharing, and the snapshot's, all off)."""
+    """The state equals that of a load that builds every null field and version of its own
+    (the reader's and the replay's sharing, and the snapshot's, all off)."""
     from delta_ops.log import actions
     from delta_ops.log import reader as reader_module
     from delta_ops.table import snapshot as snapshot_module
@@ -131,8 +136,11 @@ def test_checkpointed_tables_load_as_without_any_sharing(tmp_path, monkeypatch):
     ):
         shared = load_snapshot(path)
         with monkeypatch.context() as patch:
-            patch.setattr(actions.SharedNulls, "shared", lambda self, values: values)
-            patch.setattr(actions.SharedNulls, "__call__", lambda self, n, typ: pa.nulls(n, typ))
+            patch.setattr(actions.SharedArrays, "shared", lambda self, values: values)
+            patch.setattr(actions.SharedArrays, "__call__", lambda self, n, typ: pa.nulls(n, typ))
+            patch.setattr(
+                actions.SharedArrays, "repeated", lambda self, v, n: pa.array([v] * n, pa.int64())
+            )
             patch.setattr(snapshot_module, "with_shared_null_columns", lambda t: t)
             patch.setattr(reader_module, "_one_version", lambda v, n: np.full(n, v, np.int64))
             plain = load_snapshot(path)

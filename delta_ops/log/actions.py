@@ -71,16 +71,18 @@ def with_shared_null_columns(table: pa.Table) -> pa.Table:
     return table
 
 
-class SharedNulls:
-    """All-null arrays of any type, each a slice of one array of its type (`pa.nulls` gives all
-    of a type's parts one buffer). A checkpoint read a row group at a time builds the all-null
-    fields of its file actions (tags, deletion vectors, row ids, clustering, on most tables)
-    from one, not a buffer per field and row group as decoded (10M files: ~0.55 GB of nulls, a
-    third of the load's peak), and so does the replay for the fields it copies out of them."""
+class SharedArrays:
+    """All-null arrays of any type, and int64 arrays of one repeated value, each a slice of one
+    array of its type (or value; `pa.nulls` gives all of a type's parts one buffer). A
+    checkpoint read a row group at a time builds the all-null fields of its file actions (tags,
+    deletion vectors, row ids, clustering, on most tables) from one, not a buffer per field and
+    row group as decoded (10M files: ~0.55 GB of nulls, a third of the load's peak); so does the
+    replay for the fields it copies out of them, and for the version of a checkpoint's rows."""
 
     def __init__(self, rows: int = 0) -> None:
         self._rows = rows  # the length to allocate at least (e.g. a file's largest row group)
         self._arrays: dict[pa.DataType, pa.Array] = {}
+        self._repeated: dict[int, pa.Array] = {}
 
     def reserve(self, rows: int) -> None:
         """Allocate at least `rows` rows from now on (arrays made before are kept while
@@ -92,6 +94,14 @@ class SharedNulls:
         held = self._arrays.get(typ)
         if held is None or len(held) < length:
             held = self._arrays[typ] = pa.nulls(max(length, self._rows), typ)
+        return held.slice(0, length)
+
+    def repeated(self, value: int, length: int) -> pa.Array:
+        """An int64 array of `length` rows, each `value`."""
+        held = self._repeated.get(value)
+        if held is None or len(held) < length:
+            rows = max(length, self._rows)
+            held = self._repeated[value] = from_numpy(np.full(rows, value, dtype=np.int64))
         return held.slice(0, length)
 
     def shared(self, values: pa.Array) -> pa.Array:
@@ -460,14 +470,14 @@ def materialize_file_actions(
     column: str,
     mask: np.ndarray,
     fields: tuple[str, ...],
-    nulls: SharedNulls | None = None,
+    shared: SharedArrays | None = None,
 ) -> pa.Table:
     """Flat rows (FILE_ACTION_SCHEMA columns named in `fields`, plus `version`) of the
     `add` or `remove` actions selected by a boolean row mask. A field outside that schema
     (a checkpoint's `stats_parsed`) is passed through as stored, or left out when absent.
-    A field null in every selected row is one of `nulls`' shared arrays (pass one for all
-    sources of a state)."""
-    nulls = nulls or SharedNulls()
+    A field null in every selected row, and the version of rows that share one, are slices of
+    `shared`'s arrays (pass one for all sources of a state)."""
+    shared = shared or SharedArrays()
     struct = _struct_column(source.table, column)
     positions = np.flatnonzero(mask)
     count = len(positions)
@@ -498,10 +508,14 @@ def materialize_file_actions(
             continue
         typ = FILE_ACTION_SCHEMA.field(name).type
         if selected is None or selected.type.get_field_index(name) < 0:
-            columns[name] = nulls(count, typ)
+            columns[name] = shared(count, typ)
         else:
-            columns[name] = select(nulls.shared(_field_or_null(selected, name, typ)))
-    columns["version"] = from_numpy(source.versions[mask], pa.int64())
+            columns[name] = select(shared.shared(_field_or_null(selected, name, typ)))
+    versions = source.versions
+    if versions.strides == (0,) and count:  # one version for every row (a checkpoint's)
+        columns["version"] = shared.repeated(int(versions[0]), count)
+    else:
+        columns["version"] = from_numpy(versions[mask], pa.int64())
     return pa.table(columns)
 
 

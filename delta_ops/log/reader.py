@@ -43,7 +43,7 @@ from delta_ops.log.actions import (
     LOG_MEMORY_POOL,
     REMOVE_FIELDS,
     ActionBatch,
-    SharedNulls,
+    SharedArrays,
     concat_batches,
     normalize_actions,
     valid_positions,
@@ -541,7 +541,7 @@ def _largest_row_group(pf: Any) -> int:
 def _assemble_actions(
     read: pa.Table,
     wanted: Mapping[str, tuple[str, ...] | None],
-    nulls: SharedNulls | None = None,
+    nulls: SharedArrays | None = None,
 ) -> pa.Table:
     """The action columns of projected checkpoint rows, `add` / `remove` as structs of the wanted
     fields in their order; an action is absent exactly where its required `path` is null. Their
@@ -554,11 +554,13 @@ def _assemble_actions(
         if fields is None or not pa.types.is_struct(col.type):
             columns[column] = col
             continue
-        columns[column] = _conformed_file_actions(col, fields, nulls or SharedNulls())
+        columns[column] = _conformed_file_actions(col, fields, nulls or SharedArrays())
     return pa.table(columns) if columns else pa.table({"add": pa.nulls(read.num_rows)})
 
 
-def _conformed_file_actions(col: pa.Array, fields: tuple[str, ...], nulls: SharedNulls) -> pa.Array:
+def _conformed_file_actions(
+    col: pa.Array, fields: tuple[str, ...], nulls: SharedArrays
+) -> pa.Array:
     """`add` / `remove` structs of one checkpoint file as structs of exactly `fields`, in
     their order: a field the file's schema lacks is null (Delta Spark writes each part of a
     multi-part checkpoint, and each sidecar, with the schema of the rows in it, so one part's
@@ -633,7 +635,7 @@ def _read_parquet_actions(
     name: str,
     data: bytes | str,
     wanted: Mapping[str, tuple[str, ...] | None] = _CHECKPOINT_COLUMNS,
-    nulls: SharedNulls | None = None,
+    nulls: SharedArrays | None = None,
 ) -> list[pa.Table]:
     """Read the action columns of a checkpoint or sidecar parquet file (its bytes, or the path
     of a local file): a table of its file actions (`add`, `remove`), then tables holding only
@@ -650,7 +652,7 @@ def _read_parquet_actions(
         file_actions = {c: f for c, f in wanted.items() if c in _FILE_ACTIONS}
         others = {c: f for c, f in wanted.items() if c not in _FILE_ACTIONS}
         columns = _projection(pf.schema_arrow, file_actions)
-        nulls = nulls or SharedNulls()
+        nulls = nulls or SharedArrays()
         nulls.reserve(_largest_row_group(pf))
         # a row group at a time: decoding holds one group's pages, not the whole file's
         tables = [
@@ -739,7 +741,7 @@ def checkpoint_group_batches(
             if not columns:
                 return
             groups = range(pf.num_row_groups) if row_groups is None else row_groups
-            nulls = SharedNulls()
+            nulls = SharedArrays()
             nulls.reserve(_largest_row_group(pf))
             for group in groups:
                 table = _assemble_actions(pf.read_row_group(group, columns=columns), wanted, nulls)
@@ -849,7 +851,7 @@ def read_checkpoint(
     wanted = _CHECKPOINT_COLUMNS if with_stats else _CHECKPOINT_COLUMNS_WITHOUT_STATS
     names = [f.name for f in files]
     datas = _parquet_sources(storage, [storage.log_file(n) for n in names])
-    nulls = SharedNulls()  # the all-null fields of every part and sidecar over one buffer
+    nulls = SharedArrays()  # the all-null fields of every part and sidecar over one buffer
     tables = []
     for f, data in zip(files, datas):
         if not data:

@@ -36,7 +36,7 @@ from delta_ops.log.actions import (
     REMOVE_FIELDS,
     ActionBatch,
     ActionSource,
-    SharedNulls,
+    SharedArrays,
     file_action_keys,
     from_numpy,
     materialize_file_actions,
@@ -160,13 +160,13 @@ def reconcile_files(
         windows = [winners[start : start + src.num_rows] for start, src in zip(starts, sources)]
         add_rows = [to_bool_numpy(is_add) for _, _, is_add in keys]
     adds, tombstones = [], []
-    nulls = SharedNulls(max((src.num_rows for src in sources), default=0))
+    shared = SharedArrays(max((src.num_rows for src in sources), default=0))
     for src, window, is_add in zip(sources, windows, add_rows):
         if not window.any():
             continue
-        adds.append(materialize_file_actions(src, "add", window & is_add, ADD_COLUMNS, nulls))
+        adds.append(materialize_file_actions(src, "add", window & is_add, ADD_COLUMNS, shared))
         tombstones.append(
-            materialize_file_actions(src, "remove", window & ~is_add, TOMBSTONE_COLUMNS, nulls)
+            materialize_file_actions(src, "remove", window & ~is_add, TOMBSTONE_COLUMNS, shared)
         )
     return _concat_or_empty(adds, ADD_COLUMNS), _concat_or_empty(tombstones, TOMBSTONE_COLUMNS)
 
