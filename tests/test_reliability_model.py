@@ -32,7 +32,13 @@ our ops with the wall clock fixed at it. What the *other* writers create (commit
 DV files) is dated at the fake clock after each step: mtimes, and the timestamps inside their
 commits. What *our* ops write is never rewritten: their commits must already carry the fake
 clock (`commitInfo.timestamp`, every `remove.deletionTimestamp`), which is checked, because a
-wrong deletion timestamp would make a later vacuum expire files early.
+wrong deletion timestamp would make a later vacuum expire files early. The files our ops write
+are dated by the fake clock as they are written (the local storage's staged writes, patched
+while one of our ops runs), each a millisecond after the one before (and after the fake clock),
+so their order is the order of writing: inside an op, a checkpoint it writes is younger than
+the versions before it, as on a real file system, and a log cleanup the op runs itself (a
+history-truncating feature drop) sees it as the end of a segment. Files written another way
+are dated at the fake clock when the op returns.
 
 The model is the rows `deltalake` read right after each version was written (its own view,
 before any op of ours touched the table), checked against the rows the model computes itself
@@ -42,6 +48,7 @@ for the hand-written deletes. `make check` runs a CI-sized profile; `make soak` 
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -82,6 +89,7 @@ from delta_ops.protocol.deletion_vectors import (
     load_deletion_vector,
     z85_encode,
 )
+from delta_ops.storage import table_storage
 from delta_ops.table.checksum import ChecksumStatus, check_checksum
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
@@ -194,6 +202,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
         # checkpointProtection (a fast feature drop adds it): deltalake's writer refuses it too
         self.protected = False
         self.steps = 0
+        # the mtime (ms) of the newest file our ops wrote: the next one is dated after it
+        self.last_written_ms = 0
 
     @property
     def deltalake_writes(self) -> bool:
@@ -259,18 +269,45 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.committed_at[version] = self.now
         self.promised.add(version)
 
+    @contextlib.contextmanager
+    def _files_dated_as_written(self) -> Any:
+        """While the block runs, every file the local storage stages (commits, checkpoints,
+        checksums, data files, the hints it replaces) is dated by the fake clock before it is
+        linked or renamed into place: a millisecond after `now`, or after the newest file our
+        ops wrote before if that is later (each later than the one before it, and than what the
+        other writers wrote at `now`). Yields the paths so dated."""
+        original = table_storage._staged_local
+        dated: set[Path] = set()
+
+        @contextlib.contextmanager
+        def staged(path: str, write: Any) -> Any:
+            with original(path, write) as tmp:
+                stamp = max(self.now, self.last_written_ms) + 1
+                self.last_written_ms = stamp
+                os.utime(tmp, ns=(stamp * 1_000_000, stamp * 1_000_000))
+                dated.add(Path(path))
+                yield tmp
+
+        table_storage._staged_local = staged
+        try:
+            yield dated
+        finally:
+            table_storage._staged_local = original
+
     def _ours(self, op: Any, *, truncates_log: bool = False) -> Any:
         """Run one of our ops with the wall clock at the fake time. Its commits must carry the
-        fake clock; they are not redated. The files it writes keep their real mtimes until it
-        returns, so an op that truncates the log (a history-truncating feature drop) may take
-        its own intermediate commits with it: `truncates_log` lets those be gone."""
+        fake clock; they are not redated. Its files are dated by the fake clock as they are
+        written (see the module doc), so an op that truncates the log (a history-truncating
+        feature drop) may take its own intermediate commits with it: `truncates_log` lets those
+        be gone."""
         before = set(self.path.rglob("*"))
-        with fixed_wall_clock(self.now, all_threads=True):
+        with fixed_wall_clock(self.now, all_threads=True), self._files_dated_as_written() as dated:
             result = op()
         when = self.now / 1000
         for file in set(self.path.rglob("*")) - before:
             if file.is_file():  # the file system's clock is the fake one too
-                os.utime(file, (when, when))
+                if file not in dated:  # written other than through a staged write
+                    os.utime(file, (when, when))
                 self.seen.add(file)
         latest = load_snapshot(self.path).version
         for version in range(max(self.committed_at, default=-1) + 1, latest + 1):
@@ -310,12 +347,15 @@ class ReliabilityMachine(RuleBasedStateMachine):
             )
 
     def _window_by_file_times(self, retention_ms: int) -> set[int]:
+        """The window by the commit files' own times, made monotonic as time travel makes them
+        (a version no later than the one before it is dated a millisecond after it): a
+        restored log's commits, all dated alike, then fall inside the window one by one."""
         start = self.now - retention_ms
-        times = {
-            int(p.name[:20]): p.stat().st_mtime * 1000
-            for p in (self.path / "_delta_log").glob("*.json")
-            if p.stem.isdigit()
-        }
+        times: dict[int, int] = {}
+        for p in sorted((self.path / "_delta_log").glob("*.json")):
+            if p.stem.isdigit():
+                mtime = p.stat().st_mtime_ns // 1_000_000
+                times[int(p.stem)] = max(mtime, times[max(times)] + 1) if times else mtime
         before = [v for v, t in times.items() if t <= start]
         return {v for v, t in times.items() if t > start} | ({max(before)} if before else set())
 
@@ -846,6 +886,21 @@ class ReliabilityMachine(RuleBasedStateMachine):
         """The two runs of a history-truncating drop, a day and an hour apart."""
         self.drop_feature(pick, True)
         self.advance(25)
+        self.drop_feature(pick, True)
+
+    @rule(
+        pick=st.integers(0, 1000),
+        n=st.integers(1, 2),
+        hours=st.sampled_from([1, 12, 23]),
+    )
+    def young_versions_then_a_truncating_drop(self, pick: int, n: int, hours: int) -> None:
+        """A truncating drop prepared, a day passes, then versions younger than its retention
+        (24 hours) and older than the minute it next runs in: the run that truncates the
+        history must keep them readable (its log cleanup keeps the retention it was asked)."""
+        self.drop_feature(pick, True)
+        self.advance(25)
+        self.append(n)
+        self.advance(hours)
         self.drop_feature(pick, True)
 
     def _deleted_rows_now(self) -> None:
