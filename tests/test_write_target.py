@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from delta_ops.errors import DeltaOpsError
+from delta_ops.errors import ConcurrentModification, DeltaOpsError
 from delta_ops.log.file_names import commit_file_name
 from delta_ops.storage import Storage
 from delta_ops.table.scan import read_table
@@ -239,6 +239,21 @@ def test_a_table_repartitioned_while_files_were_written_is_not_committed(tmp_pat
     with pytest.raises(DeltaOpsError, match="changed while the data was written"):
         commit_data_files(table, [], target)
     assert load_snapshot(table).version == 0
+
+
+def test_a_table_another_writer_created_meanwhile_is_a_retryable_conflict(
+    tmp_path: Path,
+) -> None:
+    """Two writers racing to create a table: the one that finds it created before its commit
+    gets a conflict (retryable: the operation history's appends retry it), not a refusal."""
+    table = tmp_path / "t"
+    data = pa.table({"id": pa.array([1], pa.int64())})
+    target = resolve_write_target(Storage.open(table), data.schema)  # a new table
+    write_arrow(table, data)  # another writer creates it first, laid out the same
+    with pytest.raises(ConcurrentModification, match="another writer created it"):
+        commit_data_files(table, [], target)
+    assert load_snapshot(table).version == 0
+    assert write_arrow(table, data).version == 1  # the retry appends
 
 
 def test_partitioning_that_differs_from_the_tables_is_refused(tmp_path: Path) -> None:
