@@ -27,8 +27,12 @@ from tests.store_servers import BUCKET, CLIENTS, StoreServer, serve_s3, storage_
 from tests.support import deltalake_rows
 
 FORCED = ["--retention", "0h", "--force", "--in-flight-grace", "0s"]
-#: few, quick retries, so a fault that never ends fails the op in seconds
-QUICK = {"native": {"max_retries": "2", "retry_timeout": "5"}, "fsspec": {}}
+#: few, quick retries, so a fault that never ends fails the op in seconds: obstore's options,
+#: and botocore's under s3fs (typed, through the CLI's KEY:=JSON form)
+QUICK = {
+    "native": {"max_retries": "2", "retry_timeout": "5"},
+    "fsspec": {"config_kwargs:": '{"retries": {"max_attempts": 2}}'},
+}
 
 
 @pytest.fixture(scope="module")

@@ -124,6 +124,7 @@ def test_human_units() -> None:
         (["checkpoint", "{t}", "--version", "abc"], "--version: invalid int value: 'abc'"),
         (["checkpoint", "{t}", "--version", "99"], "version 99 does not exist (latest is 4)"),
         (["inspect", "{t}", "--storage-option", "novalue"], "'novalue' is not KEY=VALUE"),
+        (["inspect", "{t}", "--storage-option", "retries:=two"], "retries:=two: not JSON"),
         (["frobnicate", "{t}"], "invalid choice: 'frobnicate'"),
         (["inspect", "{missing}"], "not a Delta table"),
         (["vacuum", "{file}"], "not a Delta table"),

@@ -53,13 +53,27 @@ def _add_table_args(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="fsspec storage option (repeatable)",
+        help="storage option (repeatable); KEY:=JSON passes a JSON value, not a string",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _storage_options(pairs: Sequence[str]) -> dict[str, str]:
-    return _pairs(pairs, "--storage-option", "KEY=VALUE")
+def _storage_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` options as strings; ``KEY:=JSON`` ones as the JSON value, for a client
+    option that is not a string (s3fs' ``retries:=2``, ``config_kwargs:={...}``)."""
+    options: dict[str, Any] = {}
+    for key, value in _pairs(pairs, "--storage-option", "KEY=VALUE or KEY:=JSON").items():
+        if not key.endswith(":"):
+            options[key] = value
+            continue
+        try:
+            options[key[:-1]] = json.loads(value)
+        except ValueError:
+            raise InvalidValue(
+                f"--storage-option {key}={value}: not JSON (KEY:=JSON takes a JSON value, such as"
+                ' 2, true or {"a": 1}; KEY=VALUE a string)'
+            ) from None
+    return options
 
 
 def _pairs(pairs: Sequence[str], flag: str, form: str) -> dict[str, str]:
@@ -304,7 +318,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="fsspec storage option for every table (repeatable)",
+        help="storage option for every table (repeatable); KEY:=JSON passes a JSON value",
     )
     plan.add_argument(
         "--max-tables",
