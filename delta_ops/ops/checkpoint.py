@@ -924,11 +924,7 @@ def _verify(plan: CheckpointPlan, storage: Storage, foreign: Collection[str] = (
 
 
 def _existing_ref(storage: Storage, version: int) -> CheckpointRef | None:
-    refs = [
-        r
-        for r in complete_checkpoints(_checkpoint_files_at(storage, version))
-        if r.version == version
-    ]
+    refs = complete_checkpoints(_checkpoint_files_at(storage, version))  # all at `version`
     return refs[-1] if refs else None
 
 

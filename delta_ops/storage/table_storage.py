@@ -449,7 +449,7 @@ class Storage:
                 name = native.key(o.path).removeprefix(base)
                 if not name[:1].isdigit():
                     return entries  # past the versions: the rest is `_...` names and subtrees
-                if "/" not in name and _named_from(name, first):
+                if "/" not in name and name >= first:
                     entries.append(FileEntry(name, o.size, o.modification_time))
         return entries
 

@@ -155,14 +155,14 @@ def commit_data_files(
             else snapshot.metadata.schema_string == target.base_schema
             and now_target.partition_columns == target.partition_columns
         )
-        if not unchanged and not target.exists:
-            # another writer created the table first: a race, as two commits of one version
-            # are (retryable: a new attempt appends to the table, or is refused by its layout)
-            raise ConcurrentModification(
-                f"{storage.url} changed while the data was written (another writer created "
-                "it); nothing was committed, write again"
-            )
         if not unchanged:
+            if not target.exists:
+                # another writer created the table first: a race, as two commits of one
+                # version are (retryable: a new attempt appends, or is refused by its layout)
+                raise ConcurrentModification(
+                    f"{storage.url} changed while the data was written (another writer "
+                    "created it); nothing was committed, write again"
+                )
             raise OperationRefused(
                 f"{storage.url} changed while the data was written (re-partitioned or its "
                 "columns changed); nothing was committed, write again"
