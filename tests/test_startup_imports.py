@@ -62,6 +62,20 @@ def test_one_operation_loads_its_own_module_and_no_other() -> None:
     assert op_modules <= everything
 
 
+def test_inspect_loads_no_operation_before_it_loads_the_table() -> None:
+    """inspect's advice planners come after the table's load, so their modules' memory lands
+    under the load's peak (issue 35: inspect's peak RSS at most the load's)."""
+    from delta_ops.ops.registry import ENTRIES
+
+    op_modules = {f"delta_ops.ops.{entry.module}" for entry in ENTRIES}
+    for command in ("inspect", "plan"):
+        loaded = _loaded_by(
+            f"from delta_ops.cli.main import build_parser\nbuild_parser({command!r})"
+        )
+        assert sorted(op_modules & loaded) == [], command
+        assert "delta_ops.ops.inspect" not in loaded, command
+
+
 def test_the_registry_names_each_operation_as_its_module_does() -> None:
     from delta_ops.ops.registry import BY_ACTION, ENTRIES, OPERATIONS
 

@@ -88,12 +88,13 @@ def _pairs(pairs: Sequence[str], flag: str, form: str) -> dict[str, str]:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    # the command's own stack: loaded only when the command runs
-    from delta_ops.ops.inspect import format_summary, summarize
-
     snapshot = load_snapshot(
         args.table, args.version, storage_options=_storage_options(args.storage_option)
     )
+    # the command's own stack (the planners it asks for advice), imported only after the load:
+    # their modules' memory then lands below the load's peak instead of on top of it
+    from delta_ops.ops.inspect import format_summary, summarize
+
     summary = summarize(snapshot, include_files=args.files)
     _output(json.dumps(summary.to_dict()) if args.json else format_summary(summary))
     return 0
@@ -336,10 +337,23 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     plan.add_argument("--json", action="store_true", help="print one JSON object")
     plan.set_defaults(func=_cmd_plan)
-    names = [command] if command is not None and command in OPERATIONS else list(OPERATIONS)
-    for name in names:
+    for name in _operations_to_add(command):
         _add_operation(sub, OPERATIONS[name])
     return parser
+
+
+BUILT_IN_COMMANDS = frozenset({"inspect", "plan"})
+
+
+def _operations_to_add(command: str | None) -> list[str]:
+    """The operations whose subcommands the parser for `command` needs: that operation; none
+    for a built-in command (so `inspect` imports no operation's module before it loads the
+    table); every one for anything else (--help, usage errors)."""
+    if command is not None and command in OPERATIONS:
+        return [command]
+    if command in BUILT_IN_COMMANDS:
+        return []
+    return list(OPERATIONS)
 
 
 def _command(argv: Sequence[str]) -> str | None:
