@@ -684,6 +684,18 @@ def test_parse_stats_never_shifts_rows(blank_first):
     assert parse_stats(pa.array(rows), schema).to_pylist() == [None, None, {"numRecords": 4}, None]
 
 
+def test_newline_check_looks_only_at_the_documents_bytes():
+    """Pretty-printed stats make the JSON reader serial, so only documents holding a raw line
+    break ask for it; a slice of an array sees its own rows' bytes, not its neighbours'."""
+    from delta_ops.protocol.schema import _has_newline
+
+    docs = pa.array(['{"a":1}', '{\n"a":2}', '{"a":3}'], pa.large_string())
+    assert _has_newline(docs) and _has_newline(docs.slice(1, 1))
+    assert not _has_newline(docs.slice(0, 1)) and not _has_newline(docs.slice(2, 1))
+    assert not _has_newline(pa.array(['{"s":"a\\nb"}'], pa.large_string()))  # escaped: no break
+    assert not _has_newline(pa.array([], pa.large_string()))
+
+
 def test_parse_stats_of_empty_input():
     schema = stats_schema(NESTED, [])
     assert len(parse_stats(pa.array([], pa.string()), schema)) == 0

@@ -976,12 +976,18 @@ def _read_wrapped(documents: pa.Array | list[str], read_schema: pa.Schema) -> pa
             explicit_schema=read_schema,
             unexpected_field_behavior="ignore",
             # pretty-printed stats need it, but it makes the reader serial: only when present
-            newlines_in_values=bool(pc.any(pc.match_substring(documents, "\n")).as_py()),
+            newlines_in_values=_has_newline(documents),
         ),
     )
     if table.num_rows != len(documents):  # cannot happen with the wrapper; never misalign
         raise pa.ArrowInvalid(f"{table.num_rows} JSON records for {len(documents)} rows")
     return _combined(table.column(_WRAPPER))
+
+
+def _has_newline(documents: pa.Array) -> bool:
+    """Whether any of the (null-free, large_string) documents holds a raw line break: one
+    memchr over their bytes (a vectorised substring match takes 20 times as long)."""
+    return b"\n" in memoryview(_data_buffer(documents)).tobytes()
 
 
 def _data_buffer(strings: pa.Array) -> pa.Buffer:
