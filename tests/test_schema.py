@@ -32,6 +32,7 @@ from delta_ops.protocol.schema import (
     to_arrow_schema,
     to_arrow_type,
 )
+from delta_ops.protocol.string_bytes import any_holds
 from tests.support import TABLES
 
 COMMIT = re.compile(r"^\d{20}\.json$")
@@ -684,16 +685,18 @@ def test_parse_stats_never_shifts_rows(blank_first):
     assert parse_stats(pa.array(rows), schema).to_pylist() == [None, None, {"numRecords": 4}, None]
 
 
-def test_newline_check_looks_only_at_the_documents_bytes():
-    """Pretty-printed stats make the JSON reader serial, so only documents holding a raw line
-    break ask for it; a slice of an array sees its own rows' bytes, not its neighbours'."""
-    from delta_ops.protocol.schema import _has_newline
-
-    docs = pa.array(['{"a":1}', '{\n"a":2}', '{"a":3}'], pa.large_string())
-    assert _has_newline(docs) and _has_newline(docs.slice(1, 1))
-    assert not _has_newline(docs.slice(0, 1)) and not _has_newline(docs.slice(2, 1))
-    assert not _has_newline(pa.array(['{"s":"a\\nb"}'], pa.large_string()))  # escaped: no break
-    assert not _has_newline(pa.array([], pa.large_string()))
+@pytest.mark.parametrize("typ", [pa.string(), pa.large_string()])
+def test_byte_search_looks_only_at_the_rows_bytes(typ):
+    """Pretty-printed stats make the JSON reader serial, and vacuum decodes paths one by one,
+    only when a row needs it: a slice of an array sees its own rows' bytes, not its
+    neighbours'."""
+    docs = pa.array(['{"a":1}', '{\n"a":2}', '{"a":3}', None], typ)
+    assert any_holds(docs, b"\n") and any_holds(docs.slice(1, 1), b"\n")
+    assert not any_holds(docs.slice(0, 1), b"\n") and not any_holds(docs.slice(2, 2), b"\n")
+    assert any_holds(docs.slice(2, 1), b"%", b"3")
+    assert not any_holds(pa.array(['{"s":"a\\nb"}'], typ), b"\n")  # escaped: no line break
+    assert not any_holds(pa.array([], typ), b"\n")
+    assert not any_holds(pa.array([None, None], typ), b"\n")
 
 
 def test_parse_stats_of_empty_input():

@@ -73,6 +73,7 @@ from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, dv_relative_paths
 from delta_ops.protocol.features import Access, Protocol
+from delta_ops.protocol.string_bytes import any_holds
 from delta_ops.protocol.units import format_bytes, format_duration
 from delta_ops.storage import Storage
 from delta_ops.table.commit_times import version_at
@@ -246,6 +247,8 @@ def relative_paths(storage: Storage, paths: pa.Array) -> pa.Array:
     paths = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
     if len(paths) == 0:
         return pa.array([], pa.string())
+    if not any_holds(paths, b"%", b"..", b"://") and not pc.any(pc.starts_with(paths, "/")).as_py():
+        return paths  # one search over the paths' bytes: no row needs decoding
     special = pc.or_(
         pc.or_(pc.match_substring(paths, "%"), pc.match_substring(paths, "..")),
         pc.or_(pc.starts_with(paths, "/"), pc.match_substring(paths, "://")),

@@ -73,6 +73,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from delta_ops.errors import CorruptLog, InvalidSchema, UnsupportedType
+from delta_ops.protocol.string_bytes import any_holds, data_buffer
 
 __all__ = [
     "PRIMITIVE_TYPES",
@@ -970,34 +971,18 @@ def _read_wrapped(documents: pa.Array | list[str], read_schema: pa.Schema) -> pa
     )
     longest = pc.max(pc.binary_length(lines)).as_py() or 0
     table = pa_json.read_json(
-        pa.BufferReader(_data_buffer(lines)),
+        pa.BufferReader(data_buffer(lines)),
         read_options=pa_json.ReadOptions(block_size=max(1 << 20, longest + 1)),
         parse_options=pa_json.ParseOptions(
             explicit_schema=read_schema,
             unexpected_field_behavior="ignore",
             # pretty-printed stats need it, but it makes the reader serial: only when present
-            newlines_in_values=_has_newline(documents),
+            newlines_in_values=any_holds(documents, b"\n"),
         ),
     )
     if table.num_rows != len(documents):  # cannot happen with the wrapper; never misalign
         raise pa.ArrowInvalid(f"{table.num_rows} JSON records for {len(documents)} rows")
     return _combined(table.column(_WRAPPER))
-
-
-def _has_newline(documents: pa.Array) -> bool:
-    """Whether any of the (null-free, large_string) documents holds a raw line break: one
-    memchr over their bytes (a vectorised substring match takes 20 times as long)."""
-    return b"\n" in memoryview(_data_buffer(documents)).tobytes()
-
-
-def _data_buffer(strings: pa.Array) -> pa.Buffer:
-    """The concatenated bytes of a large_string array without nulls, without a copy."""
-    offsets = pa.Array.from_buffers(
-        pa.int64(), len(strings) + 1, [None, strings.buffers()[1]], offset=strings.offset
-    )
-    start, end = offsets[0].as_py(), offsets[len(strings)].as_py()
-    data = strings.buffers()[2]
-    return data.slice(start, end - start) if data is not None else pa.py_buffer(b"")
 
 
 _NON_FINITE = {
