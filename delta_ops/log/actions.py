@@ -465,6 +465,26 @@ def file_action_keys(source: ActionSource) -> tuple[pa.Array, pa.Array, pa.Array
     return path, dv_id, is_add
 
 
+def file_action_paths(source: ActionSource) -> tuple[np.ndarray, pa.Array, pa.Array]:
+    """Per row of a source: whether it is an `add`, and its `add` and `remove` paths as
+    parsed (null where that action is absent; views of the parsed data, not a copy). A row's
+    key path (:func:`file_action_keys`) is its add path where it is an add, else its remove
+    path: the paths of a big checkpoint can be looked up without copying them into a key
+    column."""
+    n = source.num_rows
+    is_add = np.zeros(n, dtype=bool)
+    paths = []
+    for column in ("add", "remove"):
+        struct = _struct_column(source.table, column)
+        if struct is None:
+            paths.append(pa.nulls(n, pa.string()))
+            continue
+        paths.append(_field_or_null(struct, "path", pa.string()))
+        if column == "add":
+            is_add = to_bool_numpy(struct.is_valid())
+    return is_add, paths[0], paths[1]
+
+
 def materialize_file_actions(
     source: ActionSource,
     column: str,

@@ -654,20 +654,23 @@ def _read_parquet_actions(
         columns = _projection(pf.schema_arrow, file_actions)
         nulls = nulls or SharedArrays()
         nulls.reserve(_largest_row_group(pf))
+        absent = [_absent_actions(pf, group) for group in range(pf.num_row_groups)]
         # a row group at a time: decoding holds one group's pages, not the whole file's
         tables = [
             _assemble_actions(
-                pf.read_row_group(group, columns=_present_in_group(pf, group, columns)),
+                pf.read_row_group(group, columns=_present(columns, absent[group])),
                 file_actions,
                 nulls,
             )
             for group in range(pf.num_row_groups)
         ] or [_assemble_actions(pf.read(columns=columns), file_actions, nulls)]
         # the other actions are a few rows: read a batch at a time and keep those rows only,
-        # never a column of a million null structs (metaData alone has a dozen fields)
+        # never a column of a million null structs (metaData alone has a dozen fields), and
+        # only from the row groups that hold any of them
         columns = _projection(pf.schema_arrow, others)
-        if columns:
-            for batch in pf.iter_batches(batch_size=65_536, columns=columns):
+        groups = [g for g in range(pf.num_row_groups) if _present(columns, absent[g])]
+        if groups:
+            for batch in pf.iter_batches(batch_size=65_536, columns=columns, row_groups=groups):
                 rows = rows_with_actions(_assemble_actions(pa.Table.from_batches([batch]), others))
                 if rows.num_rows:
                     tables.append(rows)
@@ -679,24 +682,31 @@ def _read_parquet_actions(
 _FILE_ACTIONS = ("add", "remove")
 
 
-def _present_in_group(pf: Any, group: int, columns: list[str]) -> list[str]:
-    """`columns` less those of a file action that no row of the row group holds: its required
-    `path` is null in every row by the column chunk's statistics (a checkpoint without
-    tombstones would otherwise decode a struct of nulls per field for every one of its adds)."""
+def _absent_actions(pf: Any, group: int) -> set[str]:
+    """The top-level action columns no row of a row group holds, by its column chunks'
+    statistics: `add` / `remove` where their required `path` is null in every row (a
+    checkpoint without tombstones would otherwise decode a struct of nulls per field for every
+    one of its adds); any other action where every one of its fields is (a checkpoint of a
+    million files has a handful of protocol, metaData, txn and domain rows, which a writer
+    such as ours puts in one row group). A chunk without a null count is never absent."""
     metadata = pf.metadata
     row_group = metadata.row_group(group)
-    absent = []
+    rows = row_group.num_rows
+    null_everywhere: dict[str, bool] = {}
     for index in range(metadata.num_columns):
         chunk = row_group.column(index)
         action, _, field = chunk.path_in_schema.partition(".")
-        if field != "path" or action not in _FILE_ACTIONS:
+        if action in _FILE_ACTIONS and field != "path":
             continue
         stats = chunk.statistics
-        if stats is not None and stats.has_null_count and stats.null_count == row_group.num_rows:
-            absent.append(action + ".")
-    if not absent:
-        return columns
-    return [c for c in columns if not c.startswith(tuple(absent))]
+        null = stats is not None and stats.has_null_count and stats.null_count == rows
+        null_everywhere[action] = null_everywhere.get(action, True) and null
+    return {action for action, null in null_everywhere.items() if null}
+
+
+def _present(columns: list[str], absent: set[str]) -> list[str]:
+    """The column paths of `columns` whose top-level action is not in `absent`."""
+    return [c for c in columns if c.partition(".")[0] not in absent]
 
 
 def checkpoint_file_batches(
@@ -709,8 +719,9 @@ def checkpoint_file_batches(
     """The actions of one checkpoint file (a part, a V2 top-level file or a sidecar, `name`
     relative to `_delta_log`) in tables of at most `batch_rows` rows, reading only the
     `wanted` columns and fields and (for parquet) only `row_groups` when given: memory stays
-    bounded by one row group whatever the file's size. A JSON file is parsed whole (V2
-    top-level files are small). CorruptLog names the file."""
+    bounded by one row group whatever the file's size. A row group that holds none of the
+    wanted actions by its statistics is skipped. A JSON file is parsed whole (V2 top-level
+    files are small). CorruptLog names the file."""
     for _, table in checkpoint_group_batches(storage, name, wanted, batch_rows, row_groups):
         yield table
 
@@ -744,6 +755,8 @@ def checkpoint_group_batches(
             nulls = SharedArrays()
             nulls.reserve(_largest_row_group(pf))
             for group in groups:
+                if not _present(columns, _absent_actions(pf, group)):
+                    continue  # no row of the group holds a wanted action: nothing to yield
                 table = _assemble_actions(pf.read_row_group(group, columns=columns), wanted, nulls)
                 for start in range(0, table.num_rows, batch_rows):
                     yield group, table.slice(start, batch_rows)

@@ -1,0 +1,102 @@
+"""A checkpoint's row groups are skipped by their statistics only where they hold nothing read.
+
+The reader leaves out the row groups whose column chunks say they hold none of the non-file
+actions (protocol, metaData, txn, domainMetadata, ...), and the file-action columns of row
+groups without adds or removes. Writers place those rows anywhere (ours puts the non-file
+actions in the first row group, Spark and delta-rs in one row group with everything), and a
+writer may leave out statistics: every layout of the same rows must load the same state.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from delta_ops.log.reader import _absent_actions
+from delta_ops.ops.checkpoint import checkpoint
+from delta_ops.table.snapshot import load_head, load_snapshot
+from tests import log_builder as lb
+from tests.test_checkpoint import state_facts, write_table
+
+NOW = 1_800_000_000_000
+
+
+def _table(path: Path) -> Path:
+    """A table with every kind of action in its checkpoint (version 3), and one commit after
+    it that removes a checkpointed file and adds one."""
+    commits = [
+        [
+            lb.commit_info(),
+            lb.protocol(1, 7, writer_features=["domainMetadata"]),
+            lb.metadata({"delta.deletedFileRetentionDuration": "interval 1000 weeks"}),
+        ],
+        [lb.add(f"f{i}.parquet", num_records=i) for i in range(12)],
+        [
+            lb.remove("f0.parquet", deletion_timestamp=NOW),
+            lb.remove("f1.parquet", deletion_timestamp=NOW),
+            {"txn": {"appId": "app", "version": 7, "lastUpdated": NOW}},
+            {"domainMetadata": {"domain": "d", "configuration": '{"a":1}', "removed": False}},
+        ],
+        [lb.add("f12.parquet", num_records=12)],
+    ]
+    write_table(path, commits)
+    checkpoint(str(path), version=3, now_ms=NOW)
+    lb.write_commit(path, 4, [lb.remove("f5.parquet"), lb.add("f13.parquet", num_records=13)])
+    (path / "_delta_log" / "_last_checkpoint").unlink()
+    return path
+
+
+def _checkpoint_file(table: Path) -> Path:
+    return table / "_delta_log" / f"{3:020d}.checkpoint.parquet"
+
+
+def _rewrite(table: Path, seed: int, *, statistics: bool) -> None:
+    """The checkpoint's rows shuffled into row groups of 2 rows (with or without statistics)."""
+    path = _checkpoint_file(table)
+    rows = pq.read_table(path)
+    order = list(range(rows.num_rows))
+    random.Random(seed).shuffle(order)
+    pq.write_table(rows.take(pa.array(order)), path, row_group_size=2, write_statistics=statistics)
+
+
+@pytest.mark.parametrize("statistics", [True, False])
+@pytest.mark.parametrize("seed", range(4))
+def test_any_row_group_layout_loads_the_same_state(
+    tmp_path: Path, seed: int, statistics: bool
+) -> None:
+    table = _table(tmp_path / "t")
+    want = state_facts(load_snapshot(table))
+    _rewrite(table, seed, statistics=statistics)
+    assert pq.ParquetFile(_checkpoint_file(table)).num_row_groups > 4
+    got = load_snapshot(table)
+    assert got.segment.checkpoint is not None  # read from it, no fallback to the commits
+    assert state_facts(got) == want
+    assert sorted(got.files.column("version").to_pylist()) == [3] * 10 + [4]
+    assert got.num_files == 11 and set(got.txns) == {"app"} and set(got.domains) == {"d"}
+    head = load_head(table)
+    assert head.segment.checkpoint is not None
+    assert (head.protocol, head.metadata) == (got.protocol, got.metadata)
+
+
+def test_absent_actions_by_statistics(tmp_path: Path) -> None:
+    table = _table(tmp_path / "t")
+    _rewrite(table, 0, statistics=True)
+    pf = pq.ParquetFile(_checkpoint_file(table))
+    rows = pq.read_table(_checkpoint_file(table))
+    start = 0
+    for group in range(pf.num_row_groups):
+        count = pf.metadata.row_group(group).num_rows
+        held = {
+            name
+            for name in rows.column_names
+            if rows.column(name).slice(start, count).null_count < count
+        }
+        assert _absent_actions(pf, group) == set(rows.column_names) - held
+        start += count
+    _rewrite(table, 0, statistics=False)
+    pf = pq.ParquetFile(_checkpoint_file(table))
+    assert all(not _absent_actions(pf, g) for g in range(pf.num_row_groups))
