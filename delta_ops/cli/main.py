@@ -33,11 +33,9 @@ from delta_ops.errors import (
 )
 from delta_ops.ops import progress
 from delta_ops.ops.engines import LOCAL, Engine
-from delta_ops.ops.history import HISTORY_ENV, OperationHistory
 from delta_ops.ops.operation import OptionKind
 from delta_ops.ops.registry import OPERATIONS, Operation
 from delta_ops.ops.results import to_data
-from delta_ops.ops.runs import run_operation
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.version import __version__
 
@@ -187,6 +185,10 @@ def _discard(stream: Any) -> None:
 def _run_operation(operation: Operation, args: argparse.Namespace) -> int:
     """Plan one registered operation; print the plan (dry run) or execute it and print what
     it did. Text by default, one JSON object with --json."""
+    # imported when an operation runs: `inspect` (and a bare load) need neither
+    from delta_ops.ops.history import HISTORY_ENV, OperationHistory
+    from delta_ops.ops.runs import run_operation
+
     values = operation.parse({o.name: getattr(args, o.name) for o in operation.options})
     engine = _engine(values.get("engine", "local"))
     version = args.version if operation.at_version else None
@@ -245,6 +247,8 @@ def _literal(text: str) -> str:
 def _add_operation(sub: Any, operation: Operation) -> None:
     """A subcommand generated from the registry: the table, the op's options, --dry-run. Every
     text from the registry passes through :func:`_literal` (a bare ``%`` broke `--help`)."""
+    from delta_ops.ops.history import HISTORY_ENV  # with the operation's own modules
+
     parser = sub.add_parser(
         operation.name,
         help=_literal(operation.help),

@@ -20,7 +20,6 @@ keys no longer listed are deleted (a key already gone counts, as above).
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -38,6 +37,14 @@ logger = logging.getLogger(__name__)
 RETRYABLE_CODES = frozenset({"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout"})
 ATTEMPTS = 6
 BACKOFF_S = 0.2  # first wait; doubles each attempt, with jitter, up to about 6 s in all
+
+
+def _jitter() -> float:
+    """A random factor in [0.5, 1.5) for a retry's backoff (`random`, imported only when a
+    store throttles: start-up cost otherwise)."""
+    import random
+
+    return 0.5 + random.random()
 
 
 def delete_batch(files: TableRoot, relative_paths: Sequence[str]) -> list[str]:
@@ -83,7 +90,7 @@ def _s3_delete_objects(fs: Any, paths: list[str], relative: list[str]) -> list[s
         logger.info(
             "%d deletes throttled by the store (%s); retrying", len(retry), errors[retry[0]]
         )
-        time.sleep(BACKOFF_S * 2**attempt * (0.5 + random.random()))
+        time.sleep(BACKOFF_S * 2**attempt * _jitter())
         pending = retry
     return _deleted(by_key, refused)
 
@@ -130,7 +137,7 @@ def native_delete_batch(store: NativeStore, root: str, relative_paths: Sequence[
             break
         if code != "NoSuchKey":
             logger.info("%d deletes throttled by the store (%s); retrying", len(left), code)
-            time.sleep(BACKOFF_S * 2**attempt * (0.5 + random.random()))
+            time.sleep(BACKOFF_S * 2**attempt * _jitter())
         pending = left
     return _deleted(by_key, refused)
 

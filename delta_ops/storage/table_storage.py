@@ -24,7 +24,6 @@ import logging
 import os
 import posixpath
 import re
-import shutil
 import uuid
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -911,6 +910,8 @@ class Storage:
         """Delete a table-relative directory and everything in it (missing: nothing to do)."""
         top = self.join(relative)
         if self.is_local:
+            import shutil  # here: its import (with bz2 and lzma) is start-up cost elsewhere
+
             shutil.rmtree(top, ignore_errors=True)
             return
         if self._native is not None:
