@@ -444,6 +444,24 @@ def test_partition_values_parsed_has_sparks_typed_fields(tmp_path):
     assert _normalize(ours_pv) == _normalize(spark_pv) == ("struct", [("part", "int32", True)])
 
 
+def test_only_repeating_file_fields_are_dictionary_encoded(tmp_path):
+    """A dictionary for the per-file unique fields (path, sizes, times, stats) is built only to
+    overflow (a fifth of the write): they are plain; partition values keep theirs. The
+    encoding changes nothing a reader gets (the state tests above read these files)."""
+    table = copy_fixture("delta-spark/dv-partitioned-with-checkpoint", tmp_path)
+    result = checkpoint(table, now_ms=0)
+    metadata = pq.ParquetFile(log_dir(table) / result.written[0]).metadata
+    encodings: dict[str, set[str]] = {}
+    for group in range(metadata.num_row_groups):
+        for i in range(metadata.num_columns):
+            column = metadata.row_group(group).column(i)
+            encodings.setdefault(column.path_in_schema, set()).update(column.encodings)
+    for plain in ("add.path", "add.size", "add.stats", "add.deletionVector.pathOrInlineDv"):
+        assert "RLE_DICTIONARY" not in encodings[plain], plain
+    assert "RLE_DICTIONARY" in encodings["add.partitionValues.key_value.value"]
+    assert "RLE_DICTIONARY" in encodings["add.partitionValues_parsed.part"]
+
+
 # ================================================================ 4. expiry rules
 NOW = 1_800_000_000_000
 

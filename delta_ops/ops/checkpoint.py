@@ -62,6 +62,7 @@ from delta_ops.log.checkpoint_content import (
     checkpoint_rows,
     checkpoint_schema,
     checkpoint_state,
+    dictionary_columns,
     even_windows,
     parsed_columns,
     part_of_paths,
@@ -460,7 +461,9 @@ def _write_parquet(
     """
 
     def write(sink: Any) -> None:
-        with pq.ParquetWriter(sink, schema, compression="snappy") as writer:
+        with pq.ParquetWriter(
+            sink, schema, compression="snappy", use_dictionary=dictionary_columns(schema)
+        ) as writer:
             empty = True
             for group in row_groups:
                 writer.write_table(group)
