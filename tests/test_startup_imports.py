@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from delta_ops.log.actions import from_numpy
-from tests.support import REPO, TABLES
+from tests.support import REPO, TABLES, copy_fixture
 
 #: loaded by the commands that write data files or fork workers, never at start-up
 DEFERRED = (
@@ -99,15 +100,21 @@ def test_planning_a_compaction_loads_no_rewriting_stack() -> None:
     assert "delta_ops.ops.rewrite" not in loaded
 
 
-def test_loading_and_inspecting_convert_no_numpy_array_through_pyarrow() -> None:
+def test_loading_inspecting_and_checkpointing_convert_no_numpy_array_through_pyarrow(
+    tmp_path: Path,
+) -> None:
     """``pa.array(ndarray)`` asks whether the array is a masked one, which imports numpy.ma
-    (10 ms of CPU): the load and inspect convert through `log.actions.from_numpy` instead."""
+    (10 ms of CPU): the load, inspect and a checkpoint convert through
+    `log.actions.from_numpy` instead."""
     code = (
         "from delta_ops.table.snapshot import load_snapshot\n"
         "from delta_ops.ops.inspect import summarize\n"
+        "from delta_ops.ops.checkpoint import checkpoint\n"
     )
     for name in ("dv-partitioned-with-checkpoint", "log-replay-dv-key-cases", "v2-checkpoint-json"):
         code += f"summarize(load_snapshot({str(TABLES / 'delta-spark' / name)!r}))\n"
+        copy = copy_fixture(f"delta-spark/{name}", tmp_path / name)
+        code += f"checkpoint({str(copy)!r})\n"
     assert "numpy.ma" not in _loaded_by(code)
 
 

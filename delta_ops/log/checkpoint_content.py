@@ -48,6 +48,7 @@ from delta_ops.log.actions import (
     DELETION_VECTOR_TYPE,
     REMOVE_FIELDS,
     STRING_MAP,
+    from_numpy,
     restrict_partition_values,
 )
 from delta_ops.log.replay import DomainMetadata, Txn
@@ -513,7 +514,7 @@ def add_struct(adds: pa.Table, typ: pa.StructType, parsed: ParsedColumns) -> pa.
     children = []
     for field in typ:
         if field.name == "dataChange":
-            children.append(pa.array(np.zeros(n, dtype=bool)))
+            children.append(from_numpy(np.zeros(n, dtype=bool)))
         elif field.name == "partitionValues_parsed":
             stored = _stored(adds, field.name, field.type, "partitionValues")
             children.append(
@@ -533,7 +534,7 @@ def remove_struct(tombstones: pa.Table) -> pa.StructArray:
     children = []
     for field in REMOVE_TYPE:
         if field.name == "dataChange":
-            children.append(pa.array(np.zeros(n, dtype=bool)))
+            children.append(from_numpy(np.zeros(n, dtype=bool)))
         else:
             children.append(_column(tombstones, field.name, field.type))
     return pa.StructArray.from_arrays(children, fields=list(REMOVE_TYPE))
