@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from deltalake import write_deltalake
@@ -442,6 +443,32 @@ def test_partition_values_parsed_has_sparks_typed_fields(tmp_path):
     spark_pv = spark.field("add").type.field("partitionValues_parsed").type
     ours_pv = ours.field("add").type.field("partitionValues_parsed").type
     assert _normalize(ours_pv) == _normalize(spark_pv) == ("struct", [("part", "int32", True)])
+
+
+@pytest.mark.parametrize(
+    ("rows", "keys"),
+    [
+        ([[("a", "1")], [("a", None)], [("a", "3")]], ["a"]),
+        ([[("a", "1"), ("b", "x")], [("a", "2"), ("b", None)]], ["a", "b"]),
+        ([[("a", "1"), ("b", "x")], [("b", "y"), ("a", "2")]], ["a", "b"]),  # order differs
+        ([[("a", "1"), ("b", "x")], [("a", "2")]], ["a", "b"]),  # a key missing
+        ([[("a", "1")], [("c", "2")]], ["a"]),  # another key
+        ([[("a", "1")], None], ["a"]),  # a null map
+    ],
+)
+def test_partition_values_in_key_order_are_what_a_lookup_finds(rows, keys):
+    """The strided fast path of `partitionValues_parsed` gives each key's value as a map
+    lookup does, on whole and sliced maps, and stands aside (None) when rows differ."""
+    from delta_ops.log.checkpoint_content import _values_in_key_order
+
+    whole = pa.array([[("z", "0")]] + rows, pa.map_(pa.string(), pa.string()))
+    for pv in (whole.slice(1), pa.array(rows, pa.map_(pa.string(), pa.string()))):
+        lookups = [pc.map_lookup(pv, pa.scalar(k, pa.string()), "first") for k in keys]
+        columns = _values_in_key_order(pv, keys)
+        uniform = all(r is not None and [k for k, _ in r] == keys for r in rows)
+        assert (columns is not None) == uniform
+        if columns is not None:
+            assert [c.to_pylist() for c in columns] == [c.to_pylist() for c in lookups]
 
 
 def test_only_repeating_file_fields_are_dictionary_encoded(tmp_path):

@@ -472,16 +472,41 @@ def _column(table: pa.Table, name: str, typ: pa.DataType) -> pa.Array:
 
 def _partition_values_parsed(adds: pa.Table, parsed: ParsedColumns) -> pa.Array:
     pv = _column(adds, "partitionValues", STRING_MAP)
+    keys = list(parsed.partition_keys)
+    columns = _values_in_key_order(pv, keys)
     children = []
-    for key, delta_type in zip(parsed.partition_keys, parsed.partition_delta_types):
-        raw = (
-            pc.map_lookup(pv, pa.scalar(key, pa.string()), "first")
-            if len(pv)
-            else pa.array([], pa.string())
-        )
+    for i, (key, delta_type) in enumerate(zip(keys, parsed.partition_delta_types)):
+        if columns is not None:
+            raw = columns[i]
+        elif len(pv):
+            raw = pc.map_lookup(pv, pa.scalar(key, pa.string()), "first")
+        else:
+            raw = pa.array([], pa.string())
         children.append(parse_partition_values(raw, delta_type))
     assert parsed.partition_schema is not None
     return pa.StructArray.from_arrays(children, fields=list(parsed.partition_schema))
+
+
+def _values_in_key_order(pv: pa.MapArray, keys: list[str]) -> list[pa.Array] | None:
+    """Each key's value per row when every row's map holds exactly `keys`, in that order (as
+    writers write partition values): strided slices of the map's values, instead of a lookup
+    per row and key (a fifth of the time). None when any row differs."""
+    n, k = len(pv), len(keys)
+    if n == 0 or k == 0 or pv.null_count or len(set(keys)) != k:
+        return None
+    offsets = pv.offsets.to_numpy()
+    if not bool((np.diff(offsets) == k).all()):
+        return None
+    first = int(offsets[0])  # a sliced map's keys and items are its parent's, whole
+    flat_keys, flat_values = pv.keys.slice(first, n * k), pv.items.slice(first, n * k)
+    columns = []
+    for j, key in enumerate(keys):
+        rows = from_numpy(np.arange(j, n * k, k, dtype=np.int64)) if k > 1 else None
+        row_keys = flat_keys if rows is None else flat_keys.take(rows)
+        if not pc.all(pc.equal(row_keys, pa.scalar(key, pa.string()))).as_py():
+            return None
+        columns.append(flat_values if rows is None else flat_values.take(rows))
+    return columns
 
 
 def _stats_parsed(adds: pa.Table, parsed: ParsedColumns) -> pa.Array:
