@@ -13,6 +13,7 @@ import random
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -31,7 +32,12 @@ def _table(path: Path) -> Path:
     commits = [
         [
             lb.commit_info(),
-            lb.protocol(1, 7, writer_features=["domainMetadata"]),
+            lb.protocol(
+                3,
+                7,
+                reader_features=["deletionVectors"],
+                writer_features=["deletionVectors", "domainMetadata"],
+            ),
             lb.metadata({"delta.deletedFileRetentionDuration": "interval 1000 weeks"}),
         ],
         [lb.add(f"f{i}.parquet", num_records=i) for i in range(12)],
@@ -41,7 +47,7 @@ def _table(path: Path) -> Path:
             {"txn": {"appId": "app", "version": 7, "lastUpdated": NOW}},
             {"domainMetadata": {"domain": "d", "configuration": '{"a":1}', "removed": False}},
         ],
-        [lb.add("f12.parquet", num_records=12)],
+        [lb.add("f12.parquet", num_records=12), lb.add("f3.parquet", dv=lb.inline_dv(1))],
     ]
     write_table(path, commits)
     checkpoint(str(path), version=3, now_ms=NOW)
@@ -63,23 +69,58 @@ def _rewrite(table: Path, seed: int, *, statistics: bool) -> None:
     pq.write_table(rows.take(pa.array(order)), path, row_group_size=2, write_statistics=statistics)
 
 
+def _replayed_without_checkpoint(table: Path) -> dict:
+    """The state the commits alone give (the checkpoint moved aside meanwhile)."""
+    checkpoint_file = _checkpoint_file(table)
+    aside = checkpoint_file.with_name("aside")
+    checkpoint_file.rename(aside)
+    try:
+        snapshot = load_snapshot(table)
+        assert snapshot.segment.checkpoint is None
+        return state_facts(snapshot)
+    finally:
+        aside.rename(checkpoint_file)
+
+
 @pytest.mark.parametrize("statistics", [True, False])
 @pytest.mark.parametrize("seed", range(4))
 def test_any_row_group_layout_loads_the_same_state(
     tmp_path: Path, seed: int, statistics: bool
 ) -> None:
     table = _table(tmp_path / "t")
-    want = state_facts(load_snapshot(table))
+    want = _replayed_without_checkpoint(table)
     _rewrite(table, seed, statistics=statistics)
     assert pq.ParquetFile(_checkpoint_file(table)).num_row_groups > 4
     got = load_snapshot(table)
     assert got.segment.checkpoint is not None  # read from it, no fallback to the commits
     assert state_facts(got) == want
-    assert sorted(got.files.column("version").to_pylist()) == [3] * 10 + [4]
-    assert got.num_files == 11 and set(got.txns) == {"app"} and set(got.domains) == {"d"}
+    assert sorted(got.files.column("version").to_pylist()) == [3] * 11 + [4]
+    assert got.num_files == 12 and set(got.txns) == {"app"} and set(got.domains) == {"d"}
     head = load_head(table)
     assert head.segment.checkpoint is not None
     assert (head.protocol, head.metadata) == (got.protocol, got.metadata)
+
+
+def _expected_absent(rows: pa.Table) -> set[str]:
+    """What `_absent_actions` must find in these rows: the actions none holds, the fields of
+    file actions without a list or map that none holds (but the key `path` and `stats`)."""
+    absent = set()
+    for name in rows.column_names:
+        column = rows.column(name)
+        if name in ("add", "remove"):
+            if pc.struct_field(column, "path").null_count == len(column):
+                absent.add(name)
+            for field in column.type:
+                values = pc.struct_field(column, field.name)
+                if (
+                    field.name not in ("path", "stats", "partitionValues_parsed", "stats_parsed")
+                    and not pa.types.is_map(field.type)
+                    and values.null_count == len(values)
+                ):
+                    absent.add(f"{name}.{field.name}")
+        elif column.null_count == len(column):
+            absent.add(name)
+    return absent
 
 
 def test_absent_actions_by_statistics(tmp_path: Path) -> None:
@@ -87,16 +128,16 @@ def test_absent_actions_by_statistics(tmp_path: Path) -> None:
     _rewrite(table, 0, statistics=True)
     pf = pq.ParquetFile(_checkpoint_file(table))
     rows = pq.read_table(_checkpoint_file(table))
-    start = 0
+    start, seen, dv_read = 0, set(), False
     for group in range(pf.num_row_groups):
         count = pf.metadata.row_group(group).num_rows
-        held = {
-            name
-            for name in rows.column_names
-            if rows.column(name).slice(start, count).null_count < count
-        }
-        assert _absent_actions(pf, group) == set(rows.column_names) - held
+        absent = _absent_actions(pf, group)
+        assert absent == _expected_absent(rows.slice(start, count))
+        seen |= absent
+        dv_read |= not {"add", "add.deletionVector"} & absent
         start += count
+    # the cases: a missing action, a file action without a field, one with it
+    assert {"metaData", "remove", "add.deletionVector"} <= seen and dv_read
     _rewrite(table, 0, statistics=False)
     pf = pq.ParquetFile(_checkpoint_file(table))
     assert all(not _absent_actions(pf, g) for g in range(pf.num_row_groups))

@@ -550,7 +550,9 @@ def _assemble_actions(
     for column, fields in wanted.items():
         if column not in read.column_names:
             continue
-        col = read.column(column).combine_chunks()
+        chunks = read.column(column)
+        # a row group reads as one chunk: use it as decoded (combining would copy every field)
+        col = chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
         if fields is None or not pa.types.is_struct(col.type):
             columns[column] = col
             continue
@@ -631,6 +633,13 @@ def _parquet_sources(storage: Storage, paths: Sequence[str]) -> list[bytes | str
     return sources
 
 
+#: rows per batch when reading the non-file actions of a checkpoint: they are a few rows among
+#: a row group's file actions, so nearly every batch decodes a struct of nulls per field and is
+#: dropped; small batches reuse the same memory (a 200k-row row group of delta-rs decoded in
+#: batches of 65,536 rows faulted in 50 MB of fresh pages for them, 30% of that read's time)
+NON_FILE_BATCH_ROWS = 16_384
+
+
 def _read_parquet_actions(
     name: str,
     data: bytes | str,
@@ -670,7 +679,10 @@ def _read_parquet_actions(
         columns = _projection(pf.schema_arrow, others)
         groups = [g for g in range(pf.num_row_groups) if _present(columns, absent[g])]
         if groups:
-            for batch in pf.iter_batches(batch_size=65_536, columns=columns, row_groups=groups):
+            batches = pf.iter_batches(
+                batch_size=NON_FILE_BATCH_ROWS, columns=columns, row_groups=groups
+            )
+            for batch in batches:
                 rows = rows_with_actions(_assemble_actions(pa.Table.from_batches([batch]), others))
                 if rows.num_rows:
                     tables.append(rows)
@@ -683,30 +695,76 @@ _FILE_ACTIONS = ("add", "remove")
 
 
 def _absent_actions(pf: Any, group: int) -> set[str]:
-    """The top-level action columns no row of a row group holds, by its column chunks'
-    statistics: `add` / `remove` where their required `path` is null in every row (a
-    checkpoint without tombstones would otherwise decode a struct of nulls per field for every
-    one of its adds); any other action where every one of its fields is (a checkpoint of a
-    million files has a handful of protocol, metaData, txn and domain rows, which a writer
-    such as ours puts in one row group). A chunk without a null count is never absent."""
+    """The column paths of a row group that need no decoding, by its column chunks'
+    statistics: an action column no row holds, and a field of `add` / `remove` null in every
+    row that reads as null whether decoded or not.
+
+    * `add` / `remove` where their required `path` is null in every row (a checkpoint without
+      tombstones would otherwise decode a struct of nulls per field for every one of its adds);
+    * any other action where every one of its fields is (a checkpoint of a million files has a
+      handful of protocol, metaData, txn and domain rows, which a writer such as ours puts in
+      one row group);
+    * `add.<field>` / `remove.<field>` (as `add.deletionVector`) of a file-action field holding
+      no list or map (an empty map's entries count as nulls too, and an empty map is not a null
+      one), other than the key `path` and `stats`, where every one of its values is: most
+      tables have no deletion vectors, row ids, clustering provider, and a file action with
+      a field missing reads it as null (see :func:`_conformed_file_actions`).
+
+    A chunk without a null count is never null.
+    """
     metadata = pf.metadata
     row_group = metadata.row_group(group)
     rows = row_group.num_rows
+    prunable = _prunable_fields(pf.schema_arrow)
     null_everywhere: dict[str, bool] = {}
     for index in range(metadata.num_columns):
         chunk = row_group.column(index)
-        action, _, field = chunk.path_in_schema.partition(".")
-        if action in _FILE_ACTIONS and field != "path":
-            continue
+        action, _, rest = chunk.path_in_schema.partition(".")
+        field = rest.partition(".")[0]
         stats = chunk.statistics
         null = stats is not None and stats.has_null_count and stats.null_count == rows
-        null_everywhere[action] = null_everywhere.get(action, True) and null
-    return {action for action, null in null_everywhere.items() if null}
+        if action in _FILE_ACTIONS:
+            if field == "path":
+                null_everywhere[action] = null
+            elif (key := f"{action}.{field}") in prunable:
+                null_everywhere[key] = null_everywhere.get(key, True) and null
+        else:
+            null_everywhere[action] = null_everywhere.get(action, True) and null
+    return {column for column, null in null_everywhere.items() if null}
+
+
+def _prunable_fields(schema: pa.Schema) -> set[str]:
+    """`add.<field>` / `remove.<field>` paths of `schema` that :func:`_absent_actions` may
+    leave undecoded when null in every row."""
+    out = set()
+    for action in _FILE_ACTIONS:
+        if schema.get_field_index(action) < 0 or not pa.types.is_struct(schema.field(action).type):
+            continue
+        for field in schema.field(action).type:
+            if (
+                field.name not in ("path", "stats")
+                and FILE_ACTION_SCHEMA.get_field_index(field.name) >= 0
+                and not _holds_repeats(field.type)
+            ):
+                out.add(f"{action}.{field.name}")
+    return out
+
+
+def _holds_repeats(typ: pa.DataType) -> bool:
+    """Whether a type is or holds a list or a map."""
+    if pa.types.is_struct(typ):
+        return any(_holds_repeats(field.type) for field in typ)
+    return bool(
+        pa.types.is_list(typ)
+        or pa.types.is_large_list(typ)
+        or pa.types.is_fixed_size_list(typ)
+        or pa.types.is_map(typ)
+    )
 
 
 def _present(columns: list[str], absent: set[str]) -> list[str]:
-    """The column paths of `columns` whose top-level action is not in `absent`."""
-    return [c for c in columns if c.partition(".")[0] not in absent]
+    """The column paths of `columns` neither in `absent` nor under an action in it."""
+    return [c for c in columns if c not in absent and c.partition(".")[0] not in absent]
 
 
 def checkpoint_file_batches(
