@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from delta_ops.log import reader
 from delta_ops.log.reader import _absent_actions
 from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.table.snapshot import load_head, load_snapshot
@@ -60,13 +61,19 @@ def _checkpoint_file(table: Path) -> Path:
     return table / "_delta_log" / f"{3:020d}.checkpoint.parquet"
 
 
-def _rewrite(table: Path, seed: int, *, statistics: bool) -> None:
-    """The checkpoint's rows shuffled into row groups of 2 rows (with or without statistics)."""
+def _rewrite(table: Path, seed: int, *, statistics: bool, row_group_size: int = 2) -> None:
+    """The checkpoint's rows shuffled into row groups of `row_group_size` rows (with or without
+    statistics)."""
     path = _checkpoint_file(table)
     rows = pq.read_table(path)
     order = list(range(rows.num_rows))
     random.Random(seed).shuffle(order)
-    pq.write_table(rows.take(pa.array(order)), path, row_group_size=2, write_statistics=statistics)
+    pq.write_table(
+        rows.take(pa.array(order)),
+        path,
+        row_group_size=row_group_size,
+        write_statistics=statistics,
+    )
 
 
 def _replayed_without_checkpoint(table: Path) -> dict:
@@ -99,6 +106,22 @@ def test_any_row_group_layout_loads_the_same_state(
     head = load_head(table)
     assert head.segment.checkpoint is not None
     assert (head.protocol, head.metadata) == (got.protocol, got.metadata)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_non_file_actions_anywhere_in_a_row_group_read_a_batch_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """One row group, the non-file actions at random rows, decoded a row at a time up to the
+    last one holding any."""
+    monkeypatch.setattr(reader, "NON_FILE_BATCH_ROWS", 1)
+    table = _table(tmp_path / "t")
+    want = _replayed_without_checkpoint(table)
+    _rewrite(table, seed, statistics=True, row_group_size=1000)
+    assert pq.ParquetFile(_checkpoint_file(table)).num_row_groups == 1
+    got = load_snapshot(table)
+    assert got.segment.checkpoint is not None
+    assert state_facts(got) == want
 
 
 def _expected_absent(rows: pa.Table) -> set[str]:

@@ -673,25 +673,67 @@ def _read_parquet_actions(
             )
             for group in range(pf.num_row_groups)
         ] or [_assemble_actions(pf.read(columns=columns), file_actions, nulls)]
-        # the other actions are a few rows: read a batch at a time and keep those rows only,
-        # never a column of a million null structs (metaData alone has a dozen fields), and
-        # only from the row groups that hold any of them
+        # the other actions are a few rows, read only from the row groups that hold any
         columns = _projection(pf.schema_arrow, others)
-        groups = [g for g in range(pf.num_row_groups) if _present(columns, absent[g])]
-        if groups:
-            batches = pf.iter_batches(
-                batch_size=NON_FILE_BATCH_ROWS, columns=columns, row_groups=groups
-            )
-            for batch in batches:
-                rows = rows_with_actions(_assemble_actions(pa.Table.from_batches([batch]), others))
-                if rows.num_rows:
-                    tables.append(rows)
+        for group in range(pf.num_row_groups):
+            if present := _present(columns, absent[group]):
+                tables += _non_file_rows(pf, group, present, others)
         return tables
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptLog(name, f"unreadable checkpoint parquet: {exc}") from exc
 
 
 _FILE_ACTIONS = ("add", "remove")
+
+
+def _non_file_rows(
+    pf: Any, group: int, columns: list[str], wanted: Mapping[str, tuple[str, ...] | None]
+) -> list[pa.Table]:
+    """The rows of a row group holding any of the (non-file) action `columns`, as
+    :func:`_assemble_actions` gives them. Where each action is present is read first from one
+    of its fields (see :func:`_presence_leaf`), so only the actions present are decoded, a
+    batch at a time and only up to the last row holding one: a checkpoint's few rows of
+    protocol and metaData among its file actions do not cost the decoding of txn, domain and
+    sidecar columns of nulls (delta-rs' of 200k files: 17 -> 11 ms)."""
+    leaves = [_presence_leaf(pf, column) for column in columns]
+    held = pf.read_row_group(group, columns=leaves)
+    needed, last = [], -1
+    for column in columns:
+        action = column.partition(".")[0]
+        if action not in held.column_names:
+            continue
+        rows = valid_positions(held.column(action))
+        if len(rows):
+            needed.append(column)
+            last = max(last, int(rows[-1]))
+    tables: list[pa.Table] = []
+    start = 0
+    if needed:
+        for batch in pf.iter_batches(
+            batch_size=NON_FILE_BATCH_ROWS, columns=needed, row_groups=[group]
+        ):
+            rows = rows_with_actions(_assemble_actions(pa.Table.from_batches([batch]), wanted))
+            if rows.num_rows:
+                tables.append(rows)
+            start += batch.num_rows
+            if start > last:
+                break  # no later row holds one
+    return tables
+
+
+def _presence_leaf(pf: Any, column: str) -> str:
+    """The path of a leaf column under `column` that is cheap to decode (fixed width) and
+    under no list or map: its definition levels say in which rows `column` is present, null
+    values or not. `column` itself when it has no such leaf."""
+    schema = pf.metadata.schema
+    leaves = [
+        schema.column(index)
+        for index in range(len(schema))
+        if schema.column(index).path.startswith(column + ".")
+    ]
+    flat = [leaf for leaf in leaves if leaf.max_repetition_level == 0]
+    fixed = [leaf for leaf in flat if leaf.physical_type != "BYTE_ARRAY"]
+    return str((fixed or flat)[0].path) if flat else column
 
 
 def _absent_actions(pf: Any, group: int) -> set[str]:
