@@ -191,3 +191,20 @@ def test_reading_notes_the_innermost_file_on_unexpected_exceptions_only():
     with pytest.raises(KeyboardInterrupt) as stop, reading("f"):
         raise KeyboardInterrupt
     assert file_being_read(stop.value) is None
+
+
+@pytest.mark.parametrize("option", ["retries=3", "no_such_option=1"])
+def test_an_option_the_s3_client_refuses_is_a_usage_error(capsys, option):
+    """s3fs passes options it does not know to botocore's session, which refused them only at
+    the first request: an internal error (exit 70) for the user's typo. The session is set up
+    when the table is opened (no request: the endpoint is a closed port)."""
+    code = main(
+        ["inspect", "s3://bucket/table", "--storage-option", option]
+        + [f"--storage-option={o}" for o in ("client=fsspec", "key=k", "secret=s")]
+        + ["--storage-option", "endpoint_url=http://127.0.0.1:9"]
+    )
+    out, err = capsys.readouterr()
+    name = option.split("=")[0]
+    assert code == 2 and out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith("delta-ops: error: s3://bucket/table: a storage option is not one")
+    assert repr(name) in err and "internal error" not in err

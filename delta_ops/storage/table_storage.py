@@ -34,6 +34,7 @@ from urllib.parse import unquote
 from delta_ops.errors import InvalidLocation, MissingExtra, NotADeltaTable, UnsafePath, reading
 from delta_ops.storage import tree
 from delta_ops.storage.filesystem import TableRoot, is_local_fs, mtime_ms
+from delta_ops.storage.native_errors import first_line
 from delta_ops.storage.native_options import (
     CLIENT_OPTION,
     Unmappable,
@@ -42,6 +43,7 @@ from delta_ops.storage.native_options import (
     option_flag,
 )
 from delta_ops.storage.native_store import NativeStore
+from delta_ops.storage.s3_listing import is_s3
 from delta_ops.storage.tree import TreeListing
 
 logger = logging.getLogger(__name__)
@@ -212,12 +214,23 @@ def _filesystem_for(text: str, scheme: str, options: Mapping[str, Any]) -> tuple
     if scheme in STORE_EXTRAS:
         cached = _flag(options.get("use_listings_cache", False), "use_listings_cache")
         options = {**options, "use_listings_cache": cached}
-    if scheme in ("gs", "gcs") and options.get("endpoint_url"):
-        from gcsfs.core import GCSFileSystem
+    try:
+        if scheme in ("gs", "gcs") and options.get("endpoint_url"):
+            from gcsfs.core import GCSFileSystem
 
-        fs = GCSFileSystem(**options)
-        return fs, str(fs._strip_protocol(text))
-    fs, path = fsspec.core.url_to_fs(text, **options)
+            fs = GCSFileSystem(**options)
+            return fs, str(fs._strip_protocol(text))
+        fs, path = fsspec.core.url_to_fs(text, **options)
+        if is_s3(fs):
+            # s3fs hands options it does not know to botocore's session, which refuses them
+            # only at the first request (a TypeError deep in a listing): set the session up
+            # now, so a wrong option is a one-line error before anything is read or written
+            fs.connect()
+    except TypeError as exc:  # an option the client's constructor or session refuses
+        raise InvalidLocation(
+            f"{text}: a storage option is not one the {scheme}:// client accepts"
+            f" ({first_line(exc)}); see that client's documentation for its options"
+        ) from None
     return fs, str(path)
 
 
