@@ -23,6 +23,7 @@ import functools
 import io
 import json
 import logging
+import mmap
 import posixpath
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from delta_ops.errors import CorruptLog
+from delta_ops.errors import CorruptLog, reading
 from delta_ops.log.actions import (
     ADD_FIELDS,
     COMMIT_INFO_JSON_SCHEMA,
@@ -59,6 +60,8 @@ _PARSE_COMMIT_INFO = pj.ParseOptions(
     explicit_schema=COMMIT_INFO_JSON_SCHEMA, unexpected_field_behavior="ignore"
 )
 _COMMIT_INFO_PREFIX = b'{"commitInfo":'
+#: log bytes to parse: read into memory, or a local file mapped copy-on-write
+_Bytes = bytes | bytearray | mmap.mmap
 
 
 @dataclass
@@ -71,7 +74,7 @@ class CommitsRead:
     commit_info_timestamps: list[int | None]  # commitInfo.timestamp per commit
 
 
-def _blank_commit_info(buffer: bytearray, start: int, end: int) -> bytes | None:
+def _blank_commit_info(buffer: bytearray | mmap.mmap, start: int, end: int) -> bytes | None:
     """Overwrite the `commitInfo` line inside `buffer[start:end]` with spaces; return the line.
 
     The JSON reader skips whitespace-only lines, so blanking in place avoids copying the
@@ -214,7 +217,7 @@ def _conformed_table(table: pa.Table) -> pa.Table | None:
     return table
 
 
-def _parse_inferred(data: bytes | bytearray) -> pa.Table | None:
+def _parse_inferred(data: _Bytes) -> pa.Table | None:
     """Parse commits with inferred types and conform them to the commit schema, or None when
     they do not conform (the caller then parses with the explicit schema).
 
@@ -236,7 +239,7 @@ def _parse_inferred(data: bytes | bytearray) -> pa.Table | None:
     return _conformed_table(table)
 
 
-def _parse_json(data: bytes | bytearray, options: pj.ParseOptions) -> pa.Table:
+def _parse_json(data: _Bytes, options: pj.ParseOptions) -> pa.Table:
     if options is _PARSE:
         inferred = _parse_inferred(data)
         if inferred is not None:
@@ -254,7 +257,7 @@ def _parse_json(data: bytes | bytearray, options: pj.ParseOptions) -> pa.Table:
 JSON_BLOCK_BYTES = 1 << 20  # parallel parse blocks; a block must hold the longest line
 
 
-def json_block_size(data: bytes | bytearray) -> int:
+def json_block_size(data: _Bytes) -> int:
     """A block size for pyarrow's JSON reader that holds the longest line of `data`.
 
     The reader refuses a line longer than its block ("straddling object"); Delta engines write
@@ -270,7 +273,7 @@ def json_block_size(data: bytes | bytearray) -> int:
     return max(JSON_BLOCK_BYTES, 1 << (longest + 1).bit_length())
 
 
-def _read_json(data: bytes | bytearray, options: pj.ParseOptions) -> pa.Table:
+def _read_json(data: _Bytes, options: pj.ParseOptions) -> pa.Table:
     def parse(block_size: int) -> pa.Table:
         return pj.read_json(
             pa.BufferReader(pa.py_buffer(data)),
@@ -366,18 +369,50 @@ def read_commits(storage: Storage, commits: Sequence[LogFile], seq_start: int) -
 def _read_commit_chunk(
     storage: Storage, commits: Sequence[LogFile], seq_start: int
 ) -> tuple[ActionBatch, list[bytes | None]]:
-    buffer, regions = _commit_buffer(storage, commits)
+    mapped = _mapped_commit(storage, commits[0]) if len(commits) == 1 else None
+    buffer, regions = (
+        (mapped, [(0, len(mapped))]) if mapped is not None else _commit_buffer(storage, commits)
+    )
     info_lines = [_blank_commit_info(buffer, start, end) for start, end in regions]
     try:
         table = _parse_json(buffer, _PARSE)
-        return normalize_actions(
-            table, versions=_versions_from_markers(table), seq_start=seq_start
-        ), info_lines
+        versions = (
+            np.full(table.num_rows, commits[0].version, dtype=np.int64)
+            if mapped is not None  # one commit, no marker line
+            else _versions_from_markers(table)
+        )
+        return normalize_actions(table, versions=versions, seq_start=seq_start), info_lines
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         pass  # the per-file path below names the culprit (or copes with cross-file type clashes)
     del buffer
     contents = storage.read_many([storage.log_file(c.name) for c in commits])
     return _read_commits_one_by_one(commits, contents, seq_start), info_lines
+
+
+#: a chunk that is one local commit of at least this many bytes is parsed from the file mapped
+#: copy-on-write, not from a copy of it in a new buffer: the pages of the file are already in
+#: memory, where a new buffer's are faulted in one by one (a 15 MB commit: 3,800 page faults,
+#: 15 ms, against 2 ms mapped)
+MAPPED_COMMIT_BYTES = 1 << 20
+
+
+def _mapped_commit(storage: Storage, commit: LogFile) -> mmap.mmap | None:
+    """A big local commit's bytes, mapped copy-on-write: blanking its commitInfo line writes
+    private pages, never the file. None for a commit read into a buffer instead: a small one,
+    one on another store, or one that is not a whole file of lines as listed (shorter than
+    its listed size, or not ending in a newline)."""
+    if not storage.is_local or commit.size < MAPPED_COMMIT_BYTES:
+        return None
+    path = storage.log_path + "/" + commit.name
+    with reading(path), open(path, "rb") as f:
+        try:
+            mapped = mmap.mmap(f.fileno(), commit.size, access=mmap.ACCESS_COPY)
+        except (ValueError, OSError):  # e.g. the file is shorter than listed
+            return None
+    if mapped[commit.size - 1] != 0x0A:
+        mapped.close()
+        return None
+    return mapped
 
 
 def _commit_buffer(
