@@ -255,12 +255,16 @@ def _checkpoint_winners(
 
 
 def _concat_keys(keys: list[pa.Array | pa.ChunkedArray]) -> pa.Array:
+    """The keys as one array (one array itself: concatenating copies even one)."""
+    if len(keys) == 1:
+        return _as_array(keys[0])
     return pa.concat_arrays([_as_array(k) for k in keys]) if keys else pa.array([], pa.string())
 
 
 def _as_array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One array of the values (a single chunk itself: combining copies even one)."""
     if isinstance(values, pa.ChunkedArray):
-        return values.combine_chunks()
+        return values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
     return values
 
 
