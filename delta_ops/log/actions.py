@@ -639,8 +639,6 @@ def normalize_actions(table: pa.Table, *, versions: np.ndarray, seq_start: int) 
         versions: the log version of each row (int64 array of the table's length).
         seq_start: the position of the first row in the whole log segment.
     """
-    n = table.num_rows
-    seqs = np.arange(seq_start, seq_start + n, dtype=np.int64)
     versions = np.asarray(versions, dtype=np.int64)
     # one source per record batch: the JSON reader returns many chunks, and combining them
     # would copy every action once more
@@ -654,25 +652,30 @@ def normalize_actions(table: pa.Table, *, versions: np.ndarray, seq_start: int) 
     batch = ActionBatch(sources=sources)
     idx, rows = _non_null_rows(table, "protocol")
     if rows is not None:
-        batch.protocols = list(zip(seqs[idx].tolist(), _protocol_dicts(rows)))
+        batch.protocols = list(zip((seq_start + idx).tolist(), _protocol_dicts(rows)))
     idx, rows = _non_null_rows(table, "metaData")
     if rows is not None:
-        batch.metadatas = list(zip(seqs[idx].tolist(), _metadata_dicts(rows)))
+        batch.metadatas = list(zip((seq_start + idx).tolist(), _metadata_dicts(rows)))
     idx, rows = _non_null_rows(table, "txn")
     batch.txns = _small_table(
-        rows, ("appId", "version", "lastUpdated"), (pa.string(), pa.int64(), pa.int64()), seqs[idx]
+        rows,
+        ("appId", "version", "lastUpdated"),
+        (pa.string(), pa.int64(), pa.int64()),
+        seq_start + idx,
     )
     idx, rows = _non_null_rows(table, "domainMetadata")
     batch.domains = _small_table(
         rows,
         ("domain", "configuration", "removed"),
         (pa.string(), pa.string(), pa.bool_()),
-        seqs[idx],
+        seq_start + idx,
     )
     idx, rows = _non_null_rows(table, "rowIdHighWaterMark")
     if rows is not None:
         hwm = _field_or_null(rows, "highWaterMark", pa.int64()).to_pylist()
-        batch.high_water_marks = [(s, h) for s, h in zip(seqs[idx].tolist(), hwm) if h is not None]
+        batch.high_water_marks = [
+            (s, h) for s, h in zip((seq_start + idx).tolist(), hwm) if h is not None
+        ]
     idx, rows = _non_null_rows(table, "sidecar")
     if rows is not None:
         batch.sidecars = pa.table(
