@@ -117,12 +117,21 @@ def dagster_ui(ui_dirs):
         assert status["locationOrLoadError"]["__typename"] == "RepositoryLocation", status
         yield base, status["name"]
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        _stop(proc)
         log.close()
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop `dg dev` and its process group as Ctrl-C does (it shuts its webserver, daemon and
+    code server down on SIGINT; SIGTERM left it waiting out the 30 s timeout), killing
+    whatever is left after that."""
+    for sig, wait_s in ((signal.SIGINT, 20), (signal.SIGKILL, 10)):
+        os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 @pytest.fixture
