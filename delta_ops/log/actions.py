@@ -757,6 +757,19 @@ def _kept_entries(column: pa.MapArray, wanted: pa.Array) -> tuple[pa.Array, np.n
     return pc.or_(pc.is_valid(items), pc.is_in(keys, value_set=wanted)), offsets
 
 
+def _keeps_every_entry(column: pa.MapArray, wanted: pa.Array) -> bool:
+    """Whether every entry of a map column's rows stays (see :func:`_kept_entries`): at once
+    when none is null (a checkpoint's partition values, parsed maps), which needs no lookup
+    of every row's keys."""
+    offsets = column.offsets
+    if len(offsets) == 0:
+        return True
+    start, end = offsets[0].as_py(), offsets[-1].as_py()
+    if column.items.slice(start, end - start).null_count == 0:
+        return True
+    return pc.all(_kept_entries(column, wanted)[0]).as_py() is not False
+
+
 def restrict_partition_values(table: pa.Table, partition_keys: set[str]) -> pa.Table:
     """Drop `partitionValues` entries that are null and not a partition column.
 
@@ -770,7 +783,7 @@ def restrict_partition_values(table: pa.Table, partition_keys: set[str]) -> pa.T
     chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
     # chunk by chunk: a file state read from a checkpoint is one chunk per row group, and
     # combining them only to find nothing to drop copied all its partition values
-    if all(pc.all(_kept_entries(chunk, wanted)[0]).as_py() is not False for chunk in chunks):
+    if all(_keeps_every_entry(chunk, wanted) for chunk in chunks):
         return table
     column = _combine(values)
     keep, offsets_in = _kept_entries(column, wanted)
