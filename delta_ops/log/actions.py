@@ -381,12 +381,15 @@ def struct_to_map(arr: pa.Array | pa.ChunkedArray, *, keep_null_values: bool) ->
             offsets, pa.array([], pa.string()), pa.array([], pa.string()), mask=mask
         ).cast(STRING_MAP)
     children = [pc.cast(arr.field(i), pa.string()) for i in range(k)]
-    # interleave children row-major: item (row i, key j) = children[j][i]
-    stacked = pa.concat_arrays([_combine(c) for c in children])
-    order = (
-        np.arange(k, dtype=np.int64)[None, :] * n + np.arange(n, dtype=np.int64)[:, None]
-    ).ravel()
-    items = stacked.take(from_numpy(order))
+    if k == 1:  # one key (most partitioned tables): the child is the items, in row order
+        items = _combine(children[0])
+    else:
+        # interleave children row-major: item (row i, key j) = children[j][i]
+        stacked = pa.concat_arrays([_combine(c) for c in children])
+        order = (
+            np.arange(k, dtype=np.int64)[None, :] * n + np.arange(n, dtype=np.int64)[:, None]
+        ).ravel()
+        items = stacked.take(from_numpy(order))
     keys = pa.array(names, pa.string()).take(from_numpy(np.tile(np.arange(k, dtype=np.int64), n)))
     if keep_null_values:
         counts = np.full(n, k, dtype=np.int64)
