@@ -154,7 +154,7 @@ def test_absent_actions_by_statistics(tmp_path: Path) -> None:
     start, seen, dv_read = 0, set(), False
     for group in range(pf.num_row_groups):
         count = pf.metadata.row_group(group).num_rows
-        absent = _absent_actions(pf, group)
+        absent = _absent_actions(pf)[group]
         assert absent == _expected_absent(rows.slice(start, count))
         seen |= absent
         dv_read |= not {"add", "add.deletionVector"} & absent
@@ -163,4 +163,4 @@ def test_absent_actions_by_statistics(tmp_path: Path) -> None:
     assert {"metaData", "remove", "add.deletionVector"} <= seen and dv_read
     _rewrite(table, 0, statistics=False)
     pf = pq.ParquetFile(_checkpoint_file(table))
-    assert all(not _absent_actions(pf, g) for g in range(pf.num_row_groups))
+    assert not any(_absent_actions(pf))

@@ -698,7 +698,7 @@ def _read_parquet_actions(
         columns = _projection(pf.schema_arrow, file_actions)
         nulls = nulls or SharedArrays()
         nulls.reserve(_largest_row_group(pf))
-        absent = [_absent_actions(pf, group) for group in range(pf.num_row_groups)]
+        absent = _absent_actions(pf)
         # a row group at a time: decoding holds one group's pages, not the whole file's
         tables = [
             _assemble_actions(
@@ -773,8 +773,8 @@ def _presence_leaf(pf: Any, column: str) -> str:
     return str((fixed or flat)[0].path) if flat else column
 
 
-def _absent_actions(pf: Any, group: int) -> set[str]:
-    """The column paths of a row group that need no decoding, by its column chunks'
+def _absent_actions(pf: Any) -> list[set[str]]:
+    """Per row group, the column paths that need no decoding, by its column chunks'
     statistics: an action column no row holds, and a field of `add` / `remove` null in every
     row that reads as null whether decoded or not.
 
@@ -789,27 +789,31 @@ def _absent_actions(pf: Any, group: int) -> set[str]:
       tables have no deletion vectors, row ids, clustering provider, and a file action with
       a field missing reads it as null (see :func:`_conformed_file_actions`).
 
-    A chunk without a null count is never null.
+    A chunk without a null count is never null. Only the chunks deciding these are looked at
+    (a checkpoint's `stats_parsed` has hundreds).
     """
     metadata = pf.metadata
-    row_group = metadata.row_group(group)
-    rows = row_group.num_rows
     prunable = _prunable_fields(pf.schema_arrow)
-    null_everywhere: dict[str, bool] = {}
+    deciding: list[tuple[int, str]] = []  # (leaf column index, what it decides)
+    schema = metadata.schema
     for index in range(metadata.num_columns):
-        chunk = row_group.column(index)
-        action, _, rest = chunk.path_in_schema.partition(".")
+        action, _, rest = schema.column(index).path.partition(".")
         field = rest.partition(".")[0]
-        stats = chunk.statistics
-        null = stats is not None and stats.has_null_count and stats.null_count == rows
-        if action in _FILE_ACTIONS:
-            if field == "path":
-                null_everywhere[action] = null
-            elif (key := f"{action}.{field}") in prunable:
-                null_everywhere[key] = null_everywhere.get(key, True) and null
-        else:
-            null_everywhere[action] = null_everywhere.get(action, True) and null
-    return {column for column, null in null_everywhere.items() if null}
+        if action not in _FILE_ACTIONS or field == "path":
+            deciding.append((index, action))
+        elif (key := f"{action}.{field}") in prunable:
+            deciding.append((index, key))
+    absent = []
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        rows = row_group.num_rows
+        null_everywhere: dict[str, bool] = {}
+        for index, column in deciding:
+            stats = row_group.column(index).statistics
+            null = stats is not None and stats.has_null_count and stats.null_count == rows
+            null_everywhere[column] = null_everywhere.get(column, True) and null
+        absent.append({column for column, null in null_everywhere.items() if null})
+    return absent
 
 
 def _prunable_fields(schema: pa.Schema) -> set[str]:
@@ -891,8 +895,9 @@ def checkpoint_group_batches(
             groups = range(pf.num_row_groups) if row_groups is None else row_groups
             nulls = SharedArrays()
             nulls.reserve(_largest_row_group(pf))
+            absent_by_group = _absent_actions(pf)
             for group in groups:
-                absent = _absent_actions(pf, group)
+                absent = absent_by_group[group]
                 if all(c.partition(".")[0] in absent for c in columns):
                     continue  # no row of the group holds a wanted action: nothing to yield
                 table = _assemble_actions(pf.read_row_group(group, columns=columns), wanted, nulls)
