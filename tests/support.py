@@ -10,11 +10,15 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
@@ -93,6 +97,18 @@ def deltalake_rows(
     # to_pyarrow_table() refuses tables with deletion vectors; scan() applies them
     rows = pa.RecordBatchReader.from_stream(table.scan()).read_all().to_pylist()
     return sorted(rows, key=_row_key)
+
+
+#: versions a reliability check reads at once (CI has two cores; deltalake reads outside the GIL)
+READERS = 2
+
+
+def read_each(read: Callable[[int], T], versions: Iterable[int]) -> list[T]:
+    """`read(version)` of every version, in order, `READERS` at a time: each read is its own
+    (a fresh table, nothing shared or reused), so they may overlap; the first error raised
+    is raised here."""
+    with ThreadPoolExecutor(max_workers=READERS) as pool:
+        return list(pool.map(read, versions))
 
 
 def duckdb_connection():

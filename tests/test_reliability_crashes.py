@@ -89,6 +89,7 @@ from tests.support import (
     deltalake_rows,
     duckdb_connection,
     duckdb_rows,
+    read_each,
 )
 
 # deltalake is only the independent writer here: no checkpoints or log cleanup of its own
@@ -697,10 +698,10 @@ def _check_promises(table: Path, h: History, op: str, moment: str, done: bool = 
     """Every version `op` promises reads back with its rows (`deltalake`; the latest through
     DuckDB too), our own snapshot loads, no log file is torn and the untracked files every
     op must keep are there."""
-    for version in OPS[op].promised(h):
-        assert deltalake_rows(table, version=version) == h.rows[version], (
-            f"{op}: version {version} {moment}"
-        )
+    promised = list(OPS[op].promised(h))
+    read = read_each(lambda version: deltalake_rows(table, version=version), promised)
+    for version, rows in zip(promised, read, strict=True):
+        assert rows == h.rows[version], f"{op}: version {version} {moment}"
     spec = OPS[op]
     readings = [] if spec.breaks_latest else [h.rows[h.latest]]
     if spec.reads_as is not None:

@@ -56,7 +56,6 @@ import shutil
 import tempfile
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -94,6 +93,7 @@ from delta_ops.storage import table_storage
 from delta_ops.table.checksum import ChecksumStatus, check_checksum
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
+from tests.support import read_each
 
 # deltalake is only the independent writer here: no checkpoints or log cleanup of its own
 NO_HOOKS = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
@@ -102,7 +102,6 @@ DAY = 24 * HOUR
 SOAK = settings.default.max_examples > 100
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 COLUMNS = ("id", "part", "name", "amount", "at")
-READERS = 2  # versions read at once by `_assert_readable` (CI has two cores)
 
 
 def _rows(path: Path, version: int) -> list[tuple[Any, ...]]:
@@ -347,8 +346,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         reused) has its recorded rows. The reads run two at a time: deltalake reads outside
         the GIL, and a version's read does not depend on another's."""
         ordered = sorted(versions)
-        with ThreadPoolExecutor(max_workers=READERS) as pool:
-            read = list(pool.map(lambda version: _rows(self.path, version), ordered))
+        read = read_each(lambda version: _rows(self.path, version), ordered)
         for version, rows in zip(ordered, read, strict=True):
             assert rows == self.rows[version], f"version {version} changed after {why}"
 
