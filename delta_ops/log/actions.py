@@ -480,8 +480,10 @@ def file_action_keys(source: ActionSource) -> tuple[pa.Array, pa.Array, pa.Array
             dv_ids.append(pa.nulls(n, pa.string()))
         valid.append(struct.is_valid())
     is_add = valid[0]
-    path = pc.if_else(is_add, paths[0], paths[1])
-    dv_id = pc.if_else(is_add, dv_ids[0], dv_ids[1])
+    # an add's path and dv id are null where the row holds no add: without a remove in the
+    # source (a checkpoint's adds, a commit of appends) they are the keys as they are
+    path = paths[0] if paths[1].null_count == n else pc.if_else(is_add, paths[0], paths[1])
+    dv_id = dv_ids[0] if dv_ids[1].null_count == n else pc.if_else(is_add, dv_ids[0], dv_ids[1])
     return path, dv_id, is_add
 
 
