@@ -247,7 +247,8 @@ def _literal(text: str) -> str:
 def _add_operation(sub: Any, operation: Operation) -> None:
     """A subcommand generated from the registry: the table, the op's options, --dry-run. Every
     text from the registry passes through :func:`_literal` (a bare ``%`` broke `--help`)."""
-    from delta_ops.ops.history import HISTORY_ENV  # with the operation's own modules
+    # with the operation's own modules: `inspect` and a bare load need no history
+    from delta_ops.ops.history import HISTORY_ENV
 
     parser = sub.add_parser(
         operation.name,
