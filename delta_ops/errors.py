@@ -206,12 +206,8 @@ class _Reading:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if (
-            isinstance(exc, Exception)
-            and not isinstance(exc, DeltaOpsError)  # names its file itself
-            and file_being_read(exc) is None  # the innermost file is the one
-        ):
-            exc.add_note(_READING_NOTE + self.path)
+        if exc is not None:
+            note_reading(exc, self.path)
 
 
 def reading(path: str) -> _Reading:
@@ -219,6 +215,18 @@ def reading(path: str) -> _Reading:
     the path as a note (:func:`file_being_read`), kept across threads and processes (it
     travels with the exception), so a bug's one-line report can say which file it was on."""
     return _Reading(path)
+
+
+def note_reading(exc: BaseException, path: str) -> None:
+    """What leaving a :func:`reading` block of `path` with `exc` does, for a loop over many
+    files that keeps the file it is on itself (a block per file costs more than reading a small
+    file's bytes): an unexpected exception gets the path as a note."""
+    if (
+        isinstance(exc, Exception)
+        and not isinstance(exc, DeltaOpsError)  # names its file itself
+        and file_being_read(exc) is None  # the innermost file is the one
+    ):
+        exc.add_note(_READING_NOTE + path)
 
 
 def file_being_read(exc: BaseException) -> str | None:

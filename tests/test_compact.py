@@ -8,12 +8,16 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from delta_ops import cli
 from delta_ops.errors import InvalidValue
+from delta_ops.ops import rewrite
 from delta_ops.ops.compact import execute_compact, parse_where, plan_compact
+from delta_ops.protocol.deletion_vectors import inline_descriptor
 from delta_ops.table.snapshot import load_snapshot
+from delta_ops.table.transaction import Transaction
 from delta_ops.table.writer import write_arrow
 from tests.rewrite_support import corrupt_a_file, dv_table, ids_by_value, many_small_appends
 from tests.support import copy_fixture, deltalake_rows, duckdb_rows
@@ -40,6 +44,52 @@ def test_small_files_become_one_per_partition_and_read_the_same(
     # nothing left to pack: a second run is a no-op
     assert cli.main(["compact", str(table), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["version"] is None
+
+
+def test_files_of_older_schemas_and_with_deleted_rows_pack_in_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small files are decoded a batch at a time and each batch made one table: batches that
+    mix files written before a column was added (read with it null), files with a deletion
+    vector and files already in the table's schema hold exactly the rows peers read."""
+    monkeypatch.setattr(rewrite, "DECODE_BATCH", 3)
+    table = tmp_path / "t"
+    for i in range(7):
+        write_arrow(
+            table,
+            pa.table({"id": pa.array([2 * i, 2 * i + 1], pa.int64())}),
+            configuration={"delta.enableDeletionVectors": "true"} if i == 0 else None,
+        )
+    for i in range(7, 12):
+        data = {"id": pa.array([2 * i, 2 * i + 1], pa.int64()), "note": [f"n{i}", None]}
+        write_arrow(table, pa.table(data), merge_schema=True)
+    _delete_by_deletion_vector(table, {3, 16})
+    rows = sorted(map(str, duckdb_rows(table)))
+    before = load_snapshot(table)
+    assert before.files.column("deletionVector").null_count < before.num_files
+    execute_compact(plan_compact(before))
+    after = load_snapshot(table)
+    assert after.num_files == 1
+    assert sorted(map(str, duckdb_rows(table))) == rows
+    assert sorted(map(str, deltalake_rows(table))) == rows
+    assert len(rows) == 22 and "None" in "".join(rows)
+
+
+def _delete_by_deletion_vector(table: Path, ids: set[int]) -> None:
+    """A DELETE of the rows with these ids, by deletion vectors (as `dv_table` makes them)."""
+    snapshot = load_snapshot(table)
+    txn = Transaction(snapshot, operation="DELETE")
+    for body in snapshot.files.to_pylist():
+        values = pq.read_table(table / body["path"], columns=["id"]).column("id").to_pylist()
+        deleted = [i for i, value in enumerate(values) if value in ids]
+        if not deleted:
+            continue
+        add = {k: v for k, v in body.items() if v is not None and k not in ("version", "tags")}
+        add["partitionValues"] = dict(add.get("partitionValues") or {})
+        remove = {k: add[k] for k in ("path", "partitionValues", "size")}
+        txn.add_action({"remove": {**remove, "deletionTimestamp": 1, "dataChange": True}})
+        txn.add_action({"add": {**add, "deletionVector": inline_descriptor(deleted).to_dict()}})
+    txn.commit()
 
 
 def test_target_size_and_where_limit_the_work(tmp_path: Path) -> None:

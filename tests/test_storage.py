@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import fsspec
 import pyarrow as pa
 import pytest
 
-from delta_ops.errors import UnsafePath
-from delta_ops.storage import Storage
+from delta_ops.errors import UnsafePath, file_being_read
+from delta_ops.storage import Storage, table_storage
 from delta_ops.table.snapshot import load_snapshot
 from tests.support import TABLES, check_listing_from_each_version
 
@@ -178,3 +179,46 @@ def test_a_listing_from_a_version_holds_the_log_files_from_it_on(tmp_path):
     storage = Storage.open(url)
     assert {e.name for e in storage.list_log()} >= {"_last_checkpoint"}
     assert check_listing_from_each_version(storage) == 3
+
+
+def test_read_many_reads_whole_files_whatever_size_it_is_told(tmp_path):
+    """Local reads take the log's sizes as a hint, never as the truth: a file longer or shorter
+    than its size says (or of no size told) comes whole, an empty one empty, and a missing one
+    raises with the file named."""
+    contents = {"a": b"x" * 100, "b": b"y" * 3000, "c": b"", "d": bytes(range(256)) * 5000}
+    for name, content in contents.items():
+        (tmp_path / name).write_bytes(content)
+    storage = Storage.open(str(tmp_path))
+    paths = [storage.join(name) for name in contents]
+    expected = list(contents.values())
+    assert storage.read_many(paths) == expected
+    assert storage.read_many(paths, [100, 3000, 0, 1_280_000]) == expected
+    assert storage.read_many(paths, [50, 5000, 7, None]) == expected
+    assert storage.read_many(paths, [-1, 0, 1, 1]) == expected
+    with pytest.raises(FileNotFoundError) as missing:
+        storage.read_many([*paths, storage.join("gone")], [1, 1, 1, 1, 1])
+    assert file_being_read(missing.value) == storage.join("gone")
+
+
+def test_files_that_refuse_o_noatime_are_read_all_the_same(tmp_path, monkeypatch):
+    """Files the process may not open without updating their access time (another user's:
+    O_NOATIME is refused) are read the usual way, from then on without asking again."""
+    if not getattr(os, "O_NOATIME", 0):
+        pytest.skip("no O_NOATIME on this platform")
+    (tmp_path / "a").write_bytes(b"abc")
+    (tmp_path / "b").write_bytes(b"de")
+    storage = Storage.open(str(tmp_path))
+    real_open = os.open
+    refused = []
+
+    def open_(path, flags, *args, **kwargs):
+        if flags & os.O_NOATIME:
+            refused.append(path)
+            raise PermissionError(1, "Operation not permitted", path)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(table_storage, "_OPEN_FLAGS", os.O_RDONLY | os.O_NOATIME)
+    monkeypatch.setattr(table_storage.os, "open", open_)
+    paths = [storage.join("a"), storage.join("b")]
+    assert storage.read_many(paths, [3, 2]) == [b"abc", b"de"]
+    assert refused == [storage.join("a")]

