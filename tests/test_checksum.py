@@ -19,6 +19,7 @@ import pytest
 
 from delta_ops import cli
 from delta_ops.errors import CorruptLog
+from delta_ops.log.actions import file_rows_as_actions
 from delta_ops.ops import checksum as checksum_op
 from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
@@ -30,6 +31,7 @@ from delta_ops.ops.restore import execute_restore, plan_restore
 from delta_ops.ops.row_tracking import execute_enable_row_tracking, plan_enable_row_tracking
 from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
 from delta_ops.table import checksum as checksums
+from delta_ops.table import transaction as transaction_module
 from delta_ops.table.checksum import (
     DEFAULT_FILE_SIZE_BINS,
     ChecksumStatus,
@@ -41,6 +43,7 @@ from delta_ops.table.checksum import (
     read_checksum,
     write_checksum,
 )
+from delta_ops.table.remove_lines import encode_removes
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import Transaction
 from delta_ops.table.writer import write_arrow
@@ -356,6 +359,77 @@ def test_checksums_after_every_op_match_the_replay(
     assert deltalake_rows(table) == duckdb_rows(table)
     execute_cleanup(plan_cleanup(load_snapshot(table), now + 40 * DAY))
     assert deltalake_rows(table) == duckdb_rows(table)
+
+
+def _record_checksum_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """What the transactions hand the checksum after each commit (their calls still run)."""
+    calls: list[dict[str, Any]] = []
+    real = transaction_module.write_checksum_after_commit
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        calls.append({"args": args, **kwargs})
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(transaction_module, "write_checksum_after_commit", recording)
+    return calls
+
+
+def test_encoded_removes_are_not_parsed_back_and_change_nothing(
+    dv_table: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rewrite's removes (with deletion vectors: purge; without: compaction) reach the
+    checksum as the keys of their files, not parsed back from the commit: what it derives is
+    what parsing the whole commit gives."""
+    calls = _record_checksum_calls(monkeypatch)
+    start = load_snapshot(dv_table).version
+    execute_purge(plan_purge(load_snapshot(dv_table)))
+    execute_compact(plan_compact(load_snapshot(dv_table)))
+    assert len(calls) == 2
+    for call in calls:
+        storage, version, snapshot = call["args"]
+        known, body = call["known_removes"], call["commit_bytes"]
+        assert known is not None
+        removed = body[known.start : known.end].decode().splitlines()
+        assert removed and all(line.startswith('{"remove":') for line in removed)
+        assert sum(k.num_rows for k in known.keys) == len(removed)
+        assert checksums._change_with_known_removes(version, body, known) is not None
+        common = {"txn_id": call["txn_id"], "commit_bytes": body}
+        assert checksums.checksum_after_commit(
+            storage, version, snapshot, known_removes=known, **common
+        ) == checksums.checksum_after_commit(storage, version, snapshot, **common)
+    assert any(
+        k.column("deletionVector").null_count < k.num_rows for k in calls[0]["known_removes"].keys
+    )
+    assert _assert_every_checksum_is_the_replays(dv_table, since=start + 1) == [
+        start + 1,
+        start + 2,
+    ]
+
+
+def test_encoded_removes_of_files_the_commit_adds_again_are_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit that removes a file through encoded lines and adds the same path again (its
+    own reconciliation decides what stays): the checksum parses the whole commit."""
+    table = tmp_path / "t"
+    for i in range(3):
+        write_arrow(table, pa.table({"id": [i]}))
+    calls = _record_checksum_calls(monkeypatch)
+    snapshot = load_snapshot(table)
+    files = snapshot.files
+    txn = Transaction(snapshot, operation="OPTIMIZE")
+    txn.add_encoded_removes(encode_removes(files, deletion_timestamp=1, data_change=False))
+    again = file_rows_as_actions(files.slice(0, 1), columns=("path", "partitionValues", "size"))
+    txn.add_action({"add": {**again[0], "modificationTime": 1, "dataChange": False}})
+    txn.commit()
+    (call,) = calls
+    known = call["known_removes"]
+    assert known is not None
+    assert (
+        checksums._change_with_known_removes(call["args"][1], call["commit_bytes"], known) is None
+    )
+    assert _assert_every_checksum_is_the_replays(table, since=3) == [3]
+    assert read_checksum(load_snapshot(table).storage, 3).num_files == 1
 
 
 def test_a_commit_after_delta_sparks_checksums_builds_on_them(tmp_path: Path) -> None:

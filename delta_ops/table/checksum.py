@@ -511,9 +511,27 @@ class _Change:
     in_commit_timestamp: int | None
 
 
-def _read_change(storage: Storage, version: int, content: bytes | None) -> _Change:
+@dataclass(frozen=True)
+class KnownRemoves:
+    """Remove lines of a commit whose files the committer knows (`EncodedRemoves`): the
+    span of the commit's bytes they take, and the removed files' keys (`path` and
+    `deletionVector` columns). A rewrite's commit is mostly such lines (10,000 removes with
+    their stats: 3 MB); the checksum takes their keys instead of parsing them back."""
+
+    start: int
+    end: int
+    keys: tuple[pa.Table, ...]
+
+
+def _read_change(
+    storage: Storage, version: int, content: bytes | None, known: KnownRemoves | None = None
+) -> _Change:
     """The commit's actions, parsed from `content` (its bytes, when the committer has them)
-    or read."""
+    or read; `known` removes in `content` are taken from their keys, not parsed."""
+    if content is not None and known is not None:
+        change = _change_with_known_removes(version, content, known)
+        if change is not None:
+            return change
     if content is not None:
         read = parse_commit(version, content)
     else:
@@ -536,14 +554,61 @@ def _read_change(storage: Storage, version: int, content: bytes | None) -> _Chan
     )
 
 
-def _keys(files: pa.Table) -> pa.Array:
-    """The reconciliation key of each row: path and deletion-vector id."""
-    paths = files.column("path").combine_chunks()
+def _change_with_known_removes(version: int, content: bytes, known: KnownRemoves) -> _Change | None:
+    """:func:`_read_change` of a commit whose `known` removes are not parsed: the other lines
+    are, reconciled, and the known removes join their removes. None when another action of
+    the commit names one of their files (the commit's own reconciliation then decides)."""
+    read = parse_commit(version, content[: known.start] + content[known.end :])
+    state = reconcile(read.batch)
+    parts = [_key_columns(t) for t in known.keys]
+    removed = pa.concat_arrays([paths for paths, _ in parts]) if parts else None
+    if removed is not None and len(removed):
+        named = pa.concat_arrays(
+            [
+                state.files.column("path").combine_chunks().cast(pa.string()),
+                state.tombstones.column("path").combine_chunks().cast(pa.string()),
+            ]
+        )
+        if len(named) and pc.any(pc.is_in(removed, value_set=named)).as_py():
+            return None
+    parts.append(_key_columns(state.tombstones))
+    removes = pa.table(
+        {
+            "path": pa.concat_arrays([paths for paths, _ in parts]),
+            _DV_ID: pa.concat_arrays([ids for _, ids in parts]),
+        }
+    )
+    return _Change(
+        adds=state.files,
+        removes=removes,
+        protocol=state.protocol,
+        metadata=state.metadata,
+        txns=state.txns,
+        domains=state.domains,
+        removed_domains=state.removed_domains,
+        in_commit_timestamp=read.in_commit_timestamps[0] if read.in_commit_timestamps else None,
+    )
+
+
+#: a column of deletion-vector ids standing in for `deletionVector` (see `_key_columns`)
+_DV_ID = "_dvId"
+
+
+def _key_columns(files: pa.Table) -> tuple[pa.Array, pa.Array]:
+    """Each row's path and deletion-vector id (null where it has none)."""
+    paths = files.column("path").combine_chunks().cast(pa.string())
+    if _DV_ID in files.column_names:
+        return paths, files.column(_DV_ID).combine_chunks()
     if "deletionVector" not in files.column_names or not files.num_rows:
-        return file_keys(paths, pa.nulls(files.num_rows, pa.string()))
+        return paths, pa.nulls(files.num_rows, pa.string())
     dv = files.column("deletionVector").combine_chunks()
     ids = dv_unique_ids(dv) if dv.null_count < len(dv) else pa.nulls(len(dv), pa.string())
-    return file_keys(paths, ids)
+    return paths, ids.cast(pa.string())
+
+
+def _keys(files: pa.Table) -> pa.Array:
+    """The reconciliation key of each row: path and deletion-vector id."""
+    return file_keys(*_key_columns(files))
 
 
 def _files_table(actions: Sequence[Mapping[str, Any]]) -> pa.Table:
@@ -579,6 +644,7 @@ def checksum_after_commit(
     *,
     txn_id: str | None = None,
     commit_bytes: bytes | None = None,
+    known_removes: KnownRemoves | None = None,
 ) -> VersionChecksum:
     """The checksum of `version`, just committed by a transaction that read `read_snapshot`
     (None: it created the table): version N-1's checksum plus this commit's reconciled adds and
@@ -590,8 +656,9 @@ def checksum_after_commit(
         read_snapshot: the snapshot the transaction started from (any version below `version`).
         txn_id: the commit's transaction id (else read from its commitInfo).
         commit_bytes: the commit as written (else read).
+        known_removes: remove lines in `commit_bytes` whose keys the committer has.
     """
-    change = _read_change(storage, version, commit_bytes)
+    change = _read_change(storage, version, commit_bytes, known_removes)
     try:
         return _derived(storage, version, read_snapshot, change, txn_id)
     except _NoBase as why:
@@ -867,11 +934,17 @@ def write_checksum_after_commit(
     *,
     txn_id: str | None = None,
     commit_bytes: bytes | None = None,
+    known_removes: KnownRemoves | None = None,
 ) -> VersionChecksum | None:
     """Compute and write the checksum of a commit just made (None when the table's features
     keep delta-ops from describing its state, as they keep it from checkpointing it)."""
     checksum = checksum_after_commit(
-        storage, version, read_snapshot, txn_id=txn_id, commit_bytes=commit_bytes
+        storage,
+        version,
+        read_snapshot,
+        txn_id=txn_id,
+        commit_bytes=commit_bytes,
+        known_removes=known_removes,
     )
     if Protocol.from_action(checksum.protocol).refusal(Access.CHECKPOINT) is not None:
         return None
@@ -1138,6 +1211,7 @@ __all__ = [
     "ChecksumCheck",
     "ChecksumStatus",
     "FileSizeHistogram",
+    "KnownRemoves",
     "VersionChecksum",
     "check_checksum",
     "checksum_after_commit",

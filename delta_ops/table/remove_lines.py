@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii as _quoted
 from typing import Any
 
@@ -34,10 +34,13 @@ _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 @dataclass(frozen=True)
 class EncodedRemoves:
     """Remove actions ready for a commit: the removed paths (for conflict checks) and their
-    lines, one per path, each ending in a newline."""
+    lines, one per path, each ending in a newline; `keys`, where the encoder kept them, the
+    removed files' `path` and `deletionVector` columns (what the commit's checksum needs of
+    them, instead of parsing the lines back)."""
 
     paths: tuple[str, ...]
     lines: bytes
+    keys: pa.Table | None = field(default=None, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -74,7 +77,8 @@ def encode_removes(
         tails = ["".join(parts) for parts in zip(*present, strict=True)]
         for path, values, size, tail in zip(paths, partitions, sizes, tails, strict=True):
             append(f'{{"remove":{{"path":{_quoted(path)}{head}{values},"size":{size}{tail}}}}}\n')
-    return EncodedRemoves(tuple(paths), "".join(out).encode())
+    keys = files.select([c for c in ("path", "deletionVector") if c in files.column_names])
+    return EncodedRemoves(tuple(paths), "".join(out).encode(), keys)
 
 
 def _partition_values_json(files: pa.Table) -> list[str]:

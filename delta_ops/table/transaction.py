@@ -46,7 +46,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +60,7 @@ from delta_ops.protocol.features import Access, Protocol
 from delta_ops.protocol.num_records import num_records_in_stats
 from delta_ops.protocol.properties import ENABLE_IN_COMMIT_TIMESTAMPS
 from delta_ops.storage import Storage
-from delta_ops.table.checksum import write_checksum_after_commit
+from delta_ops.table.checksum import KnownRemoves, write_checksum_after_commit
 from delta_ops.table.remove_lines import EncodedRemoves
 from delta_ops.table.snapshot import Snapshot
 from delta_ops.version import __version__
@@ -184,7 +184,9 @@ class Transaction:
     encoded_removes: list[EncodedRemoves] = field(default_factory=list)
     #: follow the commit with its version checksum `N.crc` (best-effort, `table.checksum`)
     write_checksum: bool = True
-    _serialized_actions: bytes | None = field(default=None, init=False, repr=False)
+    _serialized_actions: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False)
+    #: where the encoded removes are in the bytes `_serialize` gave last (start, end)
+    _encoded_span: tuple[int, int] = field(default=(0, 0), init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.storage is None:
@@ -288,9 +290,18 @@ class Transaction:
         table without that checksum is valid; `delta-ops checksum` writes it later)."""
         if not self.write_checksum:
             return
+        known = None
+        keys = [r.keys for r in self.encoded_removes]
+        if keys and all(k is not None for k in keys):
+            known = KnownRemoves(*self._encoded_span, keys=tuple(k for k in keys if k is not None))
         try:
             write_checksum_after_commit(
-                storage, version, self.snapshot, txn_id=txn_id, commit_bytes=body
+                storage,
+                version,
+                self.snapshot,
+                txn_id=txn_id,
+                commit_bytes=body,
+                known_removes=known,
             )
         except Exception as exc:  # noqa: BLE001 - never fails or undoes the commit
             logger.warning("committed version %d, but not its checksum: %r", version, exc)
@@ -441,11 +452,20 @@ class Transaction:
                 actions, version, hwm, suspended=self._row_tracking_suspended()
             )
             info = self._commit_info_line(txn_id, self._in_commit_timestamp(protocol, version))
-            return info + _actions_body(actions, self.encoded_removes), new_hwm
+            return self._joined(info, *_actions_parts(actions)), new_hwm
         if self._serialized_actions is None:
-            self._serialized_actions = _actions_body(self.actions, self.encoded_removes)
+            self._serialized_actions = _actions_parts(self.actions)
         info = self._commit_info_line(txn_id, self._in_commit_timestamp(protocol, version))
-        return info + self._serialized_actions, hwm
+        return self._joined(info, *self._serialized_actions), hwm
+
+    def _joined(self, info: bytes, head: bytes, tail: bytes) -> bytes:
+        """The commit's bytes: the commitInfo line, the actions up to the removes, the
+        encoded removes, the rest (`_actions_parts`); notes where the encoded removes are,
+        which the checksum does not parse back."""
+        start = len(info) + len(head)
+        removes = [r.lines for r in self.encoded_removes]
+        self._encoded_span = (start, start + sum(len(lines) for lines in removes))
+        return b"".join([info, head, *removes, tail])
 
     def _commit_info_line(self, txn_id: str, in_commit_timestamp: int | None = None) -> bytes:
         commit_info: dict[str, Any] = {}
@@ -505,11 +525,9 @@ _ACTION_ORDER = ("protocol", "metaData", "domainMetadata", "txn", "remove", "add
 _REMOVE_RANK = _ACTION_ORDER.index("remove")
 
 
-def _actions_body(
-    actions: list[dict[str, Any]], encoded_removes: Sequence[EncodedRemoves] = ()
-) -> bytes:
-    """Actions as commit lines, in the order Delta Spark writes them; encoded removes go
-    after the other removes."""
+def _actions_parts(actions: list[dict[str, Any]]) -> tuple[bytes, bytes]:
+    """Actions as commit lines, in the order Delta Spark writes them, in two parts: the lines
+    up to the removes, and the rest (the encoded removes go between them)."""
 
     def rank(action: Mapping[str, Any]) -> int:
         kind = next(iter(action))
@@ -520,7 +538,7 @@ def _actions_body(
     cut = sum(1 for a in ordered if rank(a) <= _REMOVE_RANK)
     head = "".join(encode(a) + "\n" for a in ordered[:cut]).encode()
     tail = "".join(encode(a) + "\n" for a in ordered[cut:]).encode()
-    return b"".join([head, *(r.lines for r in encoded_removes), tail])
+    return head, tail
 
 
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
