@@ -34,7 +34,7 @@ def test_the_native_client_is_the_default_and_fsspec_the_fallback() -> None:
 
 
 def test_an_option_only_fsspec_knows_keeps_fsspec_unless_native_is_asked_for() -> None:
-    options = {**ENDPOINT, "config_kwargs": "x"}
+    options = {**ENDPOINT, "config_kwargs": {"retries": {"max_attempts": 1}}}
     assert Storage.open("s3://lake/t", options).client == "fsspec"
     with pytest.raises(InvalidLocation, match="config_kwargs.*client=fsspec"):
         Storage.open("s3://lake/t", {**options, "client": "native"})

@@ -233,10 +233,10 @@ def _filesystem_for(text: str, scheme: str, options: Mapping[str, Any]) -> tuple
             # only at the first request (a TypeError deep in a listing): set the session up
             # now, so a wrong option is a one-line error before anything is read or written
             fs.connect()
-    except TypeError as exc:  # an option the client's constructor or session refuses
+    except (TypeError, AttributeError) as exc:  # an option's name, or its value's type, refused
         raise InvalidLocation(
-            f"{text}: a storage option is not one the {scheme}:// client accepts"
-            f" ({first_line(exc)}); see that client's documentation for its options"
+            f"{text}: the {scheme}:// client refuses a storage option ({first_line(exc)}):"
+            " check its name and its value (KEY:=JSON passes a value that is not a string)"
         ) from None
     return fs, str(path)
 
