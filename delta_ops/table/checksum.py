@@ -65,8 +65,8 @@ from delta_ops.log.actions import (
     restrict_partition_values,
 )
 from delta_ops.log.file_names import LogFile, LogFileKind, checksum_file_name, commit_file_name
-from delta_ops.log.reader import parse_commit, read_commits
-from delta_ops.log.replay import DomainMetadata, Txn, reconcile
+from delta_ops.log.reader import CommitsRead, parse_commit, read_commits
+from delta_ops.log.replay import DomainMetadata, ReconciledState, Txn, reconcile
 from delta_ops.log.state_stream import file_keys
 from delta_ops.protocol.deletion_vectors import dv_unique_ids
 from delta_ops.protocol.features import Access, Protocol
@@ -542,9 +542,14 @@ def _read_change(
         commit = LogFile(name, LogFileKind.COMMIT, version, entry.size)
         read = read_commits(storage, [commit], seq_start=0)
     state = reconcile(read.batch)
+    return _change_of(read, state, state.tombstones)
+
+
+def _change_of(read: CommitsRead, state: ReconciledState, removes: pa.Table) -> _Change:
+    """The change a commit made: its reconciled `state`, with `removes` as its removes."""
     return _Change(
         adds=state.files,
-        removes=state.tombstones,
+        removes=removes,
         protocol=state.protocol,
         metadata=state.metadata,
         txns=state.txns,
@@ -578,16 +583,7 @@ def _change_with_known_removes(version: int, content: bytes, known: KnownRemoves
             _DV_ID: pa.concat_arrays([ids for _, ids in parts]),
         }
     )
-    return _Change(
-        adds=state.files,
-        removes=removes,
-        protocol=state.protocol,
-        metadata=state.metadata,
-        txns=state.txns,
-        domains=state.domains,
-        removed_domains=state.removed_domains,
-        in_commit_timestamp=read.in_commit_timestamps[0] if read.in_commit_timestamps else None,
-    )
+    return _change_of(read, state, removes)
 
 
 #: a column of deletion-vector ids standing in for `deletionVector` (see `_key_columns`)
