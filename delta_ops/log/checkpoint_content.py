@@ -56,6 +56,7 @@ from delta_ops.protocol.features import Protocol as TableProtocol
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.protocol.schema import (
     StructType,
+    arrow_leaf_paths,
     from_arrow_schema,
     parse_partition_values,
     parse_stats,
@@ -435,30 +436,17 @@ def dictionary_columns(schema: pa.Schema) -> list[str]:
     """The parquet leaf columns of a checkpoint `schema` to dictionary-encode (the writer's
     ``use_dictionary``): every leaf but the per-file unique ones of ``add`` and ``remove``.
     The encoding changes no value a reader gets, only the write's cost and the file's size."""
-    leaves: list[str] = []
-    for field in schema:
-        _leaf_paths(field.name, field.type, leaves)
+    leaves = [
+        ".".join(path)
+        for field in schema
+        for path, _ in arrow_leaf_paths(field.type, (field.name,), False)
+    ]
     return [
         leaf
         for leaf in leaves
         if not leaf.startswith(("add.", "remove."))
         or leaf.split(".", 1)[1].startswith(_REPEATING_FILE_FIELDS)
     ]
-
-
-def _leaf_paths(path: str, typ: pa.DataType, out: list[str]) -> None:
-    """Parquet's dotted paths of the leaves under `path` (maps as ``key_value.key`` and
-    ``key_value.value``, lists as ``list.element``)."""
-    if pa.types.is_struct(typ):
-        for child in typ:
-            _leaf_paths(f"{path}.{child.name}", child.type, out)
-    elif pa.types.is_map(typ):
-        _leaf_paths(f"{path}.key_value.key", typ.key_type, out)
-        _leaf_paths(f"{path}.key_value.value", typ.item_type, out)
-    elif pa.types.is_list(typ) or pa.types.is_large_list(typ):
-        _leaf_paths(f"{path}.list.element", typ.value_type, out)
-    else:
-        out.append(path)
 
 
 # ----------------------------------------------------------------------------------- arrays

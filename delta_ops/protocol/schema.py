@@ -83,6 +83,7 @@ __all__ = [
     "StatsColumn",
     "StructField",
     "StructType",
+    "arrow_leaf_paths",
     "from_arrow_schema",
     "from_arrow_type",
     "parse_column_names",
@@ -900,6 +901,30 @@ def _null_count_struct(struct: StructType, physical: bool) -> pa.StructType | No
         else:
             fields.append(pa.field(name, pa.int64()))
     return pa.struct(fields) if fields else None
+
+
+def arrow_leaf_paths(
+    t: pa.DataType, path: tuple[str, ...], repeated: bool
+) -> Iterator[tuple[tuple[str, ...], bool]]:
+    """(path, inside a list or map) of each leaf under `t` at `path`, in parquet's column
+    order: a map's leaves under ``key_value.key`` / ``key_value.value``, a list's under
+    ``list.element``."""
+    if pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            yield from arrow_leaf_paths(t.field(i).type, path + (t.field(i).name,), repeated)
+    elif pa.types.is_map(t):
+        yield from arrow_leaf_paths(t.key_type, path + ("key_value", "key"), True)
+        yield from arrow_leaf_paths(t.item_type, path + ("key_value", "value"), True)
+    elif (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_fixed_size_list(t)
+        or pa.types.is_list_view(t)
+        or pa.types.is_large_list_view(t)
+    ):
+        yield from arrow_leaf_paths(t.value_type, path + ("list", "element"), True)
+    else:
+        yield path, repeated
 
 
 def parse_stats(

@@ -78,6 +78,7 @@ from delta_ops.protocol.schema import (
     NUM_RECORDS,
     TIGHT_BOUNDS,
     StructType,
+    arrow_leaf_paths,
     stats_schema,
 )
 
@@ -344,35 +345,13 @@ def _leaf_paths(metadata: pq.FileMetaData) -> list[tuple[str, ...]]:
     except (pa.ArrowException, NotImplementedError, ValueError):
         arrow = None
     if arrow is not None:
-        found = [leaf for f in arrow for leaf in _arrow_leaf_paths(f.type, (f.name,), False)]
+        found = [leaf for f in arrow for leaf in arrow_leaf_paths(f.type, (f.name,), False)]
         if len(found) == len(dotted) and all(
             d.startswith(path[0] + ".") if repeated else d == ".".join(path)
             for (path, repeated), d in zip(found, dotted, strict=True)
         ):
             return [path for path, _ in found]
     return [tuple(d.split(".")) for d in dotted]
-
-
-def _arrow_leaf_paths(
-    t: pa.DataType, path: tuple[str, ...], repeated: bool
-) -> Iterator[tuple[tuple[str, ...], bool]]:
-    """(path, inside a list or map) of each leaf under `t`, in parquet's column order."""
-    if pa.types.is_struct(t):
-        for i in range(t.num_fields):
-            yield from _arrow_leaf_paths(t.field(i).type, path + (t.field(i).name,), repeated)
-    elif pa.types.is_map(t):
-        yield from _arrow_leaf_paths(t.key_type, path + ("key_value", "key"), True)
-        yield from _arrow_leaf_paths(t.item_type, path + ("key_value", "value"), True)
-    elif (
-        pa.types.is_list(t)
-        or pa.types.is_large_list(t)
-        or pa.types.is_fixed_size_list(t)
-        or pa.types.is_list_view(t)
-        or pa.types.is_large_list_view(t)
-    ):
-        yield from _arrow_leaf_paths(t.value_type, path + ("list", "element"), True)
-    else:
-        yield path, repeated
 
 
 # --------------------------------------------------------------------------- nullCount
