@@ -44,9 +44,11 @@ from benchmarks.verify import Mismatch, outputs_agree, printed, readers_agree, r
 DATA = ROOT / "benchmarks" / ".data"
 RESULTS = DATA / "results"
 
-# The same process set-up as the `delta-ops` command (system allocator, see delta_ops.cli).
+# The same process set-up as the `delta-ops` command (its environment, then the system
+# allocator; see delta_ops.cli).
 OURS = (
-    "import sys; from delta_ops.cli.main import use_system_allocator; use_system_allocator(); "
+    "import sys; from delta_ops.cli import prepare_own_process; prepare_own_process(); "
+    "from delta_ops.cli.commands import use_system_allocator; use_system_allocator(); "
     "from delta_ops.table.snapshot import load_snapshot; "
     "s = load_snapshot(sys.argv[1]); print(s.version, s.num_files)"
 )

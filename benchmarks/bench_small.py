@@ -6,7 +6,7 @@ warm-up each: our load (``load_snapshot`` with the CLI's process set-up, as in
 `bench_load.py`), delta-rs' load (``DeltaTable`` + ``file_uris()``) and ``delta-ops inspect
 --json``. Goal (issue 35): our load <= 1.0 x delta-rs'; inspect's ratio to delta-rs' load is
 reported. The interpreter alone and the imports alone (`import deltalake`, `import
-delta_ops.cli.main`) are timed in the same rounds, so the start-up floor shows beside the
+delta_ops.cli.commands`) are timed in the same rounds, so the start-up floor shows beside the
 loads.
 
 Same work, checked before the ratios are printed: every run of both loads prints the table's
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         {
             BARE: [py, "-c", "pass"],
             IMPORT_RS: [py, "-c", "import deltalake"],
-            IMPORT_OURS: [py, "-c", "import delta_ops.cli.main"],
+            IMPORT_OURS: [py, "-c", "import delta_ops.cli.commands"],
             LOAD: [py, "-c", OURS, table],
             THEIRS_LOAD: [py, "-c", THEIRS, table],
             INSPECT: [py, "-m", "delta_ops.cli", "inspect", table, "--json"],
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     inspect_ratio = inspect.median_wall_s / theirs.median_wall_s
     floor = measured[IMPORT_OURS].median_wall_s / theirs.median_wall_s
     print(
-        f"(inspect / delta-rs load = {inspect_ratio:.3f}; importing delta_ops.cli.main alone"
+        f"(inspect / delta-rs load = {inspect_ratio:.3f}; importing delta_ops.cli.commands alone"
         f" = {floor:.3f} of delta-rs' whole load)\n=> {'PASS' if passed else 'FAIL'}"
     )
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -10,10 +10,14 @@ Example::
     snapshot = load_snapshot("/data/events")
     print(snapshot.version, snapshot.num_files)
 
-Importing this package stays light: Dagster and PySpark are only imported by their layers.
+Importing this package stays light: the table API (and with it pyarrow and numpy) loads when
+one of its names is first used, Dagster and PySpark only with their layers. So the `delta-ops`
+process can set up its environment before numpy loads (:mod:`delta_ops.cli`).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from delta_ops.errors import (
     ConcurrentModification,
@@ -27,9 +31,29 @@ from delta_ops.errors import (
     VersionGap,
     VersionNotFound,
 )
-from delta_ops.storage import Storage
-from delta_ops.table.snapshot import Snapshot, load_snapshot
 from delta_ops.version import __version__
+
+if TYPE_CHECKING:
+    from delta_ops.storage import Storage
+    from delta_ops.table.snapshot import Snapshot, load_snapshot
+
+
+def __getattr__(name: str) -> Any:
+    """The table API's names, imported on first use (pyarrow and numpy load with them)."""
+    value: Any
+    if name in ("Snapshot", "load_snapshot"):
+        # the table API on first use, not with the package
+        from delta_ops.table import snapshot
+
+        value = getattr(snapshot, name)
+    elif name == "Storage":
+        # the table API on first use, not with the package
+        from delta_ops.storage import Storage as value
+    else:
+        raise AttributeError(f"module 'delta_ops' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ConcurrentModification",

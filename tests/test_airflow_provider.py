@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from delta_ops.cli.main import main as cli
+from delta_ops.cli.commands import main as cli
 from delta_ops.errors import ConcurrentModification, InvalidValue, NotADeltaTable
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.table.writer import write_arrow

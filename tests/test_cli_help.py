@@ -56,7 +56,7 @@ def test_a_percent_sign_in_any_registry_text_renders(capsys, monkeypatch):
     )
     # the CLI's view of the registry, with one more operation (the registry itself is lazy and
     # lists the modules it imports from)
-    cli_main = importlib.import_module("delta_ops.cli.main")  # the module, not its main()
+    cli_main = importlib.import_module("delta_ops.cli.commands")  # the module, not its main()
     monkeypatch.setattr(cli_main, "OPERATIONS", {**registry.OPERATIONS, "odd": odd})
     assert cli.main(["--help"]) == 0
     assert "rewrite 100% of the files (%d, %(prog)s stays literal)" in capsys.readouterr().out

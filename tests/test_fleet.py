@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from delta_ops import clock
-from delta_ops.cli.main import main
+from delta_ops.cli.commands import main
 from delta_ops.ops.fleet import (
     FleetTable,
     assess,

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 from delta_ops import clock
-from delta_ops.cli.main import main
+from delta_ops.cli.commands import main
 from delta_ops.ops import history as history_module
 from delta_ops.ops.engines import LOCAL
 from delta_ops.ops.history import (

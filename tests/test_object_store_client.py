@@ -128,7 +128,7 @@ def test_gcs_tokens(tmp_path: Path) -> None:
 
 def test_no_store_client_is_imported_until_a_url_needs_one() -> None:
     code = (
-        "import sys, delta_ops, delta_ops.cli.main\n"
+        "import sys, delta_ops, delta_ops.cli.commands\n"
         "from delta_ops.storage import Storage\n"
         "Storage.open('/tmp/somewhere')\n"
         "loaded = [m for m in ('obstore', 's3fs', 'adlfs', 'gcsfs', 'botocore', 'fsspec') "

@@ -46,20 +46,74 @@ def _loaded_by(statement: str) -> set[str]:
 
 
 def test_the_cli_loads_no_rewriting_stack_and_no_process_pool() -> None:
-    loaded = _loaded_by("import delta_ops.cli.main")
+    loaded = _loaded_by("import delta_ops.cli.commands")
     assert "delta_ops.ops.registry" in loaded  # the check looks at a real start-up
     assert sorted(m for m in DEFERRED if m in loaded) == []
+
+
+def test_the_package_and_the_cli_package_load_no_numpy_or_pyarrow() -> None:
+    """The `delta-ops` process sets its environment before numpy loads (below): only possible
+    while neither package's import brings numpy or pyarrow."""
+    for statement in ("import delta_ops", "import delta_ops.cli", "from delta_ops import errors"):
+        loaded = _loaded_by(statement)
+        assert "delta_ops" in loaded, statement
+        assert {"numpy", "pyarrow"} & loaded == set(), statement
+    # the table API is still there, on first use
+    assert "pyarrow" in _loaded_by("from delta_ops import load_snapshot, Storage, Snapshot")
+
+
+_OPENBLAS_AT_NUMPY = (
+    "import atexit, json, os, sys\n"
+    "seen = []\n"
+    "class Watch:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name == 'numpy':\n"
+    "            seen.append(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+    "sys.meta_path.insert(0, Watch())\n"
+    "atexit.register(lambda: print(json.dumps(seen)))\n"
+    "sys.argv = ['delta-ops', 'inspect', {table!r}, '--json']\n"
+    "from delta_ops.cli import run\n"
+    "run()\n"
+)
+
+
+@pytest.mark.parametrize(("users", "at_numpy"), [(None, "1"), ("3", "3")])
+def test_the_cli_process_limits_openblas_threads_before_numpy_loads(
+    users: str | None, at_numpy: str
+) -> None:
+    """numpy's OpenBLAS starts a spinning thread per core at load, for linear algebra
+    delta-ops never does: the `delta-ops` process asks for one thread unless the user chose."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if users is not None:
+        env["OPENBLAS_NUM_THREADS"] = users
+    code = _OPENBLAS_AT_NUMPY.format(table=str(TABLES / "delta-rs" / "simple_table"))
+    child = subprocess.run(
+        [sys.executable, "-c", code], check=False, cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert child.returncode == 0, child.stderr
+    assert json.loads(child.stdout.splitlines()[-1]) == [at_numpy]
+
+
+def test_calling_main_leaves_the_callers_environment_alone() -> None:
+    loaded_env = _loaded_by(
+        "import os\nos.environ.pop('OPENBLAS_NUM_THREADS', None)\n"
+        "from delta_ops.cli import main\nmain(['--version'])\n"
+        "assert 'OPENBLAS_NUM_THREADS' not in os.environ\n"
+    )
+    assert "delta_ops.cli.commands" in loaded_env
 
 
 def test_one_operation_loads_its_own_module_and_no_other() -> None:
     from delta_ops.ops.registry import ENTRIES
 
-    loaded = _loaded_by("from delta_ops.cli.main import build_parser\nbuild_parser('vacuum')")
+    loaded = _loaded_by("from delta_ops.cli.commands import build_parser\nbuild_parser('vacuum')")
     op_modules = {f"delta_ops.ops.{entry.module}" for entry in ENTRIES}
     assert sorted(op_modules & loaded) == ["delta_ops.ops.vacuum"]
     assert "delta_ops.ops.fleet" not in loaded and "delta_ops.ops.inspect" not in loaded
     # every subcommand still comes with --help, or when the command is no operation
-    everything = _loaded_by("from delta_ops.cli.main import build_parser\nbuild_parser()")
+    everything = _loaded_by("from delta_ops.cli.commands import build_parser\nbuild_parser()")
     assert op_modules <= everything
 
 
@@ -71,7 +125,7 @@ def test_inspect_loads_no_operation_before_it_loads_the_table() -> None:
     op_modules = {f"delta_ops.ops.{entry.module}" for entry in ENTRIES}
     for command in ("inspect", "plan"):
         loaded = _loaded_by(
-            f"from delta_ops.cli.main import build_parser\nbuild_parser({command!r})"
+            f"from delta_ops.cli.commands import build_parser\nbuild_parser({command!r})"
         )
         assert sorted(op_modules & loaded) == [], command
         assert "delta_ops.ops.inspect" not in loaded, command

@@ -4,8 +4,51 @@ Example::
 
     from delta_ops.cli import main
     main(["inspect", "/data/events", "--json"])
+
+:func:`run` is the `delta-ops` process (its console script and ``python -m delta_ops.cli``):
+it sets the process's environment up (:data:`OWN_PROCESS_ENVIRONMENT`) before numpy and
+pyarrow load, which is why this package imports them only when :func:`main` or
+:func:`build_parser` is first used. Calling :func:`main` from a program leaves its
+environment alone.
 """
 
-from delta_ops.cli.main import build_parser, main, run
+from __future__ import annotations
 
-__all__ = ["build_parser", "main", "run"]
+import os
+from collections.abc import MutableMapping
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from delta_ops.cli.commands import build_parser, main
+
+#: what the `delta-ops` process sets where the user has not: numpy's OpenBLAS starts a
+#: thread per core that spins at load (~40 ms of CPU, ~10 ms of wall on 2 cores) for linear
+#: algebra delta-ops never does
+OWN_PROCESS_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1"}
+
+
+def prepare_own_process(environ: MutableMapping[str, str] = os.environ) -> None:
+    """Set :data:`OWN_PROCESS_ENVIRONMENT` in `environ` where it holds no value of its own."""
+    for name, value in OWN_PROCESS_ENVIRONMENT.items():
+        environ.setdefault(name, value)
+
+
+def run() -> NoReturn:
+    """The `delta-ops` process: its environment set up, then :func:`delta_ops.cli.commands.run`."""
+    prepare_own_process()
+    # after the environment is set: this import loads numpy and pyarrow
+    from delta_ops.cli.commands import run as run_command
+
+    run_command()
+
+
+def __getattr__(name: str) -> Any:
+    if name not in ("main", "build_parser"):
+        raise AttributeError(f"module 'delta_ops.cli' has no attribute {name!r}")
+    # the commands' modules on first use, so that `run` can set the environment up first
+    from delta_ops.cli import commands
+
+    return getattr(commands, name)
+
+
+__all__ = ["build_parser", "main", "prepare_own_process", "run"]
