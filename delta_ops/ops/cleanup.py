@@ -503,11 +503,17 @@ def execute_cleanup(plan: CleanupPlan) -> CleanupResult:
             compat = _write_compat_checkpoint(plan)
         ordered = sorted(plan.deleted, key=lambda n: _deletion_order(n, plan))
         storage.delete(storage.log_file(n) for n in ordered)
-        # self-check from the listing: the latest version and the oldest kept one still have
-        # a checkpoint and contiguous commits (build_log_segment raises otherwise)
-        build_log_segment(storage)
+        # self-check from one listing after the deletes: the latest version and the oldest
+        # kept one still have a checkpoint and contiguous commits (build_log_segment raises
+        # otherwise)
+        latest = build_log_segment(storage)
         if plan.oldest_retained_version is not None:
-            build_log_segment(storage, plan.oldest_retained_version)
+            build_log_segment(
+                storage,
+                plan.oldest_retained_version,
+                listing=latest.listing,
+                last_checkpoint=latest.last_checkpoint,
+            )
     return CleanupResult(
         table=plan.table,
         cutoff=iso(plan.cutoff_ms),
