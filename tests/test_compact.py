@@ -171,7 +171,7 @@ def test_worker_processes_write_what_this_process_would(
         return in_processes(fn, items, on_done, meanwhile)
 
     monkeypatch.setattr(engines, "_in_processes", spy)
-    monkeypatch.setattr(engines.multiprocessing, "cpu_count", lambda: 2)
+    monkeypatch.setattr("multiprocessing.cpu_count", lambda: 2)
     tables = {}
     for mode, threshold in (("processes", 1), ("in-process", 10**9)):
         table = tmp_path / mode
@@ -193,7 +193,7 @@ def test_a_failing_worker_leaves_no_new_file_and_no_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from delta_ops.errors import DeltaOpsError
-    from delta_ops.ops import engines, rewrite
+    from delta_ops.ops import rewrite
 
     table = tmp_path / "t"
     many_small_appends(table)
@@ -202,7 +202,7 @@ def test_a_failing_worker_leaves_no_new_file_and_no_commit(
     before = load_snapshot(table)
     files_before = {p.name for p in table.rglob("*.parquet")}
     monkeypatch.setattr(rewrite, "PROCESS_MIN_FILES", 1)
-    monkeypatch.setattr(engines.multiprocessing, "cpu_count", lambda: 2)
+    monkeypatch.setattr("multiprocessing.cpu_count", lambda: 2)
     with pytest.raises(DeltaOpsError, match="unreadable data file"):
         execute_compact(plan_compact(before))
     assert load_snapshot(table).version == before.version
@@ -218,14 +218,14 @@ def test_a_failure_while_the_workers_write_leaves_no_new_file_and_no_commit(
     """The parent reads the stats and encodes the removes while the workers write: when that
     fails, the workers' files are still collected and discarded, and the failure is raised."""
     from delta_ops.errors import CorruptLog
-    from delta_ops.ops import engines, rewrite
+    from delta_ops.ops import rewrite
 
     table = tmp_path / "t"
     many_small_appends(table)
     before = load_snapshot(table)
     files_before = {p.name for p in table.rglob("*.parquet")}
     monkeypatch.setattr(rewrite, "PROCESS_MIN_FILES", 1)
-    monkeypatch.setattr(engines.multiprocessing, "cpu_count", lambda: 2)
+    monkeypatch.setattr("multiprocessing.cpu_count", lambda: 2)
 
     def unreadable_stats(self, paths):  # type: ignore[no-untyped-def]
         raise CorruptLog("00000000000000000010.checkpoint.parquet", "removed meanwhile")
@@ -245,7 +245,7 @@ def test_a_worker_killed_after_writing_leaves_no_new_file_and_no_commit(
     import os
 
     from delta_ops.errors import DeltaOpsError
-    from delta_ops.ops import engines, rewrite
+    from delta_ops.ops import rewrite
 
     table = tmp_path / "t"
     many_small_appends(table)
@@ -253,7 +253,7 @@ def test_a_worker_killed_after_writing_leaves_no_new_file_and_no_commit(
     rows = duckdb_rows(table)
     files_before = {p.name for p in table.rglob("*.parquet")}
     monkeypatch.setattr(rewrite, "PROCESS_MIN_FILES", 1)
-    monkeypatch.setattr(engines.multiprocessing, "cpu_count", lambda: 2)
+    monkeypatch.setattr("multiprocessing.cpu_count", lambda: 2)
     write_unit = rewrite.write_unit
 
     def write_then_die(rewriter, unit, advance=None):  # type: ignore[no-untyped-def]

@@ -28,6 +28,7 @@ DEFERRED = (
     "delta_ops.ops.rewrite",
     "delta_ops.table.parquet_bytes",
     "concurrent.futures.process",
+    "multiprocessing",
     "multiprocessing.connection",
 )
 
