@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from delta_ops.errors import DeltaOpsError
+from delta_ops.protocol import string_bytes
 from delta_ops.protocol.schema import (
     ArrayType,
     MapType,
@@ -697,6 +698,21 @@ def test_byte_search_looks_only_at_the_rows_bytes(typ):
     assert not any_holds(pa.array(['{"s":"a\\nb"}'], typ), b"\n")  # escaped: no line break
     assert not any_holds(pa.array([], typ), b"\n")
     assert not any_holds(pa.array([None, None], typ), b"\n")
+
+
+@pytest.mark.parametrize("scan_bytes", [1, 2, 3, 5, 64])
+def test_byte_search_in_pieces_finds_what_a_whole_search_finds(monkeypatch, scan_bytes):
+    """The bytes are searched a piece at a time: a needle across two pieces is found, and
+    the answer is the whole buffer's, for every place a needle can start."""
+    monkeypatch.setattr(string_bytes, "SCAN_BYTES", scan_bytes)
+    base = "abcdefghijklmnopq"
+    for needle in (b"\n", b"..", b"://"):
+        for at in range(len(base) - len(needle) + 1):
+            text = base[:at] + needle.decode() + base[at + len(needle) :]
+            docs = pa.array([text[:4], text[4:9], None, text[9:]], pa.large_string())
+            assert any_holds(docs, needle) == (needle in text.encode())
+            assert any_holds(docs, b"#", needle)
+        assert not any_holds(pa.array([base[:7], base[7:]]), needle)
 
 
 def test_parse_stats_of_empty_input():

@@ -458,8 +458,7 @@ def _column(table: pa.Table, name: str, typ: pa.DataType) -> pa.Array:
     return col if col.type == typ else col.cast(typ)
 
 
-def _partition_values_parsed(adds: pa.Table, parsed: ParsedColumns) -> pa.Array:
-    pv = _column(adds, "partitionValues", STRING_MAP)
+def _partition_values_parsed(pv: pa.MapArray, parsed: ParsedColumns) -> pa.Array:
     keys = list(parsed.partition_keys)
     columns = _values_in_key_order(pv, keys)
     children = []
@@ -497,9 +496,9 @@ def _values_in_key_order(pv: pa.MapArray, keys: list[str]) -> list[pa.Array] | N
     return columns
 
 
-def _stats_parsed(adds: pa.Table, parsed: ParsedColumns) -> pa.Array:
+def _stats_parsed(stats: pa.Array, parsed: ParsedColumns) -> pa.Array:
     assert parsed.stats_schema is not None
-    result = parse_stats(_column(adds, "stats", pa.string()), parsed.stats_schema)
+    result = parse_stats(stats, parsed.stats_schema)
     return (
         result.cast(pa.struct(list(parsed.stats_schema)))
         if result.type != pa.struct(list(parsed.stats_schema))
@@ -524,6 +523,15 @@ def _stored(adds: pa.Table, name: str, typ: pa.DataType, source: str) -> pa.Arra
 def add_struct(adds: pa.Table, typ: pa.StructType, parsed: ParsedColumns) -> pa.StructArray:
     """The `add` column for live files: every Spark field, `dataChange=false`."""
     n = adds.num_rows
+    combined: dict[str, pa.Array] = {}
+
+    def column(name: str, typ: pa.DataType) -> pa.Array:
+        # `stats` and `partitionValues` are written as they are and parsed into their typed
+        # columns: their chunks are combined once for both (twice copied the stats twice)
+        if name not in combined or combined[name].type != typ:
+            combined[name] = _column(adds, name, typ)
+        return combined[name]
+
     children = []
     for field in typ:
         if field.name == "dataChange":
@@ -531,13 +539,19 @@ def add_struct(adds: pa.Table, typ: pa.StructType, parsed: ParsedColumns) -> pa.
         elif field.name == "partitionValues_parsed":
             stored = _stored(adds, field.name, field.type, "partitionValues")
             children.append(
-                stored if stored is not None else _partition_values_parsed(adds, parsed)
+                stored
+                if stored is not None
+                else _partition_values_parsed(column("partitionValues", STRING_MAP), parsed)
             )
         elif field.name == "stats_parsed":
             stored = _stored(adds, field.name, field.type, "stats")
-            children.append(stored if stored is not None else _stats_parsed(adds, parsed))
+            children.append(
+                stored
+                if stored is not None
+                else _stats_parsed(column("stats", pa.string()), parsed)
+            )
         else:
-            children.append(_column(adds, field.name, field.type))
+            children.append(column(field.name, field.type))
     return pa.StructArray.from_arrays(children, fields=list(typ))
 
 
