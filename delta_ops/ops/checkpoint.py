@@ -40,11 +40,14 @@ Example::
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
+import queue
+import threading
 import time
 import uuid
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -465,7 +468,7 @@ def _write_parquet(
             sink, schema, compression="snappy", use_dictionary=dictionary_columns(schema)
         ) as writer:
             empty = True
-            for group in row_groups:
+            for group in built_ahead(row_groups):
                 writer.write_table(group)
                 empty = False
             if empty:  # an empty part still has a (zero-row) row group, as Spark writes it
@@ -482,6 +485,59 @@ def _write_parquet(
         entry = storage.stat(storage.log_file(name))
         size = entry.size if entry is not None else 0
     return created, size
+
+
+#: how many built row groups :func:`built_ahead` holds for the writer (one more may be in the
+#: making): one is as fast as more, for the memory of one
+ROW_GROUPS_AHEAD = 1
+
+
+def built_ahead(groups: Iterable[pa.Table], ahead: int | None = None) -> Iterator[pa.Table]:
+    """`groups` in their order, built by a thread of their own while the caller uses the ones
+    before: up to `ahead` built groups wait for the caller, and one more may be in the making
+    (default :data:`ROW_GROUPS_AHEAD`; 0: built by the caller, one at a time).
+
+    Writing a row group is one core's work in pyarrow, without the GIL; building the next one
+    (parsing its stats, on the other core) need not wait for it: a 100k-action checkpoint
+    builds the removes and its last adds while its first 65k adds are written. An error
+    building a group is raised here, where that group was due; when the caller stops early,
+    the thread stops after the group it is building.
+    """
+    ahead = ROW_GROUPS_AHEAD if ahead is None else ahead
+    if ahead <= 0:
+        yield from groups
+        return
+    handoff: queue.Queue[tuple[pa.Table | None, BaseException | None]] = queue.Queue(ahead)
+    stop = threading.Event()
+
+    def build() -> None:
+        try:
+            for group in groups:
+                if stop.is_set():
+                    return
+                handoff.put((group, None))  # waits while `ahead` groups wait
+            handoff.put((None, None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised there
+            handoff.put((None, exc))
+
+    context = contextvars.copy_context()  # the caller's progress reporter, if any
+    builder = threading.Thread(target=context.run, args=(build,), daemon=True)
+    builder.start()
+    try:
+        while True:
+            group, error = handoff.get()
+            if error is not None:
+                raise error
+            if group is None:
+                return
+            yield group
+    finally:
+        stop.set()
+        while builder.is_alive():  # free a builder waiting to hand a group over
+            try:
+                handoff.get_nowait()
+            except queue.Empty:
+                builder.join(0.01)
 
 
 def _write_new(storage: Storage, name: str, data: bytes) -> bool:
