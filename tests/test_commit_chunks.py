@@ -68,3 +68,34 @@ def test_every_split_into_chunks_reads_as_one_chunk(
     assert _facts(load_snapshot(table)) == whole
     assert len(buffers) == 1  # every chunk was read into the one buffer
     assert len(whole[0]["files"]) == 11 * 12 - 9 and len(whole[0]["tombstones"]) == 9
+
+
+def test_the_buffer_goes_once_no_later_chunk_is_read_into_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks of small commits, then big commits parsed mapped: the buffer is let go before
+    the mapped ones are parsed, not held through them."""
+    table = tmp_path / "t"
+    lb.write_commit(table, 0, [lb.commit_info(1_000), lb.protocol(), lb.metadata()])
+    for version in range(1, 7):
+        count = 2 if version < 4 else 40  # the last three are big
+        lb.write_commit(table, version, [lb.add(f"{version}-{i}.parquet") for i in range(count)])
+    big = (table / "_delta_log" / f"{4:020d}.json").stat().st_size
+    monkeypatch.setattr(reader, "MAPPED_COMMIT_BYTES", big)
+    monkeypatch.setattr(reader, "_chunks", _split([1]))
+    events: list[str] = []
+    release, mapped = reader._ChunkBuffer.release, reader._mapped_commit
+
+    def spy_release(self):  # type: ignore[no-untyped-def]
+        events.append("release")
+        release(self)
+
+    def spy_mapped(storage, commit):  # type: ignore[no-untyped-def]
+        events.append("mapped")
+        return mapped(storage, commit)
+
+    monkeypatch.setattr(reader._ChunkBuffer, "release", spy_release)
+    monkeypatch.setattr(reader, "_mapped_commit", spy_mapped)
+    assert len(load_snapshot(table).files) == 3 * 2 + 3 * 40
+    # a chunk a commit: 0-3 are read into the buffer, which goes before 4-6 are mapped
+    assert events == ["release", "mapped", "mapped", "mapped"]

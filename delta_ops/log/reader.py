@@ -261,9 +261,10 @@ def _parse_json(data: _Bytes, options: pj.ParseOptions) -> pa.Table:
 #: the JSON reader's parallel parse blocks (a block must hold the longest line). Each block
 #: becomes one record batch, and each batch one source of the replay, whose per-source work
 #: (selecting a source's winners field by field) is fixed: 1 MB blocks made the 55 MB log of
-#: 2,000 commits 54 sources, the replay 115 ms; 4 MB blocks, four to a chunk (both cores
-#: busy), make it 14 and 70 ms, with the same parse time.
-JSON_BLOCK_BYTES = 4 << 20
+#: 2,000 commits 54 sources, its replay 112 ms of CPU; 2 MB blocks make it 27 and 83 ms, with
+#: the same parse time. 4 MB (74 ms) raised the peak of loading delta-kernel's 300k-file
+#: table (15 MB commits) by ~8 MB: the parse holds more of a big commit at once.
+JSON_BLOCK_BYTES = 2 << 20
 
 
 def json_block_size(data: _Bytes) -> int:
@@ -356,9 +357,13 @@ def read_commits(storage: Storage, commits: Sequence[LogFile], seq_start: int) -
     info_lines: list[bytes | None] = []
     seq = seq_start
     chunks = _chunks(commits)
-    scratch = _ChunkBuffer(max((_buffer_bytes(chunk) for chunk in chunks), default=0))
-    for chunk in chunks:
+    buffered = [index for index, chunk in enumerate(chunks) if not _maps(storage, chunk)]
+    scratch = _ChunkBuffer(max((_buffer_bytes(chunks[index]) for index in buffered), default=0))
+    last_buffered = buffered[-1] if buffered else -1
+    for index, chunk in enumerate(chunks):
         batch, infos = _read_commit_chunk(storage, chunk, seq, scratch)
+        if index == last_buffered:
+            scratch.release()  # no later chunk is read into it: its memory goes back now
         batches.append(batch)
         info_lines.extend(infos)
         seq += batch.num_rows
@@ -395,6 +400,10 @@ class _ChunkBuffer:
             self.buffer = bytearray(self.size)
         return self.buffer
 
+    def release(self) -> None:
+        """Let the buffer go (the next :meth:`get` makes a new one)."""
+        self.buffer = None
+
 
 def _read_commit_chunk(
     storage: Storage,
@@ -402,7 +411,7 @@ def _read_commit_chunk(
     seq_start: int,
     scratch: _ChunkBuffer | None = None,
 ) -> tuple[ActionBatch, list[bytes | None]]:
-    mapped = _mapped_commit(storage, commits[0]) if len(commits) == 1 else None
+    mapped = _mapped_commit(storage, commits[0]) if _maps(storage, commits) else None
     buffer, length, regions = (
         (mapped, len(mapped), [(0, len(mapped))])
         if mapped is not None
@@ -430,6 +439,12 @@ def _read_commit_chunk(
 #: memory, where a new buffer's are faulted in one by one (a 15 MB commit: 3,800 page faults,
 #: 15 ms, against 2 ms mapped)
 MAPPED_COMMIT_BYTES = 1 << 20
+
+
+def _maps(storage: Storage, commits: Sequence[LogFile]) -> bool:
+    """Whether a chunk is one big local commit, parsed from its file mapped (unless that
+    fails, :func:`_mapped_commit`) rather than read into a buffer."""
+    return len(commits) == 1 and storage.is_local and commits[0].size >= MAPPED_COMMIT_BYTES
 
 
 def _mapped_commit(storage: Storage, commit: LogFile) -> mmap.mmap | None:
