@@ -119,6 +119,32 @@ def test_deletion_vectors_are_applied_and_row_ids_kept(tmp_path: Path) -> None:
     assert ids_by_value(table) == before
 
 
+def test_bin_members_are_the_live_file_rows_of_their_paths_in_bin_order(tmp_path: Path) -> None:
+    """The members a compaction reads (looked up columnar, in bin order) are what
+    `live_file_rows` gives for the same paths, in its read fields: deletion vectors and row
+    ids included, and partitioned files of several bins."""
+    tracked = dv_table(tmp_path / "dv", {"delta.enableRowTracking": "true"})
+    partitioned = tmp_path / "parts"
+    many_small_appends(partitioned)
+    for table in (tracked, partitioned):
+        snapshot = load_snapshot(table)
+        paths = [p for b in plan_compact(snapshot).bins for p in b.paths]
+        by_path = {r["path"]: r for r in rewrite.live_file_rows(snapshot, set(paths))}
+        fields = ("path", "size", "deletionVector", "baseRowId", "defaultRowCommitVersion")
+        slow = [{k: by_path[p][k] for k in fields if k in by_path[p]} for p in paths]
+        assert rewrite.file_rows_in_order(snapshot, paths) == slow
+        assert rewrite.file_rows_in_order(snapshot, paths[::-1]) == slow[::-1]
+        assert len(paths) == snapshot.num_files
+    assert any("deletionVector" in r and "baseRowId" in r for r in slow_rows(tracked))
+    with pytest.raises(KeyError, match="not-live.parquet"):
+        rewrite.file_rows_in_order(load_snapshot(partitioned), ["not-live.parquet"])
+
+
+def slow_rows(table: Path) -> list[dict]:  # type: ignore[type-arg]
+    snapshot = load_snapshot(table)
+    return rewrite.live_file_rows(snapshot, set(snapshot.file_index.column("path").to_pylist()))
+
+
 def test_column_mapping_tables_keep_their_physical_columns(tmp_path: Path) -> None:
     import shutil
 

@@ -329,19 +329,25 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
         return CompactResult(plan.table, None, 0, 0, 0, 0, (), 0)
     # start-up cost: the rewriting stack (parquet writer, transaction) is loaded by the
     # commands that write, not by every command that imports the registry or plans
-    from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_with_removes
+    from delta_ops.ops.rewrite import (
+        Rewriter,
+        RewriteUnit,
+        file_rows_in_order,
+        rewrite_with_removes,
+    )
 
     snapshot = plan.snapshot
-    rows = {r["path"]: r for r in live_file_rows(snapshot, {p for b in plan.bins for p in b.paths})}
-    rewriter = Rewriter(snapshot, list(rows.values()), Access.COMPACT)
-    units = [
-        RewriteUnit(
-            tuple(rows[p] for p in b.paths),
-            rewriter.directory_of(rows[b.paths[0]]),
-            dict(b.partition_values),
+    # what reading needs of each file, in bin order (a bin carries no tags over)
+    rows = file_rows_in_order(snapshot, [p for b in plan.bins for p in b.paths])
+    rewriter = Rewriter(snapshot, rows, Access.COMPACT)
+    units = []
+    start = 0
+    for b in plan.bins:
+        members = tuple(rows[start : start + len(b.paths)])
+        start += len(b.paths)
+        units.append(
+            RewriteUnit(members, rewriter.directory_of(members[0]), dict(b.partition_values))
         )
-        for b in plan.bins
-    ]
     written, removes = rewrite_with_removes(rewriter, units, plan.engine, "compact: rewriting")
     added_bytes = sum(int(new.add["size"]) for new in written)
     version = rewriter.commit(

