@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import InvalidValue
-from delta_ops.log.actions import from_numpy
+from delta_ops.log.actions import from_numpy, partition_groups
 from delta_ops.ops import cluster
 from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
@@ -277,49 +277,6 @@ def greedy_bins(
             bins.append((partition, row, end))
             row = end
     return bins
-
-
-def partition_groups(
-    column: pa.ChunkedArray | pa.Array,
-) -> tuple[np.ndarray, list[list[tuple[str, str | None]]]]:
-    """Each row's group of equal partition values (the same pairs in the same order; groups
-    numbered in order of first appearance), and each group's `(key, value)` pairs.
-
-    Each pair is coded by its key's and value's positions in their dictionaries (a null
-    value apart from every string) and each row by the codes of its pairs, padded to the
-    longest row: equal codes are equal values, so the grouping is exact without turning
-    every row into Python objects."""
-    values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    rows = len(values)
-    if not pa.types.is_map(values.type):
-        seen: dict[tuple[Any, ...], int] = {}
-        numbered = [seen.setdefault(tuple(v) if v else (), len(seen)) for v in values.to_pylist()]
-        return np.array(numbered, dtype=np.int64), [list(v) for v in seen]
-    map_type = values.type
-    lists = values.view(pa.list_(pa.struct([map_type.key_field, map_type.item_field])))
-    pairs = pc.list_flatten(lists)
-    if not len(pairs):  # no row has a value: one group, of none
-        return np.zeros(rows, dtype=np.int64), [[]]
-    owner = pc.list_parent_indices(lists).to_numpy().astype(np.int64, copy=False)
-    keys = pc.dictionary_encode(pairs.field(0))
-    items = pc.dictionary_encode(pairs.field(1))
-    key_code = keys.indices.to_numpy().astype(np.int64)
-    item_code = pc.fill_null(items.indices, -1).to_numpy().astype(np.int64) + 1
-    codes = key_code * (len(items.dictionary) + 1) + item_code + 1  # >= 1: 0 pads a row
-    lengths = np.bincount(owner, minlength=rows)
-    first_pair = np.cumsum(lengths) - lengths
-    signature = np.zeros((rows, int(lengths.max())), dtype=np.int64)
-    signature[owner, np.arange(len(pairs)) - first_pair[owner]] = codes
-    width = 8 * signature.shape[1]
-    encoded = pc.dictionary_encode(
-        pa.FixedSizeBinaryArray.from_buffers(
-            pa.binary(width), rows, [None, pa.py_buffer(signature)]
-        )
-    )
-    group = encoded.indices.to_numpy().astype(np.int64)
-    example = np.empty(len(encoded.dictionary), dtype=np.int64)
-    example[group] = np.arange(rows)  # any row of a group has its values
-    return group, [values[int(row)].as_py() or [] for row in example.tolist()]
 
 
 def execute_compact(plan: CompactPlan) -> CompactResult:
