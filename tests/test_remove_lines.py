@@ -137,6 +137,74 @@ def test_generated_rows_encode_as_the_reference(rows, data_change, carried):
     ]
 
 
+ASCII = st.text(st.characters(min_codepoint=0, max_codepoint=0x7F), max_size=12)
+#: rows the columnar encoding may take (no deletion vector or tags to carry): printable ASCII
+#: with quotes and backslashes, or control characters and DEL (which send it line by line)
+PLAIN_ROW = st.fixed_dictionaries(
+    {
+        "path": ASCII.filter(bool),
+        "partitionValues": PAIRS,
+        "size": st.none() | st.integers(-(2**62), 2**62),
+        "stats": st.none() | ASCII | st.just('{"numRecords":3,"minValues":{"s":"a\\"b"}}'),
+        "baseRowId": MAYBE_INT,
+        "defaultRowCommitVersion": MAYBE_INT,
+    }
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(PLAIN_ROW, max_size=6),
+    data_change=st.booleans(),
+    carried=st.lists(st.sampled_from(CARRIED_FIELDS), unique=True),
+    chunked=st.booleans(),
+)
+def test_rows_joined_by_arrow_encode_as_the_reference(rows, data_change, carried, chunked):
+    """The columnar encoding (Arrow joins each line's parts) gives the reference's bytes, and
+    takes every table whose paths and stats are printable ASCII."""
+    from delta_ops.table import remove_lines
+
+    files = pa.Table.from_pylist(rows, schema=SCHEMA)
+    if chunked and rows:  # a snapshot's files table comes in chunks (a checkpoint's row groups)
+        files = pa.concat_tables([files.slice(0, 1), files.slice(1)])
+    carried = tuple(c for c in CARRIED_FIELDS if c in carried)
+    encoded = encode_removes(
+        files, deletion_timestamp=NOW, data_change=data_change, carried=carried
+    )
+    assert encoded.lines == reference_lines(files, data_change, carried)
+    texts = [r["path"] for r in rows] + [r["stats"] or "" for r in rows if "stats" in carried]
+    printable = all(c.isprintable() and c.isascii() for t in texts for c in t)
+    columnar = remove_lines._columnar_lines(files, ",", carried)
+    assert (columnar is not None) == printable
+
+
+@pytest.mark.parametrize(
+    "char", ["\x7f", "\x1f", "\n", "\u00e9", "\U0001f600", '"', "\\", "~", " "]
+)
+def test_each_character_a_json_string_escapes_encodes_as_the_reference(char):
+    """Where the columnar encoding stops: DEL, control and non-ASCII characters go line by
+    line (the JSON module writes them as \\u escapes), quotes and backslashes are escaped."""
+    from delta_ops.table import remove_lines
+
+    for field in ("path", "stats"):
+        row = {"path": "p", "stats": "{}", "size": 1, field: f"a{char}b"}
+        files = pa.Table.from_pylist([row], schema=SCHEMA)
+        encoded = encode_removes(files, deletion_timestamp=NOW, data_change=False)
+        assert encoded.lines == reference_lines(files, False), (field, char)
+        columnar = remove_lines._columnar_lines(files, ",", CARRIED_FIELDS)
+        assert (columnar is None) == (not (char.isascii() and char.isprintable())), (field, char)
+
+
+def test_many_removes_are_joined_by_arrow(tmp_path):
+    """A compaction's removes (ASCII paths, stats) take the columnar encoding."""
+    from delta_ops.table import remove_lines
+
+    table = _table_with_files(tmp_path, 3)
+    files = load_snapshot(table).files
+    joined = remove_lines._columnar_lines(files, ",", CARRIED_FIELDS)
+    assert joined is not None and joined.count(b"\n") == 3
+
+
 def test_an_unknown_carried_field_is_refused():
     with pytest.raises(ValueError, match="cannot carry \\['modificationTime'\\]"):
         encode_removes(

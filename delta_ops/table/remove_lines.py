@@ -15,6 +15,7 @@ file and its DV are removed as a pair; without the transient ``maxRowIndex``), `
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,8 +23,9 @@ from json.encoder import encode_basestring_ascii as _quoted
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from delta_ops.log.actions import deletion_vector_in_log
+from delta_ops.log.actions import deletion_vector_in_log, from_numpy, partition_groups
 
 #: optional fields a remove carries over from the file's add, in the order they are written
 CARRIED_FIELDS = ("deletionVector", "stats", "tags", "baseRowId", "defaultRowCommitVersion")
@@ -64,6 +66,10 @@ def encode_removes(
         f'"dataChange":{"true" if data_change else "false"},"extendedFileMetadata":true,'
         '"partitionValues":'
     )
+    keys = files.select([c for c in ("path", "deletionVector") if c in files.column_names])
+    lines = _columnar_lines(files, head, carried)
+    if lines is not None:
+        return EncodedRemoves(tuple(paths), lines, keys)
     partitions = _partition_values_json(files)
     sizes = ["null" if s is None else str(int(s)) for s in files.column("size").to_pylist()]
     extras = [_extra_field(files, name) for name in CARRIED_FIELDS if name in carried]
@@ -77,8 +83,87 @@ def encode_removes(
         tails = ["".join(parts) for parts in zip(*present, strict=True)]
         for path, values, size, tail in zip(paths, partitions, sizes, tails, strict=True):
             append(f'{{"remove":{{"path":{_quoted(path)}{head}{values},"size":{size}{tail}}}}}\n')
-    keys = files.select([c for c in ("path", "deletionVector") if c in files.column_names])
     return EncodedRemoves(tuple(paths), "".join(out).encode(), keys)
+
+
+#: carried fields the columnar encoding writes (the others, maps and structs, only line by line)
+_COLUMNAR_CARRIED = ("stats", "baseRowId", "defaultRowCommitVersion")
+
+
+def _columnar_lines(files: pa.Table, head: str, carried: Sequence[str]) -> bytes | None:
+    """:func:`encode_removes`' lines joined by Arrow, column by column, where every path and
+    stats text is printable ASCII (then JSON escapes only quotes and backslashes) and no
+    carried deletion vector or tag is set; None otherwise. 10,000 removes of a compaction
+    took ~30 ms line by line (every path and stats text a Python string, each line formatted
+    and joined), while the workers rewriting those files wait for a core."""
+    rows = files.num_rows
+    if not rows:
+        return b""
+    names = files.column_names
+    for name in ("deletionVector", "tags"):
+        if name in carried and name in names and files.column(name).null_count < rows:
+            return None
+    texts = ["path"] + (["stats"] if "stats" in carried and "stats" in names else [])
+    for name in texts:
+        column = files.column(name)
+        printable = pc.and_(pc.string_is_ascii(column), pc.ascii_is_printable(column))
+        if pc.all(printable).as_py() is False:  # (None: no text at all, nothing to escape)
+            return None
+
+    def quoted(name: str) -> pa.ChunkedArray | pa.Array:
+        text = pc.cast(files.column(name), pa.large_string())
+        text = pc.replace_substring(text, "\\", "\\\\")
+        text = pc.replace_substring(text, '"', '\\"')
+        return pc.binary_join_element_wise(_text('"'), text, _text('"'), _text(""))
+
+    size = pc.fill_null(pc.cast(files.column("size"), pa.large_string()), "null")
+    parts: list[Any] = [
+        _text('{"remove":{"path":'),
+        quoted("path"),
+        _text(head),
+        _partition_values_column(files),
+        _text(',"size":'),
+        size,
+    ]
+    for name in _COLUMNAR_CARRIED:
+        if name not in carried or name not in names or files.column(name).null_count == rows:
+            continue
+        value = quoted(name) if name == "stats" else pc.cast(files.column(name), pa.large_string())
+        field = pc.binary_join_element_wise(_text(f",{_quoted(name)}:"), value, _text(""))
+        parts.append(pc.fill_null(field, _text("")))  # "" where the file has none
+    parts.append(_text("}}\n"))
+    lines = pc.binary_join_element_wise(*parts, _text(""))
+    chunks = lines.chunks if isinstance(lines, pa.ChunkedArray) else [lines]
+    return b"".join(_values(chunk) for chunk in chunks)
+
+
+def _partition_values_column(files: pa.Table) -> pa.Array:
+    """:func:`_partition_values_json` as an Arrow column: each distinct map (the same pairs
+    in the same order) encoded once, and taken for its rows without a Python object per row."""
+    if "partitionValues" not in files.column_names:
+        return pa.array(["{}"] * files.num_rows, pa.large_string())
+    group, values = partition_groups(files.column("partitionValues"))
+    texts = pa.array([_ENCODE(dict(pairs)) for pairs in values], pa.large_string())
+    return texts.take(from_numpy(group))
+
+
+@functools.cache
+def _text(value: str) -> pa.Scalar:
+    """`value` as a large_string scalar (made on first use: a conversion from Python loads
+    pyarrow's pandas shims, start-up cost for the commands that never encode removes)."""
+    return pa.scalar(value, pa.large_string())
+
+
+def _values(strings: pa.Array) -> memoryview:
+    """The bytes of a large_string array without nulls, all its values one after another (a
+    view of its data: the caller's join is the only copy)."""
+    offsets = strings.buffers()[1]
+    first, last = (
+        int.from_bytes(offsets[8 * i : 8 * i + 8], "little", signed=True)
+        for i in (strings.offset, strings.offset + len(strings))
+    )
+    data = strings.buffers()[2]
+    return memoryview(b"" if data is None else data)[first:last]
 
 
 def _partition_values_json(files: pa.Table) -> list[str]:
