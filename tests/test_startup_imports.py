@@ -155,6 +155,22 @@ def test_planning_a_compaction_loads_no_rewriting_stack() -> None:
     assert "delta_ops.ops.rewrite" not in loaded
 
 
+def test_bin_packing_loads_no_clustering_module_and_z_ordering_does() -> None:
+    """`compact` on a table without clustering bin-packs without the clustering module (~10 ms
+    of start-up); with --zorder-by the same operation plans a clustering."""
+    table = TABLES / "delta-rs" / "simple_table"
+    plan = (
+        "from delta_ops.table.snapshot import load_snapshot\n"
+        "from delta_ops.ops.compact import CompactPlan, plan_optimize\n"
+        f"s = load_snapshot({str(table)!r})\n"
+        "values = {{'target_size': 1 << 27, 'where': None, 'zorder_by': {zorder!r}}}\n"
+        "plan = plan_optimize(s, values)\n"
+        "assert isinstance(plan, CompactPlan) == ({zorder!r} is None), plan\n"
+    )
+    assert "delta_ops.ops.cluster" not in _loaded_by(plan.format(zorder=None))
+    assert "delta_ops.ops.cluster" in _loaded_by(plan.format(zorder="id"))
+
+
 def test_loading_inspecting_and_checkpointing_convert_no_numpy_array_through_pyarrow(
     tmp_path: Path,
 ) -> None:

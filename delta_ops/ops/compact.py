@@ -25,7 +25,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +33,6 @@ import pyarrow.compute as pc
 
 from delta_ops.errors import InvalidValue
 from delta_ops.log.actions import from_numpy, partition_groups
-from delta_ops.ops import cluster
 from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
 from delta_ops.ops.results import fields_data
@@ -41,6 +40,9 @@ from delta_ops.protocol.features import Access
 from delta_ops.protocol.partition_predicate import PartitionPredicate, parse_partition_predicate
 from delta_ops.protocol.units import format_bytes
 from delta_ops.table.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from delta_ops.ops import cluster
 
 DEFAULT_TARGET_SIZE = 128 * 1024 * 1024
 
@@ -342,8 +344,18 @@ def plan_optimize(
     them; ``zorder_by`` Z-orders the files of each partition by those columns (refused on a
     clustered table, as Delta refuses it); otherwise small files are bin-packed."""
     where = parse_where(values["where"], snapshot)
-    clustered = cluster.table_clustering_columns(snapshot)
     zorder_by = (values.get("zorder_by") or "").strip()
+    if not zorder_by and not snapshot.protocol.supports("clustering"):
+        # no clustering columns to use (what `cluster.table_clustering_columns` says of a
+        # table without the feature): bin-packing, without loading the clustering module
+        if values.get("full"):
+            raise InvalidValue("--full: only with --zorder-by, or on a table clustered by columns")
+        return plan_compact(snapshot, target_size=values["target_size"], where=where, engine=engine)
+    # start-up cost: the clustering module (~10 ms with tempfile and the layout curves) is
+    # loaded by the plans that may cluster, not by every compaction
+    from delta_ops.ops import cluster
+
+    clustered = cluster.table_clustering_columns(snapshot)
     common = {
         "target_size": values["target_size"],
         "where": where,
@@ -370,21 +382,30 @@ def plan_optimize(
 
 
 def _describe_plan(plan: CompactPlan | cluster.ClusterPlan) -> str:
-    if isinstance(plan, cluster.ClusterPlan):
-        return cluster.describe_plan(plan)
-    return describe_plan(plan)
+    if isinstance(plan, CompactPlan):
+        return describe_plan(plan)
+    # a clustering plan: its module is loaded already (it made the plan)
+    from delta_ops.ops import cluster
+
+    return cluster.describe_plan(plan)
 
 
 def _describe_result(result: CompactResult | cluster.ClusterResult) -> str:
-    if isinstance(result, cluster.ClusterResult):
-        return cluster.describe_result(result)
-    return describe_result(result)
+    if isinstance(result, CompactResult):
+        return describe_result(result)
+    # a clustering result: its module is loaded already (it made the plan)
+    from delta_ops.ops import cluster
+
+    return cluster.describe_result(result)
 
 
 def _execute(plan: CompactPlan | cluster.ClusterPlan) -> CompactResult | cluster.ClusterResult:
-    if isinstance(plan, cluster.ClusterPlan):
-        return cluster.execute_cluster(plan)
-    return execute_compact(plan)
+    if isinstance(plan, CompactPlan):
+        return execute_compact(plan)
+    # a clustering plan: its module is loaded already (it made the plan)
+    from delta_ops.ops import cluster
+
+    return cluster.execute_cluster(plan)
 
 
 def describe_plan(plan: CompactPlan) -> str:
