@@ -18,7 +18,6 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Mapping
@@ -61,6 +60,10 @@ def _flatten(node: Any, path: list[str], out: list[str]) -> None:
 
 def last_checkpoint_checksum(obj: Mapping[str, Any]) -> str:
     """Spark's MD5 checksum of a `_last_checkpoint` object (its own `checksum` key excluded)."""
+    # start-up cost: hashlib loads OpenSSL's library (~2.5 ms): only reading a hint that
+    # carries a checksum (delta-rs writes none), or writing one, needs it
+    import hashlib
+
     pairs: list[str] = []
     _flatten(dict(obj), [], pairs)
     return hashlib.md5(",".join(sorted(pairs)).encode()).hexdigest()
