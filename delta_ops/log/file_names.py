@@ -70,6 +70,10 @@ class LogFile:
 
 def parse_log_file_name(name: str, size: int = 0, modification_time: int = 0) -> LogFile | None:
     """Classify a `_delta_log` file name; None for names the protocol does not define."""
+    if len(name) == 25 and name.endswith(".json") and name[:20].isdecimal():
+        # a commit, what a log holds most of (thousands to list): what the pattern's `json`
+        # branch gives (its \d is isdecimal), without the match and keyword arguments
+        return LogFile(name, LogFileKind.COMMIT, int(name[:20]), size, modification_time)
     m = _PATTERN.match(name)
     if m is None:
         return None
