@@ -611,3 +611,32 @@ def test_a_crash_between_a_commit_and_its_checksum(tmp_path: Path, when: str) ->
             assert _written(table) == [0]
         assert cli.main(["checksum", str(table)]) == 0
         assert _assert_every_checksum_is_the_replays(table) == [0, 1]
+
+
+def test_rows_looked_up_by_path_are_the_rows_of_their_keys_where_no_file_has_a_dv(tmp_path):
+    """Where neither the commit's keys nor the live rows at its paths have a deletion vector,
+    the rows at those paths are the rows of its keys (what the checksum then takes without
+    building keys); a deletion vector anywhere sends the lookup by key, which can differ."""
+    from delta_ops.log.state_stream import file_keys
+    from tests.rewrite_support import dv_table, many_small_appends
+
+    def by_key(live, paths, ids):
+        near = checksums._rows_at_paths(live, paths)
+        touched = file_keys(paths, ids)
+        return near.filter(pa.compute.is_in(checksums._keys(near), value_set=touched))
+
+    plain = tmp_path / "plain"
+    many_small_appends(plain)
+    live = load_snapshot(plain).file_index
+    paths = live.column("path").combine_chunks().slice(0, 5)
+    ids = pa.nulls(5, pa.string())
+    near = checksums._rows_at_paths(live, paths)
+    assert checksums._no_deletion_vectors(ids, near)
+    assert near.num_rows == 5 and near.equals(by_key(live, paths, ids))
+
+    live = load_snapshot(dv_table(tmp_path)).file_index  # both files have a DV
+    paths = live.column("path").combine_chunks()
+    near = checksums._rows_at_paths(live, paths)
+    assert not checksums._no_deletion_vectors(pa.nulls(2, pa.string()), near)
+    # a key naming these paths without their DVs matches no live row
+    assert by_key(live, paths, pa.nulls(2, pa.string())).num_rows == 0 < near.num_rows
