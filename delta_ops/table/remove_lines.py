@@ -134,7 +134,7 @@ def _columnar_lines(files: pa.Table, head: str, carried: Sequence[str]) -> bytes
     parts.append(_text("}}\n"))
     lines = pc.binary_join_element_wise(*parts, _text(""))
     chunks = lines.chunks if isinstance(lines, pa.ChunkedArray) else [lines]
-    return b"".join(_values(chunk) for chunk in chunks)
+    return b"".join(_values(chunk) for chunk in chunks if len(chunk))
 
 
 def _partition_values_column(files: pa.Table) -> pa.Array:
