@@ -27,7 +27,6 @@ Example::
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from enum import Enum
@@ -217,9 +216,10 @@ def _up_to_stop(results: list[Any], stop: Callable[[Any], bool] | None) -> list[
 
 
 def _can_fork() -> bool:
-    # what multiprocessing's "fork" start method needs, without importing multiprocessing
-    # (6 ms of every command's start-up) before a map forks
-    return hasattr(os, "fork")
+    # asked only of a map that would fork: multiprocessing (6 ms of start-up) loads with it
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods()
 
 
 #: what forked workers map: set before the pool forks them, so they inherit it instead of
