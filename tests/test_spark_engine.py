@@ -377,3 +377,41 @@ def test_a_failed_spark_clustering_task_leaves_no_new_file_and_no_commit(spark, 
     assert sorted(p.relative_to(table) for p in table.rglob("*.parquet")) == files_before
     (table / corrupt).write_bytes(original)
     assert deltalake_rows(table) == rows
+
+
+def _fail_fast_or_write_late(marker: str, item: int) -> int:
+    if item == 0:
+        time.sleep(0.3)  # the other task has started by now
+        raise OSError("the store refused")
+    time.sleep(1.5)  # still running when the job fails (under Python's 2 s kill timeout)
+    Path(marker).write_text("written after the job failed")
+    return item
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("callers_group", [None, "the-callers-group"])
+def test_a_failed_map_is_raised_once_its_other_tasks_have_ended(spark, tmp_path, callers_group):
+    """Spark fails a job as soon as one task fails, while its other tasks still run: a
+    rewrite that then lists its files to delete them would miss what they write after. The
+    engine raises the failure only once no task of the job runs (the CI run of 2026-11-27
+    left a cube's file behind this way under load), in the caller's job group if it has one,
+    which stays its own."""
+    from functools import partial
+
+    from delta_ops.errors import DeltaOpsError
+    from delta_ops.spark.engine import SparkEngine
+
+    marker = tmp_path / "late"
+    context = spark.sparkContext
+    if callers_group is not None:
+        context.setJobGroup(callers_group, "the caller's own")
+    before = context.getLocalProperty("spark.jobGroup.id")  # an earlier test's, maybe ""
+    try:
+        with pytest.raises(DeltaOpsError, match="the store refused"):
+            SparkEngine().map_ordered(partial(_fail_fast_or_write_late, str(marker)), [0, 1])
+        assert marker.read_text() == "written after the job failed"
+        assert context.getLocalProperty("spark.jobGroup.id") == before
+        assert callers_group is None or before == callers_group
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+        context.setLocalProperty("spark.job.description", None)

@@ -25,7 +25,10 @@ way they reach the driver (instance roles, environment, or the storage options).
 
 from __future__ import annotations
 
+import logging
 import re
+import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -38,11 +41,23 @@ from delta_ops.spark.worker_errors import final_exception_line
 from delta_ops.storage import Storage
 from delta_ops.storage.tree import TreeListing
 
+logger = logging.getLogger(__name__)
+
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 #: files per delete task
 DELETE_BATCH = 1000
+
+#: how long a failed job's other tasks are waited for before the caller cleans up after it
+SETTLE_SECONDS = 300.0
+
+#: the local properties a job group sets on the calling thread (restored after a map)
+_JOB_GROUP_PROPERTIES = (
+    "spark.jobGroup.id",
+    "spark.job.description",
+    "spark.job.interruptOnCancel",
+)
 
 
 #: the last line of a failed task's Python traceback when it raised one of ours or an
@@ -68,6 +83,31 @@ def _collect(rdd: Any) -> list[Any]:
         if cause is None:
             raise
         raise TaskFailed(f"a Spark task failed: {cause.group(1)}") from exc
+
+
+def _wait_for_tasks(context: Any, group: str, timeout_s: float) -> None:
+    """Wait until no stage of the job group's jobs has a task running, or `timeout_s` passed
+    (logged: what those tasks write is left to vacuum)."""
+    tracker = context.statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        running = 0
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = tracker.getStageInfo(stage_id)
+                running += stage.numActiveTasks if stage is not None else 0
+        if not running:
+            return
+        if time.monotonic() > deadline:
+            logger.warning(
+                "%d Spark task(s) of a failed job still running after %.0f s; what they write"
+                " is not in the log, and vacuum removes it",
+                running,
+                timeout_s,
+            )
+            return
+        time.sleep(0.05)
 
 
 def _unpickled(shared: Any) -> Callable[[Any], Any]:
@@ -96,9 +136,29 @@ class SparkEngine:
         items: Sequence[Any],
         slices: int,
     ) -> list[Any]:
-        """`run_task` over `slices` tasks sharing `items` (in order); what the tasks yield."""
-        rdd = self._context().parallelize(list(items), max(1, slices)).mapPartitions(run_task)
-        return _collect(rdd)
+        """`run_task` over `slices` tasks sharing `items` (in order); what the tasks yield.
+
+        When a task fails, Spark fails the job at once, while its other tasks may still be
+        running (and writing files a rewrite then has to find and delete): the failure is
+        raised only once no task of the job group (the caller's, or one of its own for the
+        map) runs, at most :data:`SETTLE_SECONDS` later."""
+        context = self._context()
+        saved = {name: context.getLocalProperty(name) for name in _JOB_GROUP_PROPERTIES}
+        # the caller's job group, if its thread has one (its jobs stay its own to watch and
+        # cancel); else one of our own for this map
+        group = saved["spark.jobGroup.id"] or f"delta-ops-{uuid.uuid4().hex}"
+        if not saved["spark.jobGroup.id"]:
+            context.setJobGroup(group, "delta-ops")
+        try:
+            rdd = context.parallelize(list(items), max(1, slices)).mapPartitions(run_task)
+            try:
+                return _collect(rdd)
+            except BaseException:
+                _wait_for_tasks(context, group, SETTLE_SECONDS)
+                raise
+        finally:
+            for name, value in saved.items():
+                context.setLocalProperty(name, value)
 
     def list_unprotected(
         self,
