@@ -86,6 +86,7 @@ __all__ = [
     "arrow_leaf_paths",
     "from_arrow_schema",
     "from_arrow_type",
+    "is_list_type",
     "parse_column_names",
     "parse_partition_values",
     "parse_schema",
@@ -459,6 +460,18 @@ def to_arrow_schema(struct: StructType, *, physical: bool = False) -> pa.Schema:
     return pa.schema([to_arrow_field(f, physical=physical) for f in struct.fields])
 
 
+def is_list_type(t: pa.DataType) -> bool:
+    """Whether `t` is one of Arrow's list layouts (plain, large, fixed-size, list views): a
+    Delta array either way."""
+    return bool(
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_fixed_size_list(t)
+        or pa.types.is_list_view(t)
+        or pa.types.is_large_list_view(t)
+    )
+
+
 def from_arrow_type(arrow_type: pa.DataType, *, keep_nullability: bool = False) -> DeltaType:
     """The Delta type of an Arrow type: widened where Delta has no exact match.
 
@@ -487,13 +500,7 @@ def from_arrow_type(arrow_type: pa.DataType, *, keep_nullability: bool = False) 
             from_arrow_type(t.item_type, keep_nullability=keep_nullability),
             t.item_field.nullable if keep_nullability else True,
         )
-    if (
-        pa.types.is_list(t)
-        or pa.types.is_large_list(t)
-        or pa.types.is_fixed_size_list(t)
-        or pa.types.is_list_view(t)
-        or pa.types.is_large_list_view(t)
-    ):
+    if is_list_type(t):
         return ArrayType(
             from_arrow_type(t.value_type, keep_nullability=keep_nullability),
             t.value_field.nullable if keep_nullability else True,
@@ -915,13 +922,7 @@ def arrow_leaf_paths(
     elif pa.types.is_map(t):
         yield from arrow_leaf_paths(t.key_type, path + ("key_value", "key"), True)
         yield from arrow_leaf_paths(t.item_type, path + ("key_value", "value"), True)
-    elif (
-        pa.types.is_list(t)
-        or pa.types.is_large_list(t)
-        or pa.types.is_fixed_size_list(t)
-        or pa.types.is_list_view(t)
-        or pa.types.is_large_list_view(t)
-    ):
+    elif is_list_type(t):
         yield from arrow_leaf_paths(t.value_type, path + ("list", "element"), True)
     else:
         yield path, repeated
