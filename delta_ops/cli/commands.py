@@ -47,14 +47,17 @@ EXIT_INTERNAL_ERROR = 70
 
 def _add_table_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("table", help="table path or URL (file://, memory://, s3://, ...)")
-    p.add_argument(
-        "--storage-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="storage option (repeatable); KEY:=JSON passes a JSON value, not a string",
+    _add_storage_option(
+        p, "storage option (repeatable); KEY:=JSON passes a JSON value, not a string"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _add_storage_option(p: argparse.ArgumentParser, help_text: str) -> None:
+    """The repeatable ``--storage-option KEY=VALUE`` (read by :func:`_storage_options`)."""
+    p.add_argument(
+        "--storage-option", action="append", default=[], metavar="KEY=VALUE", help=help_text
+    )
 
 
 def _storage_options(pairs: Sequence[str]) -> dict[str, Any]:
@@ -320,12 +323,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "plan", help="rank a lake's tables by what maintenance would gain, within a budget"
     )
     plan.add_argument("lake", help="a warehouse folder (its tables are found), or a lake file")
-    plan.add_argument(
-        "--storage-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="storage option for every table (repeatable); KEY:=JSON passes a JSON value",
+    _add_storage_option(
+        plan, "storage option for every table (repeatable); KEY:=JSON passes a JSON value"
     )
     plan.add_argument(
         "--max-tables",
