@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.log.actions import deletion_vector_in_log, from_numpy, partition_groups
+from delta_ops.protocol.string_bytes import data_buffer
 
 #: optional fields a remove carries over from the file's add, in the order they are written
 CARRIED_FIELDS = ("deletionVector", "stats", "tags", "baseRowId", "defaultRowCommitVersion")
@@ -70,7 +71,7 @@ def encode_removes(
     lines = _columnar_lines(files, head, carried)
     if lines is not None:
         return EncodedRemoves(tuple(paths), lines, keys)
-    partitions = _partition_values_json(files)
+    partitions = _partition_values_column(files).to_pylist()
     sizes = ["null" if s is None else str(int(s)) for s in files.column("size").to_pylist()]
     extras = [_extra_field(files, name) for name in CARRIED_FIELDS if name in carried]
     present = [values for values in extras if values is not None]
@@ -134,12 +135,14 @@ def _columnar_lines(files: pa.Table, head: str, carried: Sequence[str]) -> bytes
     parts.append(_text("}}\n"))
     lines = pc.binary_join_element_wise(*parts, _text(""))
     chunks = lines.chunks if isinstance(lines, pa.ChunkedArray) else [lines]
-    return b"".join(_values(chunk) for chunk in chunks if len(chunk))
+    # each chunk's values back to back, a view of its data: the join is the only copy
+    return b"".join(memoryview(data_buffer(chunk)) for chunk in chunks if len(chunk))
 
 
 def _partition_values_column(files: pa.Table) -> pa.Array:
-    """:func:`_partition_values_json` as an Arrow column: each distinct map (the same pairs
-    in the same order) encoded once, and taken for its rows without a Python object per row."""
+    """Each row's partitionValues as a JSON object ({} where absent), as an Arrow column: each
+    distinct map (the same pairs in the same order) encoded once, and taken for its rows
+    without a Python object per row."""
     if "partitionValues" not in files.column_names:
         return pa.array(["{}"] * files.num_rows, pa.large_string())
     group, values = partition_groups(files.column("partitionValues"))
@@ -152,34 +155,6 @@ def _text(value: str) -> pa.Scalar:
     """`value` as a large_string scalar (made on first use: a conversion from Python loads
     pyarrow's pandas shims, start-up cost for the commands that never encode removes)."""
     return pa.scalar(value, pa.large_string())
-
-
-def _values(strings: pa.Array) -> memoryview:
-    """The bytes of a large_string array without nulls, all its values one after another (a
-    view of its data: the caller's join is the only copy)."""
-    offsets = strings.buffers()[1]
-    first, last = (
-        int.from_bytes(offsets[8 * i : 8 * i + 8], "little", signed=True)
-        for i in (strings.offset, strings.offset + len(strings))
-    )
-    data = strings.buffers()[2]
-    return memoryview(b"" if data is None else data)[first:last]
-
-
-def _partition_values_json(files: pa.Table) -> list[str]:
-    """Each row's partitionValues as a JSON object ({} where absent); a table's files share a
-    few distinct maps, so each is encoded once."""
-    if "partitionValues" not in files.column_names:
-        return ["{}"] * files.num_rows
-    encoded: dict[tuple[tuple[str, str | None], ...], str] = {}
-    out = []
-    for entries in files.column("partitionValues").to_pylist():
-        key = tuple(entries) if entries else ()
-        text = encoded.get(key)
-        if text is None:
-            text = encoded[key] = _ENCODE(dict(key))
-        out.append(text)
-    return out
 
 
 def _extra_field(files: pa.Table, name: str) -> list[str] | None:
