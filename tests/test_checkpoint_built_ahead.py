@@ -92,3 +92,27 @@ def test_a_failed_build_leaves_no_checkpoint(
     with pytest.raises(OSError, match="disk gone"):
         checkpoint(str(table), now_ms=NOW_MS)
     assert sorted(p.name for p in (table / "_delta_log").iterdir()) == before
+
+
+def test_a_write_that_fails_stops_the_builder_before_the_error_leaves(tmp_path: Path) -> None:
+    """The error is kept (here by pytest, elsewhere by a future or a log record) with the
+    frame that iterated the groups: the builder must not wait on, still building groups,
+    until the error is dropped or the interpreter tears down around it."""
+    from delta_ops.storage import Storage
+
+    before = threading.active_count()
+    made: list[int] = []
+
+    def groups() -> Iterator[pa.Table]:
+        yield from _groups(2, made)
+        yield pa.table({"other": ["a schema the file was not opened with"]})
+        yield from _groups(100, made)
+
+    storage = Storage.open(str(tmp_path))
+    with pytest.raises(ValueError, match="schema") as caught:
+        checkpoint_op._write_parquet(
+            storage, "part.parquet", pa.schema({"i": pa.int64()}), groups()
+        )
+    assert caught.value is not None  # the error, and the frames it holds, are still alive
+    assert threading.active_count() == before
+    assert len(made) <= 2 + 1 + 1  # what was written, waiting, and one being built
