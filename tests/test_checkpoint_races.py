@@ -15,8 +15,10 @@ import multiprocessing
 import os
 import random
 import shutil
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -101,7 +103,16 @@ def _run(table: str, parts: int, barrier: Any, delay_s: float) -> None:
     plan = plan_checkpoint(load_snapshot(table), int(time.time() * 1000), parts=parts)
     barrier.wait(timeout=120)  # both runs have planned: neither saw the other's files
     time.sleep(delay_s)
-    execute_checkpoint(plan)
+    try:
+        execute_checkpoint(plan)
+    except BaseException:  # noqa: BLE001 - reported, and the exit code says it failed
+        traceback.print_exc()
+        os._exit(1)
+    # ends as the CLI does (`cli.commands.exit_now`): Arrow's thread pools can abort an
+    # interpreter's teardown (apache/arrow#34314; seen in 2 runs of one CI run)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _race(table: Path, counts: tuple[int, int], delays: tuple[float, float]) -> None:
