@@ -27,8 +27,9 @@ Example::
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
 from enum import Enum
 from typing import Any, Protocol, TypeVar
 
@@ -233,6 +234,63 @@ def _map_in_worker(index: int) -> Any:
     return fn(items[index])
 
 
+#: threads waiting for the workers of a finished forked map to exit (see :func:`_retire`)
+_RETIRING: set[threading.Thread] = set()
+_RETIRING_LOCK = threading.Lock()
+
+
+def _retire(pool: Executor) -> None:
+    """Let `pool`'s workers exit while the caller goes on (tearing down a forked copy of this
+    process took ~7 ms, after a compaction's map and before its commit), on a thread that
+    waits for them: the process does not end before they are gone.
+
+    The pool must be shut down *with* waiting by someone before the process ends: its manager
+    thread sends each worker its stop sentinel through the call queue's feeder thread, and
+    multiprocessing's exit handler closes that feeder and then joins the workers. A pool shut
+    down without waiting lost that race when the process ended by ``atexit`` handlers and
+    ``os._exit`` (the CLI): the workers never got their sentinel and the exit handler joined
+    them for ever (`delta-ops plan` printed its answer and hung). The waiting thread is
+    non-daemonic, so the interpreter's normal exit joins it, and :func:`_join_retiring` joins
+    it from ``atexit`` (registered after multiprocessing's handler, so it runs first).
+    """
+    thread = threading.Thread(
+        target=_shut_down_and_forget, args=(pool,), name="delta-ops-retire-workers"
+    )
+    with _RETIRING_LOCK:
+        _RETIRING.add(thread)
+    thread.start()
+
+
+def _shut_down_and_forget(pool: Executor) -> None:
+    try:
+        pool.shutdown(wait=True)
+    finally:
+        with _RETIRING_LOCK:
+            _RETIRING.discard(threading.current_thread())
+
+
+def _join_retiring() -> None:
+    """Wait until every finished map's workers have exited (an ``atexit`` handler)."""
+    with _RETIRING_LOCK:
+        threads = list(_RETIRING)
+    for thread in threads:
+        thread.join()
+
+
+_JOIN_AT_EXIT_REGISTERED = False
+
+
+def _join_retiring_at_exit() -> None:
+    """Register :func:`_join_retiring` with ``atexit`` once, after multiprocessing (imported by
+    then) registered its own exit handler: handlers run last-registered first."""
+    global _JOIN_AT_EXIT_REGISTERED
+    if not _JOIN_AT_EXIT_REGISTERED:
+        import atexit
+
+        atexit.register(_join_retiring)
+        _JOIN_AT_EXIT_REGISTERED = True
+
+
 def _in_processes(
     fn: Callable[[Item], Result],
     items: Sequence[Item],
@@ -246,6 +304,7 @@ def _in_processes(
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    _join_retiring_at_exit()
     global _FORKED_WORK
     context = multiprocessing.get_context("fork")
     interrupted: BaseException | None = None
@@ -272,10 +331,12 @@ def _in_processes(
             finished = True
         finally:
             # every item's result is in: the workers have nothing left to do but exit, which
-            # is not waited for (tearing down a forked copy of this process took ~7 ms, after
-            # a compaction's map and before its commit); after a failure they are waited for,
-            # so that nothing still runs while the caller cleans up
-            pool.shutdown(wait=not finished)
+            # the caller does not wait for (:func:`_retire`); after a failure they are waited
+            # for here, so that nothing still runs while the caller cleans up
+            if finished:
+                _retire(pool)
+            else:
+                pool.shutdown(wait=True)
     finally:
         _FORKED_WORK = None
     if interrupted is not None:
