@@ -163,10 +163,11 @@ def test_inspect_says_what_needs_doing_and_each_command_clears_its_item(capsys, 
     table = copy_fixture("delta-spark/dv-partitioned-with-checkpoint", tmp_path)
     _age_everything(table, 40)  # past the 30-day log and 7-day file retentions
     todo = _advice(capsys, table)
-    assert set(todo) == {"cleanup", "vacuum"}, todo
+    assert set(todo) == {"compact", "cleanup", "vacuum"}, todo  # 12 small files, as plan says
     _, out, _ = run(capsys, "inspect", str(table))
     assert f"delta-ops cleanup {table}" in out and f"delta-ops vacuum {table} --dry-run" in out
-    for command in ("cleanup", "vacuum"):
+    assert f"delta-ops compact {table} --dry-run" in out
+    for command in ("compact", "cleanup", "vacuum"):
         assert main([command, str(table)]) == 0
         capsys.readouterr()
     assert _advice(capsys, table) == {}

@@ -322,43 +322,53 @@ def test_schedule_requests_only_the_actions_with_work(tmp_path):
     data = tick_schedule(defs, resources, "d")
     assert data.skip_message is None
     requests = {r.tags["delta_ops/table"]: r for r in data.run_requests}
-    assert set(requests) == {"new", "tombstones", "dv"}
+    # `new` has 1 commit without a checkpoint: not due before delta.checkpointInterval (10)
+    assert set(requests) == {"tombstones", "dv"}
     key = lambda t, a: dg.AssetKey(["delta_maintenance", "d", t, a])
-    assert requests["new"].asset_selection == [key("new", "checkpoint")]
     assert requests["tombstones"].asset_selection == [key("tombstones", "vacuum")]
-    assert requests["dv"].asset_selection == [
-        key("dv", a) for a in ("checkpoint", "log_cleanup", "vacuum")
-    ]
     for name, request in requests.items():
         assert request.run_key == f"{name}:2026-01-02"
 
-    # run the request for `new`: the next day it is quiet
-    run_request(defs, "d", requests["new"])
+    # nine commits later `new` reaches its interval: a checkpoint, then it is quiet again
+    append(tables["new"], 9)
+    [request] = [
+        r for r in tick_schedule(defs, resources, "d").run_requests
+        if r.tags["delta_ops/table"] == "new"
+    ]  # fmt: skip
+    assert request.asset_selection == [key("new", "checkpoint")]
+    run_request(defs, "d", request)
     later = tick_schedule(defs, resources, "d")
     assert "new" not in {r.tags["delta_ops/table"] for r in later.run_requests}
 
 
 def test_schedule_pairs_cleanup_with_a_checkpoint_that_lets_old_commits_go(tmp_path):
     """Commits past the 30-day log retention and no checkpoint: cleanup has nothing to do
-    before the checkpoint, so the schedule asks for it with the checkpoint (the run plans it
-    after the checkpoint) and the old commits go in that one run."""
+    before the checkpoint, so once the checkpoint is due the schedule asks for cleanup with it
+    (the run plans it after the checkpoint) and the old commits go in that one run."""
     table = tmp_path / "t"
-    append(table, 3)
+    append(table, 3, configuration={"delta.checkpointInterval": "5"})
     old = time.time() - 40 * 86_400
     for path in (table / "_delta_log").iterdir():  # commits and their checksums
         os.utime(path, (old, old))
-    append(table)  # version 3, today
+    append(table)  # version 3, today: 4 commits, under the interval
     defs, resources = fleet("c", {"t": table})
-    [request] = tick_schedule(defs, resources, "c").run_requests
     key = lambda a: dg.AssetKey(["delta_maintenance", "c", "t", a])
+    # as Delta Spark, the old commits wait for the checkpoint to be due (vacuum, never run on
+    # commits this old, is due on its own)
+    [waiting] = tick_schedule(defs, resources, "c").run_requests
+    assert waiting.asset_selection == [key("vacuum")]
+    for path in (table / "_delta_log").iterdir():  # version 3 ages too
+        os.utime(path, (old, old))
+    append(table)  # version 4, today: the interval is reached
+    [request] = tick_schedule(defs, resources, "c").run_requests
     assert request.asset_selection[:2] == [key("checkpoint"), key("log_cleanup")]
     result = run_request(defs, "c", request)
     assert {key("checkpoint"), key("log_cleanup")} <= {
         e.asset_key for e in result.get_asset_materialization_events()
     }
     log = table / "_delta_log"
-    assert not any((log / f"{v:020d}.json").exists() for v in range(3)), sorted(log.iterdir())
-    assert len(deltalake_rows(table)) == len(duckdb_rows(table)) == 4
+    assert not any((log / f"{v:020d}.json").exists() for v in range(4)), sorted(log.iterdir())
+    assert len(deltalake_rows(table)) == len(duckdb_rows(table)) == 5
 
 
 def test_vacuum_only_request_deletes_the_expired_file(tmp_path):

@@ -99,7 +99,7 @@ def test_every_table_is_ranked_with_why_it_is_or_is_not_chosen(lake, capsys):
     quiet = by_name["quiet"]
     assert not quiet["chosen"] and quiet["actions"] == []
     assert quiet["why"].startswith("nothing to do: ")
-    assert "checkpoint: 2 commit(s) since the last, interval 10" in quiet["why"]
+    assert "checkpoint: 2 commits since the last (interval 10)" in quiet["why"]
     # the chosen first, by priority
     ranks = [c["chosen"] for c in plan["choices"]]
     assert ranks == sorted(ranks, reverse=True)

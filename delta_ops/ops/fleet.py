@@ -3,8 +3,9 @@
 A lake is many tables (a warehouse root to discover, or a lake file listing them with settings
 of their own: :func:`fleet_from_spec`). For each table the planner loads only what it needs
 (the log's listing; the snapshot when the log is small, else only the latest protocol and
-metadata), asks `delta_ops.ops.health` what each action would gain, estimates what it would cost,
-and ranks the tables by gain for cost within a budget (tables per tick, tables per action)::
+metadata), asks `delta_ops.ops.due` which actions are due, what each would gain and cost (the
+rule every front end asks), and ranks each due action by its gain for its cost within a budget
+(tables per tick, tables per action)::
 
     plan = plan_fleet(fleet_from_warehouse("/data/warehouse"), clock.now_ms(), max_tables=20)
     print(describe_fleet_plan(plan))          # the ranked table, with why each is or is not chosen
@@ -12,10 +13,12 @@ and ranks the tables by gain for cost within a budget (tables per tick, tables p
 Gains, in points (the exchange rates are :data:`POINTS`): a checkpoint interval of commits since
 the last checkpoint, 100 log files when log cleanup has work, 1 GiB that vacuum would reclaim,
 100 small files compaction would rewrite, a million rows hidden by deletion vectors. An action
-counts only when it has work (the checkpoint when the lag reached the interval). Costs are
-object-store requests and bytes read or written, estimated from the same facts, turned into
-seconds at :data:`REQUEST_S` per request and :data:`BYTES_PER_S`. A table's priority is its
-weight times its points over (1 + its cost in seconds).
+counts only when it is due (`delta_ops.ops.due`: the checkpoint when the lag reached the
+interval, compaction from 10 small files, ...). Costs are object-store requests and bytes read
+or written, estimated from the same facts, turned into seconds at
+`delta_ops.ops.due.REQUEST_S` per request and `BYTES_PER_S`. An action's priority is the
+table's weight times the action's points over (1 + the action's cost in seconds), so a costly
+compaction does not bury a cheap, urgent checkpoint; a table ranks by its most urgent action.
 
 Assessing the tables is an ordered map on the engine (forked workers on the local engine), so
 a lake of a thousand small tables is planned in seconds.
@@ -30,27 +33,19 @@ from typing import Any
 
 from delta_ops.errors import DeltaOpsError, InvalidValue
 from delta_ops.ops.cleanup import plan_cleanup
+from delta_ops.ops.due import BYTES_PER_S, REQUEST_S, Action, DueFacts, Verdict, Verdicts, judge
+from delta_ops.ops.due import POINTS as DUE_POINTS
 from delta_ops.ops.engines import LOCAL, Engine, Spread
-from delta_ops.ops.health import maintenance_work, table_health
+from delta_ops.ops.health import due_facts
 from delta_ops.protocol.units import format_bytes, parse_duration_ms, parse_size_bytes
-from delta_ops.storage import Storage
+from delta_ops.storage import FileEntry, Storage
 from delta_ops.storage.warehouse import find_tables, name_for
 from delta_ops.table.snapshot import load_head, load_snapshot
 
 #: the actions the planner weighs, in the order a run takes them
-ACTIONS = ("compact", "purge", "checkpoint", "cleanup", "vacuum")
+ACTIONS = tuple(action.value for action in Action)
 #: what one point of gain is, per action
-POINTS = {
-    "checkpoint": "a checkpoint interval of commits since the last checkpoint",
-    "cleanup": "100 log files, when some are past the log retention",
-    "vacuum": "1 GiB of removed files past the file retention",
-    "compact": "100 small files to rewrite (from 10)",
-    "purge": "1,000,000 rows hidden by deletion vectors",
-}
-REQUEST_S = 0.02  # an object-store request
-BYTES_PER_S = 100 * 1024 * 1024  # read or written
-#: compaction counts from this many small files (Delta's auto compaction waits for 50)
-MIN_SMALL_FILES = 10
+POINTS = {action.value: text for action, text in DUE_POINTS.items()}
 #: a log bigger than this is not replayed to plan: only the checkpoint and cleanup are judged
 SNAPSHOT_LIMIT = parse_size_bytes("64MB")
 
@@ -195,6 +190,8 @@ class Assessment:
     bytes: int = 0
     idle: tuple[str, ...] = ()
     error: str | None = None
+    #: the due actions the table's settings let it take, each with its gain and cost
+    verdicts: tuple[Verdict, ...] = ()
 
     @property
     def cost_s(self) -> float:
@@ -207,121 +204,79 @@ def assess(table: FleetTable, now_ms: int, snapshot_limit: int = SNAPSHOT_LIMIT)
     try:
         storage = Storage.open(table.url, dict(table.storage_options) or None)
         log = storage.list_log()
-        log_bytes = sum(entry.size for entry in log)
-        if log_bytes > snapshot_limit:
-            return _assess_head(table, storage, now_ms, len(log), log_bytes)
-        return _assess_snapshot(table, storage, now_ms, len(log), log_bytes)
+        if sum(entry.size for entry in log) > snapshot_limit:
+            return _assess_head(table, storage, now_ms, log)
+        return _assess_snapshot(table, storage, now_ms, log)
     except (DeltaOpsError, OSError) as exc:
         return Assessment(table.name, table.url, error=f"{type(exc).__name__}: {exc}")
 
 
 def _assess_snapshot(
-    table: FleetTable, storage: Storage, now_ms: int, log_files: int, log_bytes: int
+    table: FleetTable, storage: Storage, now_ms: int, log: Sequence[FileEntry]
 ) -> Assessment:
     snapshot = load_snapshot(storage)
-    facts = table_health(snapshot, now_ms, file_retention_ms=table.file_retention_ms)
-    work = maintenance_work(
+    facts = due_facts(
         snapshot,
         now_ms,
         log_retention_ms=table.log_retention_ms,
         file_retention_ms=table.file_retention_ms,
+        log=log,
     )
-    average = snapshot.size_bytes // max(snapshot.num_files, 1)
-    hidden = facts.deleted_records
-    found = {
-        "version": facts.version,
-        "commits_since_checkpoint": facts.commits_since_checkpoint,
-        "checkpoint_interval": facts.checkpoint_interval,
-        "log_files": log_files,
-        "log_bytes": log_bytes,
-        "files": snapshot.num_files,
-        "table_bytes": snapshot.size_bytes,
-        "reclaimable_files": facts.expired_tombstones,
-        "reclaimable_bytes": facts.reclaimable_bytes,
-        "small_files": facts.small_files,
-        "hidden_rows": hidden,
-    }
-    physical = facts.num_records or 0
-    # (points, requests, bytes) of each action with work
-    candidates: dict[str, tuple[float, int, int]] = {}
-    lag = facts.commits_since_checkpoint / max(facts.checkpoint_interval, 1)
-    if lag >= 1:
-        candidates["checkpoint"] = (lag, 3, log_bytes)
-    # cleanup whose work needs a checkpoint first goes only with one
-    cleanup_waits = work.cleanup_after_checkpoint and lag < 1
-    if work.cleanup and not cleanup_waits:
-        candidates["cleanup"] = (log_files / 100, 1 + log_files, 0)
-    if work.vacuum:
-        listing = 1 + snapshot.num_files // 1000
-        points = facts.reclaimable_bytes / 2**30
-        candidates["vacuum"] = (max(points, 0.01), listing + facts.expired_tombstones, 0)
-    if facts.small_files >= MIN_SMALL_FILES:
-        candidates["compact"] = (facts.small_files / 100, 2 * facts.small_files,
-                                 2 * facts.small_files * average)  # fmt: skip
-    if hidden:
-        share = hidden / physical if physical else 1.0
-        candidates["purge"] = (hidden / 1e6, 2, int(2 * snapshot.size_bytes * min(share, 1.0)))
-    idle = [*work.reasons]
-    if cleanup_waits:
-        idle.append(
-            "log cleanup: the commits past the log retention wait for a checkpoint"
-            f" ({facts.commits_since_checkpoint} commit(s) since the last, interval"
-            f" {facts.checkpoint_interval})"
-        )
-    if lag < 1:
-        idle.append(
-            f"checkpoint: {facts.commits_since_checkpoint} commit(s) since the last, interval"
-            f" {facts.checkpoint_interval}"
-        )
-    if facts.small_files < MIN_SMALL_FILES:
-        idle.append(f"compact: {facts.small_files} small file(s), fewer than {MIN_SMALL_FILES}")
-    if not hidden:
-        idle.append("purge: no rows hidden by deletion vectors")
-    return _assessment(table, found, candidates, idle)
+    return _assessment(table, facts, judge(facts))
 
 
 def _assess_head(
-    table: FleetTable, storage: Storage, now_ms: int, log_files: int, log_bytes: int
+    table: FleetTable, storage: Storage, now_ms: int, log: Sequence[FileEntry]
 ) -> Assessment:
     """A table whose log is too big to replay for a plan: its checkpoint lag and log cleanup,
     from the listing and the latest protocol and metadata only."""
     head = load_head(storage)
     checkpoint = head.segment.checkpoint_version
-    since = head.version - checkpoint if checkpoint is not None else head.version + 1
-    interval = head.properties.checkpoint_interval
-    found = {
-        "version": head.version,
-        "commits_since_checkpoint": since,
-        "checkpoint_interval": interval,
-        "log_files": log_files,
-        "log_bytes": log_bytes,
-    }
-    candidates: dict[str, tuple[float, int, int]] = {}
-    if since >= interval:
-        candidates["checkpoint"] = (since / max(interval, 1), 3, log_bytes)
+    log_bytes = sum(entry.size for entry in log)
     cleanup = plan_cleanup(head, now_ms, retention_ms=table.log_retention_ms)
-    if not cleanup.nothing_to_do:
-        candidates["cleanup"] = (log_files / 100, 1 + len(cleanup.deleted), 0)
-    unread = f"the log is {format_bytes(log_bytes)}, over the planner's snapshot limit"
-    idle = [f"{a}: not judged ({unread})" for a in ("vacuum", "compact", "purge")]
-    return _assessment(table, found, candidates, idle)
+    facts = DueFacts(
+        version=head.version,
+        commits_since_checkpoint=head.version - checkpoint
+        if checkpoint is not None
+        else head.version + 1,
+        checkpoint_interval=head.properties.checkpoint_interval,
+        log_files=len(log),
+        log_bytes=log_bytes,
+        cleanup_files=len(cleanup.deleted),
+        idle={} if cleanup.deleted else {Action.CLEANUP: "; ".join(cleanup.kept_reasons)},
+        unjudged=f"not judged (the log is {format_bytes(log_bytes)}, over the planner's"
+        " snapshot limit)",
+    )
+    return _assessment(table, facts, judge(facts))
 
 
-def _assessment(
-    table: FleetTable,
-    facts: dict[str, int],
-    candidates: Mapping[str, tuple[float, int, int]],
-    idle: Sequence[str],
-) -> Assessment:
-    wanted = {a: c for a, c in candidates.items() if a in table.actions}
+def _assessment(table: FleetTable, facts: DueFacts, verdicts: Verdicts) -> Assessment:
+    wanted = tuple(v for v in verdicts.due if v.action in table.actions)
+    found = {
+        "version": facts.version,
+        "commits_since_checkpoint": facts.commits_since_checkpoint,
+        "checkpoint_interval": facts.checkpoint_interval,
+        "log_files": facts.log_files,
+        "log_bytes": facts.log_bytes,
+    }
+    if facts.files is not None:
+        found |= {
+            "files": facts.files,
+            "table_bytes": facts.table_bytes,
+            "reclaimable_files": facts.reclaimable_files,
+            "reclaimable_bytes": facts.reclaimable_bytes,
+            "small_files": facts.small_files or 0,
+            "hidden_rows": facts.hidden_rows or 0,
+        }
     return Assessment(
         table.name,
         table.url,
-        facts,
-        gains={a: round(points, 4) for a, (points, _, _) in wanted.items()},
-        requests=sum(requests for _, requests, _ in wanted.values()),
-        bytes=sum(size for _, _, size in wanted.values()),
-        idle=tuple(idle),
+        found,
+        gains={v.action.value: round(v.points, 4) for v in wanted},
+        requests=sum(v.requests for v in wanted),
+        bytes=sum(v.bytes for v in wanted),
+        idle=tuple(str(v) for v in verdicts.idle),
+        verdicts=wanted,
     )
 
 
@@ -390,61 +345,83 @@ def plan_fleet(
     """Assess every enabled table (on `engine`, spread as `spread` says: a caller in a
     threaded server, such as a Dagster schedule, asks for threads rather than forks) and
     choose, by priority, the tables whose actions fit the budget: at most `max_tables` tables,
-    at most `max_per_action[a]` tables for action `a`."""
+    at most `max_per_action[a]` tables for action `a`.
+
+    Each due action of each table is ranked on its own (its gain for its cost), so costly
+    optional work on a table never buries cheap urgent work elsewhere, and an action over its
+    budget leaves the table's other actions in. A table is chosen with every action of it that
+    fits, while the tables chosen stay within `max_tables`."""
     limits = dict(max_per_action or {})
     bad = sorted(set(limits) - set(ACTIONS))
     if bad:
         raise InvalidValue(f"--max-per-action: unknown actions {bad}; known: {', '.join(ACTIONS)}")
     enabled = [t for t in tables if t.enabled]
-    judge = functools.partial(assess, now_ms=now_ms, snapshot_limit=snapshot_limit)
+    judge_table = functools.partial(assess, now_ms=now_ms, snapshot_limit=snapshot_limit)
     assessed = dict(zip((t.name for t in enabled), engine.map_ordered(
-        judge, enabled, spread=spread, batch=50), strict=True))  # fmt: skip
-    by_priority = sorted(
-        tables,
-        key=lambda t: (-_priority(t, assessed.get(t.name)), t.name),
+        judge_table, enabled, spread=spread, batch=50), strict=True))  # fmt: skip
+    # every (table, due action), most urgent for its cost first
+    ranked = sorted(
+        (
+            (-_action_priority(table, verdict), table.name, verdict.action.value)
+            for table in enabled
+            if (assessment := assessed[table.name]).error is None
+            for verdict in assessment.verdicts
+        ),
     )
     used = dict.fromkeys(ACTIONS, 0)
+    picked: dict[str, list[str]] = {}
+    over: dict[str, list[str]] = {}
+    for _, name, action in ranked:
+        if used[action] >= limits.get(action, 1 << 62):
+            over.setdefault(name, []).append(f"{action} ({limits[action]})")
+        elif name not in picked and max_tables is not None and len(picked) >= max_tables:
+            over.setdefault(name, [])
+        else:
+            used[action] += 1
+            picked.setdefault(name, []).append(action)
+    by_priority = sorted(tables, key=lambda t: (-_priority(t, assessed.get(t.name)), t.name))
     choices = []
-    chosen = 0
     for rank, table in enumerate(by_priority, 1):
         assessment = assessed.get(table.name) or Assessment(table.name, table.url)
         priority = _priority(table, assessment)
         if not table.enabled:
             choices.append(_choice(rank, table, assessment, 0.0, (), "disabled in the lake file"))
-            continue
-        if assessment.error is not None:
+        elif assessment.error is not None:
             why = f"cannot be assessed: {assessment.error}"
             choices.append(_choice(rank, table, assessment, 0.0, (), why))
-            continue
-        if not assessment.gains:
+        elif not assessment.verdicts:
             why = "nothing to do: " + "; ".join(assessment.idle)
             choices.append(_choice(rank, table, assessment, 0.0, (), why))
-            continue
-        if max_tables is not None and chosen >= max_tables:
-            why = f"over budget: {max_tables} table(s) chosen already (max tables)"
-            choices.append(_choice(rank, table, assessment, priority, (), why))
-            continue
-        fits = [a for a in ACTIONS if a in assessment.gains and used[a] < limits.get(a, 1 << 62)]
-        if not fits:
-            full = ", ".join(f"{a} ({limits[a]})" for a in assessment.gains if a in limits)
+        elif table.name in picked:
+            actions = tuple(a for a in ACTIONS if a in picked[table.name])
+            why = ", ".join(str(v) for v in assessment.verdicts if v.action in actions)
+            left = over.get(table.name)
+            if left:
+                why += f"; left for a later run: {', '.join(left)} over its per-action limit"
+            cost = f"~{assessment.requests:,} requests, {format_bytes(assessment.bytes)}"
+            choices.append(
+                TableChoice(rank, table, assessment, priority, True, actions, f"{why}; {cost}")
+            )
+        elif over.get(table.name):
+            full = ", ".join(over[table.name])
             why = f"over budget: the per-action limit is reached for {full}"
             choices.append(_choice(rank, table, assessment, priority, (), why))
-            continue
-        for action in fits:
-            used[action] += 1
-        chosen += 1
-        gains = ", ".join(_gain_text(a, assessment) for a in fits)
-        cost = f"~{assessment.requests:,} requests, {format_bytes(assessment.bytes)}"
-        choices.append(
-            TableChoice(rank, table, assessment, priority, True, tuple(fits), f"{gains}; {cost}")
-        )
+        else:
+            why = f"over budget: {max_tables} table(s) chosen already (max tables)"
+            choices.append(_choice(rank, table, assessment, priority, (), why))
     return FleetPlan(tuple(choices), max_tables, limits)
 
 
+def _action_priority(table: FleetTable, verdict: Verdict) -> float:
+    """One due action's priority: the table's weight times the action's gain for its cost."""
+    return table.weight * verdict.points / (1 + verdict.cost_s)
+
+
 def _priority(table: FleetTable, assessment: Assessment | None) -> float:
+    """A table's priority: its most urgent due action's."""
     if assessment is None or assessment.error is not None or not table.enabled:
         return 0.0
-    return table.weight * sum(assessment.gains.values()) / (1 + assessment.cost_s)
+    return max((_action_priority(table, v) for v in assessment.verdicts), default=0.0)
 
 
 def _choice(
@@ -456,22 +433,6 @@ def _choice(
     why: str,
 ) -> TableChoice:
     return TableChoice(rank, table, assessment, priority, False, actions, why)
-
-
-def _gain_text(action: str, assessment: Assessment) -> str:
-    f = assessment.facts
-    if action == "checkpoint":
-        return (
-            f"checkpoint: {f['commits_since_checkpoint']} commits since the last"
-            f" (interval {f['checkpoint_interval']})"
-        )
-    if action == "cleanup":
-        return f"cleanup: {f['log_files']} log files ({format_bytes(f['log_bytes'])})"
-    if action == "vacuum":
-        return f"vacuum: {format_bytes(f.get('reclaimable_bytes', 0))} reclaimable"
-    if action == "compact":
-        return f"compact: {f['small_files']} small files"
-    return f"purge: {f['hidden_rows']:,} rows hidden by deletion vectors"
 
 
 def describe_fleet_plan(plan: FleetPlan) -> str:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import OperationRefused, UnsupportedFeature
@@ -26,9 +27,10 @@ from delta_ops.log.file_names import LogFileKind
 from delta_ops.ops.cleanup import plan_cleanup
 from delta_ops.ops.cluster import ClusteringLayout, clustering_layout
 from delta_ops.ops.compact import files_to_compact
+from delta_ops.ops.due import Action, DueFacts, Verdict, Verdicts, judge
 from delta_ops.ops.vacuum import read_last_vacuum_info
 from delta_ops.protocol.features import KEEPS_DATA, Access
-from delta_ops.protocol.units import format_bytes, format_duration
+from delta_ops.protocol.units import format_duration
 from delta_ops.storage import FileEntry
 from delta_ops.table.checksum import ChecksumCheck, check_checksum
 from delta_ops.table.commit_times import version_at
@@ -50,11 +52,30 @@ def reclaimable_tombstones(snapshot: Snapshot, cutoff_ms: int) -> tuple[int, int
     tombstones = snapshot.tombstones
     if not tombstones.num_rows:
         return 0, 0
-    stamps = pc.fill_null(tombstones.column("deletionTimestamp"), 0)
+    # one path can have several tombstones (one per deletion vector it was removed with):
+    # its file is expired only once the newest of them is
+    by_path = tombstones
+    if tombstones.num_rows > 1:
+        newest = (
+            tombstones.select(["path", "deletionTimestamp", "size"])
+            .set_column(
+                1, "deletionTimestamp", pc.fill_null(tombstones.column("deletionTimestamp"), 0)
+            )
+            .group_by("path")
+            .aggregate([("deletionTimestamp", "max"), ("size", "max")])
+        )
+        by_path = pa.table(
+            {
+                "path": newest.column("path"),
+                "deletionTimestamp": newest.column("deletionTimestamp_max"),
+                "size": newest.column("size_max"),
+            }
+        )
+    stamps = pc.fill_null(by_path.column("deletionTimestamp"), 0)
     # a file given a deletion vector (or re-added) is removed and added under the same path:
     # it is live, and vacuum keeps it
-    live = pc.is_in(tombstones.column("path"), value_set=snapshot.file_index.column("path"))
-    expired = tombstones.filter(pc.and_(pc.less(stamps, cutoff_ms), pc.invert(live)))
+    live = pc.is_in(by_path.column("path"), value_set=snapshot.file_index.column("path"))
+    expired = by_path.filter(pc.and_(pc.less(stamps, cutoff_ms), pc.invert(live)))
     if not expired.num_rows:
         return 0, 0
     expired = expired.sort_by([("deletionTimestamp", "ascending")])
@@ -74,7 +95,8 @@ def reclaimable_tombstones(snapshot: Snapshot, cutoff_ms: int) -> tuple[int, int
 
 @dataclass(frozen=True)
 class MaintenanceWork:
-    """Which maintenance actions have work, and why not for the others."""
+    """Which of checkpoint, cleanup and vacuum are due (:mod:`delta_ops.ops.due`), and why
+    not for the others."""
 
     checkpoint: bool
     cleanup: bool
@@ -99,6 +121,107 @@ def _commits_past(snapshot: Snapshot, cutoff_ms: int) -> bool:
     )
 
 
+#: the operations' protocol checks behind each judged action
+_ACCESS = {
+    Action.CHECKPOINT: Access.CHECKPOINT,
+    Action.CLEANUP: Access.CLEANUP,
+    Action.VACUUM: Access.VACUUM,
+    Action.COMPACT: Access.COMPACT,
+    Action.PURGE: Access.REWRITE,
+}
+
+
+def due_facts(
+    snapshot: Snapshot,
+    now_ms: int,
+    *,
+    log_retention_ms: int | None = None,
+    file_retention_ms: int | None = None,
+    log: Sequence[FileEntry] | None = None,
+    rewrites: bool = True,
+) -> DueFacts:
+    """What :func:`delta_ops.ops.due.judge` reads, from a loaded snapshot and the ages of a
+    bounded number of files, with the retentions the runs will use (None: the table's
+    ``delta.logRetentionDuration`` and ``delta.deletedFileRetentionDuration``). `log`: the
+    files directly in `_delta_log`, when the caller listed them already. `rewrites=False`
+    leaves compaction and purge unjudged (the small-file count packs every live file as a
+    compaction would: on a 300k-file table the most costly fact)."""
+    refused = {
+        action: why
+        for action, access in _ACCESS.items()
+        if (rewrites or access in KEEPS_DATA)
+        and (why := snapshot.protocol.refusal(access)) is not None
+    }
+    idle: dict[Action, str] = {}
+    checkpoint_version = snapshot.segment.checkpoint_version
+    since = (
+        snapshot.version - checkpoint_version
+        if checkpoint_version is not None
+        else snapshot.version + 1
+    )
+    interval = snapshot.properties.checkpoint_interval
+    cleanup_files, waits = 0, False
+    if Action.CLEANUP not in refused:
+        cleanup_plan = plan_cleanup(snapshot, now_ms, retention_ms=log_retention_ms)
+        cleanup_files = len(cleanup_plan.deleted)
+        # a checkpoint of the latest version, written first in the same run, lets commits past
+        # the log retention go (Delta Spark cleans up after each checkpoint as well)
+        waits = (
+            cleanup_plan.nothing_to_do
+            and checkpoint_version != snapshot.version
+            and snapshot.properties.enable_expired_log_cleanup
+            and _commits_past(snapshot, cleanup_plan.cutoff_ms)
+        )
+        if cleanup_plan.nothing_to_do and not waits:
+            idle[Action.CLEANUP] = "; ".join(cleanup_plan.kept_reasons)
+    vacuum_work: bool | None = None
+    reclaimable = (0, 0)
+    if Action.VACUUM not in refused:
+        retention = file_retention_ms
+        if retention is None:
+            retention = snapshot.properties.deleted_file_retention_ms
+        cutoff = now_ms - retention
+        reclaimable = reclaimable_tombstones(snapshot, cutoff)
+        # Checkpoints drop expired tombstones, so they alone would hide work: commits that aged
+        # past the retention since the last vacuum looked (`_last_vacuum_info`) may hold
+        # removes too.
+        aged = version_at(snapshot, cutoff)
+        last = read_last_vacuum_info(snapshot.storage)
+        vacuum_work = reclaimable[0] > 0 or (aged is not None and (last is None or aged > last))
+        if not vacuum_work:
+            past = (
+                "delta.deletedFileRetentionDuration"
+                if file_retention_ms is None
+                else f"the file retention ({format_duration(file_retention_ms)})"
+            )
+            idle[Action.VACUUM] = (
+                f"no file of a tombstone past {past} is left to delete, and no commit has aged"
+                " past it since the last vacuum"
+            )
+    if log is None:
+        log = snapshot.storage.list_log()
+    return DueFacts(
+        version=snapshot.version,
+        commits_since_checkpoint=since,
+        checkpoint_interval=interval,
+        log_files=len(log),
+        log_bytes=sum(entry.size for entry in log),
+        cleanup_files=cleanup_files,
+        cleanup_waits_for_checkpoint=waits,
+        vacuum_work=vacuum_work,
+        reclaimable_files=reclaimable[0],
+        reclaimable_bytes=reclaimable[1],
+        files=snapshot.num_files,
+        table_bytes=snapshot.size_bytes,
+        small_files=_small_files(snapshot) if rewrites else None,
+        hidden_rows=snapshot.num_deleted_records if rewrites else None,
+        physical_rows=snapshot.num_records,
+        refused=refused,
+        idle=idle,
+        unjudged="not judged by this caller" if not rewrites else "not judged",
+    )
+
+
 def maintenance_work(
     snapshot: Snapshot,
     now_ms: int,
@@ -106,61 +229,24 @@ def maintenance_work(
     log_retention_ms: int | None = None,
     file_retention_ms: int | None = None,
 ) -> MaintenanceWork:
-    """Decide from the log alone whether checkpoint, cleanup or vacuum would do anything, with
-    the retentions the runs will use (None: the table's ``delta.logRetentionDuration`` and
+    """Whether checkpoint, cleanup or vacuum are due (:mod:`delta_ops.ops.due`), with the
+    retentions the runs will use (None: the table's ``delta.logRetentionDuration`` and
     ``delta.deletedFileRetentionDuration``)."""
-    reasons: list[str] = []
-    refused = {
-        op: why
-        for op in (Access.CHECKPOINT, Access.CLEANUP, Access.VACUUM)
-        if (why := snapshot.protocol.refusal(op)) is not None
-    }
-    reasons.extend(f"{op.name.lower()}: {why}" for op, why in refused.items())
-    checkpoint_version = snapshot.segment.checkpoint_version
-    needs_checkpoint = checkpoint_version != snapshot.version and Access.CHECKPOINT not in refused
-    if checkpoint_version == snapshot.version:
-        reasons.append(f"checkpoint: version {snapshot.version} is already checkpointed")
-    needs_cleanup = after_checkpoint = False
-    if Access.CLEANUP not in refused:
-        cleanup_plan = plan_cleanup(snapshot, now_ms, retention_ms=log_retention_ms)
-        # a checkpoint of the latest version, written first in the same run, lets commits past
-        # the log retention go (Delta Spark cleans up after each checkpoint as well)
-        after_checkpoint = (
-            cleanup_plan.nothing_to_do
-            and needs_checkpoint
-            and snapshot.properties.enable_expired_log_cleanup
-            and _commits_past(snapshot, cleanup_plan.cutoff_ms)
-        )
-        needs_cleanup = not cleanup_plan.nothing_to_do or after_checkpoint
-        if not needs_cleanup:
-            reasons.append("log cleanup: " + "; ".join(cleanup_plan.kept_reasons))
-    if Access.VACUUM in refused:
-        return MaintenanceWork(
-            needs_checkpoint, needs_cleanup, False, tuple(reasons), after_checkpoint
-        )
-    retention = file_retention_ms
-    if retention is None:
-        retention = snapshot.properties.deleted_file_retention_ms
-    cutoff = now_ms - retention
-    expired, _ = reclaimable_tombstones(snapshot, cutoff)
-    # Checkpoints drop expired tombstones, so they alone would hide work: commits that aged past
-    # the retention since the last vacuum looked (`_last_vacuum_info`) may hold removes too.
-    aged = version_at(snapshot, cutoff)
-    last = read_last_vacuum_info(snapshot.storage)
-    newly_aged = aged is not None and (last is None or aged > last)
-    needs_vacuum = expired > 0 or newly_aged
-    if not needs_vacuum:
-        past = (
-            "delta.deletedFileRetentionDuration"
-            if file_retention_ms is None
-            else f"the file retention ({format_duration(file_retention_ms)})"
-        )
-        reasons.append(
-            f"vacuum: no file of a tombstone past {past} is left to"
-            " delete, and no commit has aged past it since the last vacuum"
-        )
+    facts = due_facts(
+        snapshot,
+        now_ms,
+        log_retention_ms=log_retention_ms,
+        file_retention_ms=file_retention_ms,
+        rewrites=False,
+    )
+    verdicts = judge(facts)
+    kept = (Action.CHECKPOINT, Action.CLEANUP, Action.VACUUM)
     return MaintenanceWork(
-        needs_checkpoint, needs_cleanup, needs_vacuum, tuple(reasons), after_checkpoint
+        checkpoint=verdicts[Action.CHECKPOINT].due,
+        cleanup=verdicts[Action.CLEANUP].due,
+        vacuum=verdicts[Action.VACUUM].due,
+        reasons=tuple(str(v) for v in verdicts.idle if v.action in kept),
+        cleanup_after_checkpoint=facts.cleanup_waits_for_checkpoint,
     )
 
 
@@ -276,6 +362,8 @@ class Health:
     reclaimable_bytes: int
     advice: list[dict[str, str]]
     checksum: ChecksumCheck | None = None  # the version's `N.crc` against the replay
+    #: every maintenance action's verdict (:mod:`delta_ops.ops.due`): what `advice` is from
+    verdicts: Verdicts | None = None
 
 
 def health(
@@ -291,12 +379,11 @@ def health(
     listed them already (`inspect` derives them from its one walk of the log).
     `missing_files`: live files the caller found missing from storage (`inspect --files`
     looks; nothing here lists the table's data)."""
-    # inspect advises no compaction, so the small-file count would be thrown away
     facts = table_health(snapshot, now_ms, count_small_files=False)
     log = snapshot.storage.list_log() if log is None else log
+    verdicts = judge(due_facts(snapshot, now_ms, log=log))
     protocol = snapshot.protocol
     allowed = {op for op in Access if protocol.refusal(op) is None}
-    expired = len(plan_cleanup(snapshot, now_ms).deleted) if Access.CLEANUP in allowed else 0
     table = _quoted(snapshot.storage.url)
     advice = []
     if missing_files and Access.WRITE in allowed:
@@ -324,27 +411,13 @@ def health(
                 "command": f"delta-ops checksum {table} --dry-run",
             }
         )
-    if facts.commits_since_checkpoint >= facts.checkpoint_interval and Access.CHECKPOINT in allowed:
+    for verdict in verdicts.due:
+        advice.append(_advice(verdict, table))
+    vacuum = verdicts[Action.VACUUM]
+    if leftovers and not vacuum.due and Access.VACUUM in allowed:
         advice.append(
             {
-                "problem": f"{facts.commits_since_checkpoint} commits since the last checkpoint "
-                f"(delta.checkpointInterval is {facts.checkpoint_interval}): readers replay them all",
-                "command": f"delta-ops checkpoint {table}",
-            }
-        )
-    if expired:
-        advice.append(
-            {
-                "problem": f"{expired} log files past delta.logRetentionDuration",
-                "command": f"delta-ops cleanup {table}",
-            }
-        )
-    if (facts.expired_tombstones or leftovers) and Access.VACUUM in allowed:
-        what = f"{facts.expired_tombstones} removed files ({format_bytes(facts.reclaimable_bytes)})"
-        advice.append(
-            {
-                "problem": f"{what} past delta.deletedFileRetentionDuration still on storage"
-                + (f", {leftovers} leftovers of unfinished writes" if leftovers else ""),
+                "problem": f"{leftovers} leftovers of unfinished writes",
                 "command": f"delta-ops vacuum {table} --dry-run  # then without --dry-run",
             }
         )
@@ -377,14 +450,33 @@ def health(
             }
         )
     return Health(
-        log_files=len(log),
-        log_bytes=sum(entry.size for entry in log),
-        expired_log_files=expired,
-        reclaimable_files=facts.expired_tombstones,
-        reclaimable_bytes=facts.reclaimable_bytes,
+        log_files=verdicts.facts.log_files,
+        log_bytes=verdicts.facts.log_bytes,
+        expired_log_files=verdicts.facts.cleanup_files,
+        reclaimable_files=verdicts.facts.reclaimable_files,
+        reclaimable_bytes=verdicts.facts.reclaimable_bytes,
         advice=advice,
         checksum=facts.checksum,
+        verdicts=verdicts,
     )
+
+
+#: what `inspect` advises for a due action: the command, and whether to look first
+_COMMANDS = {
+    Action.COMPACT: ("compact", True),
+    Action.PURGE: ("purge", True),
+    Action.CHECKPOINT: ("checkpoint", False),
+    Action.CLEANUP: ("cleanup", False),
+    Action.VACUUM: ("vacuum", True),
+}
+
+
+def _advice(verdict: Verdict, table: str) -> dict[str, str]:
+    command, look_first = _COMMANDS[verdict.action]
+    line = f"delta-ops {command} {table}"
+    if look_first:
+        line += " --dry-run  # then without --dry-run"
+    return {"problem": f"{verdict.action} is due: {verdict.reason}", "command": line}
 
 
 def unused_reader_features(snapshot: Snapshot) -> list[str]:
