@@ -108,10 +108,11 @@ def inline_dv(rows: list[int], encoding: DvText) -> dict:
     return descriptor
 
 
-def build_inline_dv_history(root: Path, encoding: DvText, *, num_records: int = 10) -> Path:
+def build_inline_dv_history(root: Path, encoding: DvText, *, num_records: int | None = 10) -> Path:
     """Write the history at ``root`` (a new directory): one parquet file of ``value`` 0..9 and
-    commits 0..6, each DV inline in ``encoding``. ``num_records`` is what the adds' stats claim
-    (a wrong one makes a deletion vector name rows past the file's end). Returns ``root``."""
+    commits 0..6, each DV inline in ``encoding``. ``num_records`` is what the adds' stats
+    claim (None: no stats; a count below 10 makes a DV name rows past the file's end).
+    Returns ``root``."""
     root.mkdir(parents=True)
     pq.write_table(pa.table({"value": pa.array(ALL_VALUES, pa.int32())}), root / DATA_FILE)
     size = (root / DATA_FILE).stat().st_size
