@@ -5,6 +5,7 @@ extension / delta-kernel-rs)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import struct
 import uuid
@@ -15,7 +16,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from pyroaring import BitMap64
 
@@ -34,6 +35,7 @@ from delta_ops.protocol.deletion_vectors import (
     z85_decode,
     z85_encode,
 )
+from tests.dv_tables import RUST_TAIL_DV, z85_crate_encode
 from tests.support import DATA, TABLES, duckdb_connection
 
 DV_TABLES = [
@@ -251,20 +253,98 @@ def overflow_last_block(data: bytes, padding: int = 0) -> str:
         ("%nSc0", 0xFFFFFFFF),  # the largest block that fits 32 bits
         ("%nSc1", 0),  # 2**32: Spark keeps the low 32 bits
         ("%nSc2", 1),
-        ("#####", Z85_MAX_BLOCK - 2**32),
-        ("HelloWorld#####", None),
+        ("$0000", 83 * 85**4 - 2**32),  # above 32 bits, but no '#': not the z85 crate's tail
+        ("#####HelloWorld", None),  # a '#' block that is not the last one
     ],
 )
-def test_z85_decode_keeps_the_low_32_bits_of_every_block(text, value):
+def test_z85_decode_keeps_the_low_32_bits_of_every_block_but_a_z85_tail(text, value):
     assert z85_decode(text) == spark_z85_decode(text)
     if value is not None:
         assert z85_decode(text) == value.to_bytes(4, "big")
 
 
-@given(st.lists(st.text(alphabet=Z85_ALPHABET, min_size=5, max_size=5), max_size=40))
-def test_z85_decode_matches_spark_on_any_text(blocks: list[str]):
+# The last block starts with anything but '#', the z85 crate's tail mark.
+@given(
+    st.lists(st.text(alphabet=Z85_ALPHABET, min_size=5, max_size=5), max_size=40).filter(
+        lambda blocks: not blocks or blocks[-1][0] != "#"
+    )
+)
+def test_z85_decode_matches_spark_on_any_text_without_a_z85_tail(blocks: list[str]):
     text = "".join(blocks)
     assert z85_decode(text) == spark_z85_decode(text)
+
+
+# What the z85 crate 3.0.6 (the version delta-kernel-rs pins) returns, run once by hand:
+# `z85::encode(bytes)`, and `z85::decode` of it gives the bytes back.
+Z85_CRATE_OUTPUTS = [
+    (b"\x00", "###00"),
+    (b"\xff", "###30"),
+    (b"\xff\xff", "##960"),
+    (b"\xff\xff\xff", "#rr90"),
+    (b"\x00\x00\x00", "#0000"),
+    (b"\x12\x34", "##0S*"),
+    (b"\x03\x00", "##093"),
+    (bytes([1, 2, 3, 4, 5]), "0rJua###05"),
+    (bytes([0xDE, 0xAD, 0xBE, 0xEF, 1, 2, 3]), "?MsJX#09c6"),
+]
+
+
+@pytest.mark.parametrize("data, text", Z85_CRATE_OUTPUTS)
+def test_z85_crate_tails_decode_to_the_bytes_the_crate_encoded(data, text):
+    assert z85_crate_encode(data) == text  # the tests' model of the crate, pinned
+    assert z85_decode(text) == data
+    assert spark_z85_decode(text)[: len(data)] != data  # Delta Spark's reading gets them wrong
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=80))
+def test_z85_decode_reads_any_z85_crate_text(data: bytes):
+    """Every text the crate writes decodes to its bytes; a whole-block text is Spark's too."""
+    text = z85_crate_encode(data)
+    assert z85_decode(text) == data
+    if len(data) % 4 == 0:
+        assert text == z85_encode(data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=80))
+def test_spark_padded_text_never_looks_like_a_z85_tail(data: bytes):
+    """What Delta Spark (and delta-ops) writes: zero-padded whole blocks, none above 32 bits,
+    so none starts with '#', and each decodes exactly as Spark decodes it."""
+    padded = data + bytes(-len(data) % 4)
+    text = z85_encode(padded)
+    assert "#" not in text[::5]
+    assert z85_decode(text) == spark_z85_decode(text) == padded
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "#####",  # five marks: no bytes left
+        "####0",  # four marks: no bytes left
+        "###3[",  # 256 does not fit 1 byte
+        "##jdd",  # 65536 does not fit 2 bytes
+        "#rr91",  # 2**24 does not fit 3 bytes
+        "HelloWorld##jdd",
+    ],
+)
+def test_z85_decode_refuses_a_tail_the_crate_never_writes(text):
+    with pytest.raises(
+        InvalidDeletionVector, match=re.escape(f"last block '{text[-5:]}' starts with '#'")
+    ):
+        z85_decode(text)
+
+
+def test_kernel_inline_dv_with_a_z85_tail_deletes_row_3():
+    """delta-kernel-rs' `cdf-table-with-dv` v5: 34 bytes whose last two are the chunk
+    ``##093`` (``03 00``); its test says the commit deleted row 3. Delta Spark's reading
+    (``sum.toInt``) gives the bytes ``08 6e``, row 28168."""
+    dv = DeletionVectorDescriptor("i", RUST_TAIL_DV, offset=None, size_in_bytes=34, cardinality=1)
+    assert list(load_deletion_vector(dv, "unused-by-inline-dvs", LOCAL)) == [3]
+    assert list(decode_bitmap(spark_z85_decode(RUST_TAIL_DV)[:34])) == [28168]
+    spark_twin = inline_descriptor([3])
+    assert spark_twin.size_in_bytes == 34 and spark_twin.path_or_inline_dv != RUST_TAIL_DV
+    assert list(load_deletion_vector(spark_twin, "unused", LOCAL)) == [3]
 
 
 @given(
@@ -278,6 +358,7 @@ def test_z85_overflowing_padding_leaves_data_bytes_alone(head, first, rest, padd
     data = head + bytes([first]) + rest
     padding %= 2 ** (8 * (4 - len(data) % 4))
     text = overflow_last_block(data, padding)
+    assume(text[-5] != "#")  # a last block starting with '#' is the z85 crate's tail
     assert z85_decode(text) == spark_z85_decode(text)
     assert z85_decode(text)[: len(data)] == data
 

@@ -14,6 +14,7 @@ import pytest
 
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
+from tests.dv_tables import EXPECTED_VALUES, RUST_TAIL_VERSION, DvText, build_inline_dv_history
 from tests.support import TABLES, _row_key, deltalake_rows, duckdb_rows, peer_facts
 
 pytestmark = pytest.mark.spark
@@ -32,6 +33,18 @@ def test_spark_reads_every_fixture_as_duckdb_does(spark) -> None:
         if ours != duckdb_rows(TABLES / name):
             wrong[name] = (len(ours), peer_facts()[name]["kernel_rows"])
     assert not wrong, wrong
+
+
+def test_inline_dvs_of_either_encoder_read_at_every_version(spark, tmp_path: Path) -> None:
+    """delta-kernel-rs' inline-DV history (tests/dv_tables.py): at v5 the z85 crate's
+    `...##093` deletes row 3, so `versionAsOf` 5 gives 9 rows, as for Delta Spark's encoding
+    and as DuckDB reads both (tests/test_inline_dv_tables.py)."""
+    for encoding in DvText:
+        root = build_inline_dv_history(tmp_path / encoding.value, encoding)
+        for version, expected in EXPECTED_VALUES.items():
+            df = spark.read.format("delta").option("versionAsOf", version).load(str(root))
+            assert sorted(r.value for r in df.collect()) == expected, (encoding, version)
+    assert len(EXPECTED_VALUES[RUST_TAIL_VERSION]) == 9
 
 
 def test_overwrite_and_delete_read_right_where_plain_parquet_does_not(spark, tmp_path) -> None:

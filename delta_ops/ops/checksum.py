@@ -11,7 +11,9 @@ protocol's "State Validation"). One that disagrees, or does not parse, is a corr
 the log or the checksum was changed after the commit. The dry run reports it; a run fails on it
 (:class:`~delta_ops.errors.CorruptLog`, naming every field that disagrees) and leaves the file
 for whoever investigates; once the cause is known, deleting it and running `checksum` again
-writes a correct one.
+writes a correct one. So is a live deletion vector that names a row past its file's
+`numRecords`, or cannot be loaded (`delta_ops.table.deletion_vector_check`): the run fails
+on it and writes no checksum of that state.
 
     plan = plan_checksum(load_snapshot(path))   # reads and computes, writes nothing
     plan.status, plan.mismatches                # missing / agrees / disagrees / unreadable
@@ -40,6 +42,7 @@ from delta_ops.table.checksum import (
     checksum_of_snapshot,
     write_checksum,
 )
+from delta_ops.table.deletion_vector_check import DeletionVectorCheck, check_deletion_vectors
 from delta_ops.table.snapshot import Snapshot
 
 
@@ -51,6 +54,8 @@ class ChecksumPlan:
     table: str
     version: int
     check: ChecksumCheck
+    #: the live deletion vectors against their files' row counts (a bad one: corruption)
+    deletion_vectors: DeletionVectorCheck
     computed: VersionChecksum = field(repr=False, compare=False)
     snapshot: Snapshot = field(repr=False, compare=False)
 
@@ -64,17 +69,27 @@ class ChecksumPlan:
 
     @property
     def nothing_to_do(self) -> bool:
-        """A checksum is there (one that disagrees is reported, never overwritten)."""
-        return self.check.status is not ChecksumStatus.MISSING
+        """A checksum is there (one that disagrees is reported, never overwritten), or the
+        state is corrupt (reported, never written down)."""
+        return self.check.status is not ChecksumStatus.MISSING or self.deletion_vectors.corrupt
 
     @property
     def idle_reason(self) -> str:
         name = self.check.file_name
+        reasons = []
         if self.check.status is ChecksumStatus.AGREES:
-            return f"version {self.version} has its checksum ({name}), and it agrees with the log"
-        if self.check.status is ChecksumStatus.MISSING:
-            return ""
-        return f"version {self.version} has a checksum ({name}) that {self.check.problem}"
+            reasons.append(
+                f"version {self.version} has its checksum ({name}), and it agrees with the log"
+            )
+        elif self.check.corrupt:
+            reasons.append(
+                f"version {self.version} has a checksum ({name}) that {self.check.problem}"
+            )
+        if self.deletion_vectors.corrupt:
+            reasons.append(
+                f"version {self.version}: {self.deletion_vectors.problem} (a corruption alarm)"
+            )
+        return "; ".join(reasons)
 
     def to_dict(self) -> dict[str, Any]:
         computed = self.computed
@@ -83,6 +98,7 @@ class ChecksumPlan:
             file=self.check.file_name,
             status=self.check.status.value,
             mismatches=list(self.check.mismatches),
+            deletion_vectors=self.deletion_vectors.to_dict(),
             num_files=computed.num_files,
             table_size_bytes=computed.table_size_bytes,
             num_deletion_vectors=computed.num_deletion_vectors,
@@ -116,6 +132,7 @@ def plan_checksum(snapshot: Snapshot) -> ChecksumPlan:
         table=snapshot.storage.url,
         version=snapshot.version,
         check=check_checksum(snapshot),
+        deletion_vectors=check_deletion_vectors(snapshot),
         computed=checksum_of_snapshot(snapshot),
         snapshot=snapshot,
     )
@@ -123,8 +140,14 @@ def plan_checksum(snapshot: Snapshot) -> ChecksumPlan:
 
 def execute_checksum(plan: ChecksumPlan) -> ChecksumResult:
     """Write the checksum when the version has none; raise CorruptLog when the one it has
-    disagrees with the log or does not parse."""
+    disagrees with the log or does not parse, or when a live deletion vector is corrupt."""
     started = time.monotonic()
+    if plan.deletion_vectors.corrupt:
+        raise CorruptLog(
+            f"version {plan.version}",
+            f"{plan.deletion_vectors.problem} (a corruption alarm: readers disagree on which rows"
+            " such a file holds; no checksum is written of this state)",
+        )
     if plan.check.corrupt:
         raise CorruptLog(
             plan.check.file_name,

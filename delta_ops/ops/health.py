@@ -34,6 +34,7 @@ from delta_ops.protocol.units import format_duration
 from delta_ops.storage import FileEntry
 from delta_ops.table.checksum import ChecksumCheck, check_checksum
 from delta_ops.table.commit_times import version_at
+from delta_ops.table.deletion_vector_check import DeletionVectorCheck, check_deletion_vectors
 from delta_ops.table.snapshot import Snapshot
 
 STAT_LIMIT = 1000  # expired tombstones whose files a probe looks at (oldest first)
@@ -364,6 +365,8 @@ class Health:
     checksum: ChecksumCheck | None = None  # the version's `N.crc` against the replay
     #: every maintenance action's verdict (:mod:`delta_ops.ops.due`): what `advice` is from
     verdicts: Verdicts | None = None
+    #: the live deletion vectors against their files' row counts
+    deletion_vectors: DeletionVectorCheck | None = None
 
 
 def health(
@@ -409,6 +412,15 @@ def health(
                 f" {facts.checksum.problem} (the log or the checksum changed after the commit:"
                 " a corruption alarm)",
                 "command": f"delta-ops checksum {table} --dry-run",
+            }
+        )
+    deletion_vectors = check_deletion_vectors(snapshot)
+    if deletion_vectors.corrupt:
+        advice.append(
+            {
+                "problem": f"version {facts.version}: {deletion_vectors.problem} (a corruption"
+                " alarm: readers disagree on which rows such a file holds)",
+                "command": "",
             }
         )
     for verdict in verdicts.due:
@@ -458,6 +470,7 @@ def health(
         advice=advice,
         checksum=facts.checksum,
         verdicts=verdicts,
+        deletion_vectors=deletion_vectors,
     )
 
 

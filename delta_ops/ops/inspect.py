@@ -52,6 +52,9 @@ class TableSummary:
     # the version's checksum (`N.crc`) against the replay: status (missing, agrees, disagrees,
     # unreadable) and what disagrees; one that disagrees is a corruption alarm (in `advice`)
     checksum: dict[str, Any] | None = None
+    # the live deletion vectors against their files' numRecords: checked, unchecked (past the
+    # limit of DV files read), and the bad ones (a corruption alarm, in `advice`)
+    deletion_vectors: dict[str, Any] | None = None
     # what needs doing and the command that does it: [{"problem": ..., "command": ...}]
     advice: list[dict[str, str]] = field(default_factory=list)
     # each operation: "allowed", or the features refusing it ("refused: f1, f2")
@@ -131,6 +134,9 @@ def summarize(
         reclaimable_files=needs.reclaimable_files,
         reclaimable_bytes=needs.reclaimable_bytes,
         checksum=needs.checksum.to_dict() if needs.checksum is not None else None,
+        deletion_vectors=(
+            needs.deletion_vectors.to_dict() if needs.deletion_vectors is not None else None
+        ),
         advice=needs.advice,
         operations={
             op.name.lower(): "allowed"
@@ -199,6 +205,10 @@ def format_summary(summary: TableSummary) -> str:
     )
     if summary.checksum is not None:
         lines.append(f"checksum:         {_checksum_line(summary.checksum)}")
+    if summary.deletion_vectors is not None and (
+        summary.deletion_vectors["checked"] or summary.deletion_vectors["unchecked"]
+    ):
+        lines.append(f"deletion vectors: {_deletion_vectors_line(summary.deletion_vectors)}")
     for key, value in sorted(summary.metadata["configuration"].items()):
         lines.append(f"property:         {key} = {value}")
     if summary.advice:
@@ -216,6 +226,15 @@ def format_summary(summary: TableSummary) -> str:
             f"  {f}" + ("  (missing from storage)" if f in gone else "") for f in summary.files
         )
     return "\n".join(lines)
+
+
+def _deletion_vectors_line(check: dict[str, Any]) -> str:
+    unchecked = f", {check['unchecked']:,} not checked" if check["unchecked"] else ""
+    if not check["bad"]:
+        return f"{check['checked']:,} checked against their files' row counts{unchecked}"
+    return (
+        f"{len(check['bad']):,} of {check['checked']:,} checked are CORRUPT{unchecked} (see to do)"
+    )
 
 
 def _checksum_line(checksum: dict[str, Any]) -> str:

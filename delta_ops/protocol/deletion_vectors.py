@@ -7,7 +7,8 @@ a DV file next to the data (``'u'``: a path derived from a UUID, ``'p'``: an abs
 
 This module is the one place that knows those byte layouts:
 
-* :func:`z85_encode` / :func:`z85_decode`: the Z85 text encoding used for UUIDs and inline DVs.
+* :func:`z85_encode` / :func:`z85_decode`: the Z85 text encoding used for UUIDs and inline DVs
+  (decoding also the z85 crate's short last chunk, which Rust writers leave in inline DVs).
 * :class:`DeletionVectorDescriptor`: the descriptor, its ``uniqueId`` (half of the
   reconciliation key ``(path, dvId)``) and where its bitmap lives; :func:`dv_unique_ids` and
   :func:`dv_relative_paths` compute the same over a whole Arrow column.
@@ -103,6 +104,9 @@ _Z85_INVALID = 0xFF
 _Z85_DIGITS = bytes(
     _Z85_ALPHABET.index(chr(c)) if chr(c) in _Z85_ALPHABET else _Z85_INVALID for c in range(256)
 )
+# '#', the digit 84: 84 * 85**4 > 2**32 - 1, so no 32-bit block starts with it; the z85 crate
+# marks the missing bytes of its last chunk with it (see z85_decode)
+_Z85_TAIL_MARK = _Z85_ALPHABET.index("#")
 
 
 def z85_encode(data: bytes) -> str:
@@ -128,17 +132,26 @@ def z85_encode(data: bytes) -> str:
 
 
 def z85_decode(text: str) -> bytes:
-    """Decode Z85 text back to bytes.
+    """Decode Z85 text back to bytes, as the writer of the text meant it.
 
-    Every 5-character block keeps the low 32 bits of its value, as Delta Spark's
-    ``Base85Codec.decodeBlocks`` does (``sum.toInt``). Five digits reach 85**5 - 1, above
-    2**32 - 1; an inline DV whose last block is such a value (its padding bytes, which
-    ``sizeInBytes`` excludes, are not data: protocol, "Deletion Vector Descriptor Schema")
-    is read as Spark and DuckDB read it instead of being refused.
+    Two encoders write inline DVs, and they differ only in how they end a length that is not
+    a multiple of 4:
+
+    * Delta Spark (``Base85Codec``; also delta-ops, :func:`inline_descriptor`) pads the data
+      with zero bytes to whole 4-byte blocks. Its blocks never exceed 2**32 - 1. Delta Spark's
+      ``decodeBlocks`` keeps the low 32 bits of every block (``sum.toInt``), and so do we for
+      every block but the z85 tail below.
+    * The ``z85`` crate (3.x; delta-rs and delta-kernel-rs write inline DVs with it) encodes a
+      last chunk of ``k`` < 4 bytes as the 5 digits of its big-endian value with the first
+      ``4 - k`` digits (zeros, since the value is below 256**k) replaced by ``'#'``: bytes
+      ``03 00`` are ``"##093"``. ``'#'`` is the digit 84 and 84 * 85**4 > 2**32 - 1, so no
+      Delta Spark block starts with it: a last block that does is that tail, decoded to its
+      ``k`` bytes.
 
     Raises:
-        InvalidDeletionVector: the length is not a multiple of 5 or a character is outside the
-            Z85 alphabet.
+        InvalidDeletionVector: the length is not a multiple of 5, a character is outside the
+            Z85 alphabet, or a last block starting with ``'#'`` is not a tail the z85 crate
+            writes (1 to 3 ``'#'``, then the digits of a value that fits the remaining bytes).
     """
     if len(text) % 5:
         raise InvalidDeletionVector(f"invalid Z85 text: length {len(text)} is not a multiple of 5")
@@ -154,12 +167,35 @@ def z85_decode(text: str) -> bytes:
         raise InvalidDeletionVector(
             f"invalid Z85 text: character {text[bad]!r} at position {bad} is not in the alphabet"
         )
-    values = []
-    for start in range(0, len(digits), 5):
-        d0, d1, d2, d3, d4 = digits[start : start + 5]
-        value = (((d0 * 85 + d1) * 85 + d2) * 85 + d3) * 85 + d4
-        values.append(value & 0xFFFFFFFF)
-    return struct.pack(f">{len(values)}I", *values)
+    tail = b""
+    if digits and digits[-5] == _Z85_TAIL_MARK:
+        tail = _z85_crate_tail(digits[-5:], text[-5:])
+        digits = digits[:-5]
+    values = [
+        _z85_block_value(digits[start : start + 5]) & 0xFFFFFFFF
+        for start in range(0, len(digits), 5)
+    ]
+    return struct.pack(f">{len(values)}I", *values) + tail
+
+
+def _z85_block_value(block: bytes) -> int:
+    """The value of five Z85 digits (up to 85**5 - 1, above 32 bits)."""
+    d0, d1, d2, d3, d4 = block
+    return (((d0 * 85 + d1) * 85 + d2) * 85 + d3) * 85 + d4
+
+
+def _z85_crate_tail(block: bytes, text: str) -> bytes:
+    """The 1 to 3 bytes of the z85 crate's last chunk ``text`` (digits ``block``): as many
+    bytes short of 4 as it has leading ``'#'``, the value of the remaining digits."""
+    marks = len(block) - len(block.lstrip(bytes([_Z85_TAIL_MARK])))
+    size = 4 - marks
+    value = _z85_block_value(bytes(marks) + block[marks:])
+    if size < 1 or value >= 256**size:
+        raise InvalidDeletionVector(
+            f"invalid Z85 text: the last block {text!r} starts with '#' but is no tail the z85"
+            " crate writes (1 to 3 '#' for the missing bytes, then the value of those present)"
+        )
+    return value.to_bytes(size, "big")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,6 +4,8 @@
   protocol and metadata, a `TableHead`).
 * :mod:`~delta_ops.table.commit_times`: when each commit happened; the version at a time.
 * :mod:`~delta_ops.table.scan`: a snapshot's rows as Arrow, file by file.
+* :mod:`~delta_ops.table.deletion_vector_check`: live deletion vectors against their files'
+  row counts (a corruption alarm).
 * :mod:`~delta_ops.table.transaction`: optimistic commits with conflict checks.
 * :mod:`~delta_ops.table.remove_lines`: `remove` actions encoded straight from the file state.
 * :mod:`~delta_ops.table.new_table`: the protocol and metadata of a table's first commit.
