@@ -21,7 +21,8 @@ import pytest
 
 from delta_ops import cli
 from delta_ops.dagster import DeltaTableTarget, build_delta_maintenance_defs
-from delta_ops.ops.health import maintenance_work
+from delta_ops.ops.due import Action, judge
+from delta_ops.ops.health import due_facts
 from delta_ops.protocol.features import (
     FEATURES,
     Access,
@@ -165,21 +166,23 @@ def test_inspect_succeeds_on_every_table_a_peer_reads(
                 assert command not in commands, (name, command)
 
 
-def test_maintenance_work_reports_refusals_instead_of_failing(
+def test_due_verdicts_report_refusals_instead_of_failing(
     feature_tables: dict[str, Path],
 ) -> None:
     for name, table in feature_tables.items():
         snapshot = load_snapshot(table)
-        work = maintenance_work(snapshot, 1_900_000_000_000)
-        for op, wanted in (
-            (Access.CHECKPOINT, work.checkpoint),
-            (Access.CLEANUP, work.cleanup),
-            (Access.VACUUM, work.vacuum),
+        verdicts = judge(due_facts(snapshot, 1_900_000_000_000))
+        for op, action in (
+            (Access.CHECKPOINT, Action.CHECKPOINT),
+            (Access.CLEANUP, Action.CLEANUP),
+            (Access.VACUUM, Action.VACUUM),
+            (Access.COMPACT, Action.COMPACT),
+            (Access.REWRITE, Action.PURGE),
         ):
             why = snapshot.protocol.refusal(op)
             if why is not None:
-                assert not wanted, (name, op)
-                assert any(why in reason for reason in work.reasons), (name, op, work.reasons)
+                assert not verdicts[action].due, (name, op)
+                assert verdicts[action].reason == why, (name, op, verdicts[action])
 
 
 def test_dagster_checks_schedule_and_sensor_run_on_every_table(

@@ -35,6 +35,7 @@ from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
 from delta_ops.airflow.hook import atable_storage_options
 from delta_ops.errors import DeltaOpsError
+from delta_ops.ops.due import checkpoint_due
 from delta_ops.ops.probe import probe_commits
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.storage import Storage
@@ -69,7 +70,7 @@ class CommitWatch:
             "threshold": threshold,
             "files_checked": probe.files_checked,
         }
-        if probe.commits_since_checkpoint >= threshold:
+        if checkpoint_due(probe.commits_since_checkpoint, threshold):
             head = load_head(self.storage, probe.latest_version)
             refused = head.protocol.refusal(OPERATIONS["checkpoint"].needs)
             data["status"] = "refused" if refused else "due"

@@ -31,10 +31,17 @@ from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
 from delta_ops.errors import DeltaOpsError
+from delta_ops.ops.due import Action, checkpoint_due
 
-#: the actions whose work the log alone tells (`delta_ops.ops.health.maintenance_work`); the
-#: others are planned to see whether they have work
-_JUDGED = {"checkpoint": "checkpoint", "log_cleanup": "cleanup", "vacuum": "vacuum"}
+#: the actions whose being due `delta_ops.ops.due` judges (the rule the planner, the sensor,
+#: inspect and the checks ask); the others are planned to see whether they have work
+_JUDGED = {
+    "checkpoint": Action.CHECKPOINT,
+    "log_cleanup": Action.CLEANUP,
+    "vacuum": Action.VACUUM,
+    "compact": Action.COMPACT,
+    "purge": Action.PURGE,
+}
 
 
 def build_maintenance_schedule(
@@ -100,19 +107,21 @@ def _request(
     storage_options = dict(table.storage_options) or None
     reasons: list[str] = []
     wanted: list[str] = []
-    if any(a in _JUDGED for a in asked):
+    judged = [_JUDGED[a] for a in asked if a in _JUDGED]
+    if judged:
         try:
-            work = resource.work(
+            verdicts = resource.due(
                 table.url,
                 storage_options=storage_options,
                 log_retention_ms=settings.log_retention_ms,
                 file_retention_ms=settings.file_retention_ms,
+                rewrites=Action.COMPACT in judged or Action.PURGE in judged,
             )
         except DeltaOpsError as exc:
             skipped.append(f"{table.name}: cannot read the log: {exc}")
             return None
-        wanted = [a for a in asked if a in _JUDGED and getattr(work, _JUDGED[a])]
-        reasons.extend(work.reasons)
+        wanted = [a for a in asked if a in _JUDGED and verdicts[_JUDGED[a]].due]
+        reasons.extend(str(v) for v in verdicts.idle if v.action in judged)
     for action in asked:
         if action in _JUDGED or (action == "row_tracking" and not table.enable_row_tracking):
             continue
@@ -191,7 +200,7 @@ def build_commit_sensor(
                 "interval": probe.checkpoint_interval,
                 "requested": seen.get("requested"),
             }
-            due = probe.commits_since_checkpoint >= probe.checkpoint_interval
+            due = checkpoint_due(probe.commits_since_checkpoint, probe.checkpoint_interval)
             requested = seen.get("requested") == probe.latest_version
             refused = None
             if due and not requested:

@@ -12,6 +12,7 @@ from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
 from delta_ops.errors import DeltaOpsError
 from delta_ops.ops.cluster import ClusteringLayout
+from delta_ops.ops.due import COMPACT_MIN_FILES, PURGE_MIN_SHARE, checkpoint_due
 from delta_ops.ops.health import RowTracking
 from delta_ops.table.checksum import ChecksumCheck
 
@@ -46,12 +47,13 @@ CHECKS: dict[str, str] = {
     "(delta-ops checksum --dry-run names each field); a missing checksum is written by the "
     "checksum job.",
 }
-#: a compaction is worth it from this many small files (Delta's auto compaction minNumFiles)
-SMALL_FILES_WARN = 50
+#: a compaction is due from this many small files (`delta_ops.ops.due`, the rule every
+#: front end asks: the check fails exactly when a schedule would compact)
+SMALL_FILES_WARN = COMPACT_MIN_FILES
 #: a clustering is worth it from this many files not clustered yet
-UNCLUSTERED_FILES_WARN = SMALL_FILES_WARN
-#: a purge is worth it from this share of rows hidden by deletion vectors
-DELETED_ROWS_WARN = 0.1
+UNCLUSTERED_FILES_WARN = 50
+#: a purge is due from this share of rows hidden by deletion vectors (`delta_ops.ops.due`)
+DELETED_ROWS_WARN = PURGE_MIN_SHARE
 HOUR_MS = 3_600_000
 
 
@@ -102,7 +104,7 @@ def build_table_checks(
         checks = {
             "checkpoint_lag": lambda: result(
                 "checkpoint_lag",
-                health.commits_since_checkpoint <= health.checkpoint_interval,
+                not checkpoint_due(health.commits_since_checkpoint, health.checkpoint_interval),
                 dg.AssetCheckSeverity.ERROR
                 if health.commits_since_checkpoint > 10 * health.checkpoint_interval
                 else dg.AssetCheckSeverity.WARN,

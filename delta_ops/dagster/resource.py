@@ -12,8 +12,9 @@ import dagster as dg
 from pydantic import Field
 
 from delta_ops import clock
+from delta_ops.ops.due import Verdicts, judge
 from delta_ops.ops.engines import LOCAL, Engine
-from delta_ops.ops.health import MaintenanceWork, TableHealth, maintenance_work, table_health
+from delta_ops.ops.health import TableHealth, due_facts, table_health
 from delta_ops.ops.history import OperationHistory
 from delta_ops.ops.probe import CommitProbe, probe_commits
 from delta_ops.ops.progress import LogLines, reporting
@@ -88,22 +89,26 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
             known_interval=known_interval,
         )
 
-    def work(
+    def due(
         self,
         url: str,
         *,
         storage_options: Mapping[str, str] | None = None,
         log_retention_ms: int | None = None,
         file_retention_ms: int | None = None,
-    ) -> MaintenanceWork:
-        """Which of checkpoint, cleanup and vacuum have work, judged with the retentions the
-        runs will use (None: the table's own)."""
-        return maintenance_work(
+        rewrites: bool = True,
+    ) -> Verdicts:
+        """Which maintenance actions are due (`delta_ops.ops.due`), judged with the retentions
+        the runs will use (None: the table's own); `rewrites=False` leaves compaction and purge
+        unjudged (their small-file count is the costly fact)."""
+        facts = due_facts(
             self.snapshot(url, storage_options=storage_options),
             clock.now_ms(),
             log_retention_ms=log_retention_ms,
             file_retention_ms=file_retention_ms,
+            rewrites=rewrites,
         )
+        return judge(facts)
 
     def refusal(
         self, operation: str, url: str, *, storage_options: Mapping[str, str] | None = None

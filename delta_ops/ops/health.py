@@ -1,15 +1,18 @@
-"""What maintenance a table needs now, judged from its log by asking the operations' planners.
+"""What maintenance a table needs now: the facts, gathered from its log by asking the
+operations' planners.
 
-The Dagster sensors, schedules and asset checks and `delta-ops inspect` ask the same questions:
-is a checkpoint due, does log cleanup or vacuum have work, how many files would a compaction
-rewrite, is row tracking fully on? This module answers them from a loaded snapshot and a look
-at the ages of a bounded number of files; it sits above the ops whose plans it reads
-(cleanup, compaction, vacuum), so none of them depends on it.
+The Dagster sensors, schedules and asset checks, the fleet planner and `delta-ops inspect`
+ask the same questions: is a checkpoint due, does log cleanup or vacuum have work, how many
+files would a compaction rewrite, is row tracking fully on? This module gathers the facts from
+a loaded snapshot and a look at the ages of a bounded number of files (:func:`due_facts`,
+:func:`table_health`); :mod:`delta_ops.ops.due` holds the rule that turns them into what is
+due. It sits above the ops whose plans it reads (cleanup, compaction, vacuum), so none of them
+depends on it.
 
 Example::
 
-    work = maintenance_work(snapshot, clock.now_ms())     # what a schedule should launch
-    facts = table_health(snapshot, clock.now_ms())        # what the asset checks judge
+    verdicts = judge(due_facts(snapshot, clock.now_ms()))     # what is due (ops.due)
+    facts = table_health(snapshot, clock.now_ms())            # what the asset checks judge
     advice = health(snapshot, clock.now_ms(), leftovers=0).advice   # what inspect prints
 """
 
@@ -92,24 +95,6 @@ def reclaimable_tombstones(snapshot: Snapshot, cutoff_ms: int) -> tuple[int, int
     count += rest.num_rows
     size += int(pc.sum(pc.fill_null(rest.column("size"), 0)).as_py() or 0)
     return count, size
-
-
-@dataclass(frozen=True)
-class MaintenanceWork:
-    """Which of checkpoint, cleanup and vacuum are due (:mod:`delta_ops.ops.due`), and why
-    not for the others."""
-
-    checkpoint: bool
-    cleanup: bool
-    vacuum: bool
-    reasons: tuple[str, ...]
-    #: cleanup has work only once the checkpoint it comes with is written (commits past the
-    #: log retention and no checkpoint after them yet)
-    cleanup_after_checkpoint: bool = False
-
-    @property
-    def any(self) -> bool:
-        return self.checkpoint or self.cleanup or self.vacuum
 
 
 def _commits_past(snapshot: Snapshot, cutoff_ms: int) -> bool:
@@ -220,34 +205,6 @@ def due_facts(
         refused=refused,
         idle=idle,
         unjudged="not judged by this caller" if not rewrites else "not judged",
-    )
-
-
-def maintenance_work(
-    snapshot: Snapshot,
-    now_ms: int,
-    *,
-    log_retention_ms: int | None = None,
-    file_retention_ms: int | None = None,
-) -> MaintenanceWork:
-    """Whether checkpoint, cleanup or vacuum are due (:mod:`delta_ops.ops.due`), with the
-    retentions the runs will use (None: the table's ``delta.logRetentionDuration`` and
-    ``delta.deletedFileRetentionDuration``)."""
-    facts = due_facts(
-        snapshot,
-        now_ms,
-        log_retention_ms=log_retention_ms,
-        file_retention_ms=file_retention_ms,
-        rewrites=False,
-    )
-    verdicts = judge(facts)
-    kept = (Action.CHECKPOINT, Action.CLEANUP, Action.VACUUM)
-    return MaintenanceWork(
-        checkpoint=verdicts[Action.CHECKPOINT].due,
-        cleanup=verdicts[Action.CLEANUP].due,
-        vacuum=verdicts[Action.VACUUM].due,
-        reasons=tuple(str(v) for v in verdicts.idle if v.action in kept),
-        cleanup_after_checkpoint=facts.cleanup_waits_for_checkpoint,
     )
 
 
