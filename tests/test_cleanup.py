@@ -759,6 +759,24 @@ def test_cli_dry_run_reports_and_deletes_nothing(template, tmp_path, capsys):
     assert "cutoff" in capsys.readouterr().out
 
 
+def test_cli_text_says_a_missing_boundary_and_the_retention_as_a_person_reads_them(
+    template, tmp_path, capsys
+):
+    table = fresh(template, tmp_path)
+    age_log(table)
+    now = "2025-01-12T15:00:00Z"  # the default retention (30 days) keeps everything
+    assert cli.main(["cleanup", str(table), "--dry-run", "--now", now]) == 0
+    out = capsys.readouterr().out
+    assert "None" not in out and "2592000000" not in out, out
+    assert "no boundary checkpoint" in out and "log retention of 30 days" in out, out
+    assert cli.main(["cleanup", str(table), "--now", now]) == 0
+    out = capsys.readouterr().out
+    assert "None" not in out and "no boundary checkpoint: deleted 0 log files" in out, out
+    # with a boundary, its version
+    assert cli.main(["cleanup", str(table), "--dry-run", "--retention", "1 day", "--now", now]) == 0
+    assert "boundary checkpoint 10: would delete 21 log files" in capsys.readouterr().out
+
+
 def test_young_commits_before_a_skewed_writers_checkpoint_are_kept(template, tmp_path):
     """Versions 6-8 are young; a writer whose clock runs two months behind then committed
     9-13 with a checkpoint at 10. Times are made monotonic across versions, but a version's

@@ -319,7 +319,8 @@ def _plan_cleanup(
         reasons = [
             (
                 "no complete, readable checkpoint has all older log files past the cutoff "
-                f"{iso(cutoff)} (everything newer is inside the log retention of {retention} ms)"
+                f"{iso(cutoff)} (everything newer is inside the log retention of"
+                f" {format_duration(retention)})"
             )
         ]
         return nothing(reasons[0])
@@ -535,10 +536,14 @@ def _plan_from_values(
     return plan_cleanup(snapshot, now, retention_ms=values["retention"])
 
 
+def _boundary(version: int | None) -> str:
+    return "no boundary checkpoint" if version is None else f"boundary checkpoint {version}"
+
+
 def _describe_cleanup_plan(plan: CleanupPlan) -> str:
     head = (
         f"cutoff {iso(plan.cutoff_ms)} (log retention {format_duration(plan.retention_ms)}),"
-        f" boundary checkpoint {plan.boundary_checkpoint_version}:"
+        f" {_boundary(plan.boundary_checkpoint_version)}:"
         f" would delete {len(plan.deleted)} log files"
     )
     lines = [head]
@@ -549,7 +554,7 @@ def _describe_cleanup_plan(plan: CleanupPlan) -> str:
 
 def _describe_cleanup_result(result: CleanupResult) -> str:
     head = (
-        f"cutoff {result.cutoff}, boundary checkpoint {result.boundary_checkpoint_version}:"
+        f"cutoff {result.cutoff}, {_boundary(result.boundary_checkpoint_version)}:"
         f" deleted {result.num_deleted} log files"
     )
     kept = [f"kept: {reason}" for reason in result.kept_reasons]
