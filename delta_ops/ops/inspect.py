@@ -16,6 +16,7 @@ from delta_ops.ops.health import RowTracking, health, row_tracking_state
 from delta_ops.ops.leftovers import find_leftovers
 from delta_ops.ops.repair import missing_live_files
 from delta_ops.ops.results import fields_data
+from delta_ops.protocol.features import Protocol
 from delta_ops.protocol.units import format_bytes
 from delta_ops.storage import LOG_DIR, FileEntry
 from delta_ops.table.snapshot import Snapshot
@@ -151,10 +152,7 @@ def _log_files(log_tree: list[FileEntry]) -> list[FileEntry]:
 
 def format_summary(summary: TableSummary) -> str:
     """Human-readable multi-line rendering of a summary."""
-    p = summary.protocol
-    features = ""
-    if p["readerFeatures"] is not None or p["writerFeatures"] is not None:
-        features = f" (reader features: {', '.join(p['readerFeatures'] or []) or '-'}; writer features: {', '.join(p['writerFeatures'] or []) or '-'})"
+    protocol = Protocol.from_action(summary.protocol)
     records = (
         "unknown (a file lacks stats)"
         if summary.num_records is None
@@ -163,7 +161,7 @@ def format_summary(summary: TableSummary) -> str:
     lines = [
         f"table:            {summary.table}",
         f"version:          {summary.version}",
-        f"protocol:         reader v{p['minReaderVersion']}, writer v{p['minWriterVersion']}{features}",
+        f"protocol:         {protocol}",
         f"table id:         {summary.metadata['id']}",
         f"partitioned by:   {', '.join(summary.metadata['partitionColumns']) or '-'}",
         f"live files:       {summary.num_files:,} ({summary.size_bytes:,} bytes)",
