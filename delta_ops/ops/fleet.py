@@ -468,7 +468,14 @@ def _gain_text(action: str, assessment: Assessment) -> str:
     if action == "cleanup":
         return f"cleanup: {f['log_files']} log files ({format_bytes(f['log_bytes'])})"
     if action == "vacuum":
-        return f"vacuum: {format_bytes(f.get('reclaimable_bytes', 0))} reclaimable"
+        if f.get("reclaimable_files"):
+            return (
+                f"vacuum: {format_bytes(f.get('reclaimable_bytes', 0))} reclaimable"
+                f" ({f['reclaimable_files']} removed files past the retention)"
+            )
+        # no expired tombstone left in the log (a checkpoint drops them): the work is the
+        # commits aged past the retention, whose removed files nothing has counted
+        return "vacuum: commits aged past the file retention since the last vacuum"
     if action == "compact":
         return f"compact: {f['small_files']} small files"
     return f"purge: {f['hidden_rows']:,} rows hidden by deletion vectors"
