@@ -246,7 +246,7 @@ def test_fixture_full_vacuum_keeps_every_referenced_file_and_peer_reads(name, tm
     reasons = {c.path: c.reason for c in plan.candidates}
     for path in tombstones & expected:
         assert reasons[path] == "expired tombstone"
-    assert reasons["orphan-file.parquet"] == "orphan"
+    assert reasons["orphan-file.parquet"] == "unreferenced"
     # the log is only appended to: VACUUM START/END, their checksums and _last_vacuum_info
     log_after = {p.name: p.read_bytes() for p in (table / "_delta_log").iterdir() if p.is_file()}
     assert {k: log_after[k] for k in log_before} == log_before
@@ -324,6 +324,30 @@ def test_deletion_vector_of_an_unexpired_tombstone_is_kept_until_it_expires(tmp_
     assert reasons[unquote(row["path"])] == "expired tombstone"
     assert reasons[dv] == "unreferenced deletion vector"
     assert deltalake_rows(table) == [] and duckdb_rows(table) == []
+
+
+@pytest.mark.parametrize("mode", ["full", "lite"])
+def test_a_removed_file_whose_tombstone_a_checkpoint_dropped_is_not_called_an_orphan(
+    tmp_path, mode
+):
+    """A checkpoint drops tombstones past the retention, so the vacuum after it cannot tell
+    from the log that the file was committed once: it is no orphan (a file no commit ever
+    referenced) for that. FULL says what it knows, that the log no longer references it; LITE
+    read its remove, so it is an expired tombstone."""
+    table = tmp_path / "t"
+    write_arrow(table, ids(3))
+    write_arrow(table, ids(3, 10), mode="overwrite")
+    removed = unquote(load_snapshot(table).tombstones.column("path").to_pylist()[0])
+    age_files(table, now_ms() - 30 * DAY)
+    later = now_ms() + 8 * DAY  # past the default retention (7 days) of the remove
+    with fixed_wall_clock(later):
+        checkpoint(table, now_ms=later)
+        assert load_snapshot(table).tombstones.num_rows == 0  # the checkpoint dropped it
+    plan, result = vacuum(table, later, mode=mode)
+    assert result.deleted == (removed,)
+    (candidate,) = plan.candidates
+    assert candidate.reason != "orphan"
+    assert candidate.reason == ("unreferenced" if mode == "full" else "expired tombstone")
 
 
 def test_unsupported_writer_feature_refuses_before_deleting(tmp_path):
@@ -416,7 +440,7 @@ def test_hidden_names_are_never_vacuumed_change_data_and_index_are(tmp_path):
         == reasons["_change_data/p=1/cdc-2.parquet"]
         == "change data"
     )
-    assert reasons["p=1/orphan.parquet"] == "orphan"
+    assert reasons["p=1/orphan.parquet"] == "unreferenced"
     after = tree(table)
     for rel in hidden:
         assert after[rel] == before[rel], rel
@@ -774,12 +798,12 @@ def test_dry_run_writes_nothing_at_all(tmp_path, capsys):
     )
     by_path = {f["path"]: f for f in out["files"]}
     assert (
-        by_path["orphan.parquet"]["size"] == 7 and by_path["orphan.parquet"]["reason"] == "orphan"
+        by_path["orphan.parquet"]["size"] == 7 and by_path["orphan.parquet"]["reason"] == "unreferenced"
     )
     assert by_path["orphan.parquet"]["age_ms"] >= 30 * DAY - 60_000
     assert by_path[tombstone]["reason"] == "expired tombstone"
     assert out["bytes"] == sum(f["size"] for f in out["files"])
-    assert out["reasons"]["orphan"] == {"files": 1, "bytes": 7}
+    assert out["reasons"]["unreferenced"] == {"files": 1, "bytes": 7}
     assert "empty" in out["directories"]
     # the human dry run, too
     assert cli.main(["vacuum", str(table), "--retention", "0h", "--force", "--dry-run"]) == 0
