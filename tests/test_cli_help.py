@@ -77,5 +77,5 @@ def test_every_subcommand_help_says_what_it_does(capsys, name):
     assert said
     assert cli.main([name, "--help"]) == 0
     out = capsys.readouterr().out
-    usage, _, rest = out.partition("\n\n")
+    rest = out.partition("\n\n")[2]
     assert " ".join(rest.split()).startswith(" ".join(said.replace("%%", "%").split()))

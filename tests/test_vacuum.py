@@ -798,7 +798,8 @@ def test_dry_run_writes_nothing_at_all(tmp_path, capsys):
     )
     by_path = {f["path"]: f for f in out["files"]}
     assert (
-        by_path["orphan.parquet"]["size"] == 7 and by_path["orphan.parquet"]["reason"] == "unreferenced"
+        by_path["orphan.parquet"]["size"] == 7
+        and by_path["orphan.parquet"]["reason"] == "unreferenced"
     )
     assert by_path["orphan.parquet"]["age_ms"] >= 30 * DAY - 60_000
     assert by_path[tombstone]["reason"] == "expired tombstone"
