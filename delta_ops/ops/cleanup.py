@@ -309,6 +309,7 @@ def _plan_cleanup(
     if hint.info is None:
         return nothing(
             f"no readable _last_checkpoint ({hint.problem}): nothing is deleted without it"
+            " (a checkpoint run writes it)"
         )
     files = list(snapshot.segment.listing)  # the listing the table was just loaded from
     segments = _segments(files, _expiry(snapshot, cutoff), hint.info.version - 1)

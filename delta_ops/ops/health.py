@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -22,7 +23,7 @@ from enum import StrEnum
 import pyarrow.compute as pc
 
 from delta_ops.errors import OperationRefused, UnsupportedFeature
-from delta_ops.log.file_names import LogFileKind
+from delta_ops.log.file_names import SIDECARS_DIR, LogFileKind
 from delta_ops.ops.cleanup import plan_cleanup
 from delta_ops.ops.cluster import ClusteringLayout, clustering_layout
 from delta_ops.ops.compact import files_to_compact
@@ -287,13 +288,14 @@ def health(
     missing_files: Sequence[str] = (),
 ) -> Health:
     """Each thing worth doing to the table now, with the command that does it; `log` is the
-    files directly in `_delta_log` as :meth:`Storage.list_log` lists them, when the caller has
-    listed them already (`inspect` derives them from its one walk of the log).
-    `missing_files`: live files the caller found missing from storage (`inspect --files`
-    looks; nothing here lists the table's data)."""
+    log's files as log cleanup sees them (directly in `_delta_log`, as :meth:`Storage.list_log`
+    lists them, and the V2 checkpoints' sidecars), when the caller has listed them already
+    (`inspect` derives them from its one walk of the log). `missing_files`: live files the
+    caller found missing from storage (`inspect --files` looks; nothing here lists the
+    table's data)."""
     # inspect advises no compaction, so the small-file count would be thrown away
     facts = table_health(snapshot, now_ms, count_small_files=False)
-    log = snapshot.storage.list_log() if log is None else log
+    log = log_files(snapshot) if log is None else log
     protocol = snapshot.protocol
     allowed = {op for op in Access if protocol.refusal(op) is None}
     expired = len(plan_cleanup(snapshot, now_ms).deleted) if Access.CLEANUP in allowed else 0
@@ -324,11 +326,22 @@ def health(
                 "command": f"delta-ops checksum {table} --dry-run",
             }
         )
-    if facts.commits_since_checkpoint >= facts.checkpoint_interval and Access.CHECKPOINT in allowed:
+    checkpoint_problems = []
+    if facts.commits_since_checkpoint >= facts.checkpoint_interval:
+        checkpoint_problems.append(
+            f"{facts.commits_since_checkpoint} commits since the last checkpoint "
+            f"(delta.checkpointInterval is {facts.checkpoint_interval}): readers replay them all"
+        )
+    hint = snapshot.segment.last_checkpoint
+    if hint.info is None and snapshot.segment.checkpoint_version is not None:
+        # log cleanup trusts only the hint (as Delta Spark's): a checkpoint run writes it
+        checkpoint_problems.append(
+            f"_last_checkpoint: {hint.problem}: log cleanup deletes nothing without it"
+        )
+    if checkpoint_problems and Access.CHECKPOINT in allowed:
         advice.append(
             {
-                "problem": f"{facts.commits_since_checkpoint} commits since the last checkpoint "
-                f"(delta.checkpointInterval is {facts.checkpoint_interval}): readers replay them all",
+                "problem": "; ".join(checkpoint_problems),
                 "command": f"delta-ops checkpoint {table}",
             }
         )
@@ -385,6 +398,20 @@ def health(
         advice=advice,
         checksum=facts.checksum,
     )
+
+
+def log_files(snapshot: Snapshot) -> list[FileEntry]:
+    """The log's files as log cleanup sees them: those directly in `_delta_log` and, on a
+    table with V2 checkpoints, their sidecars (as ``_sidecars/<name>``); no hidden name."""
+    storage = snapshot.storage
+    files = list(storage.list_log())
+    if snapshot.protocol.supports("v2Checkpoint"):
+        files += [
+            dataclasses.replace(e, name=f"{SIDECARS_DIR}/{e.name}")
+            for e in storage.list_log(SIDECARS_DIR)
+            if not e.name.startswith(".")
+        ]
+    return files
 
 
 def unused_reader_features(snapshot: Snapshot) -> list[str]:
