@@ -195,6 +195,7 @@ def test_the_log_files_past_retention_are_counted_among_the_log_files(capsys, tm
     table = copy_fixture("kernel/v2-checkpoints-json-with-sidecars", tmp_path)
     _age_everything(table, 40)
     code, out, _ = run(capsys, "inspect", str(table), "--json")
+    assert code == 0
     doc = json.loads(out)
     sidecars = [
         p.name for p in (table / "_delta_log" / "_sidecars").iterdir() if p.suffix == ".parquet"
@@ -215,8 +216,10 @@ def test_inspect_and_cleanup_agree_on_a_missing_last_checkpoint(capsys, tmp_path
     (table / "_delta_log" / "_last_checkpoint").unlink()
     _age_everything(table, 40)
     code, out, _ = run(capsys, "cleanup", str(table), "--dry-run")
+    assert code == 0
     assert "no readable _last_checkpoint" in out
     code, out, _ = run(capsys, "inspect", str(table))
+    assert code == 0
     (line,) = [line for line in out.splitlines() if line.startswith("last checkpoint:")]
     assert line.startswith("last checkpoint:  10") and "_last_checkpoint: missing" in line, line
     todo = _advice(capsys, table)
@@ -226,5 +229,6 @@ def test_inspect_and_cleanup_agree_on_a_missing_last_checkpoint(capsys, tmp_path
     capsys.readouterr()
     assert (table / "_delta_log" / "_last_checkpoint").exists()
     code, out, _ = run(capsys, "inspect", str(table))
+    assert code == 0
     assert "_last_checkpoint" not in out
     assert "cleanup" in _advice(capsys, table)
