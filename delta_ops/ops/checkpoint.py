@@ -1112,9 +1112,15 @@ def _describe_checkpoint_plan(plan: CheckpointPlan) -> str:
 def _describe_checkpoint_result(result: CheckpointResult) -> str:
     if result.skipped_existing:
         removed = f"; removed {', '.join(result.removed)}" if result.removed else ""
+        # a hint that was missing or named another checkpoint is repaired even so
+        wrote = (
+            "wrote _last_checkpoint naming it"
+            if result.last_checkpoint_updated
+            else "nothing written"
+        )
         return (
             f"version {result.version} already has a checkpoint ({result.skipped_existing});"
-            f" nothing written{removed}"
+            f" {wrote}{removed}"
         )
     return (
         f"wrote {result.kind} checkpoint of version {result.version}: {', '.join(result.written)}"
