@@ -760,22 +760,23 @@ def _plan_vacuum(snapshot: Snapshot, values: Mapping[str, Any], engine: Engine) 
 
 
 def _describe_vacuum_plan(plan: VacuumPlan) -> str:
-    lines = [
-        f"{c.path}\t{format_bytes(c.size)}\t"
-        f"{format_duration((plan.now_ms - c.modification_time) // 3_600_000 * 3_600_000)} old"
-        f"\t{c.reason}"
-        for c in plan.candidates
-    ]
-    lines.append(
+    head = (
         f"would delete {len(plan.candidates)} files ({format_bytes(plan.bytes)}) and"
         f" {len(plan.directories)} empty directories at most ({plan.mode},"
         f" retention {format_duration(plan.retention_ms)})"
     )
     if plan.window_reaches_past_history:
-        lines.append(
-            "note: the retention window starts before version"
+        head += (
+            "; the retention window starts before version"
             f" {plan.oldest_reconstructable_version}, the oldest the log can still rebuild"
         )
+    lines = [head]
+    lines += [
+        f"{c.path}\t{format_bytes(c.size)}\t"
+        f"{format_duration((plan.now_ms - c.modification_time) // 3_600_000 * 3_600_000)} old"
+        f"\t{c.reason}"
+        for c in plan.candidates
+    ]
     return "\n".join(lines)
 
 
