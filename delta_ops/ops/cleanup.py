@@ -253,7 +253,8 @@ def _readable(storage: Storage, checkpoint: list[LogFile]) -> bool:
         return True
     except CorruptLog as exc:
         logger.warning(
-            "checkpoint %s is not readable (%s); not using it as a cleanup boundary",
+            "%s: checkpoint %s is not readable (%s); not using it as a cleanup boundary",
+            storage.url,
             checkpoint[0].name,
             exc,
         )
@@ -426,7 +427,7 @@ def _orphan_sidecars(
         referenced = set(sidecar_names(storage, kept))
     except CorruptLog as exc:
         # a kept checkpoint we cannot read may reference any sidecar: delete none
-        logger.warning("not deleting sidecars: %s", exc)
+        logger.warning("%s: not deleting sidecars: %s", storage.url, exc)
         return []
     # hidden names (e.g. Hadoop's `.<sidecar>.crc`) are not sidecars: Spark never lists them
     return [

@@ -336,7 +336,7 @@ def execute_recompute_stats(
     started = time.monotonic()
     if plan.nothing_to_do:
         return RecomputeStatsResult(plan.table, (), 0, 0, 0)
-    say = progress or (lambda message: logger.info(message))
+    say = progress or (lambda message: logger.info("%s: %s", plan.table, message))
     snapshot = plan.snapshot
     storage = snapshot.storage
     compute = partial(file_stats, storage.reader, StatsRules.of(snapshot))

@@ -250,7 +250,9 @@ def delete_many(
         ):
             full = files.join(rel)
             if parent not in safe_dirs or os.path.islink(full):
-                logger.warning("not deleting %s: it resolves outside the table root", rel)
+                logger.warning(
+                    "%s: not deleting %s: it resolves outside the table root", files.root, rel
+                )
                 continue
             try:
                 os.unlink(full)
