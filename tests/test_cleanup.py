@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import posixpath
 import re
 import shutil
 from pathlib import Path
@@ -139,7 +140,13 @@ def run_cleanup(table: Path, now_ms: int, retention_ms: int | None = None) -> Cl
         return plan
     assert plan.deleted, "a boundary is only reported when something is deleted"
     assert set(plan.deleted) <= set(before)
-    expected_after = {k: v for k, v in before.items() if k not in plan.deleted}
+    # a deleted file's Hadoop checksum (`.<name>.crc` beside it) goes with it
+    sidecars = {
+        posixpath.join(posixpath.dirname(n), f".{posixpath.basename(n)}.crc") for n in plan.deleted
+    }
+    expected_after = {
+        k: v for k, v in before.items() if k not in plan.deleted and k not in sidecars
+    }
     if result.compat_checkpoint_written:
         assert result.compat_checkpoint_written == plan.write_compat_checkpoint
         expected_after[result.compat_checkpoint_written] = after[result.compat_checkpoint_written]
@@ -698,6 +705,16 @@ def test_v2_kernel_sidecars_table(tmp_path):
     } - {f"_sidecars/{n}" for n in referenced[latest_top]}
     assert peer_view(table, name) == before
     assert rs_state(table, 6)
+    # no Hadoop checksum is left without its file, in the log or among the sidecars
+    names = set(listing(table))
+    strays = [
+        n
+        for n in names
+        if posixpath.basename(n).startswith(".")
+        and n.endswith(".crc")
+        and posixpath.join(posixpath.dirname(n), posixpath.basename(n)[1:-4]) not in names
+    ]
+    assert strays == []
 
 
 def test_checksum_files_of_referenced_sidecars_are_kept(tmp_path):

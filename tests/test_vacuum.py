@@ -217,13 +217,17 @@ def test_fixture_full_vacuum_keeps_every_referenced_file_and_peer_reads(name, tm
 
     files_after = data_files(table)
     deleted = files_before - files_after
-    # exactly the unreferenced, non-hidden files are gone; hidden ones and referenced ones stay
+    # exactly the unreferenced, non-hidden files are gone with their Hadoop checksums (which
+    # Spark wrote beside them); other hidden ones and referenced ones stay
     expected = {
         f
         for f in files_before
         if not spark_hidden(f, partition_columns) and f not in live | live_dvs
     }
-    assert deleted == expected
+    checksums = {
+        posixpath.join(posixpath.dirname(f), f".{posixpath.basename(f)}.crc") for f in expected
+    }
+    assert deleted == expected | (checksums & files_before)
     assert set(result.deleted) == expected and result.num_deleted == len(expected)
     assert orphans <= deleted
     assert existing_live <= files_after, "a referenced file was deleted"
@@ -348,6 +352,28 @@ def test_a_removed_file_whose_tombstone_a_checkpoint_dropped_is_not_called_an_or
     (candidate,) = plan.candidates
     assert candidate.reason != "orphan"
     assert candidate.reason == ("unreferenced" if mode == "full" else "expired tombstone")
+
+
+def test_a_data_files_hadoop_checksum_goes_with_it_and_counts_for_nothing(tmp_path):
+    """Spark on a local file system writes Hadoop's checksum `.<name>.crc` beside each data
+    file; Hadoop deletes it with its file. Vacuum does too: the hidden sidecar is never a
+    candidate of its own, counts neither as a file nor in the bytes, and is not left behind
+    without its data file; the live files' sidecars stay."""
+    table = tmp_path / "t"
+    write_arrow(table, ids(3))
+    write_arrow(table, ids(3, 10), mode="overwrite")
+    snapshot = load_snapshot(table)
+    removed = unquote(snapshot.tombstones.column("path").to_pylist()[0])
+    live = unquote(snapshot.files.column("path").to_pylist()[0])
+    for name in (removed, live):
+        write(table / posixpath.dirname(name) / f".{posixpath.basename(name)}.crc", b"crc" * 5)
+    age_files(table, now_ms() - 30 * DAY)
+    plan, result = vacuum(table, now_ms() + 8 * DAY)  # past the remove's 7-day retention
+    assert [c.path for c in plan.candidates] == [removed] and result.deleted == (removed,)
+    assert result.num_deleted == 1 and result.bytes == plan.candidates[0].size
+    left = data_files(table)
+    assert f".{removed}.crc" not in left and removed not in left
+    assert f".{live}.crc" in left and live in left
 
 
 def test_unsupported_writer_feature_refuses_before_deleting(tmp_path):

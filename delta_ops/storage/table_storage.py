@@ -983,13 +983,14 @@ class Storage:
         return tree.remove_empty_dirs(self._files, relative_dirs)
 
     def delete(self, paths: Iterable[str]) -> None:
-        """Delete files (not directories); a file that is already gone is not an error."""
+        """Delete files (not directories); a file that is already gone is not an error. A
+        local file's Hadoop checksum sidecar goes with it (`tree.unlink_local`)."""
         if self._native is not None:
             for p in paths:
                 with suppress(FileNotFoundError):
                     self._native.delete_one(p)
             return
-        remove = os.unlink if self.is_local else self._filesystem.rm_file
+        remove = tree.unlink_local if self.is_local else self._filesystem.rm_file
         for p in paths:
             try:
                 remove(p)
