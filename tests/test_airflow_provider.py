@@ -184,6 +184,37 @@ def test_results_keep_their_counts_when_long_lists_are_cut() -> None:
     }
 
 
+def test_the_task_log_lists_at_most_max_listed_files(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan a task logs opens with its line and lists at most `max_listed` files (a
+    vacuum's plan has one line per file), saying how many more there are."""
+    import time
+
+    from delta_ops.airflow.operators import OPERATORS
+    from delta_ops.table.snapshot import load_snapshot
+
+    table = tmp_path / "t"
+    write_arrow(table, pa.table({"id": [1]}))
+    old = time.time() - 30 * 86_400
+    for i in range(5):
+        (table / f"stray-{i}.parquet").write_bytes(b"x")
+        os.utime(table / f"stray-{i}.parquet", (old, old))
+    said: list[str] = []
+
+    class Log:
+        def info(self, message: str, *args: Any) -> None:
+            said.append(message % args)
+
+    task = OPERATORS["vacuum"](task_id="v", table=str(table), max_listed=2)
+    monkeypatch.setattr(type(task), "log", property(lambda self: Log()))
+    vacuum = OPERATIONS["vacuum"]
+    task._log_plan(vacuum.plan(load_snapshot(table), vacuum.parse({})), ())
+    (logged,) = said
+    assert logged.startswith("t: would delete 5 files"), logged
+    assert logged.count("stray-") == 2 and logged.endswith("... and 3 more lines not listed")
+
+
 # --------------------------------------------------------------------------- connections
 def _connection(conn_id: str, **fields: Any) -> None:
     """An Airflow connection, defined the way a deployment's environment defines one."""

@@ -273,7 +273,7 @@ def test_without_the_previous_checksum_a_stale_commit_loads_the_table(
     txn.commit()
     assert _assert_every_checksum_is_the_replays(table) == [0, 2]
     assert _full_loads(caplog) == [
-        "checksum of version 2 from a full load: version 1 has no usable checksum"
+        f"{table}: checksum of version 2 from a full load: version 1 has no usable checksum"
     ]
 
 

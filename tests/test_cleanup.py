@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import posixpath
 import re
 import shutil
 from pathlib import Path
@@ -139,7 +140,13 @@ def run_cleanup(table: Path, now_ms: int, retention_ms: int | None = None) -> Cl
         return plan
     assert plan.deleted, "a boundary is only reported when something is deleted"
     assert set(plan.deleted) <= set(before)
-    expected_after = {k: v for k, v in before.items() if k not in plan.deleted}
+    # a deleted file's Hadoop checksum (`.<name>.crc` beside it) goes with it
+    sidecars = {
+        posixpath.join(posixpath.dirname(n), f".{posixpath.basename(n)}.crc") for n in plan.deleted
+    }
+    expected_after = {
+        k: v for k, v in before.items() if k not in plan.deleted and k not in sidecars
+    }
     if result.compat_checkpoint_written:
         assert result.compat_checkpoint_written == plan.write_compat_checkpoint
         expected_after[result.compat_checkpoint_written] = after[result.compat_checkpoint_written]
@@ -698,6 +705,16 @@ def test_v2_kernel_sidecars_table(tmp_path):
     } - {f"_sidecars/{n}" for n in referenced[latest_top]}
     assert peer_view(table, name) == before
     assert rs_state(table, 6)
+    # no Hadoop checksum is left without its file, in the log or among the sidecars
+    names = set(listing(table))
+    strays = [
+        n
+        for n in names
+        if posixpath.basename(n).startswith(".")
+        and n.endswith(".crc")
+        and posixpath.join(posixpath.dirname(n), posixpath.basename(n)[1:-4]) not in names
+    ]
+    assert strays == []
 
 
 def test_checksum_files_of_referenced_sidecars_are_kept(tmp_path):
@@ -757,6 +774,24 @@ def test_cli_dry_run_reports_and_deletes_nothing(template, tmp_path, capsys):
     # human output
     assert cli.main(["cleanup", str(table), "--dry-run", "--now", now]) == 0
     assert "cutoff" in capsys.readouterr().out
+
+
+def test_cli_text_says_a_missing_boundary_and_the_retention_as_a_person_reads_them(
+    template, tmp_path, capsys
+):
+    table = fresh(template, tmp_path)
+    age_log(table)
+    now = "2025-01-12T15:00:00Z"  # the default retention (30 days) keeps everything
+    assert cli.main(["cleanup", str(table), "--dry-run", "--now", now]) == 0
+    out = capsys.readouterr().out
+    assert "None" not in out and "2592000000" not in out, out
+    assert "no boundary checkpoint" in out and "log retention of 30 days" in out, out
+    assert cli.main(["cleanup", str(table), "--now", now]) == 0
+    out = capsys.readouterr().out
+    assert "None" not in out and "no boundary checkpoint: deleted 0 log files" in out, out
+    # with a boundary, its version
+    assert cli.main(["cleanup", str(table), "--dry-run", "--retention", "1 day", "--now", now]) == 0
+    assert "boundary checkpoint 10: would delete 21 log files" in capsys.readouterr().out
 
 
 def test_young_commits_before_a_skewed_writers_checkpoint_are_kept(template, tmp_path):

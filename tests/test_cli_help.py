@@ -65,3 +65,17 @@ def test_a_percent_sign_in_any_registry_text_renders(capsys, monkeypatch):
     assert "rewrite 100% of the files (%d, %(prog)s stays literal)" in out
     assert "at least 5% deleted (e.g. 0.1 or 10%; default 5%)" in out
     assert "say 100%" in out and "(a% | b; default a%)" in out
+
+
+@pytest.mark.parametrize("name", _subcommands())
+def test_every_subcommand_help_says_what_it_does(capsys, name):
+    """`delta-ops NAME --help` opens with what the command does (the top level's words for
+    it), not with the bare list of arguments."""
+    parser = cli.build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    said = {c.dest: c.help for c in subparsers._choices_actions}[name]
+    assert said
+    assert cli.main([name, "--help"]) == 0
+    out = capsys.readouterr().out
+    rest = out.partition("\n\n")[2]
+    assert " ".join(rest.split()).startswith(" ".join(said.replace("%%", "%").split()))

@@ -186,3 +186,51 @@ def test_inspect_asks_for_a_checkpoint_once_the_interval_is_reached(capsys, tmp_
     assert main(["checkpoint", str(table)]) == 0
     capsys.readouterr()
     assert "checkpoint" not in _advice(capsys, table)
+
+
+def test_the_log_files_past_retention_are_counted_among_the_log_files(capsys, tmp_path):
+    """On a table with V2 sidecars, log cleanup deletes sidecars with the commits: the count
+    of log files past retention is a part of the log's files, sidecars counted in both."""
+    from tests.support import copy_fixture
+
+    table = copy_fixture("kernel/v2-checkpoints-json-with-sidecars", tmp_path)
+    _age_everything(table, 40)
+    code, out, _ = run(capsys, "inspect", str(table), "--json")
+    assert code == 0
+    doc = json.loads(out)
+    sidecars = [
+        p.name for p in (table / "_delta_log" / "_sidecars").iterdir() if p.suffix == ".parquet"
+    ]
+    in_log = [p for p in (table / "_delta_log").iterdir() if p.is_file() and p.name[0] != "."]
+    assert doc["log_files"] == len(in_log) + len(sidecars)
+    assert 0 < doc["expired_log_files"] <= doc["log_files"]
+    assert f"{doc['log_files']} files" in run(capsys, "inspect", str(table))[1]
+
+
+def test_inspect_and_cleanup_agree_on_a_missing_last_checkpoint(capsys, tmp_path):
+    """Without `_last_checkpoint` log cleanup deletes nothing (as Delta Spark's); inspect says
+    so next to the checkpoint the listing holds, and advises the command that writes the
+    hint, after which cleanup runs."""
+    from tests.support import copy_fixture
+
+    table = copy_fixture("delta-rs/simple_table_with_checkpoint", tmp_path)
+    (table / "_delta_log" / "_last_checkpoint").unlink()
+    _age_everything(table, 40)
+    code, out, _ = run(capsys, "cleanup", str(table), "--dry-run")
+    assert code == 0
+    assert "no readable _last_checkpoint" in out
+    code, out, _ = run(capsys, "inspect", str(table))
+    assert code == 0
+    (line,) = [line for line in out.splitlines() if line.startswith("last checkpoint:")]
+    assert line.startswith("last checkpoint:  10") and "_last_checkpoint: missing" in line, line
+    todo = _advice(capsys, table)
+    assert "_last_checkpoint" in todo["checkpoint"], todo
+    assert "cleanup" not in todo  # it would delete nothing
+    assert main(["checkpoint", str(table)]) == 0
+    said = capsys.readouterr().out  # version 10 has its checkpoint: the run writes the hint
+    assert "nothing written" not in said and "wrote _last_checkpoint" in said, said
+    assert (table / "_delta_log" / "_last_checkpoint").exists()
+    code, out, _ = run(capsys, "inspect", str(table))
+    assert code == 0
+    assert "_last_checkpoint" not in out
+    assert "cleanup" in _advice(capsys, table)

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from delta_ops import cli
-from delta_ops.errors import InvalidValue, OperationRefused
+from delta_ops.errors import InvalidValue
 from delta_ops.ops import cluster
 from delta_ops.ops.cluster import (
     ZCUBE_ID,
@@ -482,11 +482,17 @@ def test_cluster_by_writes_the_domain_and_feature_as_delta_spark(tmp_path: Path)
     assert not isinstance(_plan(table), cluster.ClusterPlan)
 
 
-def test_cluster_by_refusals(tmp_path: Path) -> None:
+def test_cluster_by_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     partitioned = tmp_path / "p"
     random_appends(partitioned, files=2, partition_by=["day"])
-    with pytest.raises(OperationRefused, match="partitioned by day"):
+    # asking to cluster a partitioned table is the user's mistake (Spark's too: an analysis
+    # error), so the CLI's bad-input exit, with one line naming the columns and the way out
+    with pytest.raises(InvalidValue, match="partitioned by day"):
         plan_cluster_by(load_snapshot(partitioned), "a")
+    assert cli.main(["cluster-by", str(partitioned), "a"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1
+    assert "cluster-by a:" in err and "compact --zorder-by" in err
     # none on a table that is not clustered: nothing (as Spark)
     assert plan_cluster_by(load_snapshot(partitioned), "none").nothing_to_do
     table = tmp_path / "t"

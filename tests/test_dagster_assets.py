@@ -450,10 +450,11 @@ def test_vacuum_asset_metadata_matches_what_left_the_disk(tmp_path):
         defs, "v", selection=[action_key("dv", "vacuum", fleet="v")], instance=instance
     )
     assert result.success
-    # the library's own log lines reach the run's event log
+    # the library's own log lines reach the run's event log, naming their table
     messages = [e.user_message for e in instance.all_logs(result.run_id)]
     assert any(
-        f"delta_ops.table.transaction: committed VACUUM START as version {version_before + 1}" in m
+        f"delta_ops.table.transaction: {table}: committed VACUUM START as version"
+        f" {version_before + 1}" in m
         for m in messages
     ), messages
     meta = materializations(result)[action_key("dv", "vacuum", fleet="v")]

@@ -353,9 +353,15 @@ def test_dry_run_prints_the_plan_and_writes_nothing(
         "writerFeatures": ["checkpointProtection"],
     }
     assert cli.main(["drop-feature", str(table), "deletionVectors", "--dry-run"]) == 0
-    assert "fast drop" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "fast drop" in out
+    # the protocols as `inspect` writes them, not as a Python object's repr
+    assert "Protocol(" not in out and "writerFeatures=" not in out, out
+    assert "-> reader v1, writer v7 (writer features: checkpointProtection)" in out, out
     assert cli.main(["drop-feature", str(table), "deletionVectors"]) == 0
-    assert "dropped deletionVectors" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "dropped deletionVectors" in out and "Protocol(" not in out, out
+    assert "protocol reader v1, writer v7 (writer features: checkpointProtection)" in out, out
 
 
 # ------------------------------------------------------------------ crashes and re-runs

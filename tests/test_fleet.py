@@ -195,3 +195,18 @@ def test_cleanup_that_needs_a_checkpoint_is_chosen_only_with_one(tmp_path, inter
     assert ("cleanup" in assessment.gains) is chosen
     waiting = [line for line in assessment.idle if "wait for a checkpoint" in line]
     assert bool(waiting) is not chosen, assessment.idle
+
+
+def test_a_vacuum_chosen_for_commits_aged_past_the_retention_says_so(tmp_path, capsys):
+    """Vacuum has work when commits aged past the file retention since the last vacuum, even
+    with no expired tombstone left in the log (a checkpoint drops them): the reason says that,
+    and offers no "0 bytes reclaimable" as a gain."""
+    table = _commits(tmp_path / "warehouse" / "aged", 2)
+    old = time.time() - 10 * DAY_S
+    for file in (table / "_delta_log").iterdir():
+        os.utime(file, (old, old))
+    plan = _plan_json(capsys, str(tmp_path / "warehouse"))
+    (choice,) = plan["choices"]
+    assert "vacuum" in choice["actions"] and choice["facts"]["reclaimable_bytes"] == 0
+    assert "reclaimable" not in choice["why"], choice["why"]
+    assert "vacuum: commits aged past the file retention since the last vacuum" in choice["why"]

@@ -32,6 +32,7 @@ from delta_ops.ops.history import (
 )
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.ops.runs import run_operation
+from delta_ops.protocol.units import format_bytes
 from delta_ops.storage import Storage
 from delta_ops.storage.warehouse import find_tables, history_location
 from delta_ops.table.snapshot import load_snapshot
@@ -79,7 +80,7 @@ def test_each_cli_run_appends_one_row_that_duckdb_and_deltalake_read(tmp_path, c
     assert compact[3] == 4 and compact[4] > 0  # 3 files removed, 1 written
     assert compact[5] == "3"
     assert compact[6:9] == ("local", "cli", True)
-    assert compact[9].startswith("would compact 3 small files into 1")
+    assert compact[9].startswith("compacted 3 files into 1")
     assert checkpoint[3] == 1 and checkpoint[4] > 0
     assert vacuum[8] is False
     assert [
@@ -96,6 +97,33 @@ def test_each_cli_run_appends_one_row_that_duckdb_and_deltalake_read(tmp_path, c
     assert failed["end_time"] >= failed["start_time"]
     # the history sits beside the tables, and discovery does not take it for one
     assert find_tables(str(tmp_path)) == [("events", str(table))]
+
+
+def test_an_executed_runs_reason_is_what_it_did_in_one_line(tmp_path, capsys):
+    """The reason of an executed run is its result in one line, past tense (the dry run's
+    file list is no reason); bytes written and deleted are told apart there, while
+    `bytes_touched` sums them."""
+    import os
+
+    table = _table(tmp_path / "t")
+    old = clock.now_ms() / 1000 - 30 * 86_400
+    for i in range(150):  # untracked files past the retention: vacuum lists each
+        path = table / f"stray-{i:03}.parquet"
+        path.write_bytes(b"x" * 10)
+        os.utime(path, (old, old))
+    history = tmp_path / "_history"
+    assert main(["vacuum", str(table), "--history", str(history)]) == 0
+    assert main(["compact", str(table), "--history", str(history)]) == 0
+    capsys.readouterr()
+    rows = sorted(deltalake_rows(history), key=lambda r: r["start_time"])
+    vacuum, compact = (r["reason"] for r in rows)
+    assert "\n" not in vacuum and "would" not in vacuum, vacuum
+    assert vacuum.startswith("deleted 150 files (1.5 KB)"), vacuum
+    assert "\n" not in compact and compact.startswith("compacted 3 files into 1"), compact
+    metrics = dict(rows[1]["metrics"])
+    removed, written = int(metrics["bytes_removed"]), int(metrics["bytes_added"])
+    assert rows[1]["bytes_touched"] == removed + written
+    assert f"({format_bytes(removed)} removed, {format_bytes(written)} written)" in compact
 
 
 def test_the_environment_names_the_history_and_the_cli_records_nothing_without_it(

@@ -87,3 +87,27 @@ def test_the_native_probe_finds_a_server_that_ignores_if_none_match() -> None:
         direct = {**s3.options, "client": "native"}
         assert Storage.open(url, direct).supports_conditional_create
         table_storage._PROBED.clear()
+
+
+def test_the_native_probe_leaves_nothing_in_the_table() -> None:
+    """On a store that honours conditional writes, the probe object is deleted once it has
+    answered: a table the native client writes to holds no probe, and one an older delta-ops
+    left behind (a hidden name readers skip) is deleted by the next probe."""
+    from delta_ops.storage import table_storage
+    from delta_ops.storage.table_storage import NATIVE_PROBE_NAME
+    from tests.store_servers import serve_s3
+
+    with serve_s3() as s3:
+        options = {**s3.options, "client": "native"}
+        url = s3.url("probed")
+        table_storage._PROBED.clear()
+        write_arrow(url, _rows(2), storage_options=options)
+        storage = Storage.open(url, options)
+        assert storage.client == "native"
+        assert not [e.name for e in storage.list_tree("_delta_log") if "probe" in e.name]
+        # a probe an older version kept: the next process's probe still answers, and removes it
+        storage.put_if_absent(storage.log_file(NATIVE_PROBE_NAME), b"1")
+        table_storage._PROBED.clear()
+        assert Storage.open(url, options).supports_conditional_create
+        assert not [e.name for e in storage.list_tree("_delta_log") if "probe" in e.name]
+        table_storage._PROBED.clear()

@@ -217,13 +217,17 @@ def test_fixture_full_vacuum_keeps_every_referenced_file_and_peer_reads(name, tm
 
     files_after = data_files(table)
     deleted = files_before - files_after
-    # exactly the unreferenced, non-hidden files are gone; hidden ones and referenced ones stay
+    # exactly the unreferenced, non-hidden files are gone with their Hadoop checksums (which
+    # Spark wrote beside them); other hidden ones and referenced ones stay
     expected = {
         f
         for f in files_before
         if not spark_hidden(f, partition_columns) and f not in live | live_dvs
     }
-    assert deleted == expected
+    checksums = {
+        posixpath.join(posixpath.dirname(f), f".{posixpath.basename(f)}.crc") for f in expected
+    }
+    assert deleted == expected | (checksums & files_before)
     assert set(result.deleted) == expected and result.num_deleted == len(expected)
     assert orphans <= deleted
     assert existing_live <= files_after, "a referenced file was deleted"
@@ -246,7 +250,7 @@ def test_fixture_full_vacuum_keeps_every_referenced_file_and_peer_reads(name, tm
     reasons = {c.path: c.reason for c in plan.candidates}
     for path in tombstones & expected:
         assert reasons[path] == "expired tombstone"
-    assert reasons["orphan-file.parquet"] == "orphan"
+    assert reasons["orphan-file.parquet"] == "unreferenced"
     # the log is only appended to: VACUUM START/END, their checksums and _last_vacuum_info
     log_after = {p.name: p.read_bytes() for p in (table / "_delta_log").iterdir() if p.is_file()}
     assert {k: log_after[k] for k in log_before} == log_before
@@ -324,6 +328,52 @@ def test_deletion_vector_of_an_unexpired_tombstone_is_kept_until_it_expires(tmp_
     assert reasons[unquote(row["path"])] == "expired tombstone"
     assert reasons[dv] == "unreferenced deletion vector"
     assert deltalake_rows(table) == [] and duckdb_rows(table) == []
+
+
+@pytest.mark.parametrize("mode", ["full", "lite"])
+def test_a_removed_file_whose_tombstone_a_checkpoint_dropped_is_not_called_an_orphan(
+    tmp_path, mode
+):
+    """A checkpoint drops tombstones past the retention, so the vacuum after it cannot tell
+    from the log that the file was committed once: it is no orphan (a file no commit ever
+    referenced) for that. FULL says what it knows, that the log no longer references it; LITE
+    read its remove, so it is an expired tombstone."""
+    table = tmp_path / "t"
+    write_arrow(table, ids(3))
+    write_arrow(table, ids(3, 10), mode="overwrite")
+    removed = unquote(load_snapshot(table).tombstones.column("path").to_pylist()[0])
+    age_files(table, now_ms() - 30 * DAY)
+    later = now_ms() + 8 * DAY  # past the default retention (7 days) of the remove
+    with fixed_wall_clock(later):
+        checkpoint(table, now_ms=later)
+        assert load_snapshot(table).tombstones.num_rows == 0  # the checkpoint dropped it
+    plan, result = vacuum(table, later, mode=mode)
+    assert result.deleted == (removed,)
+    (candidate,) = plan.candidates
+    assert candidate.reason != "orphan"
+    assert candidate.reason == ("unreferenced" if mode == "full" else "expired tombstone")
+
+
+def test_a_data_files_hadoop_checksum_goes_with_it_and_counts_for_nothing(tmp_path):
+    """Spark on a local file system writes Hadoop's checksum `.<name>.crc` beside each data
+    file; Hadoop deletes it with its file. Vacuum does too: the hidden sidecar is never a
+    candidate of its own, counts neither as a file nor in the bytes, and is not left behind
+    without its data file; the live files' sidecars stay."""
+    table = tmp_path / "t"
+    write_arrow(table, ids(3))
+    write_arrow(table, ids(3, 10), mode="overwrite")
+    snapshot = load_snapshot(table)
+    removed = unquote(snapshot.tombstones.column("path").to_pylist()[0])
+    live = unquote(snapshot.files.column("path").to_pylist()[0])
+    for name in (removed, live):
+        write(table / posixpath.dirname(name) / f".{posixpath.basename(name)}.crc", b"crc" * 5)
+    age_files(table, now_ms() - 30 * DAY)
+    plan, result = vacuum(table, now_ms() + 8 * DAY)  # past the remove's 7-day retention
+    assert [c.path for c in plan.candidates] == [removed] and result.deleted == (removed,)
+    assert result.num_deleted == 1 and result.bytes == plan.candidates[0].size
+    left = data_files(table)
+    assert f".{removed}.crc" not in left and removed not in left
+    assert f".{live}.crc" in left and live in left
 
 
 def test_unsupported_writer_feature_refuses_before_deleting(tmp_path):
@@ -416,7 +466,7 @@ def test_hidden_names_are_never_vacuumed_change_data_and_index_are(tmp_path):
         == reasons["_change_data/p=1/cdc-2.parquet"]
         == "change data"
     )
-    assert reasons["p=1/orphan.parquet"] == "orphan"
+    assert reasons["p=1/orphan.parquet"] == "unreferenced"
     after = tree(table)
     for rel in hidden:
         assert after[rel] == before[rel], rel
@@ -774,12 +824,13 @@ def test_dry_run_writes_nothing_at_all(tmp_path, capsys):
     )
     by_path = {f["path"]: f for f in out["files"]}
     assert (
-        by_path["orphan.parquet"]["size"] == 7 and by_path["orphan.parquet"]["reason"] == "orphan"
+        by_path["orphan.parquet"]["size"] == 7
+        and by_path["orphan.parquet"]["reason"] == "unreferenced"
     )
     assert by_path["orphan.parquet"]["age_ms"] >= 30 * DAY - 60_000
     assert by_path[tombstone]["reason"] == "expired tombstone"
     assert out["bytes"] == sum(f["size"] for f in out["files"])
-    assert out["reasons"]["orphan"] == {"files": 1, "bytes": 7}
+    assert out["reasons"]["unreferenced"] == {"files": 1, "bytes": 7}
     assert "empty" in out["directories"]
     # the human dry run, too
     assert cli.main(["vacuum", str(table), "--retention", "0h", "--force", "--dry-run"]) == 0

@@ -18,11 +18,12 @@ operators, one class per operation, named after it: ``DeltaCheckpointOperator``,
 
 What a run does:
 
-* plans, and logs the plan as ``delta-ops <op> --dry-run`` prints it;
+* plans, and logs the plan as ``delta-ops <op> --dry-run`` prints it, listing at most
+  ``max_listed`` files (a vacuum's plan has a line per file);
 * skips the task (``AirflowSkipException``, the plan's reason) when there is nothing to do, so
   a run's grid shows real work only;
 * executes (not with ``dry_run=True``: then the plan is the result), logging progress of long
-  steps every ``progress_every_seconds``;
+  steps every ``progress_every_seconds``, then what it did (at most ``max_listed`` files);
 * returns the result as plain data (`delta_ops.ops.results.to_data`, the CLI's ``--json``): the
   task's XCom, and the ``extra`` of an event on each of the task's outlet assets. Lists longer
   than ``max_listed`` (1000: a vacuum's deleted paths) are cut to their first entries and named
@@ -64,7 +65,7 @@ from delta_ops.airflow.hook import table_storage_options
 from delta_ops.errors import DeltaOpsError, InvalidValue
 from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.history import OperationHistory
-from delta_ops.ops.operation import Operation, Option
+from delta_ops.ops.operation import Operation, Option, listed
 from delta_ops.ops.progress import LogLines, reporting
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.ops.results import to_data
@@ -226,7 +227,8 @@ class DeltaOperationOperator(BaseOperator):
             if self.plan_only:
                 data = {**to_data(run.plan), "dry_run": True, "warnings": list(run.warnings)}
             else:
-                self.log.info("%s: %s", self.display_name, operation.describe_result(run.result))
+                said = listed(operation.describe_result(run.result), self.max_listed)
+                self.log.info("%s: %s", self.display_name, said)
                 data = {**to_data(run.result), "dry_run": False}
         finally:
             self._working = False
@@ -235,7 +237,8 @@ class DeltaOperationOperator(BaseOperator):
         return data
 
     def _log_plan(self, plan: Any, warnings: tuple[str, ...]) -> None:
-        self.log.info("%s: %s", self.display_name, self.operation.describe_plan(plan))
+        said = listed(self.operation.describe_plan(plan), self.max_listed)
+        self.log.info("%s: %s", self.display_name, said)
         for warning in warnings:
             self.log.warning("%s", warning)
 

@@ -254,12 +254,7 @@ def _add_operation(sub: Any, operation: Operation) -> None:
     # with the operation's own modules: `inspect` and a bare load need no history
     from delta_ops.ops.history import HISTORY_ENV
 
-    parser = sub.add_parser(
-        operation.name,
-        help=_literal(operation.help),
-        # argparse formats a description only when it holds "%(prog)", and then all of it
-        description=_literal(operation.help) if "%(prog)" in operation.help else operation.help,
-    )
+    parser = _add_subcommand(sub, operation.name, operation.help)
     _add_table_args(parser)
     if operation.at_version:
         parser.add_argument(
@@ -294,6 +289,18 @@ def _add_operation(sub: Any, operation: Operation) -> None:
     parser.set_defaults(func=lambda args: _run_operation(operation, args))
 
 
+def _add_subcommand(sub: Any, name: str, text: str) -> argparse.ArgumentParser:
+    """A subcommand whose `text` (what it does) is both its line in ``delta-ops --help`` and
+    the opening of its own ``--help``."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=_literal(text),
+        # argparse formats a description only when it holds "%(prog)", and then all of it
+        description=_literal(text) if "%(prog)" in text else text,
+    )
+    return parser
+
+
 class _OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line naming the problem and where help is, exit 2
     (argparse prints the whole usage block first)."""
@@ -311,7 +318,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("-V", "--version", action="version", version=f"delta-ops {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    inspect = sub.add_parser("inspect", help="show a table's state")
+    inspect = _add_subcommand(sub, "inspect", "show a table's state and what it needs doing")
     _add_table_args(inspect)
     inspect.add_argument(
         "--version", type=int, default=None, help="version to inspect (default: latest)"
@@ -319,8 +326,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     inspect.add_argument("--files", action="store_true", help="list the live files")
     inspect.set_defaults(func=_cmd_inspect)
 
-    plan = sub.add_parser(
-        "plan", help="rank a lake's tables by what maintenance would gain, within a budget"
+    plan = _add_subcommand(
+        sub, "plan", "rank a lake's tables by what maintenance would gain, within a budget"
     )
     plan.add_argument("lake", help="a warehouse folder (its tables are found), or a lake file")
     _add_storage_option(

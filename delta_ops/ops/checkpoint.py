@@ -412,7 +412,9 @@ def _checkpoint_state(
             )
             return head, state
         except CorruptLog as exc:
-            logger.warning("%s; checkpointing from the whole log instead", exc)
+            logger.warning(
+                "%s: %s; checkpointing from the whole log instead", head.storage.url, exc
+            )
     loaded = load_snapshot(head.storage, head.version)
     return loaded, checkpoint_state(loaded, now_ms)
 
@@ -481,7 +483,9 @@ def _write_parquet(
         unique_name=name.startswith(f"{SIDECARS_DIR}/"),
     )
     if not created:
-        logger.info("%s already exists (a concurrent checkpoint won); keeping it", name)
+        logger.info(
+            "%s: %s already exists (a concurrent checkpoint won); keeping it", storage.url, name
+        )
         entry = storage.stat(storage.log_file(name))
         size = entry.size if entry is not None else 0
     return created, size
@@ -546,7 +550,9 @@ def _write_new(storage: Storage, name: str, data: bytes) -> bool:
     S3 without a commit coordinator), never a refusal half-way through a V2 checkpoint."""
     created, _ = storage.create_new(storage.log_file(name), lambda sink: sink.write(data))
     if not created:
-        logger.info("%s already exists (a concurrent checkpoint won); keeping it", name)
+        logger.info(
+            "%s: %s already exists (a concurrent checkpoint won); keeping it", storage.url, name
+        )
     return created
 
 
@@ -604,7 +610,7 @@ def execute_checkpoint(plan: CheckpointPlan, *, wait_ms: int | None = None) -> C
             try:
                 _check_foreign_parts(storage, foreign)
             except CorruptLog as exc:
-                logger.warning("%s; withdrawing our parts of the set", exc)
+                logger.warning("%s: %s; withdrawing our parts of the set", storage.url, exc)
                 storage.delete(storage.log_file(n) for n in written)
                 return _keep_existing(plan, storage, started, waited_ms, lost=foreign[0].name)
         try:
@@ -1054,13 +1060,15 @@ def _update_last_checkpoint(storage: Storage, version: int, hint: dict[str, Any]
     if current is not None and current.version > version:
         if _existing_ref(storage, current.version) is not None:
             logger.info(
-                "_last_checkpoint names version %d, newer than %d: left as is",
+                "%s: _last_checkpoint names version %d, newer than %d: left as is",
+                storage.url,
                 current.version,
                 version,
             )
             return False
         logger.warning(
-            "_last_checkpoint names version %d, which has no checkpoint: repairing it",
+            "%s: _last_checkpoint names version %d, which has no checkpoint: repairing it",
+            storage.url,
             current.version,
         )
     storage.write_atomic(storage.log_file(LAST_CHECKPOINT), serialize_last_checkpoint(hint))
@@ -1112,9 +1120,15 @@ def _describe_checkpoint_plan(plan: CheckpointPlan) -> str:
 def _describe_checkpoint_result(result: CheckpointResult) -> str:
     if result.skipped_existing:
         removed = f"; removed {', '.join(result.removed)}" if result.removed else ""
+        # a hint that was missing or named another checkpoint is repaired even so
+        wrote = (
+            "wrote _last_checkpoint naming it"
+            if result.last_checkpoint_updated
+            else "nothing written"
+        )
         return (
             f"version {result.version} already has a checkpoint ({result.skipped_existing});"
-            f" nothing written{removed}"
+            f" {wrote}{removed}"
         )
     return (
         f"wrote {result.kind} checkpoint of version {result.version}: {', '.join(result.written)}"

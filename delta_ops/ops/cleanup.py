@@ -253,7 +253,8 @@ def _readable(storage: Storage, checkpoint: list[LogFile]) -> bool:
         return True
     except CorruptLog as exc:
         logger.warning(
-            "checkpoint %s is not readable (%s); not using it as a cleanup boundary",
+            "%s: checkpoint %s is not readable (%s); not using it as a cleanup boundary",
+            storage.url,
             checkpoint[0].name,
             exc,
         )
@@ -309,6 +310,7 @@ def _plan_cleanup(
     if hint.info is None:
         return nothing(
             f"no readable _last_checkpoint ({hint.problem}): nothing is deleted without it"
+            " (a checkpoint run writes it)"
         )
     files = list(snapshot.segment.listing)  # the listing the table was just loaded from
     segments = _segments(files, _expiry(snapshot, cutoff), hint.info.version - 1)
@@ -319,7 +321,8 @@ def _plan_cleanup(
         reasons = [
             (
                 "no complete, readable checkpoint has all older log files past the cutoff "
-                f"{iso(cutoff)} (everything newer is inside the log retention of {retention} ms)"
+                f"{iso(cutoff)} (everything newer is inside the log retention of"
+                f" {format_duration(retention)})"
             )
         ]
         return nothing(reasons[0])
@@ -424,7 +427,7 @@ def _orphan_sidecars(
         referenced = set(sidecar_names(storage, kept))
     except CorruptLog as exc:
         # a kept checkpoint we cannot read may reference any sidecar: delete none
-        logger.warning("not deleting sidecars: %s", exc)
+        logger.warning("%s: not deleting sidecars: %s", storage.url, exc)
         return []
     # hidden names (e.g. Hadoop's `.<sidecar>.crc`) are not sidecars: Spark never lists them
     return [
@@ -535,10 +538,14 @@ def _plan_from_values(
     return plan_cleanup(snapshot, now, retention_ms=values["retention"])
 
 
+def _boundary(version: int | None) -> str:
+    return "no boundary checkpoint" if version is None else f"boundary checkpoint {version}"
+
+
 def _describe_cleanup_plan(plan: CleanupPlan) -> str:
     head = (
         f"cutoff {iso(plan.cutoff_ms)} (log retention {format_duration(plan.retention_ms)}),"
-        f" boundary checkpoint {plan.boundary_checkpoint_version}:"
+        f" {_boundary(plan.boundary_checkpoint_version)}:"
         f" would delete {len(plan.deleted)} log files"
     )
     lines = [head]
@@ -549,7 +556,7 @@ def _describe_cleanup_plan(plan: CleanupPlan) -> str:
 
 def _describe_cleanup_result(result: CleanupResult) -> str:
     head = (
-        f"cutoff {result.cutoff}, boundary checkpoint {result.boundary_checkpoint_version}:"
+        f"cutoff {result.cutoff}, {_boundary(result.boundary_checkpoint_version)}:"
         f" deleted {result.num_deleted} log files"
     )
     kept = [f"kept: {reason}" for reason in result.kept_reasons]

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from delta_ops.errors import InvalidValue, OperationRefused
+from delta_ops.errors import InvalidValue
 from delta_ops.ops.cluster import (
     CLUSTERING_DOMAIN,
     ClusteringColumn,
@@ -97,9 +97,12 @@ def plan_cluster_by(snapshot: Snapshot, columns: str) -> ClusterByPlan:
     new: tuple[ClusteringColumn, ...] = ()
     if text.lower() != "none":
         if snapshot.partition_columns:
-            raise OperationRefused(
-                f"{snapshot.storage.url}: partitioned by {', '.join(snapshot.partition_columns)};"
-                " Delta clusters only unpartitioned tables (use compact --zorder-by instead)"
+            # Spark refuses CLUSTER BY with PARTITIONED BY as the user's error, so do we (the
+            # CLI's exit 2): the table cannot take the value, whatever state it is in
+            raise InvalidValue(
+                f"cluster-by {text}: {snapshot.storage.url} is partitioned by"
+                f" {', '.join(snapshot.partition_columns)}; Delta clusters only unpartitioned"
+                " tables (use compact --zorder-by instead)"
             )
         new = parse_column_list(text, snapshot, "cluster-by")
         if len(new) > MAX_CLUSTERING_COLUMNS:

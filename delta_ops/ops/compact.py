@@ -422,7 +422,8 @@ def describe_result(result: CompactResult) -> str:
         return "nothing to compact"
     return (
         f"compacted {result.files_removed:,} files into {result.files_added:,} at version"
-        f" {result.version} ({format_bytes(result.bytes_removed)} -> {format_bytes(result.bytes_added)})"
+        f" {result.version} ({format_bytes(result.bytes_removed)} removed,"
+        f" {format_bytes(result.bytes_added)} written)"
     )
 
 

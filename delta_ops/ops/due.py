@@ -7,7 +7,9 @@ which actions are due now, and why (or why not)? They all ask :func:`judge`, so 
 checks flag. The rules, per action:
 
 * **checkpoint**: the commits since the last checkpoint reached ``delta.checkpointInterval``
-  (Delta Spark's rule, :func:`checkpoint_due`);
+  (Delta Spark's rule, :func:`checkpoint_due`), or the table has a checkpoint but no readable
+  ``_last_checkpoint`` (log cleanup trusts only the hint, as Delta Spark's: a checkpoint run
+  writes it);
 * **cleanup**: log files are past the log retention. Commits past it that only a newer
   checkpoint lets go wait for that checkpoint to be due, as Delta Spark cleans the log up
   after its checkpoints: a quiet table costs no run until its interval of commits is reached;
@@ -96,6 +98,8 @@ class DueFacts:
         refused: why the table's features refuse an action, per action.
         idle: why an action has no work, where a planner said more than the rule does.
         unjudged: why the actions left out were not judged (e.g. a log too big to replay).
+        hint_problem: what is wrong with ``_last_checkpoint`` when the table has a checkpoint
+            the hint does not name (None: nothing).
     """
 
     version: int
@@ -116,6 +120,7 @@ class DueFacts:
     refused: Mapping[Action, str] = field(default_factory=dict)
     idle: Mapping[Action, str] = field(default_factory=dict)
     unjudged: str = "not judged"
+    hint_problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -198,6 +203,9 @@ def _checkpoint(f: DueFacts) -> Verdict:
     if checkpoint_due(f.commits_since_checkpoint, f.checkpoint_interval):
         points = f.commits_since_checkpoint / max(f.checkpoint_interval, 1)
         return Verdict(Action.CHECKPOINT, True, lag, points, *cost)
+    if f.hint_problem is not None:
+        why = f"_last_checkpoint: {f.hint_problem}: log cleanup deletes nothing without it"
+        return Verdict(Action.CHECKPOINT, True, why, 0.01, 2, 0)
     if f.commits_since_checkpoint == 0:
         return Verdict(Action.CHECKPOINT, False, f"version {f.version} is already checkpointed")
     return Verdict(Action.CHECKPOINT, False, lag)

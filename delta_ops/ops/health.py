@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -26,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import OperationRefused, UnsupportedFeature
-from delta_ops.log.file_names import LogFileKind
+from delta_ops.log.file_names import SIDECARS_DIR, LogFileKind
 from delta_ops.ops.cleanup import plan_cleanup
 from delta_ops.ops.cluster import ClusteringLayout, clustering_layout
 from delta_ops.ops.compact import files_to_compact
@@ -185,7 +186,8 @@ def due_facts(
                 " past it since the last vacuum"
             )
     if log is None:
-        log = snapshot.storage.list_log()
+        log = log_files(snapshot)
+    hint = snapshot.segment.last_checkpoint
     return DueFacts(
         version=snapshot.version,
         commits_since_checkpoint=since,
@@ -205,6 +207,7 @@ def due_facts(
         refused=refused,
         idle=idle,
         unjudged="not judged by this caller" if not rewrites else "not judged",
+        hint_problem=hint.problem if hint.info is None and checkpoint_version is not None else None,
     )
 
 
@@ -335,12 +338,13 @@ def health(
     missing_files: Sequence[str] = (),
 ) -> Health:
     """Each thing worth doing to the table now, with the command that does it; `log` is the
-    files directly in `_delta_log` as :meth:`Storage.list_log` lists them, when the caller has
-    listed them already (`inspect` derives them from its one walk of the log).
-    `missing_files`: live files the caller found missing from storage (`inspect --files`
-    looks; nothing here lists the table's data)."""
+    log's files as log cleanup sees them (directly in `_delta_log`, as :meth:`Storage.list_log`
+    lists them, and the V2 checkpoints' sidecars), when the caller has listed them already
+    (`inspect` derives them from its one walk of the log). `missing_files`: live files the
+    caller found missing from storage (`inspect --files` looks; nothing here lists the
+    table's data)."""
     facts = table_health(snapshot, now_ms, count_small_files=False)
-    log = snapshot.storage.list_log() if log is None else log
+    log = log_files(snapshot) if log is None else log
     verdicts = judge(due_facts(snapshot, now_ms, log=log))
     protocol = snapshot.protocol
     allowed = {op for op in Access if protocol.refusal(op) is None}
@@ -447,6 +451,20 @@ def _advice(verdict: Verdict, table: str) -> dict[str, str]:
     if look_first:
         line += " --dry-run  # then without --dry-run"
     return {"problem": f"{verdict.action} is due: {verdict.reason}", "command": line}
+
+
+def log_files(snapshot: Snapshot) -> list[FileEntry]:
+    """The log's files as log cleanup sees them: those directly in `_delta_log` and, on a
+    table with V2 checkpoints, their sidecars (as ``_sidecars/<name>``); no hidden name."""
+    storage = snapshot.storage
+    files = list(storage.list_log())
+    if snapshot.protocol.supports("v2Checkpoint"):
+        files += [
+            dataclasses.replace(e, name=f"{SIDECARS_DIR}/{e.name}")
+            for e in storage.list_log(SIDECARS_DIR)
+            if not e.name.startswith(".")
+        ]
+    return files
 
 
 def unused_reader_features(snapshot: Snapshot) -> list[str]:

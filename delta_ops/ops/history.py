@@ -10,8 +10,9 @@ PATH`` or ``$DELTA_OPS_HISTORY``), on for Dagster and Airflow (``<warehouse>/_de
 never conflicts), and DuckDB, Spark and deltalake read them.
 
 Columns: ``start_time`` and ``end_time`` (UTC), ``table_path``, ``table_name``, ``operation``
-(the CLI's name), ``status`` (:class:`Status`), ``error``, ``reason`` (the plan in a line, or why
-there was nothing to do), ``table_version`` (planned on), ``files_touched`` and
+(the CLI's name), ``status`` (:class:`Status`), ``error``, ``reason`` (what the run did in a
+line, past tense; why there was nothing to do; or the plan of a run that failed executing:
+`delta_ops.ops.operation.headline`), ``table_version`` (planned on), ``files_touched`` and
 ``bytes_touched`` (deleted, rewritten or written: `Operation.touched`), ``metrics`` (the
 result's numbers and words, ``map<string,string>`` as Predictive Optimization's
 ``operation_metrics``), ``engine``, ``front_end``, ``delta_ops_version``, ``operation_id`` and

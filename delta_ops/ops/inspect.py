@@ -8,14 +8,17 @@ Example::
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
 from delta_ops import clock
+from delta_ops.log.file_names import SIDECARS_DIR
 from delta_ops.ops.health import RowTracking, health, row_tracking_state
 from delta_ops.ops.leftovers import find_leftovers
 from delta_ops.ops.repair import missing_live_files
 from delta_ops.ops.results import fields_data
+from delta_ops.protocol.features import Protocol
 from delta_ops.protocol.units import format_bytes
 from delta_ops.storage import LOG_DIR, FileEntry
 from delta_ops.table.snapshot import Snapshot
@@ -59,6 +62,9 @@ class TableSummary:
     advice: list[dict[str, str]] = field(default_factory=list)
     # each operation: "allowed", or the features refusing it ("refused: f1, f2")
     operations: dict[str, str] = field(default_factory=dict)
+    # why `_last_checkpoint` cannot be used ("missing", or what is wrong with it), when a
+    # checkpoint stands: log cleanup deletes nothing without it (None: it can be used)
+    last_checkpoint_hint_problem: str | None = None
     files: list[str] | None = None
     # live files storage lacks (looked for only with `include_files`: one listing)
     missing_files: list[str] | None = None
@@ -144,23 +150,29 @@ def summarize(
             else "refused: " + ", ".join(sorted(refusing))
             for op, refusing in protocol.allowed_operations().items()
         },
+        last_checkpoint_hint_problem=(
+            snapshot.segment.last_checkpoint.problem if checkpoint_version is not None else None
+        ),
         files=sorted(snapshot.file_index.column("path").to_pylist()) if include_files else None,
         missing_files=missing,
     )
 
 
 def _log_files(log_tree: list[FileEntry]) -> list[FileEntry]:
-    """The files directly in `_delta_log`, as :meth:`Storage.list_log` lists them, out of a
-    walk of it (names relative to it): no hidden name, nothing in a subdirectory."""
-    return [e for e in log_tree if "/" not in e.name and not e.name.startswith(".")]
+    """The log's files as log cleanup sees them (`delta_ops.ops.health.log_files`), out of a
+    walk of `_delta_log` (names relative to it): those directly in it and the sidecars in
+    `_sidecars/`, no hidden name (Hadoop's `.<name>.crc` beside each)."""
+    return [
+        e
+        for e in log_tree
+        if not posixpath.basename(e.name).startswith(".")
+        and ("/" not in e.name or posixpath.dirname(e.name) == SIDECARS_DIR)
+    ]
 
 
 def format_summary(summary: TableSummary) -> str:
     """Human-readable multi-line rendering of a summary."""
-    p = summary.protocol
-    features = ""
-    if p["readerFeatures"] is not None or p["writerFeatures"] is not None:
-        features = f" (reader features: {', '.join(p['readerFeatures'] or []) or '-'}; writer features: {', '.join(p['writerFeatures'] or []) or '-'})"
+    protocol = Protocol.from_action(summary.protocol)
     records = (
         "unknown (a file lacks stats)"
         if summary.num_records is None
@@ -169,7 +181,7 @@ def format_summary(summary: TableSummary) -> str:
     lines = [
         f"table:            {summary.table}",
         f"version:          {summary.version}",
-        f"protocol:         reader v{p['minReaderVersion']}, writer v{p['minWriterVersion']}{features}",
+        f"protocol:         {protocol}",
         f"table id:         {summary.metadata['id']}",
         f"partitioned by:   {', '.join(summary.metadata['partitionColumns']) or '-'}",
         f"live files:       {summary.num_files:,} ({summary.size_bytes:,} bytes)",
@@ -182,6 +194,12 @@ def format_summary(summary: TableSummary) -> str:
         (
             f"last checkpoint:  {summary.last_checkpoint_version if summary.last_checkpoint_version is not None else 'none'}"
             f" ({summary.commits_since_checkpoint} commits since)"
+            + (
+                f"; _last_checkpoint: {summary.last_checkpoint_hint_problem} (log cleanup"
+                " deletes nothing without it)"
+                if summary.last_checkpoint_hint_problem is not None
+                else ""
+            )
         ),
         f"row tracking:     {summary.row_tracking}"
         + (

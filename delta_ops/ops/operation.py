@@ -14,6 +14,12 @@ the registry::
     print(to_data(op.execute(plan)))  # delta_ops.ops.results
 
 Every plan has the shape of :class:`Plan`: whether it has nothing to do, why, and its data.
+
+What `describe_plan` and `describe_result` say opens with a line that says it all (the plan
+as a dry run shows it, the result in the past tense, bytes written and deleted apart); the
+lines after it list files or steps. :func:`headline` is that line (the operation history's
+``reason``), :func:`listed` the text with at most so many of the lines after it (a task's
+log).
 """
 
 from __future__ import annotations
@@ -265,6 +271,21 @@ class Operation:
     def idle_reason(self, plan: Plan) -> str:
         """Why `plan` has nothing to do."""
         return plan.idle_reason
+
+
+def headline(text: str) -> str:
+    """The first line of what an operation says: the whole of it in one line."""
+    return text.split("\n", 1)[0]
+
+
+def listed(text: str, limit: int) -> str:
+    """`text` with at most `limit` of the lines after its first (the files or steps it
+    lists), and a last line saying how many more there are."""
+    lines = text.split("\n")
+    more = len(lines) - 1 - limit
+    if more <= 0:
+        return text
+    return "\n".join([*lines[: limit + 1], f"... and {more:,} more lines not listed"])
 
 
 def requested_now(values: Mapping[str, Any]) -> int:

@@ -33,6 +33,7 @@ from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Access
+from delta_ops.protocol.units import format_bytes
 from delta_ops.table.snapshot import Snapshot
 
 
@@ -213,7 +214,8 @@ def describe_result(result: PurgeResult) -> str:
     if result.version is None:
         return "nothing to purge"
     return (
-        f"rewrote {result.files_rewritten:,} files at version {result.version}:"
+        f"rewrote {result.files_rewritten:,} files at version {result.version}"
+        f" ({format_bytes(result.bytes_written)} written):"
         f" {result.rows_dropped:,} deleted rows dropped, {result.rows_kept:,} kept;"
         f" a vacuum after {iso(result.erased_by_vacuum_after_ms)} erases the old files"
     )

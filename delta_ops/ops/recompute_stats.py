@@ -336,7 +336,7 @@ def execute_recompute_stats(
     started = time.monotonic()
     if plan.nothing_to_do:
         return RecomputeStatsResult(plan.table, (), 0, 0, 0)
-    say = progress or (lambda message: logger.info(message))
+    say = progress or (lambda message: logger.info("%s: %s", plan.table, message))
     snapshot = plan.snapshot
     storage = snapshot.storage
     compute = partial(file_stats, storage.reader, StatsRules.of(snapshot))
@@ -420,17 +420,18 @@ def _drop_changed(changed: set[str], txn: Transaction, winner: WinningCommit) ->
 def describe_plan(plan: RecomputeStatsPlan) -> str:
     if plan.nothing_to_do:
         return f"nothing to recompute: {plan.idle_reason}"
-    lines = [
-        f"{f.path}\t{f.reason}{' (deletion vector: wide bounds)' if f.deletion_vector else ''}"
-        f"\t{format_bytes(f.size)}"
-        for f in plan.files
-    ]
     columns = ", ".join(plan.columns) or "none (numRecords only)"
-    lines.append(
+    head = (
         f"would compute the stats of {len(plan.files):,} of {plan.num_files:,} live files"
         f" ({format_bytes(sum(f.size for f in plan.files))} to read at most) in"
         f" {plan.num_batches:,} commit(s); stats columns: {columns}"
     )
+    lines = [head]
+    lines += [
+        f"{f.path}\t{f.reason}{' (deletion vector: wide bounds)' if f.deletion_vector else ''}"
+        f"\t{format_bytes(f.size)}"
+        for f in plan.files
+    ]
     return "\n".join(lines)
 
 

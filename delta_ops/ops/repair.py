@@ -296,15 +296,16 @@ def _ms(started: float) -> int:
 
 # ------------------------------------------------------------------------------ the operation
 def describe_plan(plan: RepairPlan) -> str:
-    lines = [
+    head = (
+        f"would remove {len(plan.missing):,} of {plan.num_files:,} live files from the table"
+        f" ({plan.missing_records:,} rows, {format_bytes(plan.missing_bytes)})"
+    )
+    lines = [head]
+    lines += [
         f"{f.path}\t{f.what} missing\t{f.records if f.records is not None else '?'} rows"
         f"\t{format_bytes(f.size)}"
         for f in plan.missing
     ]
-    lines.append(
-        f"would remove {len(plan.missing):,} of {plan.num_files:,} live files from the table"
-        f" ({plan.missing_records:,} rows, {format_bytes(plan.missing_bytes)})"
-    )
     return "\n".join(lines)
 
 

@@ -278,7 +278,8 @@ def describe_result(result: RestoreResult) -> str:
     m = result.metrics
     return (
         f"restored version {result.restored_version} as version {result.version}:"
-        f" {m['numRestoredFiles']:,} files re-added, {m['numRemovedFiles']:,} removed;"
+        f" {m['numRestoredFiles']:,} files re-added ({format_bytes(m['restoredFilesSize'])}),"
+        f" {m['numRemovedFiles']:,} removed ({format_bytes(m['removedFilesSize'])});"
         f" {m['numOfFilesAfterRestore']:,} files ({format_bytes(m['tableSizeAfterRestore'])})"
     )
 

@@ -499,7 +499,10 @@ class Rewriter:
         try:
             self.written.extend(self.files_written_in(directories))
         except Exception:  # noqa: BLE001 - the first failure matters more; vacuum removes the rest
-            logger.warning("could not list the files of a failed rewrite; vacuum removes them")
+            logger.warning(
+                "%s: could not list the files of a failed rewrite; vacuum removes them",
+                self.storage.url,
+            )
 
     def discard(self) -> None:
         """Delete the files this rewrite wrote, unless the log references them after all (a

@@ -185,7 +185,7 @@ def execute_enable_row_tracking(
     """
     started = time.monotonic()
     storage = plan.snapshot.storage
-    say = progress or (lambda message: logger.info(message))
+    say = progress or (lambda message: logger.info("%s: %s", storage.url, message))
     if plan.nothing_to_do:
         return RowTrackingResult(
             plan.table, True, None, (), 0, 0, None, plan.snapshot.row_id_high_water_mark, 0
@@ -311,7 +311,8 @@ class _Backfill:
             txn.actions = [a for a in txn.actions if not ("add" in a and a["add"]["path"] in lost)]
             txn.files_read -= lost
             logger.info(
-                "backfill batch: %d file(s) changed concurrently, dropped from this batch",
+                "%s: backfill batch: %d file(s) changed concurrently, dropped from this batch",
+                self.storage.url,
                 len(lost),
             )
         return lost
@@ -404,7 +405,7 @@ def _enable_property(
             committed = txn.commit()
             return committed.version, committed.row_id_high_water_mark
         except ConcurrentModification as exc:
-            logger.info("property commit lost a race (%s); checking again", exc)
+            logger.info("%s: property commit lost a race (%s); checking again", storage.url, exc)
     raise ConcurrentModification(f"{storage.url}: could not set {ENABLE} after {attempts} attempts")
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from delta_ops import clock
 from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.history import OperationHistory, OperationRecord, Status, metrics_of
-from delta_ops.ops.operation import Operation, Progress
+from delta_ops.ops.operation import Operation, Progress, headline
 from delta_ops.ops.results import to_data
 from delta_ops.storage import Storage
 
@@ -113,10 +113,12 @@ def _ended(
     a run that ended now: executed, or skipped when its plan had nothing to do (a failure is
     marked by the caller)."""
     reason = None
-    if plan is not None:
-        reason = (
-            operation.idle_reason(plan) if plan.nothing_to_do else operation.describe_plan(plan)
-        )
+    if plan is not None and plan.nothing_to_do:
+        reason = headline(operation.idle_reason(plan))
+    elif result is not None:  # what it did, in the past tense
+        reason = headline(operation.describe_result(result))
+    elif plan is not None:  # it failed executing: what it set out to do
+        reason = headline(operation.describe_plan(plan))
     files = size = None
     if result is not None and operation.touched is not None:
         files, size = operation.touched(result)

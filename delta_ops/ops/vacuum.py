@@ -28,10 +28,10 @@ Plan (pure apart from listing):
   vacuum (``_delta_log/_last_vacuum_info``) up to the newest commit older than the retention;
   refused like Spark when cleaned-up history makes that incomplete.
 
-* In-flight writes: a file no commit has removed (an orphan, an unreferenced DV or change-data
-  file) that is younger than ``in_flight_grace_ms`` (1 minute) is kept even with retention 0:
-  it may belong to a write that has not committed yet, and deleting it would corrupt that
-  write. Expired tombstones are not affected; ``in_flight_grace_ms=0`` is exactly Spark.
+* In-flight writes: a file no commit has removed (one the log does not reference, an
+  unreferenced DV or change-data file) that is younger than ``in_flight_grace_ms`` (1 minute)
+  is kept even with retention 0: it may belong to a write that has not committed yet, and
+  deleting it would corrupt that write. Expired tombstones are not affected; ``in_flight_grace_ms=0`` is exactly Spark.
 * Before deleting, each path's real location on disk must still be inside the table (a
   symlinked directory never leads a delete outside the root).
 
@@ -96,7 +96,10 @@ class VacuumMode(StrEnum):
 class Reason(StrEnum):
     """Why a file is a vacuum candidate."""
 
-    ORPHAN = "orphan"  # no version in the log references it
+    #: no version the log holds references it: a file never committed (an orphan), or one
+    #: removed so long ago that a checkpoint has dropped its tombstone; the log cannot tell
+    #: which, so it is not called an orphan
+    UNREFERENCED = "unreferenced"
     EXPIRED_TOMBSTONE = "expired tombstone"  # removed before the retention window
     UNREFERENCED_DV = "unreferenced deletion vector"
     CHANGE_DATA = "change data"
@@ -413,7 +416,8 @@ def hidden_filter(partition_columns: tuple[str, ...]) -> Callable[[str], bool]:
     return lambda name: name[0] in "_." and is_hidden(name, partition_columns)
 
 
-def _reason(path: str, tombstone_paths: set[str]) -> Reason:
+def _reason(path: str, tombstone_paths: set[str], *, removed: bool = False) -> Reason:
+    """Why `path` is a candidate; `removed`: a commit's remove names it (LITE read it)."""
     if path in tombstone_paths:
         return Reason.EXPIRED_TOMBSTONE
     name = posixpath.basename(path)
@@ -421,7 +425,7 @@ def _reason(path: str, tombstone_paths: set[str]) -> Reason:
         return Reason.UNREFERENCED_DV
     if path.startswith("_change_data/") or "/_change_data/" in path:
         return Reason.CHANGE_DATA
-    return Reason.ORPHAN
+    return Reason.EXPIRED_TOMBSTONE if removed else Reason.UNREFERENCED
 
 
 # ----------------------------------------------------------------------------- plan
@@ -610,7 +614,9 @@ def _lite_candidates(
         info = storage.stat(storage.join(rel))
         if info is None:
             continue  # already gone
-        out.append(Candidate(rel, info.size, deleted_at, _reason(rel, tombstone_paths)))
+        out.append(
+            Candidate(rel, info.size, deleted_at, _reason(rel, tombstone_paths, removed=True))
+        )
     return out
 
 
@@ -754,22 +760,23 @@ def _plan_vacuum(snapshot: Snapshot, values: Mapping[str, Any], engine: Engine) 
 
 
 def _describe_vacuum_plan(plan: VacuumPlan) -> str:
-    lines = [
-        f"{c.path}\t{format_bytes(c.size)}\t"
-        f"{format_duration((plan.now_ms - c.modification_time) // 3_600_000 * 3_600_000)} old"
-        f"\t{c.reason}"
-        for c in plan.candidates
-    ]
-    lines.append(
+    head = (
         f"would delete {len(plan.candidates)} files ({format_bytes(plan.bytes)}) and"
         f" {len(plan.directories)} empty directories at most ({plan.mode},"
         f" retention {format_duration(plan.retention_ms)})"
     )
     if plan.window_reaches_past_history:
-        lines.append(
-            "note: the retention window starts before version"
+        head += (
+            "; the retention window starts before version"
             f" {plan.oldest_reconstructable_version}, the oldest the log can still rebuild"
         )
+    lines = [head]
+    lines += [
+        f"{c.path}\t{format_bytes(c.size)}\t"
+        f"{format_duration((plan.now_ms - c.modification_time) // 3_600_000 * 3_600_000)} old"
+        f"\t{c.reason}"
+        for c in plan.candidates
+    ]
     return "\n".join(lines)
 
 

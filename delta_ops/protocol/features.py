@@ -751,12 +751,16 @@ class Protocol:
         return Protocol(reader, TABLE_FEATURES_WRITER_VERSION, reader_out, writer_out)
 
     def __str__(self) -> str:
-        parts = [f"reader={self.min_reader_version}", f"writer={self.min_writer_version}"]
-        if self.reader_features is not None:
-            parts.append(f"readerFeatures={sorted(self.reader_features)}")
-        if self.writer_features is not None:
-            parts.append(f"writerFeatures={sorted(self.writer_features)}")
-        return f"Protocol({', '.join(parts)})"
+        """As a person reads it (and `inspect` prints it): ``reader v3, writer v7 (reader
+        features: deletionVectors; writer features: deletionVectors, domainMetadata)``; a
+        feature list the action lacks is left out, an empty one is ``-``."""
+        lists = [
+            f"{who} features: {', '.join(sorted(names)) or '-'}"
+            for who, names in (("reader", self.reader_features), ("writer", self.writer_features))
+            if names is not None
+        ]
+        features = f" ({'; '.join(lists)})" if lists else ""
+        return f"reader v{self.min_reader_version}, writer v{self.min_writer_version}{features}"
 
 
 def _allowed(name: str) -> frozenset[Access]:

@@ -179,7 +179,8 @@ def _raise_unless_gone(error: OSError) -> None:
         raise error
 
 
-#: the native client's conditional-write probe, kept in `_delta_log` (a hidden name)
+#: the native client's conditional-write probe in `_delta_log` (a hidden name), deleted once
+#: it has answered
 NATIVE_PROBE_NAME = ".delta-ops-conditional-probe"
 
 
@@ -678,12 +679,14 @@ class Storage:
 
     def _probe_conditional_create(self, protocol: str) -> bool:
         """Create a probe object twice, exclusively: a store that honours conditional writes
-        refuses the second. Done once per endpoint and process; the probe is removed.
+        refuses the second. Done once per endpoint and process; the probe is removed, so
+        nothing is left in the table.
 
-        The native client keeps its probe instead: a hidden object of a fixed name in
-        `_delta_log` (readers and every listing of delta-ops skip hidden names). Once it
-        exists, one refused create proves the endpoint conditional (a server ignoring the
-        precondition would have overwritten it): one request per process, not three."""
+        The native client's probe has a fixed hidden name in `_delta_log`
+        (:data:`NATIVE_PROBE_NAME`): one an older delta-ops kept there (readers and every
+        listing of delta-ops skip hidden names) still answers (a refused create proves the
+        endpoint conditional, since a server ignoring the precondition would overwrite it)
+        and is removed with the new one."""
         if self._native is not None:
             return self._probe_native()
         client = getattr(self._filesystem, "client_kwargs", None) or {}
@@ -711,10 +714,11 @@ class Storage:
                 for attempt in (b"1", b"2"):
                     native.put(probe, attempt, create=True)
                 _PROBED[key] = False  # two creates of one name went through: not conditional
-                with suppress(FileNotFoundError):
-                    native.delete_one(probe)
             except FileExistsError:
                 _PROBED[key] = True
+            finally:
+                with suppress(FileNotFoundError):
+                    native.delete_one(probe)
         return _PROBED[key]
 
     def create_new(
@@ -983,13 +987,14 @@ class Storage:
         return tree.remove_empty_dirs(self._files, relative_dirs)
 
     def delete(self, paths: Iterable[str]) -> None:
-        """Delete files (not directories); a file that is already gone is not an error."""
+        """Delete files (not directories); a file that is already gone is not an error. A
+        local file's Hadoop checksum sidecar goes with it (`tree.unlink_local`)."""
         if self._native is not None:
             for p in paths:
                 with suppress(FileNotFoundError):
                     self._native.delete_one(p)
             return
-        remove = os.unlink if self.is_local else self._filesystem.rm_file
+        remove = tree.unlink_local if self.is_local else self._filesystem.rm_file
         for p in paths:
             try:
                 remove(p)

@@ -9,7 +9,9 @@ Everything here is reached through :class:`~delta_ops.storage.Storage` methods
 
 Local trees use ``os.scandir`` (no fsspec overhead per entry), never follow symlinks, and
 tolerate entries vanishing under them (a concurrent vacuum). Deletes refuse any path whose
-directory resolves outside the table root or that is itself a symlink.
+directory resolves outside the table root or that is itself a symlink. A local file goes
+with its Hadoop checksum sidecar (``.name.crc``, which Spark writes beside every file on a
+local file system): :func:`unlink_local`.
 """
 
 from __future__ import annotations
@@ -205,6 +207,24 @@ def _scan_local(
             mtimes(st.st_mtime_ns // 1_000_000)
 
 
+def checksum_sidecar(path: str) -> str:
+    """Hadoop's checksum file of `path` (``dir/.name.crc``): Spark on a local file system
+    writes one beside every file, and Hadoop deletes it with its file."""
+    directory, name = os.path.split(path)
+    return os.path.join(directory, f".{name}.crc")
+
+
+def unlink_local(path: str) -> None:
+    """Delete a local file with its Hadoop checksum sidecar, if it has one (either gone
+    already is no error): a hidden `.name.crc` left without its file is litter no listing of
+    the data shows (Delta Spark hides such names from vacuum), so it goes with its file."""
+    for doomed in (path, checksum_sidecar(path)):
+        try:
+            os.unlink(doomed)
+        except FileNotFoundError:
+            pass
+
+
 def _really_inside(root_real: str, directory: str) -> bool:
     real = os.path.realpath(directory)
     return real == root_real or real.startswith(root_real + os.sep)
@@ -250,12 +270,11 @@ def delete_many(
         ):
             full = files.join(rel)
             if parent not in safe_dirs or os.path.islink(full):
-                logger.warning("not deleting %s: it resolves outside the table root", rel)
+                logger.warning(
+                    "%s: not deleting %s: it resolves outside the table root", files.root, rel
+                )
                 continue
-            try:
-                os.unlink(full)
-            except FileNotFoundError:
-                pass
+            unlink_local(full)
             done.append(rel)
         report(done)
         return done

@@ -668,7 +668,7 @@ def checksum_after_commit(
     try:
         return _derived(storage, version, read_snapshot, change, txn_id)
     except _NoBase as why:
-        logger.info("checksum of version %d from a full load: %s", version, why)
+        logger.info("%s: checksum of version %d from a full load: %s", storage.url, version, why)
     info: dict[str, Any] = {"txnId": txn_id} if txn_id else {}
     if change.in_commit_timestamp is not None:
         info["inCommitTimestamp"] = change.in_commit_timestamp
@@ -706,7 +706,9 @@ def _usable_checksum(
     try:
         recorded = read_checksum(storage, version)
     except (CorruptLog, OSError) as exc:
-        logger.warning("not building on the checksum of version %d: %s", version, exc)
+        logger.warning(
+            "%s: not building on the checksum of version %d: %s", storage.url, version, exc
+        )
         return None
     if recorded is None or recorded.file_size_histogram is None:
         return None
@@ -717,8 +719,9 @@ def _usable_checksum(
         fresh.size_bytes,
     ):
         logger.warning(
-            "the checksum of version %d disagrees with the log (%d files, %d bytes; the log"
+            "%s: the checksum of version %d disagrees with the log (%d files, %d bytes; the log"
             " says %d, %d): not building on it",
+            storage.url,
             version,
             recorded.num_files,
             recorded.table_size_bytes,
@@ -728,7 +731,11 @@ def _usable_checksum(
         return None
     listed = recorded.all_files
     if fresh is not None and listed is not None and _all_files_mismatches(listed, fresh):
-        logger.warning("the files the checksum of version %d lists are not the log's", version)
+        logger.warning(
+            "%s: the files the checksum of version %d lists are not the log's",
+            storage.url,
+            version,
+        )
         return None
     return recorded
 

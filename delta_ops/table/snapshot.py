@@ -174,7 +174,9 @@ class Snapshot:
                 self.storage, self.segment.checkpoint, self._files_read, self._checkpoint_files_read
             )
         except CorruptLog as exc:  # e.g. log cleanup removed that checkpoint since the load
-            logger.warning("%s; reading the stats of version %d anew", exc, self.version)
+            logger.warning(
+                "%s: %s; reading the stats of version %d anew", self.storage.url, exc, self.version
+            )
             try:
                 fresh = _load_with_fallback(self.storage, self.version, _load_segment_eagerly)
             except DeltaOpsError:
@@ -480,7 +482,12 @@ def _load_with_fallback(
         except CorruptLog as exc:
             if segment.checkpoint is None or not _is_checkpoint_failure(exc, segment):
                 raise
-            logger.warning("%s; reading version %s without this checkpoint", exc, segment.version)
+            logger.warning(
+                "%s: %s; reading version %s without this checkpoint",
+                storage.url,
+                exc,
+                segment.version,
+            )
             excluded.append(segment.checkpoint.name)
             try:
                 segment = build_log_segment(

@@ -259,7 +259,11 @@ class Transaction:
             body, new_hwm = self._serialize(version, txn_id, protocol, hwm)
             if self._put(storage, version, body):
                 logger.info(
-                    "committed %s as version %d (attempt %d)", self.operation, version, attempt
+                    "%s: committed %s as version %d (attempt %d)",
+                    storage.url,
+                    self.operation,
+                    version,
+                    attempt,
                 )
                 self._write_checksum(storage, version, txn_id, body)
                 return CommitResult(
@@ -304,7 +308,9 @@ class Transaction:
                 known_removes=known,
             )
         except Exception as exc:  # noqa: BLE001 - never fails or undoes the commit
-            logger.warning("committed version %d, but not its checksum: %r", version, exc)
+            logger.warning(
+                "%s: committed version %d, but not its checksum: %r", storage.url, version, exc
+            )
 
     def _check_winners(
         self, storage: Storage, first: int, last: int, hwm: int | None, deadline: float
