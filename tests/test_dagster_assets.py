@@ -730,6 +730,14 @@ def _build_check_tables(tmp: Path) -> dict[str, Path]:
         replace(checksum, num_files=2).to_json()
     )
     tables["corrupt_checksum"] = tampered
+    # an older writer's checksum: the counts only, which agree with the log
+    legacy = tmp / "legacy_checksum"
+    lb.write_commit(legacy, 0, [lb.protocol(), lb.metadata(), lb.add("a.parquet", size=10)])
+    counts = {"tableSizeBytes": 10, "numFiles": 1, "numMetadata": 1, "numProtocol": 1}
+    (legacy / "_delta_log" / f"{0:020d}.crc").write_text(
+        json.dumps({**counts, "numTransactions": 0})
+    )
+    tables["legacy_checksum"] = legacy
     # liquid clustering by `id`, and 60 files not clustered yet (no tags)
     clustered = tmp / "clustered"
     adds = [lb.add(f"c{i:03d}.parquet", size=10**9) for i in range(60)]
@@ -896,3 +904,10 @@ def test_a_checksum_that_disagrees_with_the_log_is_an_error(check_results):
     assert "numFiles: the checksum says 2, the replay 1" in found["mismatches"]
     # a table without a checksum, and one whose checksum agrees, pass
     assert meta(check_results, "healthy", "checksum_agrees")["status"] in ("missing", "agrees")
+
+
+def test_an_older_writers_checksum_that_agrees_passes(check_results):
+    """Counts only, no metadata or protocol (issue 51.1): checked on what it has."""
+    assert "checksum_agrees" not in failed(check_results, "legacy_checksum")
+    found = meta(check_results, "legacy_checksum", "checksum_agrees")
+    assert found["status"] == "agrees" and found["absent"] == "metadata, protocol"

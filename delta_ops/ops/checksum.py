@@ -7,7 +7,9 @@ the latest version's (or `--version N`'s) from the replayed state and writes it,
 a checksum is never overwritten (protocol, "Version Checksum File": writers MUST NOT).
 
 A version that has a checksum is checked instead, field by field, against the replay (the
-protocol's "State Validation"). One that disagrees, or does not parse, is a corruption alarm:
+protocol's "State Validation"), on the fields it has: an older writer's checksum (Delta Spark's
+and Databricks' first, with the counts but no metadata or protocol) is checked on its counts,
+and what it lacks is reported as absent, as Delta Spark checks it. One that disagrees, or does not parse, is a corruption alarm:
 the log or the checksum was changed after the commit. The dry run reports it; a run fails on it
 (:class:`~delta_ops.errors.CorruptLog`, naming every field that disagrees) and leaves the file
 for whoever investigates; once the cause is known, deleting it and running `checksum` again
@@ -71,7 +73,15 @@ class ChecksumPlan:
     def idle_reason(self) -> str:
         name = self.check.file_name
         if self.check.status is ChecksumStatus.AGREES:
-            return f"version {self.version} has its checksum ({name}), and it agrees with the log"
+            return (
+                f"version {self.version} has its checksum ({name}), and it agrees with the log"
+                + (
+                    f" ({self.check.absent_note}: an older writer's checksum, checked on the fields"
+                    " it has)"
+                    if self.check.absent
+                    else ""
+                )
+            )
         if self.check.status is ChecksumStatus.MISSING:
             return ""
         return f"version {self.version} has a checksum ({name}) that {self.check.problem}"
@@ -97,6 +107,7 @@ class ChecksumResult:
     version: int
     file: str
     status: ChecksumStatus  # as found: missing (then written, unless a writer came first) ...
+    absent: tuple[str, ...]  # required fields the checksum found lacks (an older writer's)
     written: bool
     size_in_bytes: int  # of the checksum written (0 when none was)
     num_files: int
@@ -142,6 +153,7 @@ def execute_checksum(plan: ChecksumPlan) -> ChecksumResult:
         version=plan.version,
         file=plan.check.file_name,
         status=plan.check.status,
+        absent=plan.check.absent,
         written=written,
         size_in_bytes=size,
         num_files=plan.computed.num_files,
@@ -176,7 +188,11 @@ def describe_result(result: ChecksumResult) -> str:
         )
     if result.status is ChecksumStatus.MISSING:
         return f"{result.file} was written by another writer meanwhile; it is left as it is"
-    return f"version {result.version} has its checksum ({result.file}), and it agrees with the log"
+    lacks = f" (it lacks {' and '.join(result.absent)})" if result.absent else ""
+    return (
+        f"version {result.version} has its checksum ({result.file}), and it agrees with the"
+        f" log{lacks}"
+    )
 
 
 OPERATION = Operation(

@@ -7,7 +7,8 @@ protocol and the metadata, the set transactions (up to 100) and live domain meta
 10), the commit's in-commit timestamp and transaction id, and for small tables (up to 50 live
 files) the live `add` actions themselves. A reader may compare it with the state it rebuilds:
 a checksum that disagrees with the replay means that the log, or the checksum, was changed
-after the commit (a corruption alarm).
+after the commit (a corruption alarm). Older writers' checksums hold only the counts (no
+metadata, no protocol): they are compared on what they hold, the rest reported as absent.
 
 How a checksum is computed:
 
@@ -191,13 +192,15 @@ def _is_int(value: Any) -> bool:
 # ------------------------------------------------------------------------------ the checksum
 @dataclass(frozen=True)
 class VersionChecksum:
-    """The content of `N.crc`. Optional fields are None where they are not recorded."""
+    """The content of `N.crc`. Optional fields are None where they are not recorded; so are
+    `metadata` and `protocol`, which the protocol requires, in an older writer's checksum
+    (Delta Spark's and Databricks' first ones held only the counts)."""
 
     version: int
     table_size_bytes: int
     num_files: int
-    metadata: Mapping[str, Any]  # the metaData action
-    protocol: Mapping[str, Any]  # the protocol action
+    metadata: Mapping[str, Any] | None  # the metaData action (None: an older writer's)
+    protocol: Mapping[str, Any] | None  # the protocol action (None: an older writer's)
     num_metadata: int = 1
     num_protocol: int = 1
     txn_id: str | None = None
@@ -213,6 +216,15 @@ class VersionChecksum:
     @property
     def file_name(self) -> str:
         return checksum_file_name(self.version)
+
+    @property
+    def absent(self) -> tuple[str, ...]:
+        """The fields the protocol requires that this checksum lacks (an older writer's)."""
+        return tuple(
+            name
+            for name, value in (("metadata", self.metadata), ("protocol", self.protocol))
+            if value is None
+        )
 
     def to_data(self) -> dict[str, Any]:
         """The JSON object, fields in Delta Spark's order, absent optional fields left out."""
@@ -233,8 +245,10 @@ class VersionChecksum:
             out["setTransactions"] = [dict(t) for t in self.set_transactions]
         if self.domain_metadata is not None:
             out["domainMetadata"] = [dict(d) for d in self.domain_metadata]
-        out["metadata"] = dict(self.metadata)
-        out["protocol"] = dict(self.protocol)
+        if self.metadata is not None:
+            out["metadata"] = dict(self.metadata)
+        if self.protocol is not None:
+            out["protocol"] = dict(self.protocol)
         if self.file_size_histogram is not None:
             out["fileSizeHistogram"] = self.file_size_histogram.to_data()
         if self.deleted_record_counts is not None:
@@ -250,8 +264,10 @@ class VersionChecksum:
 
     @classmethod
     def from_json(cls, data: bytes, version: int) -> VersionChecksum:
-        """Parse `N.crc`; CorruptLog names the file and what is wrong. Readers are lenient:
-        Delta Spark's older `histogramOpt` name is read as `fileSizeHistogram`."""
+        """Parse `N.crc`; CorruptLog names the file and what is wrong. Readers are lenient as
+        Delta Spark's are: its older `histogramOpt` name is read as `fileSizeHistogram`, an older
+        writer's checksum without `metadata` and `protocol` reads with them None, and fields
+        outside the protocol (their `numTransactions`) are ignored."""
         name = checksum_file_name(version)
         try:
             obj = json.loads(data)
@@ -270,9 +286,11 @@ class VersionChecksum:
             if not _is_int(obj.get(key)):
                 raise ValueError(f"{key} must be an integer")
         metadata, protocol = obj.get("metadata"), obj.get("protocol")
-        if not isinstance(metadata, dict) or not isinstance(protocol, dict):
-            raise TypeError("metadata and protocol must be objects")
-        Protocol.from_action(protocol)  # raises on a protocol no table could have
+        for key, value in (("metadata", metadata), ("protocol", protocol)):
+            if value is not None and not isinstance(value, dict):
+                raise TypeError(f"{key} must be an object")
+        if protocol is not None:
+            Protocol.from_action(protocol)  # raises on a protocol no table could have
         histogram = obj.get("fileSizeHistogram", obj.get("histogramOpt"))
         deleted = obj.get("deletedRecordCountsHistogramOpt")
         counts = deleted.get("deletedRecordCounts") if isinstance(deleted, dict) else None
@@ -708,8 +726,8 @@ def _usable_checksum(
     except (CorruptLog, OSError) as exc:
         logger.warning("not building on the checksum of version %d: %s", version, exc)
         return None
-    if recorded is None or recorded.file_size_histogram is None:
-        return None
+    if recorded is None or recorded.file_size_histogram is None or recorded.absent:
+        return None  # an older writer's: no histogram, metadata or protocol to carry on
     if recorded.num_metadata != 1 or recorded.num_protocol != 1:
         return None
     if fresh is not None and (recorded.num_files, recorded.table_size_bytes) != (
@@ -814,6 +832,8 @@ def _applied(
     """`base` with the commit applied: `old` (N-1's rows of the keys it touches) out, its adds in."""
     metadata_action = change.metadata if change.metadata is not None else base.metadata
     protocol_action = change.protocol if change.protocol is not None else base.protocol
+    if metadata_action is None or protocol_action is None or base.protocol is None:
+        raise _NoBase(f"version {version - 1}'s checksum lacks {' and '.join(base.absent)}")
     metadata = Metadata.from_action(metadata_action)
     protocol = Protocol.from_action(protocol_action)
     gone, new = _FileFacts.of(old), _FileFacts.of(change.adds)
@@ -825,7 +845,9 @@ def _applied(
         histogram = base.file_size_histogram.combined(
             FileSizeHistogram.of(new.sizes, bins)
         ).combined(FileSizeHistogram.of(gone.sizes, bins), -1)
-    dv_counts, dv_histogram = _deletion_vector_counts(base, protocol, metadata, gone, new)
+    dv_counts, dv_histogram = _deletion_vector_counts(
+        base, Protocol.from_action(base.protocol), protocol, metadata, gone, new
+    )
     all_files = _all_files_after(base, change, fresh, metadata, num_files, size)
     return VersionChecksum(
         version=version,
@@ -847,6 +869,7 @@ def _applied(
 
 def _deletion_vector_counts(
     base: VersionChecksum,
+    base_protocol: Protocol,
     protocol: Protocol,
     metadata: Metadata,
     gone: _FileFacts,
@@ -856,7 +879,6 @@ def _deletion_vector_counts(
     where the table has no deletion vectors or version N-1's are not known."""
     if not tracks_deletion_vectors(protocol, metadata):
         return None, None
-    base_protocol = Protocol.from_action(base.protocol)
     had_none = not base_protocol.supports("deletionVectors")  # no file could have one
     records = base.num_deleted_records if not had_none else 0
     vectors = base.num_deletion_vectors if not had_none else 0
@@ -918,9 +940,8 @@ def _all_files_after(
     add up to the counts."""
     if not _keeps_all_files(metadata, num_files):
         return None
-    if change.metadata is not None and change.metadata.get("schemaString") != base.metadata.get(
-        "schemaString"
-    ):
+    base_schema = base.metadata.get("schemaString") if base.metadata is not None else None
+    if change.metadata is not None and change.metadata.get("schemaString") != base_schema:
         return None
     if base.all_files is not None:
         before = list(base.all_files)
@@ -966,7 +987,10 @@ def write_checksum_after_commit(
         commit_bytes=commit_bytes,
         known_removes=known_removes,
     )
-    if Protocol.from_action(checksum.protocol).refusal(Access.CHECKPOINT) is not None:
+    if (
+        checksum.protocol is None  # never: a computed checksum has the protocol
+        or Protocol.from_action(checksum.protocol).refusal(Access.CHECKPOINT) is not None
+    ):
         return None
     write_checksum(storage, checksum)
     return checksum
@@ -985,11 +1009,13 @@ class ChecksumStatus(StrEnum):
 @dataclass(frozen=True)
 class ChecksumCheck:
     """A version's recorded checksum checked against the replay: what disagrees, field by field
-    ("numFiles: the checksum says 10, the replay 0")."""
+    ("numFiles: the checksum says 10, the replay 0"), and the required fields it lacks, which
+    were not checked (an older writer's checksum: `("metadata", "protocol")`)."""
 
     version: int
     status: ChecksumStatus
     mismatches: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
 
     @property
     def file_name(self) -> str:
@@ -1008,12 +1034,18 @@ class ChecksumCheck:
         what = "does not parse" if unreadable else "disagrees with the log"
         return f"{what}: {'; '.join(self.mismatches)}"
 
+    @property
+    def absent_note(self) -> str:
+        """What the checksum lacks, not checked ("" when it has every required field)."""
+        return f"it lacks {' and '.join(self.absent)}" if self.absent else ""
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "version": self.version,
             "file": self.file_name,
             "status": self.status.value,
             "mismatches": list(self.mismatches),
+            "absent": list(self.absent),
         }
 
 
@@ -1027,13 +1059,14 @@ def check_checksum(snapshot: Snapshot) -> ChecksumCheck:
         return ChecksumCheck(snapshot.version, ChecksumStatus.MISSING)
     mismatches = checksum_mismatches(recorded, snapshot)
     status = ChecksumStatus.DISAGREES if mismatches else ChecksumStatus.AGREES
-    return ChecksumCheck(snapshot.version, status, mismatches)
+    return ChecksumCheck(snapshot.version, status, mismatches, recorded.absent)
 
 
 def checksum_mismatches(recorded: VersionChecksum, snapshot: Snapshot) -> tuple[str, ...]:
     """Each field `recorded` holds that the replayed `snapshot` contradicts (protocol: "State
     Validation"; Delta Spark's `ValidateChecksum.checkMismatch`, which also skips fields a
-    checksum leaves out). The counts of deletion vectors are compared whenever recorded."""
+    checksum leaves out, the metadata and protocol of an older writer's included). The counts
+    of deletion vectors are compared whenever recorded."""
     bins = (
         recorded.file_size_histogram.boundaries
         if recorded.file_size_histogram is not None
@@ -1050,12 +1083,15 @@ def checksum_mismatches(recorded: VersionChecksum, snapshot: Snapshot) -> tuple[
     differ("numFiles", recorded.num_files, facts.count)
     differ("numMetadata", recorded.num_metadata, 1)
     differ("numProtocol", recorded.num_protocol, 1)
-    if Metadata.from_action(recorded.metadata) != snapshot.metadata:
+    if (
+        recorded.metadata is not None
+        and Metadata.from_action(recorded.metadata) != snapshot.metadata
+    ):
         out.append(
             f"metadata: the checksum's {_short(recorded.metadata)} is not the log's"
             f" {_short(snapshot.metadata.to_action())}"
         )
-    if _protocol_or_none(recorded.protocol) != snapshot.protocol:
+    if recorded.protocol is not None and _protocol_or_none(recorded.protocol) != snapshot.protocol:
         out.append(
             f"protocol: the checksum says {_short(recorded.protocol)},"
             f" the replay {_short(snapshot.protocol.to_action())}"
