@@ -22,6 +22,7 @@ from delta_ops.dagster import (
     DeltaTableTarget,
     build_delta_maintenance_defs,
 )
+from delta_ops.dagster.resource import result_metadata
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.table.checksum import checksum_of_snapshot
 from delta_ops.table.snapshot import load_snapshot
@@ -427,6 +428,19 @@ def test_checkpoint_asset_writes_a_checkpoint_once(tmp_path, case):
         assert "dagster/row_count" not in skipped
     else:
         assert skipped["dagster/row_count"].value == len(rows_before)
+
+
+def test_the_readable_twin_of_a_time_keeps_its_milliseconds():
+    """Issue 51.6: `now_ms` 1691426735372 reads as 16:45:35.372, not 16:45:35."""
+
+    @dataclass(frozen=True)
+    class Asked:
+        now_ms: int
+        retention_ms: int
+
+    meta = result_metadata(Asked(now_ms=1_691_426_735_372, retention_ms=1500))
+    assert meta["now"].value == "2023-08-07T16:45:35.372Z"
+    assert meta["retention"].value == "1500 ms"
 
 
 def test_vacuum_asset_metadata_matches_what_left_the_disk(tmp_path):

@@ -16,7 +16,13 @@ import pytest
 from delta_ops import cli
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.ops.results import to_data
-from delta_ops.protocol.units import format_bytes, format_duration, parse_duration_ms, parse_time_ms
+from delta_ops.protocol.units import (
+    format_bytes,
+    format_duration,
+    format_time_ms,
+    parse_duration_ms,
+    parse_time_ms,
+)
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.version import __version__
 from tests.support import REPO, copy_fixture
@@ -79,6 +85,25 @@ def test_times() -> None:
     for bad in ("1700000000", "next week", "2024-13-45", "2023-11-14T22:13:20"):
         with pytest.raises(ValueError, match="ISO 8601"):
             parse_time_ms(bad, now_ms=0)
+
+
+@pytest.mark.parametrize(
+    ("text", "printed"),
+    [
+        ("2023-08-07T16:45:35.372+00:00", "2023-08-07T16:45:35.372Z"),
+        ("2023-08-07T18:45:35.005+02:00", "2023-08-07T16:45:35.005Z"),
+        ("2023-11-14T22:13:20.123Z", "2023-11-14T22:13:20.123Z"),  # not .123000
+        ("2023-08-07T16:45:35Z", "2023-08-07T16:45:35Z"),  # whole seconds print as such
+        ("2023-08-07", "2023-08-07T00:00:00Z"),
+        ("-1ms", "1969-12-31T23:59:59.999Z"),
+    ],
+)
+def test_times_print_with_their_milliseconds(text: str, printed: str) -> None:
+    """Issue 51.6: a time given to the millisecond is echoed to the millisecond, and reads
+    back as the same time."""
+    ms = parse_time_ms(text, now_ms=0)
+    assert format_time_ms(ms) == printed
+    assert parse_time_ms(printed, now_ms=0) == ms
 
 
 def test_human_units() -> None:

@@ -14,8 +14,9 @@ unit (``1700000000s``, ``1700000000000ms``).
 Sizes (:func:`parse_size_bytes`): a number with a unit, ``128MB``, ``1 GB``, ``512k`` (powers
 of 1024); a bare number is refused.
 
-Sizes print with :func:`format_bytes` (``1.5 MB``) and durations with :func:`format_duration`
-(``7 days``, ``36 hours``)::
+Sizes print with :func:`format_bytes` (``1.5 MB``), durations with :func:`format_duration`
+(``7 days``, ``36 hours``) and times with :func:`format_time_ms` (ISO 8601 UTC, to the
+millisecond when it has one: ``2023-08-07T16:45:35.372Z``, ``2023-08-07T16:45:35Z``)::
 
     parse_duration_ms("7d") == parse_duration_ms("P7D") == parse_duration_ms("7 days")
 """
@@ -111,6 +112,15 @@ def parse_time_ms(text: str, *, now_ms: int) -> int:
             raise ValueError(f"{text!r} has no time zone; use {TIME_FORMS}")
         parsed = parsed.replace(tzinfo=dt.UTC)
     return int(parsed.timestamp() * 1000)
+
+
+def format_time_ms(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 UTC, with the milliseconds unless they are 0: what
+    :func:`parse_time_ms` reads back to the same value (integer arithmetic, no float)."""
+    seconds, millis = divmod(ms, 1000)
+    moment = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=seconds)
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{text}.{millis:03d}Z" if millis else f"{text}Z"
 
 
 def format_duration(ms: int) -> str:
