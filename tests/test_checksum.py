@@ -179,6 +179,35 @@ def test_the_json_round_trips_and_the_old_histogram_name_reads() -> None:
     assert spark is not None and spark.file_size_histogram == ours.file_size_histogram
 
 
+def test_the_histogram_is_written_under_the_protocols_name_and_read_under_both(
+    tmp_path: Path,
+) -> None:
+    """Issue 51.5: `fileSizeHistogram` is the protocol's name and what Delta Spark writes since
+    4.2 (`histogramFollowsProtocol`); `histogramOpt`, its older name, is read too (Delta Spark
+    reads both, `@JsonAlias`), also beside a null `fileSizeHistogram`, and checked as such."""
+    table = tmp_path / "t"
+    write_arrow(table, pa.table({"id": [1, 2]}))
+    path = table / "_delta_log" / f"{0:020d}.crc"
+    ours = json.loads(path.read_text())
+    assert "fileSizeHistogram" in ours and "histogramOpt" not in ours
+    histogram = ours["fileSizeHistogram"]
+    for older in (
+        {"histogramOpt": histogram},
+        {"fileSizeHistogram": None, "histogramOpt": histogram},
+    ):
+        fields = {k: v for k, v in ours.items() if k != "fileSizeHistogram"}
+        path.write_text(json.dumps({**fields, **older}))
+        recorded = read_checksum(load_snapshot(table).storage, 0)
+        assert recorded is not None and recorded.file_size_histogram is not None
+        assert recorded.file_size_histogram.to_data() == histogram
+        assert check_checksum(load_snapshot(table)).status is ChecksumStatus.AGREES
+    wrong = {**histogram, "fileCounts": [0] * len(histogram["fileCounts"])}
+    path.write_text(json.dumps({**fields, "histogramOpt": wrong}))
+    check = check_checksum(load_snapshot(table))
+    assert check.status is ChecksumStatus.DISAGREES
+    assert check.mismatches[0].startswith("fileSizeHistogram.fileCounts: from 0 B")
+
+
 def test_small_tables_list_their_files_and_big_ones_do_not(tmp_path: Path) -> None:
     table = tmp_path / "t"
     adds = [lb.add(f"f{i:03d}.parquet", size=100 + i) for i in range(51)]

@@ -227,7 +227,9 @@ class VersionChecksum:
         )
 
     def to_data(self) -> dict[str, Any]:
-        """The JSON object, fields in Delta Spark's order, absent optional fields left out."""
+        """The JSON object, fields in Delta Spark's order, absent optional fields left out; the
+        histogram under the protocol's `fileSizeHistogram`, as Delta Spark writes it since 4.2
+        (before, `histogramOpt`: :meth:`from_json` reads both)."""
         out: dict[str, Any] = {}
         if self.txn_id is not None:
             out["txnId"] = self.txn_id
@@ -291,7 +293,10 @@ class VersionChecksum:
                 raise TypeError(f"{key} must be an object")
         if protocol is not None:
             Protocol.from_action(protocol)  # raises on a protocol no table could have
-        histogram = obj.get("fileSizeHistogram", obj.get("histogramOpt"))
+        # the protocol's name, else Delta Spark's before 4.2 (it reads both, as one field)
+        histogram = obj.get("fileSizeHistogram")
+        if histogram is None:
+            histogram = obj.get("histogramOpt")
         deleted = obj.get("deletedRecordCountsHistogramOpt")
         counts = deleted.get("deletedRecordCounts") if isinstance(deleted, dict) else None
         return cls(
