@@ -9,15 +9,15 @@ a checksum is never overwritten (protocol, "Version Checksum File": writers MUST
 A version that has a checksum is checked instead, field by field, against the replay (the
 protocol's "State Validation"), on the fields it has: an older writer's checksum (Delta Spark's
 and Databricks' first, with the counts but no metadata or protocol) is checked on its counts,
-and what it lacks is reported as absent, as Delta Spark checks it. One that disagrees, or does not parse, is a corruption alarm:
-the log or the checksum was changed after the commit. The dry run reports it; a run fails on it
-(:class:`~delta_ops.errors.CorruptLog`, naming every field that disagrees) and leaves the file
-for whoever investigates; once the cause is known, deleting it and running `checksum` again
-writes a correct one.
+and what it lacks is reported as absent, as Delta Spark checks it. One that disagrees, or does
+not parse, is a corruption alarm: the log or the checksum was changed after the commit. The dry
+run reports it; a run fails on it (:class:`~delta_ops.errors.CorruptChecksum`, naming every
+field that disagrees) and leaves the file for whoever investigates; once the cause is known,
+deleting it and running `checksum` again writes a correct one.
 
     plan = plan_checksum(load_snapshot(path))   # reads and computes, writes nothing
     plan.status, plan.mismatches                # missing / agrees / disagrees / unreadable
-    result = execute_checksum(plan)             # writes N.crc, or raises CorruptLog
+    result = execute_checksum(plan)             # writes N.crc, or raises CorruptChecksum
 
 A crash before the write leaves the table as it was; after it, the checksum is whole (a temp
 file linked into place, or one conditional PUT), and a re-run finds it and checks it.
@@ -29,7 +29,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from delta_ops.errors import CorruptLog
 from delta_ops.ops.operation import Operation
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Access
@@ -133,16 +132,11 @@ def plan_checksum(snapshot: Snapshot) -> ChecksumPlan:
 
 
 def execute_checksum(plan: ChecksumPlan) -> ChecksumResult:
-    """Write the checksum when the version has none; raise CorruptLog when the one it has
-    disagrees with the log or does not parse."""
+    """Write the checksum when the version has none; raise CorruptChecksum (a CorruptLog)
+    when the one it has disagrees with the log or does not parse."""
     started = time.monotonic()
     if plan.check.corrupt:
-        raise CorruptLog(
-            plan.check.file_name,
-            f"this checksum {plan.check.problem} (a corruption alarm: the log or the checksum"
-            " changed after the commit; a checksum is never overwritten: once the cause is known,"
-            " delete it and run checksum again to write one from the log)",
-        )
+        raise plan.check.alarm()
     written = False
     size = 0
     if plan.check.status is ChecksumStatus.MISSING:

@@ -15,14 +15,20 @@ How a checksum is computed:
 1. From a snapshot (:func:`checksum_of_snapshot`): columnar sums and `numpy` histograms over the
    snapshot's file index; no Python object per file (the `add` actions only for small tables).
 2. After a commit (:func:`checksum_after_commit`): from version N-1's checksum (its `.crc` when
-   it is there, readable, complete and, where the transaction's snapshot is N-1, agreeing with
-   it on the files; else the transaction's snapshot when that is N-1) plus
+   it is there and complete; else the transaction's snapshot when that is N-1) plus
    the commit's reconciled adds and removes. The rows a commit removes or re-adds (a
    row-tracking backfill re-adds live files) are looked up by their reconciliation key,
    `(path, deletion vector)`, among N-1's live files: in N-1's `allFiles`, else in the
    transaction's snapshot (the conflict checks guarantee that what a commit removes or re-adds
    was not touched by the commits between its snapshot and N-1), and subtracted, so a re-add
    is never counted twice. When no base exists the checksum is computed from a fresh load of N.
+   N-1's `.crc` is checked before it is built on (as Delta Spark's incremental checksum
+   validates the previous one): where the transaction's snapshot is N-1, on every field it
+   has, else on whether it parses. One that fails is a corruption alarm
+   (:class:`~delta_ops.errors.CorruptChecksum`): N gets no checksum, neither built on the
+   suspect one nor computed from the log (which would certify the log's state over the
+   checksum that contradicts it, and make the latest version look sound); the transaction
+   reports the alarm and its commit stands.
 
 Writing (:func:`write_checksum`) never overwrites (put-if-absent; protocol: writers MUST NOT
 overwrite a checksum) and happens only after the commit is written; the transaction does it
@@ -57,7 +63,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import CorruptLog, DeltaOpsError
+from delta_ops.errors import CorruptChecksum, CorruptLog, DeltaOpsError
 from delta_ops.log.actions import (
     ADD_FIELDS,
     DELETION_VECTOR_TYPE,
@@ -723,35 +729,27 @@ def _empty_base(change: _Change) -> VersionChecksum:
 def _usable_checksum(
     storage: Storage, version: int, fresh: Snapshot | None
 ) -> VersionChecksum | None:
-    """Version `version`'s recorded checksum when it can be built on: readable, with a file
-    size histogram (Delta Spark's rule), and agreeing with `fresh` (that version's snapshot,
-    when the transaction has it) on the file count and bytes, and on the files it lists."""
+    """Version `version`'s recorded checksum when it can be built on: complete (a file size
+    histogram, as Delta Spark requires, metadata and protocol). It is checked first (Delta
+    Spark's incremental checksum validates the previous one too): against `fresh`, that
+    version's snapshot when the transaction has it, on every field it has; else only whether
+    it parses (a snapshot older than N-1 says nothing of N-1's state: built on as Delta Spark
+    builds on it).
+
+    Raises:
+        CorruptChecksum: it does not parse, or disagrees with `fresh` (a corruption alarm:
+            nothing is built on it).
+    """
     try:
-        recorded = read_checksum(storage, version)
-    except (CorruptLog, OSError) as exc:
+        check, recorded = _read_and_check(storage, version, fresh)
+    except OSError as exc:
         logger.warning("not building on the checksum of version %d: %s", version, exc)
         return None
+    if check.corrupt:
+        raise check.alarm()
     if recorded is None or recorded.file_size_histogram is None or recorded.absent:
-        return None  # an older writer's: no histogram, metadata or protocol to carry on
+        return None  # none, or an older writer's: no histogram, metadata or protocol to carry on
     if recorded.num_metadata != 1 or recorded.num_protocol != 1:
-        return None
-    if fresh is not None and (recorded.num_files, recorded.table_size_bytes) != (
-        fresh.num_files,
-        fresh.size_bytes,
-    ):
-        logger.warning(
-            "the checksum of version %d disagrees with the log (%d files, %d bytes; the log"
-            " says %d, %d): not building on it",
-            version,
-            recorded.num_files,
-            recorded.table_size_bytes,
-            fresh.num_files,
-            fresh.size_bytes,
-        )
-        return None
-    listed = recorded.all_files
-    if fresh is not None and listed is not None and _all_files_mismatches(listed, fresh):
-        logger.warning("the files the checksum of version %d lists are not the log's", version)
         return None
     return recorded
 
@@ -983,7 +981,12 @@ def write_checksum_after_commit(
     known_removes: KnownRemoves | None = None,
 ) -> VersionChecksum | None:
     """Compute and write the checksum of a commit just made (None when the table's features
-    keep delta-ops from describing its state, as they keep it from checkpointing it)."""
+    keep delta-ops from describing its state, as they keep it from checkpointing it).
+
+    Raises:
+        CorruptChecksum: version N-1's checksum does not parse or disagrees with the log;
+            nothing is written.
+    """
     checksum = checksum_after_commit(
         storage,
         version,
@@ -1039,6 +1042,15 @@ class ChecksumCheck:
         what = "does not parse" if unreadable else "disagrees with the log"
         return f"{what}: {'; '.join(self.mismatches)}"
 
+    def alarm(self) -> CorruptChecksum:
+        """The corruption alarm of a checksum that is `corrupt`, naming what is wrong."""
+        return CorruptChecksum(
+            self.file_name,
+            f"this checksum {self.problem} (a corruption alarm: the log or the checksum changed"
+            " after the commit; a checksum is never overwritten: once the cause is known, delete"
+            " it and run checksum again to write one from the log)",
+        )
+
     @property
     def absent_note(self) -> str:
         """What the checksum lacks, not checked ("" when it has every required field)."""
@@ -1056,15 +1068,23 @@ class ChecksumCheck:
 
 def check_checksum(snapshot: Snapshot) -> ChecksumCheck:
     """The snapshot's version's `.crc` against the snapshot's replayed state."""
+    return _read_and_check(snapshot.storage, snapshot.version, snapshot)[0]
+
+
+def _read_and_check(
+    storage: Storage, version: int, snapshot: Snapshot | None
+) -> tuple[ChecksumCheck, VersionChecksum | None]:
+    """Version `version`'s checksum and how it compares with `snapshot` (that version's
+    replay; without one only whether it parses is checked)."""
     try:
-        recorded = read_checksum(snapshot.storage, snapshot.version)
+        recorded = read_checksum(storage, version)
     except CorruptLog as exc:
-        return ChecksumCheck(snapshot.version, ChecksumStatus.UNREADABLE, (exc.problem,))
+        return ChecksumCheck(version, ChecksumStatus.UNREADABLE, (exc.problem,)), None
     if recorded is None:
-        return ChecksumCheck(snapshot.version, ChecksumStatus.MISSING)
-    mismatches = checksum_mismatches(recorded, snapshot)
+        return ChecksumCheck(version, ChecksumStatus.MISSING), None
+    mismatches = checksum_mismatches(recorded, snapshot) if snapshot is not None else ()
     status = ChecksumStatus.DISAGREES if mismatches else ChecksumStatus.AGREES
-    return ChecksumCheck(snapshot.version, status, mismatches, recorded.absent)
+    return ChecksumCheck(version, status, mismatches, recorded.absent), recorded
 
 
 def checksum_mismatches(recorded: VersionChecksum, snapshot: Snapshot) -> tuple[str, ...]:
