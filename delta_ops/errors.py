@@ -88,6 +88,11 @@ class VersionGap(CorruptLog):
         )
 
 
+class CorruptChecksum(CorruptLog):
+    """A version checksum (`N.crc`) that does not parse or disagrees with the log's replay: a
+    corruption alarm (the log or the checksum changed after the commit)."""
+
+
 class VersionNotFound(DeltaOpsError):
     """The requested version does not exist or can no longer be reconstructed."""
 

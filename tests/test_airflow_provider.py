@@ -136,6 +136,15 @@ def test_a_bad_value_is_refused_with_the_clis_words(
     assert capsys.readouterr().err == f"delta-ops: error: {refused.value}\n"
 
 
+@pytest.mark.parametrize("size", [4_194_304, "4194304", "4MB"])
+def test_a_size_in_bytes_is_taken_as_delta_rs_takes_it(home: Path, size: object) -> None:
+    """Issue 50.5: `target_size=4194304` is bytes, as delta-rs' and Spark's sizes are."""
+    from delta_ops.airflow.operators import OPERATORS
+
+    task = OPERATORS["compact"](task_id="compact", table="/data/t", target_size=size)
+    assert OPERATIONS["compact"].parse(task._raw_options())["target_size"] == 4_194_304
+
+
 def test_a_templated_value_is_parsed_when_the_task_runs(home: Path, tmp_path: Path) -> None:
     table = tmp_path / "t"
     write_arrow(table, pa.table({"id": [1]}))

@@ -179,6 +179,35 @@ def test_the_json_round_trips_and_the_old_histogram_name_reads() -> None:
     assert spark is not None and spark.file_size_histogram == ours.file_size_histogram
 
 
+def test_the_histogram_is_written_under_the_protocols_name_and_read_under_both(
+    tmp_path: Path,
+) -> None:
+    """Issue 51.5: `fileSizeHistogram` is the protocol's name and what Delta Spark writes since
+    4.2 (`histogramFollowsProtocol`); `histogramOpt`, its older name, is read too (Delta Spark
+    reads both, `@JsonAlias`), also beside a null `fileSizeHistogram`, and checked as such."""
+    table = tmp_path / "t"
+    write_arrow(table, pa.table({"id": [1, 2]}))
+    path = table / "_delta_log" / f"{0:020d}.crc"
+    ours = json.loads(path.read_text())
+    assert "fileSizeHistogram" in ours and "histogramOpt" not in ours
+    histogram = ours["fileSizeHistogram"]
+    for older in (
+        {"histogramOpt": histogram},
+        {"fileSizeHistogram": None, "histogramOpt": histogram},
+    ):
+        fields = {k: v for k, v in ours.items() if k != "fileSizeHistogram"}
+        path.write_text(json.dumps({**fields, **older}))
+        recorded = read_checksum(load_snapshot(table).storage, 0)
+        assert recorded is not None and recorded.file_size_histogram is not None
+        assert recorded.file_size_histogram.to_data() == histogram
+        assert check_checksum(load_snapshot(table)).status is ChecksumStatus.AGREES
+    wrong = {**histogram, "fileCounts": [0] * len(histogram["fileCounts"])}
+    path.write_text(json.dumps({**fields, "histogramOpt": wrong}))
+    check = check_checksum(load_snapshot(table))
+    assert check.status is ChecksumStatus.DISAGREES
+    assert check.mismatches[0].startswith("fileSizeHistogram.fileCounts: from 0 B")
+
+
 def test_small_tables_list_their_files_and_big_ones_do_not(tmp_path: Path) -> None:
     table = tmp_path / "t"
     adds = [lb.add(f"f{i:03d}.parquet", size=100 + i) for i in range(51)]
@@ -277,28 +306,83 @@ def test_without_the_previous_checksum_a_stale_commit_loads_the_table(
     ]
 
 
-def test_a_checksum_that_disagrees_is_not_built_on(tmp_path: Path) -> None:
+def _commit_one_file(table: Path, name: str = "x.parquet") -> Any:
+    txn = Transaction(load_snapshot(table), operation="WRITE")
+    txn.add_action(lb.add(name, size=7))
+    return txn.commit()
+
+
+def _alarms(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "corruption alarm" in r.getMessage()]
+
+
+@pytest.mark.parametrize(
+    ("tampered", "field"),
+    [
+        ({"num_files": 5}, "numFiles"),
+        ({"file_size_histogram": FileSizeHistogram.of(np.array([1, 2, 3]))}, "fileSizeHistogram"),
+        ({"num_deleted_records": 4, "num_deletion_vectors": 1}, "numDeletedRecordsOpt"),
+        (
+            {"domain_metadata": ({"domain": "x", "configuration": "{}", "removed": False},)},
+            "domain",
+        ),
+        ({"set_transactions": ({"appId": "a", "version": 1},)}, "setTransactions"),
+    ],
+)
+def test_a_previous_checksum_that_disagrees_is_an_alarm_and_not_built_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, tampered: dict[str, Any], field: str
+) -> None:
+    """Issue 51.5: before N.crc is derived from N-1's, N-1's is checked against the
+    transaction's snapshot of N-1 on every field it has (not only the counts: a wrong histogram
+    would otherwise carry on into N's). One that disagrees is a corruption alarm: the commit
+    stands, N-1's checksum is kept, and N gets none (neither built on the suspect one nor
+    certifying the log's state over it); the alarm is logged and in the commit's result."""
     table = tmp_path / "t"
     write_arrow(table, pa.table({"id": [1, 2]}))
-    _tamper(table, 0, num_files=5)
-    write_arrow(table, pa.table({"id": [3]}))
-    assert _assert_every_checksum_is_the_replays(table, since=1) == [1]
+    _tamper(table, 0, **tampered)
+    before = (table / "_delta_log" / f"{0:020d}.crc").read_bytes()
+    result = _commit_one_file(table)
+    assert result.version == 1 and field in result.checksum_alarm
+    assert result.checksum_alarm.startswith(f"{0:020d}.crc: this checksum disagrees with the log")
+    assert (
+        _written(table) == [0] and (table / "_delta_log" / f"{0:020d}.crc").read_bytes() == before
+    )
+    assert [a.split(": ")[0] for a in _alarms(caplog)] == [
+        "committed version 1 without its checksum"
+    ]
+    assert load_snapshot(table).num_files == 2  # the commit stands
+    # the next commit builds on the log (version 1 has no checksum) and writes its own
+    assert _commit_one_file(table, "y.parquet").checksum_alarm == ""
+    assert _assert_every_checksum_is_the_replays(table, since=1) == [2]
 
 
-def _full_loads(caplog: pytest.LogCaptureFixture) -> list[str]:
-    """Checksums computed from a load of the table rather than derived from N-1's."""
-    return [r.getMessage() for r in caplog.records if "from a full load" in r.getMessage()]
-
-
-def test_a_checksum_whose_listed_files_are_not_the_logs_is_not_built_on(tmp_path: Path) -> None:
+def test_a_previous_checksum_whose_listed_files_are_not_the_logs_is_an_alarm(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     table = tmp_path / "t"
     write_arrow(table, pa.table({"id": [1, 2]}))
     recorded = read_checksum(load_snapshot(table).storage, 0)
     assert recorded is not None and recorded.all_files
     moved = ({**recorded.all_files[0], "modificationTime": 1},)
     _tamper(table, 0, all_files=moved)
-    write_arrow(table, pa.table({"id": [3]}))
-    assert _assert_every_checksum_is_the_replays(table, since=1) == [1]
+    assert "allFiles" in _commit_one_file(table).checksum_alarm
+    assert _written(table) == [0] and len(_alarms(caplog)) == 1
+
+
+def test_a_previous_checksum_that_agrees_raises_no_alarm(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every field checked, the in-commit timestamp too."""
+    table = tmp_path / "t"
+    ict = {"delta.enableInCommitTimestamps": "true"}
+    write_arrow(table, pa.table({"id": [1, 2]}), configuration=ict)
+    assert _commit_one_file(table).checksum_alarm == ""
+    assert _alarms(caplog) == [] and _written(table) == [0, 1]
+
+
+def _full_loads(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """Checksums computed from a load of the table rather than derived from N-1's."""
+    return [r.getMessage() for r in caplog.records if "from a full load" in r.getMessage()]
 
 
 def test_re_added_files_are_not_counted_twice(
@@ -510,9 +594,20 @@ def test_inspect_reports_an_unreadable_checksum(tmp_path: Path) -> None:
     check = check_checksum(load_snapshot(table))
     assert check.status is ChecksumStatus.UNREADABLE and check.corrupt
     assert summarize(load_snapshot(table)).checksum["status"] == "unreadable"  # type: ignore[index]
-    # the next commit does not build on it, and writes its own
-    write_arrow(table, pa.table({"id": [2]}))
-    assert _assert_every_checksum_is_the_replays(table, since=1) == [1]
+    # the next commit does not build on it: an alarm, and no checksum of its own
+    result = _commit_one_file(table)
+    assert result.checksum_alarm.startswith(f"{0:020d}.crc: this checksum does not parse")
+    assert _written(table) == [0]
+    # also from a snapshot older than N-1 (whose state it cannot check), it is not built on
+    stale = load_snapshot(table, 0)
+    shutil.copy(malformed, table / "_delta_log" / f"{1:020d}.crc")
+    txn = Transaction(stale, operation="WRITE")
+    txn.add_action(lb.add("y.parquet", size=7))
+    assert "does not parse" in txn.commit().checksum_alarm and _written(table) == [0, 1]
+    # the commit after builds on the log (version 2 has no checksum) and writes its own
+    assert _commit_one_file(table, "z.parquet").checksum_alarm == ""
+    assert _written(table) == [0, 1, 3]
+    assert _assert_every_checksum_is_the_replays(table, since=3) == [3]
 
 
 def test_the_checksum_op_writes_a_missing_one_then_checks_it(tmp_path: Path, capsys: Any) -> None:

@@ -22,6 +22,7 @@ from delta_ops.dagster import (
     DeltaTableTarget,
     build_delta_maintenance_defs,
 )
+from delta_ops.dagster.resource import result_metadata
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.table.checksum import checksum_of_snapshot
 from delta_ops.table.snapshot import load_snapshot
@@ -429,6 +430,19 @@ def test_checkpoint_asset_writes_a_checkpoint_once(tmp_path, case):
         assert skipped["dagster/row_count"].value == len(rows_before)
 
 
+def test_the_readable_twin_of_a_time_keeps_its_milliseconds():
+    """Issue 51.6: `now_ms` 1691426735372 reads as 16:45:35.372, not 16:45:35."""
+
+    @dataclass(frozen=True)
+    class Asked:
+        now_ms: int
+        retention_ms: int
+
+    meta = result_metadata(Asked(now_ms=1_691_426_735_372, retention_ms=1500))
+    assert meta["now"].value == "2023-08-07T16:45:35.372Z"
+    assert meta["retention"].value == "1500 ms"
+
+
 def test_vacuum_asset_metadata_matches_what_left_the_disk(tmp_path):
     table = fresh_copy("delta-spark/dv-partitioned-with-checkpoint", tmp_path)
     age(table, 8)  # past the default 7-day delta.deletedFileRetentionDuration
@@ -731,6 +745,14 @@ def _build_check_tables(tmp: Path) -> dict[str, Path]:
         replace(checksum, num_files=2).to_json()
     )
     tables["corrupt_checksum"] = tampered
+    # an older writer's checksum: the counts only, which agree with the log
+    legacy = tmp / "legacy_checksum"
+    lb.write_commit(legacy, 0, [lb.protocol(), lb.metadata(), lb.add("a.parquet", size=10)])
+    counts = {"tableSizeBytes": 10, "numFiles": 1, "numMetadata": 1, "numProtocol": 1}
+    (legacy / "_delta_log" / f"{0:020d}.crc").write_text(
+        json.dumps({**counts, "numTransactions": 0})
+    )
+    tables["legacy_checksum"] = legacy
     # liquid clustering by `id`, and 60 files not clustered yet (no tags)
     clustered = tmp / "clustered"
     adds = [lb.add(f"c{i:03d}.parquet", size=10**9) for i in range(60)]
@@ -897,3 +919,10 @@ def test_a_checksum_that_disagrees_with_the_log_is_an_error(check_results):
     assert "numFiles: the checksum says 2, the replay 1" in found["mismatches"]
     # a table without a checksum, and one whose checksum agrees, pass
     assert meta(check_results, "healthy", "checksum_agrees")["status"] in ("missing", "agrees")
+
+
+def test_an_older_writers_checksum_that_agrees_passes(check_results):
+    """Counts only, no metadata or protocol (issue 51.1): checked on what it has."""
+    assert "checksum_agrees" not in failed(check_results, "legacy_checksum")
+    found = meta(check_results, "legacy_checksum", "checksum_agrees")
+    assert found["status"] == "agrees" and found["absent"] == "metadata, protocol"

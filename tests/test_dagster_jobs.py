@@ -342,3 +342,12 @@ def test_maintenance_job_runs_checkpoint_then_cleanup_then_vacuum(fleet):
     gone = set(data_before) - set(data_files(dv))
     assert by_action["vacuum"]["num_deleted"] == len(gone) > 0
     assert deltalake_rows(dv) == rows
+
+
+@pytest.mark.parametrize("size", [4_194_304, "4194304", "4MB"])
+def test_a_compact_job_takes_a_size_in_bytes(fleet, size):
+    """Issue 50.5: YAML's `target_size: 4194304` is a number, and means bytes, as in delta-rs."""
+    defs, _ = fleet
+    result = run(defs, "compact", {"dry_run": True, "target_size": size, "tables": ["simple"]})
+    assert result.success, failure_messages(result)
+    assert observations(result)["simple"]["target_size"] == 4_194_304

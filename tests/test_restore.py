@@ -99,6 +99,26 @@ def test_restore_by_timestamp_picks_the_version_current_then(tmp_path: Path) -> 
     assert _ids(table) == [1]
 
 
+def test_a_timestamp_is_echoed_to_the_millisecond(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 51.6: the refusal names the time as given, and the commit records it so."""
+    table = tmp_path / "t"
+    ict = {"delta.enableInCommitTimestamps": "true"}  # a commit's time is in its commitInfo
+    write_arrow(table, pa.table({"id": pa.array([1], pa.int64())}), configuration=ict)
+    code = cli.main(["restore", str(table), "--timestamp", "2023-08-07T16:45:35.372+00:00"])
+    assert code == 2
+    assert "at or before 2023-08-07T16:45:35.372Z" in capsys.readouterr().err
+    write_arrow(table, pa.table({"id": pa.array([2], pa.int64())}))
+    first = _commit_info(table, 0)["inCommitTimestamp"]  # milliseconds, but 1 time in 1000
+    plan = plan_restore(load_snapshot(table), timestamp_ms=first)
+    assert plan.restore_to == 0
+    execute_restore(plan)
+    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(first // 1000))
+    millis = f".{first % 1000:03d}" if first % 1000 else ""
+    assert _commit_info(table, 2)["operationParameters"]["timestamp"] == f"{seconds}{millis}Z"
+
+
 def test_a_vacuumed_file_is_named_and_nothing_is_written(tmp_path: Path) -> None:
     table = tmp_path / "t"
     write_arrow(table, pa.table({"id": pa.array([1], pa.int64())}))

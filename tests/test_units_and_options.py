@@ -16,7 +16,14 @@ import pytest
 from delta_ops import cli
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.ops.results import to_data
-from delta_ops.protocol.units import format_bytes, format_duration, parse_duration_ms, parse_time_ms
+from delta_ops.protocol.units import (
+    format_bytes,
+    format_duration,
+    format_time_ms,
+    parse_duration_ms,
+    parse_size_bytes,
+    parse_time_ms,
+)
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.version import __version__
 from tests.support import REPO, copy_fixture
@@ -81,6 +88,56 @@ def test_times() -> None:
             parse_time_ms(bad, now_ms=0)
 
 
+@pytest.mark.parametrize(
+    ("text", "printed"),
+    [
+        ("2023-08-07T16:45:35.372+00:00", "2023-08-07T16:45:35.372Z"),
+        ("2023-08-07T18:45:35.005+02:00", "2023-08-07T16:45:35.005Z"),
+        ("2023-11-14T22:13:20.123Z", "2023-11-14T22:13:20.123Z"),  # not .123000
+        ("2023-08-07T16:45:35Z", "2023-08-07T16:45:35Z"),  # whole seconds print as such
+        ("2023-08-07", "2023-08-07T00:00:00Z"),
+        ("-1ms", "1969-12-31T23:59:59.999Z"),
+    ],
+)
+def test_times_print_with_their_milliseconds(text: str, printed: str) -> None:
+    """Issue 51.6: a time given to the millisecond is echoed to the millisecond, and reads
+    back as the same time."""
+    ms = parse_time_ms(text, now_ms=0)
+    assert format_time_ms(ms) == printed
+    assert parse_time_ms(printed, now_ms=0) == ms
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("4194304", 4_194_304), (" 1 ", 1), ("4MB", 4_194_304), ("4194304 bytes", 4_194_304)],
+)
+def test_a_bare_whole_number_is_a_size_in_bytes(text: str, size: int) -> None:
+    """Issue 50.5: as delta-rs' `target_size` and Spark's `maxFileSize` take it."""
+    assert parse_size_bytes(text) == size
+
+
+@pytest.mark.parametrize("text", ["1.5", "-4", "0", "4194304.0", "4 194 304", "big", ""])
+def test_a_size_that_is_no_whole_number_of_bytes_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="size") as info:
+        parse_size_bytes(text)
+    assert repr(text) in str(info.value)
+
+
+def test_a_bare_size_is_bytes_in_the_cli_and_dagster_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from delta_ops.dagster.jobs import CONFIGS
+
+    table = copy_fixture("delta-rs/simple_table", tmp_path)
+    code = cli.main(["compact", str(table), "--target-size", "4194304", "--dry-run", "--json"])
+    assert code == 0 and json.loads(capsys.readouterr().out)["target_size"] == 4_194_304
+    compact = OPERATIONS["compact"]
+    for given in (4_194_304, "4194304", "4MB"):  # YAML's 4194304 is a number
+        config = CONFIGS["compact"](target_size=given).model_dump()
+        values = compact.parse({o.name: config[o.name] for o in compact.options if not o.cli_only})
+        assert values["target_size"] == 4_194_304
+
+
 def test_human_units() -> None:
     assert [format_bytes(n) for n in (10, 1536, 300 * 2**20, 5 * 2**30)] == [
         "10 bytes",
@@ -111,7 +168,8 @@ def test_human_units() -> None:
         (["checkpoint", "{t}", "--parts", "0"], "--parts: must be at least 1"),
         (["purge", "{t}", "--min-deleted-ratio", "2"], "--min-deleted-ratio: '2'"),
         (["purge", "{t}", "--min-deleted-ratio", "half"], "--min-deleted-ratio: 'half'"),
-        (["compact", "{t}", "--target-size", "128"], "--target-size: '128' is not a size"),
+        (["compact", "{t}", "--target-size", "12.5"], "--target-size: '12.5' is not a size"),
+        (["compact", "{t}", "--target-size", "0"], "--target-size: '0' is not a size of at"),
         (["compact", "{t}", "--target-size", "big"], "--target-size: 'big'"),
         (["compact", "{t}", "--where", "id=3"], "--where 'id=3'"),
         (

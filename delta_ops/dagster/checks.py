@@ -202,4 +202,5 @@ def _checksum_result(
         file=check.file_name,
         version=check.version,
         mismatches="; ".join(check.mismatches) or "none",
+        absent=", ".join(check.absent) or "none",
     )

@@ -36,7 +36,11 @@ def _config_field(option: Option) -> tuple[Any, Any]:
         return bool, Field(default=bool(option.default), description=option.help)
     if option.kind in (OptionKind.COUNT, OptionKind.VERSION):
         return int | None, Field(default=option.default, description=option.help)
-    if option.kind in (OptionKind.SIZE, OptionKind.TEXT):
+    if option.kind is OptionKind.SIZE:
+        # text with a unit ("128MB") or a whole number of bytes (YAML's 4194304 is an int):
+        # Dagster's config takes no union of scalars, so any value, parsed as the CLI parses it
+        return Any, Field(default=option.default, description=f"{option.help}; {option.hint}")
+    if option.kind is OptionKind.TEXT:
         return str | None, Field(default=option.default, description=option.help)
     if option.kind is OptionKind.RATIO:
         return float, Field(default=option.default, ge=0, le=1, description=option.help)

@@ -4,7 +4,6 @@ Read-only probes are cheap enough for sensors; mutating calls return the operati
 results (frozen dataclasses), which the asset and op layers turn into metadata.
 """
 
-import datetime as dt
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,7 +20,7 @@ from delta_ops.ops.progress import LogLines, reporting
 from delta_ops.ops.registry import BY_ACTION, OPERATIONS, Operation
 from delta_ops.ops.results import to_data
 from delta_ops.ops.runs import Run, run_operation
-from delta_ops.protocol.units import format_duration
+from delta_ops.protocol.units import format_duration, format_time_ms
 from delta_ops.storage import Storage
 from delta_ops.storage.warehouse import history_location
 from delta_ops.table.snapshot import Snapshot, load_head, load_snapshot
@@ -205,8 +204,7 @@ def _engine(name: str) -> Engine:
 def _human_ms(value: int) -> str:
     """A `*_ms` number as a person reads it: a time (epoch ms) as ISO 8601, else a duration."""
     if value >= _EPOCH_MS_FROM:
-        moment = dt.datetime.fromtimestamp(value / 1000, tz=dt.UTC)
-        return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+        return format_time_ms(value)
     return format_duration(value)
 
 

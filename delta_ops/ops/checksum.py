@@ -7,17 +7,19 @@ the latest version's (or `--version N`'s) from the replayed state and writes it,
 a checksum is never overwritten (protocol, "Version Checksum File": writers MUST NOT).
 
 A version that has a checksum is checked instead, field by field, against the replay (the
-protocol's "State Validation"). One that disagrees, or does not parse, is a corruption alarm:
-the log or the checksum was changed after the commit. The dry run reports it; a run fails on it
-(:class:`~delta_ops.errors.CorruptLog`, naming every field that disagrees) and leaves the file
-for whoever investigates; once the cause is known, deleting it and running `checksum` again
-writes a correct one. So is a live deletion vector that names a row past its file's
-`numRecords`, or cannot be loaded (`delta_ops.table.deletion_vector_check`): the run fails
+protocol's "State Validation"), on the fields it has: an older writer's checksum (Delta Spark's
+and Databricks' first, with the counts but no metadata or protocol) is checked on its counts,
+and what it lacks is reported as absent, as Delta Spark checks it. One that disagrees, or does
+not parse, is a corruption alarm: the log or the checksum was changed after the commit. The dry
+run reports it; a run fails on it (:class:`~delta_ops.errors.CorruptChecksum`, naming every
+field that disagrees) and leaves the file for whoever investigates; once the cause is known,
+deleting it and running `checksum` again writes a correct one. So is a live deletion vector
+that names a row past its file's `numRecords`, or cannot be loaded (`delta_ops.table.deletion_vector_check`): the run fails
 on it and writes no checksum of that state.
 
     plan = plan_checksum(load_snapshot(path))   # reads and computes, writes nothing
     plan.status, plan.mismatches                # missing / agrees / disagrees / unreadable
-    result = execute_checksum(plan)             # writes N.crc, or raises CorruptLog
+    result = execute_checksum(plan)             # writes N.crc, or raises CorruptChecksum
 
 A crash before the write leaves the table as it was; after it, the checksum is whole (a temp
 file linked into place, or one conditional PUT), and a re-run finds it and checks it.
@@ -80,6 +82,12 @@ class ChecksumPlan:
         if self.check.status is ChecksumStatus.AGREES:
             reasons.append(
                 f"version {self.version} has its checksum ({name}), and it agrees with the log"
+                + (
+                    f" ({self.check.absent_note}: an older writer's checksum, checked on the fields"
+                    " it has)"
+                    if self.check.absent
+                    else ""
+                )
             )
         elif self.check.corrupt:
             reasons.append(
@@ -113,6 +121,7 @@ class ChecksumResult:
     version: int
     file: str
     status: ChecksumStatus  # as found: missing (then written, unless a writer came first) ...
+    absent: tuple[str, ...]  # required fields the checksum found lacks (an older writer's)
     written: bool
     size_in_bytes: int  # of the checksum written (0 when none was)
     num_files: int
@@ -139,8 +148,9 @@ def plan_checksum(snapshot: Snapshot) -> ChecksumPlan:
 
 
 def execute_checksum(plan: ChecksumPlan) -> ChecksumResult:
-    """Write the checksum when the version has none; raise CorruptLog when the one it has
-    disagrees with the log or does not parse, or when a live deletion vector is corrupt."""
+    """Write the checksum when the version has none; raise CorruptChecksum (a CorruptLog)
+    when the one it has disagrees with the log or does not parse, or CorruptLog when a live
+    deletion vector is corrupt."""
     started = time.monotonic()
     if plan.deletion_vectors.corrupt:
         raise CorruptLog(
@@ -149,12 +159,7 @@ def execute_checksum(plan: ChecksumPlan) -> ChecksumResult:
             " such a file holds; no checksum is written of this state)",
         )
     if plan.check.corrupt:
-        raise CorruptLog(
-            plan.check.file_name,
-            f"this checksum {plan.check.problem} (a corruption alarm: the log or the checksum"
-            " changed after the commit; a checksum is never overwritten: once the cause is known,"
-            " delete it and run checksum again to write one from the log)",
-        )
+        raise plan.check.alarm()
     written = False
     size = 0
     if plan.check.status is ChecksumStatus.MISSING:
@@ -165,6 +170,7 @@ def execute_checksum(plan: ChecksumPlan) -> ChecksumResult:
         version=plan.version,
         file=plan.check.file_name,
         status=plan.check.status,
+        absent=plan.check.absent,
         written=written,
         size_in_bytes=size,
         num_files=plan.computed.num_files,
@@ -199,7 +205,11 @@ def describe_result(result: ChecksumResult) -> str:
         )
     if result.status is ChecksumStatus.MISSING:
         return f"{result.file} was written by another writer meanwhile; it is left as it is"
-    return f"version {result.version} has its checksum ({result.file}), and it agrees with the log"
+    lacks = f" (it lacks {' and '.join(result.absent)})" if result.absent else ""
+    return (
+        f"version {result.version} has its checksum ({result.file}), and it agrees with the"
+        f" log{lacks}"
+    )
 
 
 OPERATION = Operation(

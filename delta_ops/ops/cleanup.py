@@ -37,7 +37,6 @@ Example::
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import time
 from collections import defaultdict
@@ -74,7 +73,7 @@ from delta_ops.ops.engines import Engine
 from delta_ops.ops.operation import Operation, Option, OptionKind, requested_now
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Access
-from delta_ops.protocol.units import format_duration
+from delta_ops.protocol.units import format_duration, format_time_ms
 from delta_ops.storage import Storage
 from delta_ops.table.commit_times import CommitClock
 from delta_ops.table.snapshot import Snapshot, TableHead, load_head
@@ -96,10 +95,6 @@ DAY_MS = 86_400_000
 def truncate_to_utc_day(ms: int) -> int:
     """Floor an epoch-ms instant to 00:00 UTC of its day (Spark's `truncateDate`)."""
     return (ms // 86_400_000) * 86_400_000
-
-
-def iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -131,7 +126,9 @@ class CleanupPlan:
         return "; ".join(self.kept_reasons) or "no expired log files"
 
     def to_dict(self) -> dict[str, Any]:
-        return fields_data(self, cutoff=iso(self.cutoff_ms), num_deleted=len(self.deleted))
+        return fields_data(
+            self, cutoff=format_time_ms(self.cutoff_ms), num_deleted=len(self.deleted)
+        )
 
 
 @dataclass(frozen=True)
@@ -321,7 +318,7 @@ def _plan_cleanup(
         reasons = [
             (
                 "no complete, readable checkpoint has all older log files past the cutoff "
-                f"{iso(cutoff)} (everything newer is inside the log retention of"
+                f"{format_time_ms(cutoff)} (everything newer is inside the log retention of"
                 f" {format_duration(retention)})"
             )
         ]
@@ -519,7 +516,7 @@ def execute_cleanup(plan: CleanupPlan) -> CleanupResult:
             )
     return CleanupResult(
         table=plan.table,
-        cutoff=iso(plan.cutoff_ms),
+        cutoff=format_time_ms(plan.cutoff_ms),
         boundary_checkpoint_version=plan.boundary_checkpoint_version,
         deleted=plan.deleted,
         num_deleted=len(plan.deleted),
@@ -544,7 +541,7 @@ def _boundary(version: int | None) -> str:
 
 def _describe_cleanup_plan(plan: CleanupPlan) -> str:
     head = (
-        f"cutoff {iso(plan.cutoff_ms)} (log retention {format_duration(plan.retention_ms)}),"
+        f"cutoff {format_time_ms(plan.cutoff_ms)} (log retention {format_duration(plan.retention_ms)}),"
         f" {_boundary(plan.boundary_checkpoint_version)}:"
         f" would delete {len(plan.deleted)} log files"
     )

@@ -63,7 +63,7 @@ from delta_ops.log.file_names import LogFile, LogFileKind
 from delta_ops.log.reader import read_commit_actions, sidecar_names
 from delta_ops.log.segment import complete_checkpoints, list_log_files
 from delta_ops.ops.checkpoint import checkpoint
-from delta_ops.ops.cleanup import execute_cleanup, iso, plan_cleanup
+from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.operation import Operation, Option, OptionKind
 from delta_ops.ops.purge import execute_purge, plan_purge
 from delta_ops.ops.results import fields_data
@@ -77,7 +77,7 @@ from delta_ops.protocol.properties import (
     IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION,
     REQUIRE_CHECKPOINT_PROTECTION_BEFORE_VERSION,
 )
-from delta_ops.protocol.units import format_duration
+from delta_ops.protocol.units import format_duration, format_time_ms
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import Snapshot, load_snapshot
 from delta_ops.table.transaction import Transaction
@@ -846,7 +846,7 @@ def describe_result(result: DropFeatureResult) -> str:
     extra = f" ({'; '.join(done)})" if done else ""
     if not result.dropped:
         when = (
-            f"; run again after {iso(result.run_again_after_ms)}"
+            f"; run again after {format_time_ms(result.run_again_after_ms)}"
             if result.run_again_after_ms
             else ""
         )

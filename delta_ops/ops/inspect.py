@@ -260,6 +260,8 @@ def _checksum_line(checksum: dict[str, Any]) -> str:
     if status == "missing":
         return f"none for version {checksum['version']} (delta-ops checksum writes it)"
     if status == "agrees":
-        return f"{checksum['file']} agrees with the log"
+        absent = checksum.get("absent") or []
+        lacks = f" (it lacks {' and '.join(absent)})" if absent else ""
+        return f"{checksum['file']} agrees with the log{lacks}"
     what = "does not parse" if status == "unreadable" else "DISAGREES with the log"
     return f"{checksum['file']} {what} (see to do)"

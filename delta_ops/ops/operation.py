@@ -174,7 +174,7 @@ _HINTS: dict[OptionKind, str] = {
     OptionKind.COUNT: "a whole number",
     OptionKind.FLAG: "true or false",
     OptionKind.RATIO: "e.g. 0.1 or 10%",
-    OptionKind.SIZE: "e.g. 128MB, 1GB",
+    OptionKind.SIZE: "e.g. 128MB, 1GB, or bytes: 4194304",
     OptionKind.TEXT: "e.g. day=2026-11-01",
     OptionKind.VERSION: "a version number, 0 or more",
 }

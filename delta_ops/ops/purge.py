@@ -28,12 +28,11 @@ import pyarrow.compute as pc
 
 from delta_ops import clock
 from delta_ops.errors import InvalidValue
-from delta_ops.ops.cleanup import iso
 from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Access
-from delta_ops.protocol.units import format_bytes
+from delta_ops.protocol.units import format_bytes, format_time_ms
 from delta_ops.table.snapshot import Snapshot
 
 
@@ -206,7 +205,7 @@ def describe_plan(plan: PurgePlan) -> str:
     return (
         f"would rewrite {len(plan.files):,} files ({plan.bytes_to_rewrite:,} bytes) without"
         f" {plan.rows_to_drop:,} deleted rows; a vacuum after"
-        f" {iso(plan.erased_by_vacuum_after_ms)} erases them from storage"
+        f" {format_time_ms(plan.erased_by_vacuum_after_ms)} erases them from storage"
     )
 
 
@@ -217,7 +216,7 @@ def describe_result(result: PurgeResult) -> str:
         f"rewrote {result.files_rewritten:,} files at version {result.version}"
         f" ({format_bytes(result.bytes_written)} written):"
         f" {result.rows_dropped:,} deleted rows dropped, {result.rows_kept:,} kept;"
-        f" a vacuum after {iso(result.erased_by_vacuum_after_ms)} erases the old files"
+        f" a vacuum after {format_time_ms(result.erased_by_vacuum_after_ms)} erases the old files"
     )
 
 

@@ -37,7 +37,7 @@ from delta_ops.ops.operation import Operation, Option, OptionKind
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.deletion_vectors import dv_relative_paths, dv_unique_ids
 from delta_ops.protocol.features import Access, Protocol
-from delta_ops.protocol.units import format_bytes
+from delta_ops.protocol.units import format_bytes, format_time_ms
 from delta_ops.storage import Storage
 from delta_ops.table.commit_times import version_at
 from delta_ops.table.remove_lines import encode_removes
@@ -109,7 +109,7 @@ def plan_restore(
         if version is None:
             raise InvalidValue(
                 f"--timestamp: {storage.url} has no version committed at or before"
-                f" {clock_text(timestamp_ms)}"
+                f" {format_time_ms(timestamp_ms)}"
             )
     assert version is not None
     if not 0 <= version <= snapshot.version:
@@ -140,11 +140,6 @@ def plan_restore(
         restored=restored,
         removed=removed,
     )
-
-
-def clock_text(ms: int) -> str:
-    """`ms` as an ISO 8601 UTC time."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
 
 
 def _keys(files: pa.Table) -> pa.Array:
@@ -227,7 +222,7 @@ def execute_restore(plan: RestorePlan) -> RestoreResult:
     snapshot = plan.snapshot
     parameters: dict[str, Any] = {"version": plan.restore_to}
     if plan.timestamp_ms is not None:
-        parameters["timestamp"] = clock_text(plan.timestamp_ms)
+        parameters["timestamp"] = format_time_ms(plan.timestamp_ms)
     txn = Transaction(snapshot, operation="RESTORE", parameters=parameters, purpose=Access.WRITE)
     if plan.new_protocol is not None:
         txn.add_action({"protocol": plan.new_protocol})

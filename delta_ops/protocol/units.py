@@ -12,10 +12,13 @@ Times (:func:`parse_time_ms`): ``now``, ISO 8601 with a zone (``2026-11-25T10:00
 unit (``1700000000s``, ``1700000000000ms``).
 
 Sizes (:func:`parse_size_bytes`): a number with a unit, ``128MB``, ``1 GB``, ``512k`` (powers
-of 1024); a bare number is refused.
+of 1024), or a bare whole number of bytes, ``4194304``, as delta-rs' `target_size` and Spark's
+`maxFileSize` take it (a size has one natural unit; a duration has none, so a bare duration
+stays refused).
 
-Sizes print with :func:`format_bytes` (``1.5 MB``) and durations with :func:`format_duration`
-(``7 days``, ``36 hours``)::
+Sizes print with :func:`format_bytes` (``1.5 MB``), durations with :func:`format_duration`
+(``7 days``, ``36 hours``) and times with :func:`format_time_ms` (ISO 8601 UTC, to the
+millisecond when it has one: ``2023-08-07T16:45:35.372Z``, ``2023-08-07T16:45:35Z``)::
 
     parse_duration_ms("7d") == parse_duration_ms("P7D") == parse_duration_ms("7 days")
 """
@@ -113,6 +116,15 @@ def parse_time_ms(text: str, *, now_ms: int) -> int:
     return int(parsed.timestamp() * 1000)
 
 
+def format_time_ms(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 UTC, with the milliseconds unless they are 0: what
+    :func:`parse_time_ms` reads back to the same value (integer arithmetic, no float)."""
+    seconds, millis = divmod(ms, 1000)
+    moment = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=seconds)
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{text}.{millis:03d}Z" if millis else f"{text}Z"
+
+
 def format_duration(ms: int) -> str:
     """A duration in the largest whole unit that keeps it exact (``7 days``, ``90 minutes``)."""
     for unit, size in (("day", 86_400_000), ("hour", 3_600_000), ("minute", 60_000)):
@@ -140,18 +152,24 @@ def format_bytes(size: int) -> str:
 _SIZE = re.compile(
     r"^\s*(\d+(?:\.\d+)?)\s*(b|bytes?|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)\s*$", re.IGNORECASE
 )
-SIZE_FORMS = "a size with a unit, e.g. 128MB, 1GB, 512KB (powers of 1024)"
+_BYTES = re.compile(r"^\s*(\d+)\s*$")
+SIZE_FORMS = (
+    "a size with a unit, e.g. 128MB, 1GB, 512KB (powers of 1024), or whole bytes, e.g. 4194304"
+)
 
 
 def parse_size_bytes(text: str) -> int:
-    """`128MB`, `1 GB`, `512k`, `1000 bytes` as bytes (K/M/G/T are powers of 1024); a bare
-    number is refused: it has no unit."""
-    match = _SIZE.match(str(text))
-    if match is None:
+    """`128MB`, `1 GB`, `512k`, `1000 bytes` as bytes (K/M/G/T are powers of 1024), and a bare
+    whole number as bytes (`4194304`); a bare fraction (`1.5`) is refused: bytes are whole."""
+    value = str(text)
+    if (bare := _BYTES.match(value)) is not None:
+        size = int(bare.group(1))
+    elif (match := _SIZE.match(value)) is not None:
+        number, unit = match.group(1), match.group(2).lower()
+        scale = 1024 ** {"b": 0, "k": 1, "m": 2, "g": 3, "t": 4}[unit[0]]
+        size = int(float(number) * scale) if "." in number else int(number) * scale
+    else:
         raise ValueError(f"{text!r} is not a size; use {SIZE_FORMS}")
-    number, unit = float(match.group(1)), match.group(2).lower()
-    power = {"b": 0, "k": 1, "m": 2, "g": 3, "t": 4}[unit[0]]
-    size = int(number * 1024**power)
     if size < 1:
         raise ValueError(f"{text!r} is not a size of at least 1 byte")
     return size

@@ -7,21 +7,28 @@ protocol and the metadata, the set transactions (up to 100) and live domain meta
 10), the commit's in-commit timestamp and transaction id, and for small tables (up to 50 live
 files) the live `add` actions themselves. A reader may compare it with the state it rebuilds:
 a checksum that disagrees with the replay means that the log, or the checksum, was changed
-after the commit (a corruption alarm).
+after the commit (a corruption alarm). Older writers' checksums hold only the counts (no
+metadata, no protocol): they are compared on what they hold, the rest reported as absent.
 
 How a checksum is computed:
 
 1. From a snapshot (:func:`checksum_of_snapshot`): columnar sums and `numpy` histograms over the
    snapshot's file index; no Python object per file (the `add` actions only for small tables).
 2. After a commit (:func:`checksum_after_commit`): from version N-1's checksum (its `.crc` when
-   it is there, readable, complete and, where the transaction's snapshot is N-1, agreeing with
-   it on the files; else the transaction's snapshot when that is N-1) plus
+   it is there and complete; else the transaction's snapshot when that is N-1) plus
    the commit's reconciled adds and removes. The rows a commit removes or re-adds (a
    row-tracking backfill re-adds live files) are looked up by their reconciliation key,
    `(path, deletion vector)`, among N-1's live files: in N-1's `allFiles`, else in the
    transaction's snapshot (the conflict checks guarantee that what a commit removes or re-adds
    was not touched by the commits between its snapshot and N-1), and subtracted, so a re-add
    is never counted twice. When no base exists the checksum is computed from a fresh load of N.
+   N-1's `.crc` is checked before it is built on (as Delta Spark's incremental checksum
+   validates the previous one): where the transaction's snapshot is N-1, on every field it
+   has, else on whether it parses. One that fails is a corruption alarm
+   (:class:`~delta_ops.errors.CorruptChecksum`): N gets no checksum, neither built on the
+   suspect one nor computed from the log (which would certify the log's state over the
+   checksum that contradicts it, and make the latest version look sound); the transaction
+   reports the alarm and its commit stands.
 
 Writing (:func:`write_checksum`) never overwrites (put-if-absent; protocol: writers MUST NOT
 overwrite a checksum) and happens only after the commit is written; the transaction does it
@@ -56,7 +63,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import CorruptLog, DeltaOpsError
+from delta_ops.errors import CorruptChecksum, CorruptLog, DeltaOpsError
 from delta_ops.log.actions import (
     ADD_FIELDS,
     DELETION_VECTOR_TYPE,
@@ -191,13 +198,15 @@ def _is_int(value: Any) -> bool:
 # ------------------------------------------------------------------------------ the checksum
 @dataclass(frozen=True)
 class VersionChecksum:
-    """The content of `N.crc`. Optional fields are None where they are not recorded."""
+    """The content of `N.crc`. Optional fields are None where they are not recorded; so are
+    `metadata` and `protocol`, which the protocol requires, in an older writer's checksum
+    (Delta Spark's and Databricks' first ones held only the counts)."""
 
     version: int
     table_size_bytes: int
     num_files: int
-    metadata: Mapping[str, Any]  # the metaData action
-    protocol: Mapping[str, Any]  # the protocol action
+    metadata: Mapping[str, Any] | None  # the metaData action (None: an older writer's)
+    protocol: Mapping[str, Any] | None  # the protocol action (None: an older writer's)
     num_metadata: int = 1
     num_protocol: int = 1
     txn_id: str | None = None
@@ -214,8 +223,19 @@ class VersionChecksum:
     def file_name(self) -> str:
         return checksum_file_name(self.version)
 
+    @property
+    def absent(self) -> tuple[str, ...]:
+        """The fields the protocol requires that this checksum lacks (an older writer's)."""
+        return tuple(
+            name
+            for name, value in (("metadata", self.metadata), ("protocol", self.protocol))
+            if value is None
+        )
+
     def to_data(self) -> dict[str, Any]:
-        """The JSON object, fields in Delta Spark's order, absent optional fields left out."""
+        """The JSON object, fields in Delta Spark's order, absent optional fields left out; the
+        histogram under the protocol's `fileSizeHistogram`, as Delta Spark writes it since 4.2
+        (before, `histogramOpt`: :meth:`from_json` reads both)."""
         out: dict[str, Any] = {}
         if self.txn_id is not None:
             out["txnId"] = self.txn_id
@@ -233,8 +253,10 @@ class VersionChecksum:
             out["setTransactions"] = [dict(t) for t in self.set_transactions]
         if self.domain_metadata is not None:
             out["domainMetadata"] = [dict(d) for d in self.domain_metadata]
-        out["metadata"] = dict(self.metadata)
-        out["protocol"] = dict(self.protocol)
+        if self.metadata is not None:
+            out["metadata"] = dict(self.metadata)
+        if self.protocol is not None:
+            out["protocol"] = dict(self.protocol)
         if self.file_size_histogram is not None:
             out["fileSizeHistogram"] = self.file_size_histogram.to_data()
         if self.deleted_record_counts is not None:
@@ -250,8 +272,10 @@ class VersionChecksum:
 
     @classmethod
     def from_json(cls, data: bytes, version: int) -> VersionChecksum:
-        """Parse `N.crc`; CorruptLog names the file and what is wrong. Readers are lenient:
-        Delta Spark's older `histogramOpt` name is read as `fileSizeHistogram`."""
+        """Parse `N.crc`; CorruptLog names the file and what is wrong. Readers are lenient as
+        Delta Spark's are: its older `histogramOpt` name is read as `fileSizeHistogram`, an older
+        writer's checksum without `metadata` and `protocol` reads with them None, and fields
+        outside the protocol (their `numTransactions`) are ignored."""
         name = checksum_file_name(version)
         try:
             obj = json.loads(data)
@@ -270,10 +294,15 @@ class VersionChecksum:
             if not _is_int(obj.get(key)):
                 raise ValueError(f"{key} must be an integer")
         metadata, protocol = obj.get("metadata"), obj.get("protocol")
-        if not isinstance(metadata, dict) or not isinstance(protocol, dict):
-            raise TypeError("metadata and protocol must be objects")
-        Protocol.from_action(protocol)  # raises on a protocol no table could have
-        histogram = obj.get("fileSizeHistogram", obj.get("histogramOpt"))
+        for key, value in (("metadata", metadata), ("protocol", protocol)):
+            if value is not None and not isinstance(value, dict):
+                raise TypeError(f"{key} must be an object")
+        if protocol is not None:
+            Protocol.from_action(protocol)  # raises on a protocol no table could have
+        # the protocol's name, else Delta Spark's before 4.2 (it reads both, as one field)
+        histogram = obj.get("fileSizeHistogram")
+        if histogram is None:
+            histogram = obj.get("histogramOpt")
         deleted = obj.get("deletedRecordCountsHistogramOpt")
         counts = deleted.get("deletedRecordCounts") if isinstance(deleted, dict) else None
         return cls(
@@ -700,42 +729,29 @@ def _empty_base(change: _Change) -> VersionChecksum:
 def _usable_checksum(
     storage: Storage, version: int, fresh: Snapshot | None
 ) -> VersionChecksum | None:
-    """Version `version`'s recorded checksum when it can be built on: readable, with a file
-    size histogram (Delta Spark's rule), and agreeing with `fresh` (that version's snapshot,
-    when the transaction has it) on the file count and bytes, and on the files it lists."""
+    """Version `version`'s recorded checksum when it can be built on: complete (a file size
+    histogram, as Delta Spark requires, metadata and protocol). It is checked first (Delta
+    Spark's incremental checksum validates the previous one too): against `fresh`, that
+    version's snapshot when the transaction has it, on every field it has; else only whether
+    it parses (a snapshot older than N-1 says nothing of N-1's state: built on as Delta Spark
+    builds on it).
+
+    Raises:
+        CorruptChecksum: it does not parse, or disagrees with `fresh` (a corruption alarm:
+            nothing is built on it).
+    """
     try:
-        recorded = read_checksum(storage, version)
-    except (CorruptLog, OSError) as exc:
+        check, recorded = _read_and_check(storage, version, fresh)
+    except OSError as exc:
         logger.warning(
             "%s: not building on the checksum of version %d: %s", storage.url, version, exc
         )
         return None
-    if recorded is None or recorded.file_size_histogram is None:
-        return None
+    if check.corrupt:
+        raise check.alarm()
+    if recorded is None or recorded.file_size_histogram is None or recorded.absent:
+        return None  # none, or an older writer's: no histogram, metadata or protocol to carry on
     if recorded.num_metadata != 1 or recorded.num_protocol != 1:
-        return None
-    if fresh is not None and (recorded.num_files, recorded.table_size_bytes) != (
-        fresh.num_files,
-        fresh.size_bytes,
-    ):
-        logger.warning(
-            "%s: the checksum of version %d disagrees with the log (%d files, %d bytes; the log"
-            " says %d, %d): not building on it",
-            storage.url,
-            version,
-            recorded.num_files,
-            recorded.table_size_bytes,
-            fresh.num_files,
-            fresh.size_bytes,
-        )
-        return None
-    listed = recorded.all_files
-    if fresh is not None and listed is not None and _all_files_mismatches(listed, fresh):
-        logger.warning(
-            "%s: the files the checksum of version %d lists are not the log's",
-            storage.url,
-            version,
-        )
         return None
     return recorded
 
@@ -821,6 +837,8 @@ def _applied(
     """`base` with the commit applied: `old` (N-1's rows of the keys it touches) out, its adds in."""
     metadata_action = change.metadata if change.metadata is not None else base.metadata
     protocol_action = change.protocol if change.protocol is not None else base.protocol
+    if metadata_action is None or protocol_action is None or base.protocol is None:
+        raise _NoBase(f"version {version - 1}'s checksum lacks {' and '.join(base.absent)}")
     metadata = Metadata.from_action(metadata_action)
     protocol = Protocol.from_action(protocol_action)
     gone, new = _FileFacts.of(old), _FileFacts.of(change.adds)
@@ -832,7 +850,9 @@ def _applied(
         histogram = base.file_size_histogram.combined(
             FileSizeHistogram.of(new.sizes, bins)
         ).combined(FileSizeHistogram.of(gone.sizes, bins), -1)
-    dv_counts, dv_histogram = _deletion_vector_counts(base, protocol, metadata, gone, new)
+    dv_counts, dv_histogram = _deletion_vector_counts(
+        base, Protocol.from_action(base.protocol), protocol, metadata, gone, new
+    )
     all_files = _all_files_after(base, change, fresh, metadata, num_files, size)
     return VersionChecksum(
         version=version,
@@ -854,6 +874,7 @@ def _applied(
 
 def _deletion_vector_counts(
     base: VersionChecksum,
+    base_protocol: Protocol,
     protocol: Protocol,
     metadata: Metadata,
     gone: _FileFacts,
@@ -863,7 +884,6 @@ def _deletion_vector_counts(
     where the table has no deletion vectors or version N-1's are not known."""
     if not tracks_deletion_vectors(protocol, metadata):
         return None, None
-    base_protocol = Protocol.from_action(base.protocol)
     had_none = not base_protocol.supports("deletionVectors")  # no file could have one
     records = base.num_deleted_records if not had_none else 0
     vectors = base.num_deletion_vectors if not had_none else 0
@@ -925,9 +945,8 @@ def _all_files_after(
     add up to the counts."""
     if not _keeps_all_files(metadata, num_files):
         return None
-    if change.metadata is not None and change.metadata.get("schemaString") != base.metadata.get(
-        "schemaString"
-    ):
+    base_schema = base.metadata.get("schemaString") if base.metadata is not None else None
+    if change.metadata is not None and change.metadata.get("schemaString") != base_schema:
         return None
     if base.all_files is not None:
         before = list(base.all_files)
@@ -964,7 +983,12 @@ def write_checksum_after_commit(
     known_removes: KnownRemoves | None = None,
 ) -> VersionChecksum | None:
     """Compute and write the checksum of a commit just made (None when the table's features
-    keep delta-ops from describing its state, as they keep it from checkpointing it)."""
+    keep delta-ops from describing its state, as they keep it from checkpointing it).
+
+    Raises:
+        CorruptChecksum: version N-1's checksum does not parse or disagrees with the log;
+            nothing is written.
+    """
     checksum = checksum_after_commit(
         storage,
         version,
@@ -973,7 +997,10 @@ def write_checksum_after_commit(
         commit_bytes=commit_bytes,
         known_removes=known_removes,
     )
-    if Protocol.from_action(checksum.protocol).refusal(Access.CHECKPOINT) is not None:
+    if (
+        checksum.protocol is None  # never: a computed checksum has the protocol
+        or Protocol.from_action(checksum.protocol).refusal(Access.CHECKPOINT) is not None
+    ):
         return None
     write_checksum(storage, checksum)
     return checksum
@@ -992,11 +1019,13 @@ class ChecksumStatus(StrEnum):
 @dataclass(frozen=True)
 class ChecksumCheck:
     """A version's recorded checksum checked against the replay: what disagrees, field by field
-    ("numFiles: the checksum says 10, the replay 0")."""
+    ("numFiles: the checksum says 10, the replay 0"), and the required fields it lacks, which
+    were not checked (an older writer's checksum: `("metadata", "protocol")`)."""
 
     version: int
     status: ChecksumStatus
     mismatches: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
 
     @property
     def file_name(self) -> str:
@@ -1015,32 +1044,56 @@ class ChecksumCheck:
         what = "does not parse" if unreadable else "disagrees with the log"
         return f"{what}: {'; '.join(self.mismatches)}"
 
+    def alarm(self) -> CorruptChecksum:
+        """The corruption alarm of a checksum that is `corrupt`, naming what is wrong."""
+        return CorruptChecksum(
+            self.file_name,
+            f"this checksum {self.problem} (a corruption alarm: the log or the checksum changed"
+            " after the commit; a checksum is never overwritten: once the cause is known, delete"
+            " it and run checksum again to write one from the log)",
+        )
+
+    @property
+    def absent_note(self) -> str:
+        """What the checksum lacks, not checked ("" when it has every required field)."""
+        return f"it lacks {' and '.join(self.absent)}" if self.absent else ""
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "version": self.version,
             "file": self.file_name,
             "status": self.status.value,
             "mismatches": list(self.mismatches),
+            "absent": list(self.absent),
         }
 
 
 def check_checksum(snapshot: Snapshot) -> ChecksumCheck:
     """The snapshot's version's `.crc` against the snapshot's replayed state."""
+    return _read_and_check(snapshot.storage, snapshot.version, snapshot)[0]
+
+
+def _read_and_check(
+    storage: Storage, version: int, snapshot: Snapshot | None
+) -> tuple[ChecksumCheck, VersionChecksum | None]:
+    """Version `version`'s checksum and how it compares with `snapshot` (that version's
+    replay; without one only whether it parses is checked)."""
     try:
-        recorded = read_checksum(snapshot.storage, snapshot.version)
+        recorded = read_checksum(storage, version)
     except CorruptLog as exc:
-        return ChecksumCheck(snapshot.version, ChecksumStatus.UNREADABLE, (exc.problem,))
+        return ChecksumCheck(version, ChecksumStatus.UNREADABLE, (exc.problem,)), None
     if recorded is None:
-        return ChecksumCheck(snapshot.version, ChecksumStatus.MISSING)
-    mismatches = checksum_mismatches(recorded, snapshot)
+        return ChecksumCheck(version, ChecksumStatus.MISSING), None
+    mismatches = checksum_mismatches(recorded, snapshot) if snapshot is not None else ()
     status = ChecksumStatus.DISAGREES if mismatches else ChecksumStatus.AGREES
-    return ChecksumCheck(snapshot.version, status, mismatches)
+    return ChecksumCheck(version, status, mismatches, recorded.absent), recorded
 
 
 def checksum_mismatches(recorded: VersionChecksum, snapshot: Snapshot) -> tuple[str, ...]:
     """Each field `recorded` holds that the replayed `snapshot` contradicts (protocol: "State
     Validation"; Delta Spark's `ValidateChecksum.checkMismatch`, which also skips fields a
-    checksum leaves out). The counts of deletion vectors are compared whenever recorded."""
+    checksum leaves out, the metadata and protocol of an older writer's included). The counts
+    of deletion vectors are compared whenever recorded."""
     bins = (
         recorded.file_size_histogram.boundaries
         if recorded.file_size_histogram is not None
@@ -1057,12 +1110,15 @@ def checksum_mismatches(recorded: VersionChecksum, snapshot: Snapshot) -> tuple[
     differ("numFiles", recorded.num_files, facts.count)
     differ("numMetadata", recorded.num_metadata, 1)
     differ("numProtocol", recorded.num_protocol, 1)
-    if Metadata.from_action(recorded.metadata) != snapshot.metadata:
+    if (
+        recorded.metadata is not None
+        and Metadata.from_action(recorded.metadata) != snapshot.metadata
+    ):
         out.append(
             f"metadata: the checksum's {_short(recorded.metadata)} is not the log's"
             f" {_short(snapshot.metadata.to_action())}"
         )
-    if _protocol_or_none(recorded.protocol) != snapshot.protocol:
+    if recorded.protocol is not None and _protocol_or_none(recorded.protocol) != snapshot.protocol:
         out.append(
             f"protocol: the checksum says {_short(recorded.protocol)},"
             f" the replay {_short(snapshot.protocol.to_action())}"

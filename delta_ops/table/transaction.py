@@ -25,7 +25,9 @@ Conflicts (after Delta Spark's `ConflictChecker`, reduced to what delta-ops' ope
 
 Version checksums: every commit is followed by its `N.crc` (`delta_ops.table.checksum`),
 derived from N-1's and the commit's actions, best-effort: a failure to write it is logged and
-never fails or undoes the commit (a table without that checksum is valid).
+never fails or undoes the commit (a table without that checksum is valid). N-1's is checked
+first; one that disagrees with the log is a corruption alarm: N gets none, and the alarm is
+logged as a warning and returned in the result (`CommitResult.checksum_alarm`).
 
 Row tracking: when the table supports `rowTracking`, adds without `baseRowId` get fresh ids from
 the high-water mark and `defaultRowCommitVersion` = the committed version, and the
@@ -51,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delta_ops import clock
-from delta_ops.errors import ConcurrentModification, OperationRefused, UnsafePath
+from delta_ops.errors import ConcurrentModification, CorruptChecksum, OperationRefused, UnsafePath
 from delta_ops.log.file_names import commit_file_name
 from delta_ops.log.reader import read_commit_actions
 from delta_ops.log.replay import ROW_TRACKING_DOMAIN
@@ -84,6 +86,9 @@ class CommitResult:
     attempts: int
     num_actions: int
     row_id_high_water_mark: int | None = None
+    #: the previous version's checksum disagreed with the log (or did not parse): what is
+    #: wrong, and no checksum was written for this version ("" when none of that)
+    checksum_alarm: str = ""
 
 
 @dataclass(frozen=True)
@@ -265,12 +270,13 @@ class Transaction:
                     version,
                     attempt,
                 )
-                self._write_checksum(storage, version, txn_id, body)
+                alarm = self._write_checksum(storage, version, txn_id, body)
                 return CommitResult(
                     version=version,
                     attempts=attempt,
                     num_actions=self._num_actions(),
                     row_id_high_water_mark=new_hwm,
+                    checksum_alarm=alarm,
                 )
             latest = _latest_commit_version(storage, version)
             hwm = self._check_winners(storage, version, latest, hwm, deadline)
@@ -289,11 +295,12 @@ class Transaction:
             hwm = self._check_winners(storage, latest + 1, newest, hwm, deadline)
             version = newest + 1
 
-    def _write_checksum(self, storage: Storage, version: int, txn_id: str, body: bytes) -> None:
+    def _write_checksum(self, storage: Storage, version: int, txn_id: str, body: bytes) -> str:
         """Write the commit's `N.crc`, best-effort: the commit stands whatever happens here (a
-        table without that checksum is valid; `delta-ops checksum` writes it later)."""
+        table without that checksum is valid; `delta-ops checksum` writes it later). Returns
+        the corruption alarm raised by N-1's checksum ("" when none was)."""
         if not self.write_checksum:
-            return
+            return ""
         known = None
         keys = [r.keys for r in self.encoded_removes]
         if keys and all(k is not None for k in keys):
@@ -307,10 +314,14 @@ class Transaction:
                 commit_bytes=body,
                 known_removes=known,
             )
+        except CorruptChecksum as alarm:
+            logger.warning("committed version %d without its checksum: %s", version, alarm)
+            return str(alarm)
         except Exception as exc:  # noqa: BLE001 - never fails or undoes the commit
             logger.warning(
                 "%s: committed version %d, but not its checksum: %r", storage.url, version, exc
             )
+        return ""
 
     def _check_winners(
         self, storage: Storage, first: int, last: int, hwm: int | None, deadline: float
