@@ -117,7 +117,7 @@ def test_a_commit_after_a_legacy_checksum_does_not_build_on_it(
     txn.add_action(lb.add("x.parquet", size=7))
     assert txn.commit().version == 2
     assert [r.getMessage() for r in caplog.records if "full load" in r.getMessage()] == [
-        "checksum of version 2 from a full load: version 1 has no usable checksum"
+        f"{legacy}: checksum of version 2 from a full load: version 1 has no usable checksum"
     ]
     check = check_checksum(load_snapshot(legacy))
     assert check.status is ChecksumStatus.AGREES and check.absent == ()
