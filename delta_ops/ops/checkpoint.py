@@ -526,6 +526,8 @@ def built_ahead(groups: Iterable[pa.Table], ahead: int | None = None) -> Iterato
 
     context = contextvars.copy_context()  # the caller's progress reporter, if any
     builder = threading.Thread(target=context.run, args=(build,), daemon=True)
+    _stop_builders_at_exit()
+    _BUILDERS[builder] = (stop, handoff)
     builder.start()
     try:
         while True:
@@ -536,12 +538,55 @@ def built_ahead(groups: Iterable[pa.Table], ahead: int | None = None) -> Iterato
                 return
             yield group
     finally:
-        stop.set()
-        while builder.is_alive():  # free a builder waiting to hand a group over
-            try:
-                handoff.get_nowait()
-            except queue.Empty:
-                builder.join(0.01)
+        _stop_builder(builder, stop, handoff)
+        _BUILDERS.pop(builder, None)
+
+
+def _stop_builder(
+    builder: threading.Thread,
+    stop: threading.Event,
+    handoff: queue.Queue[tuple[pa.Table | None, BaseException | None]],
+    timeout_s: float | None = None,
+) -> None:
+    """Stop `builder` after the group it is building and wait for it (at most `timeout_s`)."""
+    stop.set()
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while builder.is_alive():  # free a builder waiting to hand a group over
+        if deadline is not None and time.monotonic() > deadline:
+            return
+        try:
+            handoff.get_nowait()
+        except queue.Empty:
+            builder.join(0.01)
+
+
+#: the row-group builders running now, with what stops them
+_BUILDERS: dict[
+    threading.Thread,
+    tuple[threading.Event, queue.Queue[tuple[pa.Table | None, BaseException | None]]],
+] = {}
+_STOP_AT_EXIT_REGISTERED = False
+#: how long the interpreter's exit waits for a builder to finish the group it is building
+BUILDER_EXIT_WAIT_S = 30.0
+
+
+def _stop_builders_at_exit() -> None:
+    """Stop every builder still running when the interpreter exits (a checkpoint interrupted
+    by the exit, or a generator nobody closed), before the interpreter's teardown: a daemon
+    thread still inside Arrow's C++ code when the interpreter finalizes is ended by
+    ``pthread_exit``, whose unwinding through C++ frames can abort the process
+    (apache/arrow#34314: "terminate called without an active exception")."""
+    global _STOP_AT_EXIT_REGISTERED
+    if not _STOP_AT_EXIT_REGISTERED:
+        import atexit
+
+        atexit.register(_stop_all_builders)
+        _STOP_AT_EXIT_REGISTERED = True
+
+
+def _stop_all_builders() -> None:
+    for builder, (stop, handoff) in list(_BUILDERS.items()):
+        _stop_builder(builder, stop, handoff, BUILDER_EXIT_WAIT_S)
 
 
 def _write_new(storage: Storage, name: str, data: bytes) -> bool:
