@@ -175,3 +175,9 @@ def check_listing_from_each_version(storage: Any) -> int:
         expected = [e for e in whole if e.name[:1].isdigit() and int(e.name.split(".")[0]) >= v]
         assert storage.list_log(from_version=v) == expected, v
     return len(versions)
+
+
+def is_hadoop_checksum(name: str) -> bool:
+    """Whether `name` is a Hadoop checksum sidecar (``.<file>.crc``, written by Spark on local
+    disk): it goes with its file and is no file of the table's (vacuum docs)."""
+    return name.startswith(".") and name.endswith(".crc")

@@ -28,7 +28,7 @@ from delta_ops.table.checksum import checksum_of_snapshot
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
 from tests import log_builder as lb
-from tests.support import deltalake_files, deltalake_rows, fresh_copy
+from tests.support import deltalake_files, deltalake_rows, fresh_copy, is_hadoop_checksum
 
 DAY_S = 86_400
 
@@ -87,13 +87,19 @@ def data_files(table: Path) -> dict[str, int]:
     for root, dirs, files in os.walk(table):
         dirs[:] = [d for d in dirs if d != "_delta_log"]
         for f in files:
+            if is_hadoop_checksum(f):  # goes with its file; not the table's
+                continue
             full = os.path.join(root, f)
             out[os.path.relpath(full, table)] = os.path.getsize(full)
     return out
 
 
 def log_files(table: Path) -> set[str]:
-    return {p.name for p in (table / "_delta_log").iterdir() if p.is_file()}
+    return {
+        p.name
+        for p in (table / "_delta_log").iterdir()
+        if p.is_file() and not is_hadoop_checksum(p.name)
+    }
 
 
 def age(table: Path, days: float, *, log: bool = False, data: bool = True) -> None:
@@ -126,7 +132,7 @@ def small_table(path: Path, commits: int = 2, configuration: dict | None = None)
 def test_definitions_load_and_every_name_is_prefixed(tmp_path):
     defs = build_delta_maintenance_defs(
         [
-            DeltaTableTarget("orders", str(tmp_path / "orders")),
+            DeltaTableTarget("orders", str(tmp_path / "orders"), enable_row_tracking=True),
             DeltaTableTarget("events", str(tmp_path / "events")),
         ],
         name="lake",
@@ -158,8 +164,12 @@ def test_definitions_load_and_every_name_is_prefixed(tmp_path):
     graph = defs.resolve_asset_graph()
     for table in ("orders", "events"):
         for action in ACTIONS:
-            node = graph.get(action_key(table, action, fleet="lake"))
-            assert node.parent_keys == {dg.AssetKey(["lake", table])}
+            key = action_key(table, action, fleet="lake")
+            if action == "row_tracking" and table == "events":
+                # row tracking is not enabled there: no node that would never run
+                assert not graph.has(key)
+                continue
+            assert graph.get(key).parent_keys == {dg.AssetKey(["lake", table])}
     # nothing starts by itself: every schedule and sensor is STOPPED until turned on
     assert {s.default_status for s in repo.schedule_defs} == {dg.DefaultScheduleStatus.STOPPED}
     assert {s.default_status for s in repo.sensor_defs} == {dg.DefaultSensorStatus.STOPPED}
@@ -218,7 +228,7 @@ def test_two_fleets_merge_into_one_code_location(tmp_path):
     # each fleet's asset job selects only its own tables
     a_job = merged.resolve_job_def("a_maintenance_assets_job")
     assert {k for k in a_job.asset_layer.selected_asset_keys} == {
-        action_key("orders", x, fleet="a") for x in ACTIONS
+        action_key("orders", x, fleet="a") for x in ACTIONS if x != "row_tracking"
     }
 
 
@@ -325,7 +335,7 @@ def test_translator_maps_maintenance_onto_the_users_asset_graph(tmp_path):
     assert (
         graph.get(EVENTS_KEY).is_materializable and graph.get(EVENTS_KEY).group_name == "pipeline"
     )
-    for action in ACTIONS:
+    for action in (a for a in ACTIONS if a != "row_tracking"):  # (not enabled on it)
         node = graph.get(action_key("events", action, ("lake", "maintenance")))
         assert node.parent_keys == {EVENTS_KEY}
         assert node.group_name == "lake_ops"
@@ -536,10 +546,10 @@ def test_row_tracking_asset_acts_only_on_opted_in_tables(tmp_path):
         ],
         name="r",
     )
-    selection = [
-        action_key("on", "row_tracking", fleet="r"),
-        action_key("off", "row_tracking", fleet="r"),
-    ]
+    # the table without row tracking enabled has no row_tracking asset at all (at a lake's
+    # size, one never-running node per table)
+    assert not defs.resolve_asset_graph().has(action_key("off", "row_tracking", fleet="r"))
+    selection = [action_key("on", "row_tracking", fleet="r")]
     result = run_assets(defs, "r", selection=selection)
     assert result.success
     mats = materializations(result)
@@ -638,7 +648,7 @@ def _build_check_tables(tmp: Path) -> dict[str, Path]:
     healthy = small_table(tmp / "healthy", commits=3)
     checkpoint(str(healthy))
     tables["healthy"] = healthy
-    tables["lag_at_interval"] = _lagging(tmp / "lag_at_interval", interval=3, commits=3)
+    tables["lag_under_interval"] = _lagging(tmp / "lag_under_interval", interval=3, commits=2)
     tables["lag_warn"] = _lagging(tmp / "lag_warn", interval=2, commits=4)
     tables["lag_error"] = _lagging(tmp / "lag_error", interval=1, commits=11)
     ict = tmp / "ict"
@@ -822,14 +832,19 @@ def test_checks_pass_on_a_healthy_checkpointed_table(check_results):
 
 
 def test_checkpoint_lag_warns_then_errors(check_results):
-    assert failed(check_results, "lag_at_interval") == {}
+    # passes under the interval; at it a checkpoint is due (the sensor's and planner's rule)
+    assert failed(check_results, "lag_under_interval") == {}
     assert failed(check_results, "lag_warn") == {"checkpoint_lag": dg.AssetCheckSeverity.WARN}
     assert meta(check_results, "lag_warn", "checkpoint_lag") == {
         "commits_since_checkpoint": 4,
         "checkpoint_interval": 2,
         "version": 3,
     }
-    assert failed(check_results, "lag_error") == {"checkpoint_lag": dg.AssetCheckSeverity.ERROR}
+    # (its 11 one-file commits are also 11 small files: a compaction is due there too)
+    assert failed(check_results, "lag_error") == {
+        "checkpoint_lag": dg.AssetCheckSeverity.ERROR,
+        "small_files": dg.AssetCheckSeverity.WARN,
+    }
     assert meta(check_results, "lag_error", "checkpoint_lag")["commits_since_checkpoint"] == 11
 
 
@@ -901,7 +916,8 @@ def test_a_clustered_table_with_unclustered_files_warns(check_results):
 
 def test_small_files_and_deleted_rows_warn_with_the_numbers(check_results):
     assert failed(check_results, "small") == {"small_files": dg.AssetCheckSeverity.WARN}
-    assert meta(check_results, "small", "small_files") == {"small_files": 60, "threshold": 50}
+    # the compaction rule's threshold (delta_ops.ops.due.COMPACT_MIN_FILES)
+    assert meta(check_results, "small", "small_files") == {"small_files": 60, "threshold": 10}
     assert failed(check_results, "deleted") == {"deleted_rows": dg.AssetCheckSeverity.WARN}
     assert meta(check_results, "deleted", "deleted_rows") == {
         "deleted_records": 3,

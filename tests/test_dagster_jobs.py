@@ -12,7 +12,7 @@ import pytest
 from delta_ops.dagster import DeltaTableTarget, build_delta_maintenance_defs
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
-from tests.support import deltalake_files, deltalake_rows, fresh_copy
+from tests.support import deltalake_files, deltalake_rows, fresh_copy, is_hadoop_checksum
 
 DAY_S = 86_400
 NAME = "ops"
@@ -46,11 +46,21 @@ def tree(root: Path) -> dict[str, tuple]:
 
 
 def data_files(table: Path) -> dict[str, int]:
-    return {k: v[0] for k, v in tree(table).items() if v and not k.startswith("_delta_log/")}
+    """The table's files outside the log (Hadoop's checksum sidecars, which go with their
+    files, are not the table's)."""
+    return {
+        k: v[0]
+        for k, v in tree(table).items()
+        if v and not k.startswith("_delta_log/") and not is_hadoop_checksum(Path(k).name)
+    }
 
 
 def log_files(table: Path) -> set[str]:
-    return {p.name for p in (table / "_delta_log").iterdir() if p.is_file()}
+    return {
+        p.name
+        for p in (table / "_delta_log").iterdir()
+        if p.is_file() and not is_hadoop_checksum(p.name)
+    }
 
 
 def observations(result: dg.ExecuteInProcessResult) -> dict[str, dict]:

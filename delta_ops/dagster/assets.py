@@ -1,7 +1,8 @@
 """Per-table maintenance as a multi-asset with one skippable output per action.
 
-Each table gets one `multi_asset(can_subset=True)`: checkpoint, log_cleanup, vacuum and
-row_tracking outputs, depending on the table's own asset. A per-table pool keeps two
+Each table gets one `multi_asset(can_subset=True)`: checkpoint, log_cleanup and vacuum outputs
+(row_tracking too on a table with ``enable_row_tracking=True``, and the other actions its
+settings choose), depending on the table's own asset. A per-table pool keeps two
 maintenance steps off one table at once; a retry policy with backoff covers transient storage
 errors, while protocol errors (delta-ops' own exceptions) fail without retrying. An action whose
 plan is empty is skipped (no materialization) with the reason logged, so the UI's history shows

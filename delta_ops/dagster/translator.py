@@ -13,11 +13,13 @@ ACTIONS = ("checkpoint", "log_cleanup", "vacuum", "row_tracking")
 
 
 def asset_actions(table: DeltaTableTarget) -> tuple[str, ...]:
-    """The outputs of `table`'s maintenance asset: :data:`ACTIONS`, then the other routine
-    actions its settings choose (compact, purge, ...), so a default fleet's asset graph stays
-    the same."""
+    """The outputs of `table`'s maintenance asset: :data:`ACTIONS` (row_tracking only on a
+    table with ``enable_row_tracking=True``: elsewhere it would be a node that never runs, a
+    thousand of them on a thousand-table lake), then the other routine actions its settings
+    choose (compact, purge, ...)."""
+    base = tuple(a for a in ACTIONS if a != "row_tracking" or table.enable_row_tracking)
     extra = tuple(a for a in table.settings.chosen_actions if a not in ACTIONS)
-    return ACTIONS + extra
+    return base + extra
 
 
 _DESCRIPTIONS = {
