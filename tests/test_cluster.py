@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -400,17 +401,26 @@ def test_new_files_merge_into_small_cubes_they_meet_and_big_cubes_stay(tmp_path:
     assert deltalake_rows(table) == rows == duckdb_rows(table)
 
 
-def test_new_rows_beyond_a_small_cube_leave_it_alone(tmp_path: Path) -> None:
-    """Rows appended in order of a clustering column (time, say) never land among the
-    clustered rows: the small cube is not rewritten, only the new files are clustered."""
+def test_small_cubes_do_not_pile_up_under_appends_with_growing_keys(tmp_path: Path) -> None:
+    """Three tiny appends, then `compact --zorder-by ts,id`, four times over, the keys growing
+    each round (a pipeline appending new days): Delta's rule (`ZCube.filterOutLargeZCubes`)
+    merges every cube under `minCubeSize` with the new files, so one live file stays. Merging
+    only the small cubes the new rows land among kept 1, 2, 3, then 4 live files."""
     table = tmp_path / "t"
-    random_appends(table, files=4, a_range=(0, 1000))
-    execute_cluster(_plan(table, zorder_by="a,b", target_size="8KB"))
-    clustered = set(load_snapshot(table).files.column("path").to_pylist())
-    random_appends(table, files=2, seed=5, start=10_000, a_range=(5000, 6000))
-    plan = _plan(table, zorder_by="a,b", target_size="8KB")
-    assert not {p for c in plan.cubes for p in c.paths} & clustered
-    assert plan.files_kept == len(clustered) and plan.files_to_rewrite == 2
+    expected: list[int] = []
+    for round_ in range(4):
+        for i in range(3):
+            first = round_ * 300 + i * 100
+            ids = pa.array(range(first, first + 100), pa.int64())
+            write_arrow(table, pa.table({"id": ids, "ts": pc.add(ids, 1_700_000_000)}))
+            expected += range(first, first + 100)
+        assert cli.main(["compact", str(table), "--zorder-by", "ts,id"]) == 0
+        snapshot = load_snapshot(table)
+        assert snapshot.num_files == 1, f"round {round_}: {snapshot.num_files} live files"
+        tags = snapshot.files.column("tags").to_pylist()
+        assert all(dict(t)[ZCUBE_ZORDER_CURVE] == "zorder" and dict(t)[ZCUBE_ID] for t in tags)
+    assert sorted(r["id"] for r in deltalake_rows(table)) == expected
+    assert sorted(r["id"] for r in duckdb_rows(table)) == expected
 
 
 def test_full_and_other_columns(tmp_path: Path) -> None:

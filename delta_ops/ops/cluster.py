@@ -497,37 +497,14 @@ def _candidates(
     for f in files:
         if f.cube is not None:
             by_cube.setdefault(f.cube, []).append(f)
+    # Delta's rule (`ZCube.filterOutLargeZCubes`): every cube under the minimum size is merged
+    # with the new files, wherever their rows land; leaving out the small cubes the new rows
+    # miss (keys growing over time: appends of new days or ids) let a cube a run pile up
     small = {c: fs for c, fs in by_cube.items() if sum(f.size for f in fs) < min_cube_size}
-    if new and small:
-        # a small cube takes the new rows only where they would land among its rows
-        box = _box(snapshot, [f.path for f in new], columns)
-        if box is not None:
-            boxes = {c: _box(snapshot, [f.path for f in fs], columns) for c, fs in small.items()}
-            small = {c: fs for c, fs in small.items() if _meets(boxes[c], box)}
     if not new and len(small) <= 1:
         small = {}  # one cube alone is as clustered as it gets
     chosen = new + [f for c in sorted(small) for f in sorted(small[c], key=lambda f: f.path)]
     return chosen, sum(1 for f in files if f.cube is not None) - sum(map(len, small.values()))
-
-
-def _box(
-    snapshot: Snapshot, paths: list[str], columns: Sequence[ClusteringColumn]
-) -> list[tuple[int, int]] | None:
-    """The files' [min, max] per clustering column as curve keys (`column_keys` of the stats'
-    bounds), or None where a file lacks bounds for one (then everything may meet it)."""
-    wanted = pa.array(sorted(set(paths)), pa.string())
-    files = snapshot.files.filter(pc.is_in(snapshot.files.column("path"), value_set=wanted))
-    lows, highs, known = file_bounds(snapshot, files, columns)
-    if not len(known) or not known.all():
-        return None
-    return [(int(lows[:, i].min()), int(highs[:, i].max())) for i in range(len(columns))]
-
-
-def _meets(a: list[tuple[int, int]] | None, b: list[tuple[int, int]]) -> bool:
-    """Whether two boxes share a point (an unknown box meets everything)."""
-    if a is None:
-        return True
-    return all(lo1 <= hi2 and lo2 <= hi1 for (lo1, hi1), (lo2, hi2) in zip(a, b, strict=True))
 
 
 def file_bounds(
