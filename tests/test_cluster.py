@@ -458,10 +458,12 @@ def test_cluster_by_writes_the_domain_and_feature_as_delta_spark(tmp_path: Path)
     domain = next(a["domainMetadata"] for a in actions if "domainMetadata" in a)
     assert domain == {
         "domain": "delta.clustering",
-        "configuration": '{"clusteringColumns":[["a"],["b"]]}',
+        "configuration": '{"clusteringColumns":[["a"],["b"]],"domainName":"delta.clustering"}',
         "removed": False,
     }
-    # the same form as the domain of a table Databricks clustered
+    # Delta Spark's form (its ClusteringMetadataDomain serializes the domain's name too; a
+    # table Databricks clustered has the columns alone, which readers take the same way), and
+    # the same compact JSON as the domain of a table Databricks clustered
     spark = json.loads((TABLES / "kernel/crc-full/_delta_log/00000000000000000000.crc").read_text())
     spark_domain = next(d for d in spark["domainMetadata"] if d["domain"] == "delta.clustering")
     config = spark_domain["configuration"]
@@ -488,7 +490,10 @@ def test_cluster_by_writes_the_domain_and_feature_as_delta_spark(tmp_path: Path)
     # none: an empty list, and compact bin-packs again
     result = execute_cluster_by(plan_cluster_by(load_snapshot(table), "none"))
     snapshot = load_snapshot(table)
-    assert snapshot.domains["delta.clustering"].configuration == '{"clusteringColumns":[]}'
+    assert (
+        snapshot.domains["delta.clustering"].configuration
+        == '{"clusteringColumns":[],"domainName":"delta.clustering"}'
+    )
     assert not isinstance(_plan(table), cluster.ClusterPlan)
 
 
@@ -554,7 +559,10 @@ def test_cluster_by_under_column_mapping_names_physical_columns(tmp_path: Path) 
     rows = deltalake_rows(table)
     result = execute_cluster_by(plan_cluster_by(snapshot, "b,a"))
     domain = load_snapshot(table).domains["delta.clustering"].configuration
-    assert json.loads(domain) == {"clusteringColumns": [[physical["b"]], [physical["a"]]]}
+    assert json.loads(domain) == {
+        "clusteringColumns": [[physical["b"]], [physical["a"]]],
+        "domainName": "delta.clustering",
+    }
     assert result.new_columns == ("b", "a")
     plan = _plan(table, target_size="8KB")
     assert plan.columns == ("b", "a") and plan.curve == "hilbert"

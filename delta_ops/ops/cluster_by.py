@@ -9,8 +9,10 @@ One commit, ``CLUSTER BY`` with Spark's parameters (``oldClusteringColumns`` and
 * on a table without the `clustering` writer feature, the protocol upgraded to support it
   (writer version 7, with `domainMetadata`, which it requires; a table listing the old name
   `liquid` keeps it);
-* the `delta.clustering` domain: ``{"clusteringColumns":[["a"],["b"]]}``, one list of
-  physical names per column (under column mapping the files' names, as Spark writes them).
+* the `delta.clustering` domain:
+  ``{"clusteringColumns":[["a"],["b"]],"domainName":"delta.clustering"}``, one list of
+  physical names per column (under column mapping the files' names, as Spark writes them),
+  and the domain's name repeated, as Delta Spark serializes it.
 
 Spark's rules hold: only an unpartitioned table is clustered; at most four columns; each one
 must have min/max statistics; ``none`` on a table that is not clustered changes nothing (on a
@@ -119,8 +121,11 @@ def plan_cluster_by(snapshot: Snapshot, columns: str) -> ClusterByPlan:
     if (not new and not supported) or (supported and unchanged):
         configuration = None  # Spark: CLUSTER BY NONE on an unclustered table does nothing
     else:
+        # byte for byte as Delta Spark's ClusteringMetadataDomain serializes (its own tests
+        # compare the whole text, the redundant domainName included)
         configuration = json.dumps(
-            {"clusteringColumns": [list(c.physical) for c in new]}, separators=(",", ":")
+            {"clusteringColumns": [list(c.physical) for c in new], "domainName": CLUSTERING_DOMAIN},
+            separators=(",", ":"),
         )
     protocol = None
     if configuration is not None and not supported:
