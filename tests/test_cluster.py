@@ -584,3 +584,27 @@ def test_an_append_landing_meanwhile_does_not_conflict(tmp_path: Path) -> None:
     assert deltalake_rows(table) == appended == duckdb_rows(table)
     # the appended file is not clustered yet: the next run takes it (and the small cube)
     assert _plan(table, zorder_by="a,b", target_size="8KB").files_to_rewrite > 1
+
+
+def test_cluster_by_says_which_writers_stop_writing_and_it_is_true(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Adding the clustering feature stops deltalake 1.6 from appending: the dry run and the
+    run say so, and the claim is checked against deltalake itself, and against our own
+    writer, which still appends."""
+    from deltalake import write_deltalake
+
+    table = tmp_path / "t"
+    random_appends(table, files=2)
+    assert cli.main(["cluster-by", str(table), "a", "--dry-run"]) == 0
+    assert "deltalake (delta-rs, 1.6) refuses to append" in capsys.readouterr().out
+    assert cli.main(["cluster-by", str(table), "a"]) == 0
+    out = capsys.readouterr().out
+    assert "clustering feature added" in out and "delta-ops (write_delta" in out
+    extra = pa.table({"id": pa.array([-1], pa.int64())})
+    with pytest.raises(Exception, match="(?i)unsupported|feature"):
+        write_deltalake(str(table), extra.select(["id"]), mode="append", schema_mode="merge")
+    before = load_snapshot(table).num_records
+    write_arrow(table, pa.table({"id": pa.array([-1]), "a": pa.array([1]), "b": pa.array([0.5]),
+                                 "s": pa.array(["k"]), "flag": pa.array([True])}))  # fmt: skip
+    assert load_snapshot(table).num_records == (before or 0) + 1

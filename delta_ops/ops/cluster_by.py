@@ -180,12 +180,26 @@ def execute_cluster_by(plan: ClusterByPlan) -> ClusterByResult:
     )
 
 
+#: who writes to a table once it has the clustering feature (said where a run adds it):
+#: deltalake 1.6 (delta-rs) refuses to ("Unsupported table features required:
+#: [DomainMetadata, ClusteredTable]"), as do engines without the feature
+WRITERS_AFTER_UPGRADE = (
+    "writers without the clustering feature stop writing to the table: deltalake (delta-rs,"
+    " 1.6) refuses to append; Delta Spark 3.1+ and delta-ops (write_delta, the streaming sink)"
+    " still write, and every reader still reads"
+)
+
+
 def describe_plan(plan: ClusterByPlan) -> str:
     if plan.nothing_to_do:
         return f"nothing to change: {plan.idle_reason}"
     old = ", ".join(plan.old_columns) or "none"
     new = ", ".join(plan.new_columns) or "none"
-    upgrade = "; adds the clustering table feature to the protocol" if plan.protocol else ""
+    upgrade = (
+        f"; adds the clustering table feature to the protocol ({WRITERS_AFTER_UPGRADE})"
+        if plan.protocol
+        else ""
+    )
     return f"would change the clustering columns from {old} to {new}{upgrade}"
 
 
@@ -193,7 +207,9 @@ def describe_result(result: ClusterByResult) -> str:
     if result.version is None:
         return "clustering columns unchanged"
     new = ", ".join(result.new_columns) or "none"
-    upgrade = " (clustering feature added)" if result.protocol_upgraded else ""
+    upgrade = (
+        f" (clustering feature added: {WRITERS_AFTER_UPGRADE})" if result.protocol_upgraded else ""
+    )
     return f"clustering columns set to {new} at version {result.version}{upgrade}"
 
 
