@@ -608,3 +608,44 @@ def test_cluster_by_says_which_writers_stop_writing_and_it_is_true(
     write_arrow(table, pa.table({"id": pa.array([-1]), "a": pa.array([1]), "b": pa.array([0.5]),
                                  "s": pa.array(["k"]), "flag": pa.array([True])}))  # fmt: skip
     assert load_snapshot(table).num_records == (before or 0) + 1
+
+
+def test_a_table_clustered_with_the_pre_release_liquid_feature_is_clustered(
+    tmp_path: Path,
+) -> None:
+    """Databricks wrote liquid clustering before Delta named it: the `liquid` writer feature
+    and a `delta.liquid` domain whose columns are {"physicalName": [...]} objects. compact
+    clusters such a table by its columns (it bin-packed it, reading only delta.clustering)."""
+    table = tmp_path / "t"
+    random_appends(table, files=6)
+    version = load_snapshot(table).version + 1
+    configuration = {"clusteringColumns": [{"physicalName": ["a"]}], "domainName": "delta.liquid"}
+    (table / "_delta_log" / f"{version:020d}.json").write_text(
+        json.dumps(
+            {
+                "protocol": {
+                    "minReaderVersion": 1,
+                    "minWriterVersion": 7,
+                    "writerFeatures": ["liquid", "domainMetadata"],
+                }
+            }  # fmt: skip
+        )
+        + "\n"
+        + json.dumps(
+            {
+                "domainMetadata": {
+                    "domain": "delta.liquid",
+                    "configuration": json.dumps(configuration),
+                    "removed": False,
+                }
+            }
+        )
+        + "\n"
+    )
+    rows = deltalake_rows(table)
+    plan = _plan(table, target_size="8KB")
+    assert isinstance(plan, cluster.ClusterPlan) and plan.columns == ("a",)
+    execute_cluster(plan)
+    assert deltalake_rows(table) == rows
+    tags = [dict(t) for t in load_snapshot(table).files.column("tags").to_pylist()]
+    assert {t["ZCUBE_ZORDER_BY"] for t in tags} == {'["a"]'}

@@ -98,6 +98,9 @@ ZCUBE_ZORDER_CURVE = "ZCUBE_ZORDER_CURVE"
 #: the domain where Delta keeps a clustered table's columns: {"clusteringColumns": [["a"], ...]}
 #: (physical names, one path per column)
 CLUSTERING_DOMAIN = "delta.clustering"
+#: where tables clustered with the pre-release `liquid` feature keep them (Databricks wrote
+#: them): {"clusteringColumns": [{"physicalName": ["a"]}, ...], "domainName": "delta.liquid"}
+LIQUID_DOMAIN = "delta.liquid"
 #: `add.clusteringProvider` of a file liquid clustering wrote
 CLUSTERING_PROVIDER = "liquid"
 #: a cube this big takes no more new data (Delta Spark:
@@ -204,19 +207,27 @@ def parse_column_list(text: str, snapshot: Snapshot, option: str) -> tuple[Clust
 
 def table_clustering_columns(snapshot: Snapshot) -> tuple[ClusteringColumn, ...] | None:
     """The clustering columns of a table with the `clustering` feature, from its
-    `delta.clustering` domain (physical names, mapped to logical ones); None for a table
-    without the feature, or without columns (``CLUSTER BY NONE``, or no domain yet)."""
+    `delta.clustering` domain (physical names, mapped to logical ones), or, on a table
+    clustered with the pre-release `liquid` feature, its `delta.liquid` domain; None for a
+    table without the feature, or without columns (``CLUSTER BY NONE``, or no domain yet)."""
     if not snapshot.protocol.supports("clustering"):
         return None
-    domain = snapshot.domains.get(CLUSTERING_DOMAIN)
+    name = CLUSTERING_DOMAIN
+    domain = snapshot.domains.get(name)
+    if domain is None:  # a table clustered with the pre-release feature
+        name = LIQUID_DOMAIN
+        domain = snapshot.domains.get(name)
     if domain is None or domain.removed:
         return None
     try:
-        paths = json.loads(domain.configuration)["clusteringColumns"]
-        paths = [tuple(str(p) for p in path) for path in paths]
+        entries = json.loads(domain.configuration)["clusteringColumns"]
+        paths = [
+            tuple(str(p) for p in (e["physicalName"] if isinstance(e, dict) else e))
+            for e in entries
+        ]
     except (ValueError, KeyError, TypeError) as exc:
         raise OperationRefused(
-            f"{snapshot.storage.url}: the {CLUSTERING_DOMAIN} domain is not"
+            f"{snapshot.storage.url}: the {name} domain is not"
             f" {{'clusteringColumns': [[...], ...]}}: {domain.configuration!r}"
         ) from exc
     if not paths:
@@ -231,7 +242,7 @@ def table_clustering_columns(snapshot: Snapshot) -> tuple[ClusteringColumn, ...]
         if column is None:
             raise OperationRefused(
                 f"{snapshot.storage.url}: clustering column {'.'.join(path)} (from the"
-                f" {CLUSTERING_DOMAIN} domain) is not a data column of the table"
+                f" {name} domain) is not a data column of the table"
             )
         out.append(ClusteringColumn(column.logical, column.physical))
     return tuple(out)
