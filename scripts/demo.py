@@ -116,8 +116,13 @@ def run_maintenance(
     for request in tick.run_requests:
         wanted = ", ".join(k.path[-1] for k in request.asset_selection or [])
         say(f"maintenance schedule requested {request.run_key}: {wanted}")
-        result = job.execute_in_process(
-            asset_selection=request.asset_selection,
+        # as the daemon launches it: the request's assets, then the table's checks on the
+        # state they left
+        subset = job.get_subset(
+            asset_selection=set(request.asset_selection or []),
+            asset_check_selection=set(request.asset_check_keys or []),
+        )
+        result = subset.execute_in_process(
             tags={**request.tags, "dagster/schedule_name": schedule.name},
             instance=instance,
             raise_on_error=False,

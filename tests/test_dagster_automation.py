@@ -93,12 +93,12 @@ def tick_schedule(
 def run_request(
     defs: dg.Definitions, name: str, request: dg.RunRequest
 ) -> dg.ExecuteInProcessResult:
-    job = defs.resolve_job_def(f"{name}_maintenance_assets_job")
-    result = job.execute_in_process(
-        asset_selection=request.asset_selection,
-        tags=request.tags,
-        instance=dg.DagsterInstance.ephemeral(),
+    # as the daemon launches it: the request's assets and asset checks
+    job = defs.resolve_job_def(f"{name}_maintenance_assets_job").get_subset(
+        asset_selection=set(request.asset_selection or []),
+        asset_check_selection=set(request.asset_check_keys or []),
     )
+    result = job.execute_in_process(tags=request.tags, instance=dg.DagsterInstance.ephemeral())
     assert result.success
     return result
 
@@ -535,3 +535,22 @@ def test_slack_notifier_posts_the_alert_to_the_channel():
     assert post["auth"] == "Bearer xoxb-test"
     assert post["form"]["channel"] == "#data-alerts"
     assert post["form"]["text"] == failure.message
+
+
+def test_a_maintenance_run_re_evaluates_the_tables_checks_after_its_actions(tmp_path):
+    """The checks show the state the run left, not the one before it: a lagging table's
+    checkpoint_lag fails before the run, and the run's own evaluation, ordered after the
+    checkpoint, passes."""
+    table = tmp_path / "t"
+    append(table, 11)
+    defs, resources = fleet("e", {"t": table})
+    [request] = tick_schedule(defs, resources, "e").run_requests
+    key = dg.AssetKey(["e", "t"])
+    assert dg.AssetCheckKey(key, "checkpoint_lag") in set(request.asset_check_keys or [])
+    result = run_request(defs, "e", request)
+    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert evaluations["checkpoint_lag"].passed
+    assert evaluations["checkpoint_lag"].metadata["commits_since_checkpoint"].value == 0
+    # ordered after the maintenance step: the check ran on the checkpointed table
+    steps = [e.step_key for e in result.all_events if e.event_type_value == "STEP_SUCCESS"]
+    assert steps.index("e__t__health") > steps.index("e__t__maintenance"), steps

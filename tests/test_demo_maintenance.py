@@ -46,6 +46,8 @@ def append_events(table: Path, batch: int) -> None:
             }
         ),
         partition_by=["day"],
+        # as the demo pipeline creates its table (definitions.py)
+        configuration={"delta.checkpointInterval": "3"} if batch == 0 else None,
     )
 
 
@@ -125,8 +127,9 @@ def test_the_demo_maintains_through_the_schedule_path_and_the_history_has_each_r
 
 
 def test_every_tick_s_runs_add_one_history_row_per_action_run(location, tmp_path):
-    """Two ticks (the second finds what the first left: vacuum's own commits are past the
-    checkpoint): the history holds exactly the runs of both, in order."""
+    """Two ticks (the second finds what the first left and a batch after it: vacuum's own
+    commits and the batch reach the checkpoint interval): the history holds exactly the runs
+    of both, in order."""
     script = demo_script()
     table = Path(location.EVENTS_TABLE)
     for batch in range(3):
@@ -136,6 +139,9 @@ def test_every_tick_s_runs_add_one_history_row_per_action_run(location, tmp_path
     (tmp_path / "home").mkdir()
     with dg.DagsterInstance.local_temp(str(tmp_path / "home")) as instance:
         first = script.run_maintenance(location.defs, instance, say=lambda _: None)
+        # vacuum's two commits and one more batch: the interval (3) of commits since the
+        # checkpoint, so the second tick has a checkpoint due
+        append_events(table, 4)
         second = script.run_maintenance(location.defs, instance, say=lambda _: None)
         assert len(instance.get_runs()) == len(first) + len(second)
     assert first and second is not None

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import dagster as dg
 
 from delta_ops.dagster.alerts import TABLE_TAG, JobLike
+from delta_ops.dagster.checks import check_keys
 from delta_ops.dagster.planned_schedule import PlannerBudget, plan_tick, planned_requests
 from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
@@ -143,6 +144,7 @@ def _request(
         run_key=f"{table.name}:{day}",
         tags={TABLE_TAG: table.name},
         asset_selection=[translator.get_action_spec(table, a).key for a in wanted],
+        asset_check_keys=check_keys(table, translator),
     )
 
 
@@ -223,6 +225,7 @@ def build_commit_sensor(
                             "delta_ops/version": str(probe.latest_version),
                         },
                         asset_selection=[translator.get_action_spec(table, "checkpoint").key],
+                        asset_check_keys=check_keys(table, translator),
                     )
                 )
                 state["requested"] = probe.latest_version

@@ -9,7 +9,7 @@ import dagster as dg
 
 from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
-from delta_ops.dagster.translator import DeltaMaintenanceTranslator
+from delta_ops.dagster.translator import DeltaMaintenanceTranslator, asset_actions
 from delta_ops.errors import DeltaOpsError
 from delta_ops.ops.cluster import ClusteringLayout
 from delta_ops.ops.due import COMPACT_MIN_FILES, PURGE_MIN_SHARE, checkpoint_due
@@ -57,6 +57,15 @@ DELETED_ROWS_WARN = PURGE_MIN_SHARE
 HOUR_MS = 3_600_000
 
 
+def check_keys(
+    table: DeltaTableTarget, translator: DeltaMaintenanceTranslator
+) -> list[dg.AssetCheckKey]:
+    """The keys of `table`'s health checks: what a maintenance run of the table re-evaluates
+    after its actions."""
+    asset_key = translator.get_asset_spec(table).key
+    return [dg.AssetCheckKey(asset_key, name) for name in CHECKS]
+
+
 def build_table_checks(
     table: DeltaTableTarget,
     *,
@@ -65,8 +74,14 @@ def build_table_checks(
     resource_key: str,
 ) -> dg.AssetChecksDefinition:
     asset_key = translator.get_asset_spec(table).key
+    # after the table's maintenance in any run that has both: a maintenance run re-evaluates
+    # the checks on what it left, so the UI never shows a fresh materialization beside the
+    # state before it
+    maintenance = [translator.get_action_spec(table, a).key for a in asset_actions(table)]
     specs = [
-        dg.AssetCheckSpec(name=name, asset=asset_key, description=description)
+        dg.AssetCheckSpec(
+            name=name, asset=asset_key, description=description, additional_deps=maintenance
+        )
         for name, description in CHECKS.items()
     ]
 

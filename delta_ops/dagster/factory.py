@@ -106,9 +106,15 @@ def build_delta_maintenance_defs(
     ]
     op_jobs = build_jobs(targets, prefix=name, translator=translator, resource_key=resource_key)
     all_keys = [translator.get_action_spec(t, a).key for t in targets for a in asset_actions(t)]
+    # the tables' checks come with their maintenance (ordered after it: checks.py), so a
+    # maintenance run shows the state it left
+    table_keys = [translator.get_asset_spec(t).key for t in targets]
     asset_job = dg.define_asset_job(
         f"{name}_maintenance_assets_job",
-        selection=dg.AssetSelection.assets(*all_keys) if all_keys else dg.AssetSelection.assets(),
+        selection=dg.AssetSelection.assets(*all_keys)
+        | dg.AssetSelection.checks_for_assets(*table_keys)
+        if all_keys
+        else dg.AssetSelection.assets(),
     )
     schedule_status = (
         dg.DefaultScheduleStatus.RUNNING if start_automation else dg.DefaultScheduleStatus.STOPPED

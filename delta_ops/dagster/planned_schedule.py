@@ -26,6 +26,7 @@ import dagster as dg
 
 from delta_ops import clock
 from delta_ops.dagster.alerts import TABLE_TAG
+from delta_ops.dagster.checks import check_keys
 from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
@@ -140,6 +141,7 @@ def planned_requests(
                 asset_selection=[
                     translator.get_action_spec(table, FROM_PLANNER[a]).key for a in choice.actions
                 ],
+                asset_check_keys=check_keys(table, translator),
             )
         )
     return requests, left_out
