@@ -20,7 +20,7 @@ from delta_ops.ops.progress import LogLines, reporting
 from delta_ops.ops.registry import BY_ACTION, OPERATIONS, Operation
 from delta_ops.ops.results import to_data
 from delta_ops.ops.runs import Run, run_operation
-from delta_ops.protocol.units import format_duration, format_time_ms
+from delta_ops.protocol.units import format_duration
 from delta_ops.storage import Storage
 from delta_ops.storage.warehouse import history_location
 from delta_ops.table.snapshot import Snapshot, load_head, load_snapshot
@@ -201,24 +201,27 @@ def _engine(name: str) -> Engine:
     return LOCAL
 
 
-def _human_ms(value: int) -> str:
-    """A `*_ms` number as a person reads it: a time (epoch ms) as ISO 8601, else a duration."""
-    if value >= _EPOCH_MS_FROM:
-        return format_time_ms(value)
-    return format_duration(value)
-
-
 def result_metadata(result: Any) -> dict[str, Any]:
-    """A result or plan as flat Dagster metadata (numbers stay numbers so the UI plots them;
-    each `*_ms` number also gets a readable twin: `retention` "8 days", `now` an ISO time)."""
+    """A result or plan as flat Dagster metadata, typed so the UI reads it: counts and sizes
+    stay numbers (the UI plots them), a `*_ms` time becomes a timestamp and a `*_ms` duration
+    one readable value under its name without the suffix (`retention`: "7 days", with no raw
+    milliseconds beside it, except a run's own `duration_ms`, which the UI plots), lists
+    become their count (and the list, when short), and fields with no value are left out."""
     data = to_data(result)
     out: dict[str, Any] = {}
     for key, value in data.items():
+        if value is None:
+            continue  # nothing to say: "skipped_existing None" is noise
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[key] = value
-            if key.endswith("_ms") and isinstance(value, int) and key[:-3] not in data:
-                out[key[:-3]] = dg.MetadataValue.text(_human_ms(value))
-        elif isinstance(value, (bool, str)) or value is None:
+            if key.endswith("_ms") and isinstance(value, int) and key != "duration_ms":
+                name = key[:-3] if key[:-3] not in data else key
+                if value >= _EPOCH_MS_FROM:
+                    out[name] = dg.MetadataValue.timestamp(value / 1000)
+                else:
+                    out[name] = dg.MetadataValue.text(format_duration(value))
+            else:
+                out[key] = value
+        elif isinstance(value, (bool, str)):
             out[key] = dg.MetadataValue.text(str(value))
         elif isinstance(value, (list, tuple)):
             out[f"num_{key}" if not key.startswith("num_") else key] = len(value)
