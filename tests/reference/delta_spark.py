@@ -166,6 +166,10 @@ class DeltaSpark:
         self.request({"op": "reads", "reads": reads})
         return {v: self._load(out) for v, out in zip(wanted, outs)}
 
+    def checkpoint(self, path: Path | str) -> None:
+        """Delta Spark's own checkpoint of the latest version."""
+        self.request({"op": "checkpoint", "path": str(path)})
+
     def history(self, path: Path | str) -> list[dict[str, Any]]:
         """`DESCRIBE HISTORY`, newest first."""
         return self.query(f"DESCRIBE HISTORY delta.`{path}`").to_pylist()
@@ -189,6 +193,11 @@ class DeltaSpark:
 def sorted_rows(table: pa.Table) -> list[dict[str, Any]]:
     """Rows as Python values, in a fixed order (Spark returns them in any order)."""
     return sorted(table.to_pylist(), key=row_key)
+
+
+def same_rows(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
+    """Equal rows, NaN equal to NaN (each side's rows compared by their sort keys)."""
+    return [row_key(r) for r in a] == [row_key(r) for r in b]
 
 
 def row_key(row: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ request never ends the server. Requests (`op`):
 - `sql`: run `sql`; with `out`, write its result to that file as Arrow IPC (`rows` in the reply).
 - `read`: the rows of the Delta table at `path` (latest, `version` or `timestamp`) as Arrow IPC
   in `out`; `reads` a list of such reads answered in order, stopping at the first error.
+- `checkpoint`: Delta Spark's own checkpoint of the table at `path` (`DeltaLog.checkpoint`).
 - `stop`: reply, stop the session and exit.
 
 `--warm` starts the session (downloading the jars on a fresh clone), creates and reads a table
@@ -122,6 +123,14 @@ def handle(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True}
     if op == "read":
         return {"ok": True, "rows": read_one(spark, request)}
+    if op == "checkpoint":
+        # Delta Spark's own checkpoint of the latest version (no SQL command writes one)
+        jvm = spark.sparkContext._jvm
+        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
+            spark._jsparkSession, request["path"]
+        )
+        log.checkpoint()
+        return {"ok": True}
     if op == "reads":
         return {"ok": True, "rows": [read_one(spark, r) for r in request["reads"]]}
     raise ValueError(f"unknown request op {op!r}")
