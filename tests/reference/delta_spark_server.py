@@ -66,6 +66,8 @@ def session_conf(ivy: str) -> dict[str, str]:
         "spark.default.parallelism": "2",
         "spark.sql.adaptive.enabled": "false",
         "spark.databricks.delta.snapshotPartitions": "1",
+        # VACUUM lists the table with this many tasks (10000 by default)
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
         # no background thread racing the tests' commits (Delta's post-commit hooks stay on)
         "spark.databricks.delta.autoCompact.enabled": "false",
         "spark.driver.memory": "1g",
