@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo demo-airflow ui check lint typecheck contracts docs doctest test soak venv java-check browser-deps bench
+.PHONY: demo demo-airflow ui check lint typecheck contracts docs doctest test soak venv java-check browser-deps bench reference
 
 venv: $(STAMP)
 
@@ -19,6 +19,22 @@ $(STAMP): pyproject.toml package.json
 
 java-check:
 	@$(BIN)/python scripts/check_java.py
+
+# The reference engine the tests judge our writes with: Delta Spark in a virtualenv of its own
+# (its pyspark is older than the product's; pins in tests/reference/requirements.txt), its jars
+# from Maven Central cached in build/ivy by a warm-up run (the first run downloads them).
+REF_VENV ?= .venv-reference
+REF_STAMP := $(REF_VENV)/.installed-stamp
+IVY_CACHE ?= build/ivy
+
+reference: venv java-check $(REF_STAMP)
+
+$(REF_STAMP): tests/reference/requirements.txt tests/reference/delta_spark_server.py
+	@test -x $(REF_VENV)/bin/python || $(PYTHON) -m venv $(REF_VENV)
+	$(REF_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(REF_VENV)/bin/python -m pip install --quiet -r tests/reference/requirements.txt
+	$(REF_VENV)/bin/python tests/reference/delta_spark_server.py --ivy $(IVY_CACHE) --warm
+	@touch $(REF_STAMP)
 
 # Debian's Chromium for the Dagster UI test (apt only where unavoidable: no PyPI build exists).
 browser-deps:
@@ -64,8 +80,9 @@ doctest: venv
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_doctests.py
 
 # The Airflow tests run in a process of their own: importing Airflow configures the process's
-# logging (a handler on the root logger) and sys.path for the rest of its life.
-test: venv java-check browser-deps
+# logging (a handler on the root logger) and sys.path for the rest of its life. The reference
+# tier (tests/reference/) talks to Delta Spark in .venv-reference (`make reference`).
+test: venv java-check browser-deps reference
 	$(BIN)/python -m pytest --ignore-glob='tests/test_airflow*'
 	$(BIN)/python -m pytest tests/test_airflow_*.py
 

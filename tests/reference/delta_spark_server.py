@@ -1,0 +1,208 @@
+"""Delta Spark, the reference engine, as a long-lived server the tests talk to (one per test run).
+
+Runs under the reference virtualenv's python (`make reference`: pyspark and delta-spark pinned
+in tests/reference/requirements.txt, older than the product's pyspark, so never in the test
+process itself). It holds ONE local SparkSession with Delta's SQL extension and catalog, its
+jars resolved from Maven Central through `spark.jars.packages` into an Ivy cache under build/.
+
+Protocol: one JSON request per line on stdin, one JSON reply per line on the original stdout
+(the JVM and Spark's logging are sent to stderr, so nothing else can land in a reply). A reply is
+`{"ok": true, ...}` or `{"ok": false, "error": {"type", "condition", "message"}}`: a failing
+request never ends the server. Requests (`op`):
+
+- `ping`: `{"ok": true, "spark": version, "delta": version}`.
+- `sql`: run `sql`; with `out`, write its result to that file as Arrow IPC (`rows` in the reply).
+- `read`: the rows of the Delta table at `path` (latest, `version` or `timestamp`) as Arrow IPC
+  in `out`; `reads` a list of such reads answered in order, stopping at the first error.
+- `checkpoint`: Delta Spark's own checkpoint of the table at `path` (`DeltaLog.checkpoint`).
+- `stop`: reply, stop the session and exit.
+
+`--warm` starts the session (downloading the jars on a fresh clone), creates and reads a table
+and exits: `make reference` runs it so that the first test run starts from a warm cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import traceback
+from typing import Any
+
+#: The Delta Spark release whose jars the session loads: the pip package's own version, the
+#: artifact named for the Spark (major.minor) it was built for, as delta-spark's
+#: `configure_spark_with_delta_pip` names it.
+SCALA = "2.13"
+
+
+def delta_package() -> str:
+    from importlib.metadata import version
+
+    import pyspark
+
+    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
+    return f"io.delta:delta-spark_{spark_minor}_{SCALA}:{version('delta-spark')}"
+
+
+def session_conf(ivy: str) -> dict[str, str]:
+    """The session's options: Delta's extension and catalog, sized for a 2-core box (one task at
+    a time per tiny table: Delta's log replay uses `snapshotPartitions`, 50 by default)."""
+    return {
+        "spark.master": "local[2]",
+        "spark.app.name": "delta-ops-reference",
+        "spark.jars.packages": delta_package(),
+        "spark.jars.ivy": ivy,
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.log.level": "WARN",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "1",
+        "spark.default.parallelism": "2",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.databricks.delta.snapshotPartitions": "1",
+        # VACUUM lists the table with this many tasks (10000 by default)
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+        # no background thread racing the tests' commits (Delta's post-commit hooks stay on)
+        "spark.databricks.delta.autoCompact.enabled": "false",
+        "spark.driver.memory": "1g",
+        "spark.sql.warehouse.dir": os.path.join(tempfile.gettempdir(), "delta-ops-reference-wh"),
+        # tiny tables: compiling plans costs more than running them, and C1 alone warms up fast
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+        "spark.driver.extraJavaOptions": " ".join(
+            [
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-Dderby.system.home="
+                + os.path.join(tempfile.gettempdir(), "delta-ops-reference-derby"),
+            ]
+        ),
+    }
+
+
+def start_session(ivy: str) -> Any:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for key, value in session_conf(ivy).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def write_arrow(table: Any, out: str) -> int:
+    import pyarrow as pa
+
+    with pa.OSFile(out, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return int(table.num_rows)
+
+
+def read_one(spark: Any, request: dict[str, Any]) -> int:
+    reader = spark.read.format("delta")
+    if request.get("version") is not None:
+        reader = reader.option("versionAsOf", int(request["version"]))
+    if request.get("timestamp") is not None:
+        reader = reader.option("timestampAsOf", str(request["timestamp"]))
+    return write_arrow(reader.load(request["path"]).toArrow(), request["out"])
+
+
+def handle(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
+    op = request.get("op")
+    if op == "ping":
+        import pyspark
+
+        return {"ok": True, "spark": pyspark.__version__, "delta": delta_package()}
+    if op == "sql":
+        frame = spark.sql(request["sql"])
+        if request.get("out"):
+            return {"ok": True, "rows": write_arrow(frame.toArrow(), request["out"])}
+        return {"ok": True}
+    if op == "read":
+        return {"ok": True, "rows": read_one(spark, request)}
+    if op == "checkpoint":
+        # Delta Spark's own checkpoint of the latest version (no SQL command writes one)
+        jvm = spark.sparkContext._jvm
+        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
+            spark._jsparkSession, request["path"]
+        )
+        log.checkpoint()
+        return {"ok": True}
+    if op == "reads":
+        return {"ok": True, "rows": [read_one(spark, r) for r in request["reads"]]}
+    raise ValueError(f"unknown request op {op!r}")
+
+
+def error_reply(exc: BaseException) -> dict[str, Any]:
+    condition = None
+    get_condition = getattr(exc, "getCondition", None)
+    if callable(get_condition):
+        try:
+            condition = get_condition()
+        except Exception:  # noqa: BLE001 - best effort, the message says the rest
+            condition = None
+    traceback.print_exc(file=sys.stderr)
+    return {
+        "ok": False,
+        "error": {"type": type(exc).__name__, "condition": condition, "message": str(exc)[:4000]},
+    }
+
+
+def serve(spark: Any, replies: Any) -> None:
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+            if request.get("op") == "stop":
+                replies.write(json.dumps({"ok": True}) + "\n")
+                replies.flush()
+                return
+            reply = handle(spark, request)
+        except Exception as exc:  # noqa: BLE001 - every failure is a reply, never a dead server
+            reply = error_reply(exc)
+        replies.write(json.dumps(reply, default=str) + "\n")
+        replies.flush()
+
+
+def warm(spark: Any) -> None:
+    """A table created, appended to and read: the jars are cached and the session works."""
+    with tempfile.TemporaryDirectory(prefix="delta-ops-reference-warm-") as tmp:
+        path = os.path.join(tmp, "t")
+        spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT) USING delta")
+        spark.sql(f"INSERT INTO delta.`{path}` VALUES (1), (2)")
+        count = spark.read.format("delta").load(path).count()
+        if count != 2:
+            raise RuntimeError(f"the warm-up table read {count} rows, not 2")
+    print(f"delta-ops: Delta Spark ready ({delta_package()})", file=sys.stderr)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ivy", required=True, help="the Ivy cache for the Delta jars")
+    parser.add_argument("--warm", action="store_true", help="start, check, exit")
+    args = parser.parse_args()
+    # replies go to a private copy of stdout; fd 1 (inherited by the JVM) goes to stderr
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    spark = start_session(os.path.abspath(args.ivy))
+    try:
+        if args.warm:
+            warm(spark)
+            return 0
+        replies.write(json.dumps({"ok": True, "ready": delta_package()}) + "\n")
+        replies.flush()
+        serve(spark, replies)
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

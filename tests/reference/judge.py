@@ -1,0 +1,119 @@
+"""Delta Spark's verdict on a table delta-ops changed: the rows it reads at every retained
+version, `DESCRIBE HISTORY` and `DESCRIBE DETAIL`; and the tally the reference report prints.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from delta_ops.ops.engines import LOCAL
+from delta_ops.ops.registry import OPERATIONS
+from delta_ops.ops.runs import Run, run_operation
+from delta_ops.table.snapshot import load_snapshot
+from tests.reference.corpus import BuiltTable
+from tests.reference.delta_spark import DeltaSpark, ReferenceError, same_rows, sorted_rows
+
+
+@dataclass
+class Tally:
+    """Per operation: the corpus tables Delta Spark read back identically at every retained
+    version (with history and detail working), and the ones it did not, with why."""
+
+    passed: dict[str, list[str]] = field(default_factory=dict)
+    failed: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def record(self, operation: str, table: str, problem: str | None) -> None:
+        self.passed.setdefault(operation, [])
+        self.failed.setdefault(operation, {})
+        if problem is None:
+            self.passed[operation].append(table)
+        else:
+            self.failed[operation][table] = problem
+
+    def lines(self) -> list[str]:
+        out = []
+        for operation in sorted(set(self.passed) | set(self.failed)):
+            ok = len(self.passed.get(operation, []))
+            bad = self.failed.get(operation, {})
+            out.append(f"{operation}: {ok}/{ok + len(bad)} tables read back identically")
+            out.extend(f"    {table}: {why.splitlines()[0][:200]}" for table, why in bad.items())
+        return out
+
+
+TALLY = Tally()
+
+
+def run_op(name: str, path: Path, **options: Any) -> Run:
+    """`name` on `path` through the registry, as the CLI runs it (a plan with nothing to do is
+    not executed)."""
+    operation = OPERATIONS[name]
+    values = operation.parse({k: v for k, v in options.items() if v is not None})
+    return run_operation(operation, str(path), values, LOCAL, skip_idle=True)
+
+
+def log_versions(path: Path) -> list[int]:
+    """The versions whose commit file is in the log."""
+    names = os.listdir(path / "_delta_log")
+    return sorted(int(n[:20]) for n in names if n.endswith(".json") and n[:20].isdigit())
+
+
+def readable_from(path: Path) -> int:
+    """The oldest version a reader can rebuild: 0 while its commit is kept, else the oldest
+    checkpoint (log cleanup keeps every version from its boundary checkpoint on)."""
+    names = os.listdir(path / "_delta_log")
+    if "00000000000000000000.json" in names:
+        return 0
+    return min(int(n[:20]) for n in names if ".checkpoint." in n and n[:20].isdigit())
+
+
+def expected_rows(
+    built: BuiltTable, path: Path, new_rows: list[dict[str, Any]] | None = None
+) -> dict[int, list[dict[str, Any]]]:
+    """What Delta Spark must read at each retained version of `path`, a copy of `built` that
+    an operation changed: the recorded rows up to the copy's original latest version, then
+    `new_rows` (the original latest's by default: maintenance changes no row)."""
+    after = built.rows[built.latest] if new_rows is None else new_rows
+    versions = [v for v in log_versions(path) if v >= readable_from(path)]
+    return {v: built.rows[v] if v <= built.latest else after for v in versions}
+
+
+def verdict(spark: DeltaSpark, path: Path, expected: dict[int, list[dict[str, Any]]]) -> str | None:
+    """None when Delta Spark reads `expected` at every version and its history and detail
+    agree with the log; otherwise what went wrong."""
+    try:
+        tables = spark.read_versions(path, expected)
+    except ReferenceError as exc:
+        return f"read failed: {exc}"
+    for version, rows in expected.items():
+        got = sorted_rows(tables[version])
+        if not same_rows(got, rows):
+            return f"version {version}: Delta Spark read {got[:5]}... not {rows[:5]}..."
+    try:
+        history = spark.history(path)
+        detail = spark.detail(path)
+    except ReferenceError as exc:
+        return f"history/detail failed: {exc}"
+    latest = max(expected)
+    if int(history[0]["version"]) != latest:
+        return f"DESCRIBE HISTORY starts at {history[0]['version']}, not {latest}"
+    ours = load_snapshot(str(path))
+    if (detail["numFiles"], detail["sizeInBytes"]) != (ours.num_files, ours.size_bytes):
+        return (
+            f"DESCRIBE DETAIL says {detail['numFiles']} files, {detail['sizeInBytes']} bytes; "
+            f"the log {ours.num_files}, {ours.size_bytes}"
+        )
+    return None
+
+
+def age_log(path: Path, days: float) -> None:
+    """Make the log's files look written `days` ago, in name order (log cleanup decides by
+    modification times on tables without in-commit timestamps)."""
+    log = path / "_delta_log"
+    start = time.time() - days * 86400
+    for i, name in enumerate(sorted(os.listdir(log))):
+        if (log / name).is_file():
+            os.utime(log / name, (start + i, start + i))
