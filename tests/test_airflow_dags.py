@@ -204,6 +204,42 @@ def test_a_failing_step_reports_one_line_and_does_not_retry(home: Path, tmp_path
     assert ti.try_number == 1
 
 
+def test_a_misspelled_option_fails_the_dag_import_in_one_line(home: Path, tmp_path: Path) -> None:
+    from delta_ops.errors import InvalidValue
+
+    table = small_table(tmp_path / "events", 1)
+    with pytest.raises(InvalidValue) as refused:
+        dag_module(
+            home,
+            "misspelled",
+            f"""
+            from delta_ops.airflow.dags import build_delta_maintenance_dag
+
+            dag = build_delta_maintenance_dag([{str(table)!r}], name="typo",
+                                              options={{"vacuum": {{"retension": "7d"}}}})
+            """,
+        )
+    assert str(refused.value) == (
+        "vacuum: no argument 'retension' (did you mean 'retention'?); its options:"
+        " retention, mode, force, engine"
+    )
+    # a bad value names the operation and the argument, not the CLI's flag
+    with pytest.raises(InvalidValue) as refused:
+        dag_module(
+            home,
+            "bad_value",
+            f"""
+            from delta_ops.airflow.dags import build_delta_maintenance_dag
+
+            dag = build_delta_maintenance_dag([{str(table)!r}], name="bad",
+                                              options={{"cleanup": {{"retention": "30"}}}})
+            """,
+        )
+    assert str(refused.value).startswith("cleanup: retention: '30' is not a duration"), str(
+        refused.value
+    )
+
+
 def test_the_example_dag_imports_cleanly_and_lists_its_dags(home: Path, tmp_path: Path) -> None:
     """`airflow dags list-import-errors` on the repository's example, as a deployment runs it."""
     examples = REPO / "examples" / "airflow"
