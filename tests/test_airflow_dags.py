@@ -193,8 +193,9 @@ def test_a_failing_step_reports_one_line_and_does_not_retry(home: Path, tmp_path
     line = failure.message
     assert "\n" not in line
     assert line.startswith(
+        # the table is named once, not again by the error that opens with it
         "delta-ops: lake_failing (step broken.checkpoint) failed for broken:"
-        f" broken: checkpoint failed: not a Delta table: {broken}"
+        f" checkpoint failed: not a Delta table: {broken}"
     ), line
     assert line.endswith(
         f" | https://airflow.example.com/dags/lake_failing/runs/"
@@ -272,6 +273,9 @@ def test_the_failure_line_is_dagsters(home: Path) -> None:
     airflow = AirflowFailure(dag_id="lake", task_id="events.vacuum", url="http://x/r1", **fields)
     dagster = DagsterFailure(job="lake", step="events.vacuum", run_url="http://x/r1", **fields)
     assert airflow.message == dagster.message
+    assert airflow.message == (
+        "delta-ops: lake (step events.vacuum) failed for events: vacuum failed: boom | http://x/r1"
+    )
     no_link = AirflowFailure(dag_id="lake", task_id="events.vacuum", url=None, **fields)
     assert (
         no_link.message
