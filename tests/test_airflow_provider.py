@@ -1,7 +1,8 @@
 """The Airflow provider as Airflow and its users meet it: discovered through its entry point, an
 operator for every registered operation with the CLI's options, a bad value or a misspelled
-name refused in one line naming the operation and the argument, and connections turned
-into storage options (an S3 table maintained through one).
+name refused in one line naming the operation and the argument, a task log listing at most
+`max_listed` files, and connections turned into storage options (an S3 table maintained
+through one).
 """
 
 from __future__ import annotations
@@ -254,6 +255,40 @@ def test_the_task_log_lists_at_most_max_listed_files(
     (logged,) = said
     assert logged.startswith("t: would delete 5 files"), logged
     assert logged.count("stray-") == 2 and logged.endswith("... and 3 more lines not listed")
+
+
+def test_a_real_tasks_log_lists_at_most_max_listed_files(
+    home: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 49.3, run by Airflow: the task's log (what ``dag.test()`` prints) names two of the
+    five files the vacuum deletes, and says how many more there are."""
+    import time
+
+    table = tmp_path / "t"
+    write_arrow(table, pa.table({"id": [1]}))
+    old = time.time() - 30 * 86_400
+    for i in range(5):
+        (table / f"stray-{i}.parquet").write_bytes(b"x")
+        os.utime(table / f"stray-{i}.parquet", (old, old))
+    module = dag_module(
+        home,
+        "listed",
+        f"""
+        from airflow.sdk import DAG
+        from delta_ops.airflow.operators import DeltaVacuumOperator
+
+        with DAG("listed", schedule=None) as dag:
+            DeltaVacuumOperator(task_id="vacuum", table={str(table)!r}, max_listed=2,
+                                history=False)
+        """,
+    )
+    capfd.readouterr()
+    run = module.dag.test()
+    logged = capfd.readouterr().out
+    assert task_states(run) == {"vacuum": "success"}
+    assert not list(table.glob("stray-*"))  # all five deleted
+    assert logged.count("stray-") == 2, logged
+    assert "... and 3 more lines not listed" in logged
 
 
 # --------------------------------------------------------------------------- connections
