@@ -117,6 +117,52 @@ def test_the_trigger_waits_until_enough_commits_piled_up(home: Path, tmp_path: P
     assert event["files_checked"] <= 4
 
 
+class Said:
+    """A trigger's log, by level."""
+
+    def __init__(self) -> None:
+        self.lines: dict[str, list[str]] = {"debug": [], "info": [], "warning": []}
+
+    def __getattr__(self, level: str) -> Any:
+        return lambda message, *args: self.lines[level].append(message % args)
+
+
+def test_the_trigger_logs_changes_at_info_and_routine_looks_at_debug(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from delta_ops.airflow.triggers import DeltaCommitEventTrigger, DeltaCommitTrigger
+
+    table = tmp_path / "events"
+    commit(table, 2)
+    said = {DeltaCommitTrigger: Said(), DeltaCommitEventTrigger: Said()}
+    for cls, log in said.items():
+        monkeypatch.setattr(cls, "log", property(lambda self, log=log: log))
+
+    async def scenario() -> list[Any]:
+        trigger = DeltaCommitTrigger(str(table), min_commits=5, poll_interval=0.02)
+        watcher = Watching(
+            DeltaCommitEventTrigger(str(table), min_commits=5, poll_interval=0.02).run()
+        )
+        waiting = asyncio.ensure_future(first_events(trigger.run(), 1, within=30))
+        await asyncio.sleep(0.5)  # many looks, all waiting
+        await asyncio.to_thread(commit, table, 3)
+        fired = await waiting
+        fired += await watcher.events(within=30)
+        await asyncio.sleep(0.2)  # looks at a due version it fired for already
+        watcher.stop()
+        return fired
+
+    fired = asyncio.run(scenario())
+    assert [e["status"] for e in fired] == ["due", "due"]
+    for cls, log in said.items():
+        # the first look, and the change to due: not a line per look
+        assert [line.rsplit(": ", 1)[-1] for line in log.lines["info"]] == ["waiting", "due"], (
+            cls,
+            log.lines["info"],
+        )
+        assert len(log.lines["debug"]) >= 5, cls  # every other look, for whoever wants it
+
+
 def test_the_trigger_reports_a_table_it_cannot_read(home: Path, tmp_path: Path) -> None:
     from delta_ops.airflow.triggers import DeltaCommitTrigger
 

@@ -193,8 +193,9 @@ def test_a_failing_step_reports_one_line_and_does_not_retry(home: Path, tmp_path
     line = failure.message
     assert "\n" not in line
     assert line.startswith(
+        # the table is named once, not again by the error that opens with it
         "delta-ops: lake_failing (step broken.checkpoint) failed for broken:"
-        f" broken: checkpoint failed: not a Delta table: {broken}"
+        f" checkpoint failed: not a Delta table: {broken}"
     ), line
     assert line.endswith(
         f" | https://airflow.example.com/dags/lake_failing/runs/"
@@ -202,6 +203,42 @@ def test_a_failing_step_reports_one_line_and_does_not_retry(home: Path, tmp_path
     ), line
     [ti] = [t for t in run.get_task_instances() if t.task_id == "broken.checkpoint"]
     assert ti.try_number == 1
+
+
+def test_a_misspelled_option_fails_the_dag_import_in_one_line(home: Path, tmp_path: Path) -> None:
+    from delta_ops.errors import InvalidValue
+
+    table = small_table(tmp_path / "events", 1)
+    with pytest.raises(InvalidValue) as refused:
+        dag_module(
+            home,
+            "misspelled",
+            f"""
+            from delta_ops.airflow.dags import build_delta_maintenance_dag
+
+            dag = build_delta_maintenance_dag([{str(table)!r}], name="typo",
+                                              options={{"vacuum": {{"retension": "7d"}}}})
+            """,
+        )
+    assert str(refused.value) == (
+        "vacuum: no argument 'retension' (did you mean 'retention'?); its options:"
+        " retention, mode, force, engine"
+    )
+    # a bad value names the operation and the argument, not the CLI's flag
+    with pytest.raises(InvalidValue) as refused:
+        dag_module(
+            home,
+            "bad_value",
+            f"""
+            from delta_ops.airflow.dags import build_delta_maintenance_dag
+
+            dag = build_delta_maintenance_dag([{str(table)!r}], name="bad",
+                                              options={{"cleanup": {{"retention": "30"}}}})
+            """,
+        )
+    assert str(refused.value).startswith("cleanup: retention: '30' is not a duration"), str(
+        refused.value
+    )
 
 
 def test_the_example_dag_imports_cleanly_and_lists_its_dags(home: Path, tmp_path: Path) -> None:
@@ -236,6 +273,9 @@ def test_the_failure_line_is_dagsters(home: Path) -> None:
     airflow = AirflowFailure(dag_id="lake", task_id="events.vacuum", url="http://x/r1", **fields)
     dagster = DagsterFailure(job="lake", step="events.vacuum", run_url="http://x/r1", **fields)
     assert airflow.message == dagster.message
+    assert airflow.message == (
+        "delta-ops: lake (step events.vacuum) failed for events: vacuum failed: boom | http://x/r1"
+    )
     no_link = AirflowFailure(dag_id="lake", task_id="events.vacuum", url=None, **fields)
     assert (
         no_link.message

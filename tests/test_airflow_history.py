@@ -52,3 +52,44 @@ def test_each_step_of_the_factorys_dag_is_a_row_of_the_fleets_history(
         ("good", "cleanup", "skipped", "airflow", True),
         ("good", "vacuum", "skipped", "airflow", True),
     ]
+
+
+def test_a_run_refused_for_a_templated_value_is_a_failed_row_with_its_error(
+    home: Path, tmp_path: Path
+) -> None:
+    """A value parsed only when the task runs (a templated retention) fails the task before
+    the operation starts; the history still has the run, failed, with the error."""
+    table = tmp_path / "lake" / "events"
+    write_arrow(table, pa.table({"id": pa.array([1], pa.int64())}))
+    history = tmp_path / "lake" / "_delta_ops_history"
+    module = dag_module(
+        home,
+        "refused_run",
+        f"""
+        from airflow.sdk import DAG
+        from delta_ops.airflow.operators import DeltaVacuumOperator
+
+        with DAG("refused_run", schedule=None, params={{"retention": "banana"}}) as dag:
+            DeltaVacuumOperator(task_id="vacuum", table={str(table)!r},
+                                history_location={str(history)!r},
+                                retention="{{{{ params.retention }}}}")
+        """,
+    )
+    assert task_states(module.dag.test()) == {"vacuum": "failed"}
+    con = duckdb_connection()
+    try:
+        rows = con.sql(
+            "SELECT table_name, operation, status, front_end, engine, error"
+            f" FROM delta_scan('{history}')"
+        ).fetchall()
+    finally:
+        con.close()
+    [(name, operation, status, front_end, engine, error)] = rows
+    assert (name, operation, status, front_end, engine) == (
+        "events",
+        "vacuum",
+        "failed",
+        "airflow",
+        "local",
+    )
+    assert error.startswith("InvalidValue: vacuum: retention: 'banana' is not a duration"), error

@@ -1,6 +1,8 @@
 """The Airflow provider as Airflow and its users meet it: discovered through its entry point, an
-operator for every registered operation with the CLI's options and the CLI's words for a bad
-value, and connections turned into storage options (an S3 table maintained through one).
+operator for every registered operation with the CLI's options, a bad value or a misspelled
+name refused in one line naming the operation and the argument, a task log listing at most
+`max_listed` files, and connections turned into storage options (an S3 table maintained
+through one).
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ def test_every_registered_operation_has_its_operator(home: Path) -> None:
         if not option.cli_only and option.kind.value in BAD
     ],
 )
-def test_a_bad_value_is_refused_with_the_clis_words(
+def test_a_bad_value_is_refused_by_the_clis_parser_naming_the_argument(
     home: Path, operation: str, option: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from delta_ops.airflow.operators import OPERATORS
@@ -130,10 +132,41 @@ def test_a_bad_value_is_refused_with_the_clis_words(
     with pytest.raises(InvalidValue) as refused:
         OPERATORS[operation](task_id="bad", table="/data/t", **{option: bad})
     if spec.kind.value == "flag":  # the CLI's flags take no value; its parser is the same
-        assert str(refused.value) == f"{spec.flag}: {bad!r} is not true or false"
+        assert str(refused.value) == f"{operation}: {option}: {bad!r} is not true or false"
         return
+    # the same parser's words, naming the operation and the Python argument, not the flag
+    said = str(refused.value)
+    assert said.startswith(f"{operation}: {option}: "), said
     assert cli([operation, "/data/t", spec.flag, bad]) == 2
-    assert capsys.readouterr().err == f"delta-ops: error: {refused.value}\n"
+    clis = capsys.readouterr().err.removeprefix(f"delta-ops: error: {spec.flag}: ")
+    assert said == f"{operation}: {option}: {clis}".rstrip("\n")
+
+
+@pytest.mark.parametrize(
+    "arguments,refusal",
+    [
+        (
+            {"retension": "7d"},
+            (
+                "vacuum: no argument 'retension' (did you mean 'retention'?); its options:"
+                " retention, mode, force, engine"
+            ),
+        ),
+        ({"delta_ops_conn": "lake"}, "vacuum: no argument 'delta_ops_conn' (did you mean"),
+    ],
+)
+def test_a_misspelled_argument_is_refused_in_one_line(
+    home: Path, arguments: dict[str, Any], refusal: str
+) -> None:
+    """Not Airflow's two-line TypeError with the kwargs: the operation, the name, the names."""
+    from delta_ops.airflow.operators import OPERATORS
+
+    with pytest.raises(InvalidValue) as refused:
+        OPERATORS["vacuum"](task_id="v", table="/data/t", **arguments)
+    said = str(refused.value)
+    assert "\n" not in said and said.startswith(refusal), said
+    # Airflow's own arguments are still the operator's
+    OPERATORS["vacuum"](task_id="v2", table="/data/t", retries=2, pool="p", doc_md="x")
 
 
 @pytest.mark.parametrize("size", [4_194_304, "4194304", "4MB"])
@@ -222,6 +255,40 @@ def test_the_task_log_lists_at_most_max_listed_files(
     (logged,) = said
     assert logged.startswith("t: would delete 5 files"), logged
     assert logged.count("stray-") == 2 and logged.endswith("... and 3 more lines not listed")
+
+
+def test_a_real_tasks_log_lists_at_most_max_listed_files(
+    home: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 49.3, run by Airflow: the task's log (what ``dag.test()`` prints) names two of the
+    five files the vacuum deletes, and says how many more there are."""
+    import time
+
+    table = tmp_path / "t"
+    write_arrow(table, pa.table({"id": [1]}))
+    old = time.time() - 30 * 86_400
+    for i in range(5):
+        (table / f"stray-{i}.parquet").write_bytes(b"x")
+        os.utime(table / f"stray-{i}.parquet", (old, old))
+    module = dag_module(
+        home,
+        "listed",
+        f"""
+        from airflow.sdk import DAG
+        from delta_ops.airflow.operators import DeltaVacuumOperator
+
+        with DAG("listed", schedule=None) as dag:
+            DeltaVacuumOperator(task_id="vacuum", table={str(table)!r}, max_listed=2,
+                                history=False)
+        """,
+    )
+    capfd.readouterr()
+    run = module.dag.test()
+    logged = capfd.readouterr().out
+    assert task_states(run) == {"vacuum": "success"}
+    assert not list(table.glob("stray-*"))  # all five deleted
+    assert logged.count("stray-") == 2, logged
+    assert "... and 3 more lines not listed" in logged
 
 
 # --------------------------------------------------------------------------- connections

@@ -4,7 +4,7 @@
 task) that turns a failed task into a :class:`MaintenanceFailure` and logs its one line, the
 same line Dagster's run-failure sensor reports (`delta_ops.ops.failure_notice`)::
 
-    delta-ops: lake_maintenance (step events.vacuum) failed for events: events: vacuum failed:
+    delta-ops: lake_maintenance (step events.vacuum) failed for events: vacuum failed:
     ... | http://airflow.example.com/dags/lake_maintenance/runs/.../tasks/events.vacuum
 
 Pass `notify` to send it on as well: any callable taking a `MaintenanceFailure` (a Slack post,

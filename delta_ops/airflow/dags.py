@@ -38,7 +38,7 @@ from typing import Any
 from airflow.sdk import DAG, Asset, AssetWatcher, BaseOperator, TaskGroup, TriggerRule
 
 from delta_ops.airflow.alerts import Notifier, failure_callback
-from delta_ops.airflow.operators import operator_for
+from delta_ops.airflow.operators import check_option_names, operator_for
 from delta_ops.airflow.tables import DeltaTable, as_tables
 from delta_ops.airflow.triggers import DEFAULT_POLL_SECONDS, DeltaCommitEventTrigger
 from delta_ops.errors import InvalidValue
@@ -160,7 +160,9 @@ def build_delta_maintenance_dag(
             own wins).
         storage_options: options over the connection's, for every table (a table's win).
         options: each operation's options, by its name
-            (``{"vacuum": {"retention": "7d", "engine": "spark"}}``), as the CLI takes them.
+            (``{"vacuum": {"retention": "7d", "engine": "spark"}}``), as the CLI takes them;
+            a name the operation does not take, or a bad value, fails the DAG's import in one
+            line naming the operation and the option.
         rewrites: operations to run before the chain (``"purge"``, ``"compact"``), in order.
         dry_run: plan only: every task logs and returns its plan and changes nothing.
         spark_conn_id: the Spark connection of the steps whose ``engine`` is ``spark``.
@@ -185,6 +187,8 @@ def build_delta_maintenance_dag(
     unknown = sorted(set(options) - set(OPERATIONS))
     if unknown:
         raise InvalidValue(f"options for unknown operations {unknown}; known: {sorted(OPERATIONS)}")
+    for operation, given in options.items():  # a misspelled name fails the import in one line
+        check_option_names(OPERATIONS[operation], given)
     for rewrite in rewrites:
         if rewrite not in REWRITES:
             raise InvalidValue(f"rewrites: {rewrite!r} is not one of {', '.join(REWRITES)}")
@@ -250,6 +254,7 @@ def build_delta_commit_dags(
     checkpoint reach `min_commits` (default: the table's ``delta.checkpointInterval``); it
     checkpoints the table (with `options`, the checkpoint's). The other arguments are
     :func:`build_delta_maintenance_dag`'s."""
+    check_option_names(OPERATIONS["checkpoint"], options or {})
     targets = as_tables(tables)
     location = fleet_history(
         history, tables if isinstance(tables, str) else [t.url for t in targets]

@@ -10,8 +10,11 @@ operators, one class per operation, named after it: ``DeltaCheckpointOperator``,
   object store (`delta_ops.airflow.hook`; given options win over the connection's);
 * the operation's options by their names, as the CLI's flags and Dagster's config take them
   (``retention="7d"``, ``force=True``, ``target_size="256MB"``, ``engine="spark"``), parsed by
-  the same code: a bad value fails the DAG's import with the CLI's words (``--retention: ...``),
-  and a templated one (``"{{ params.retention }}"``) when the task runs. The CLI's own
+  the same code: a bad value fails the DAG's import in one line naming the operation and the
+  argument (``vacuum: retention: '30' is not a duration ...``), and a templated one
+  (``"{{ params.retention }}"``) when the task runs, recorded in the operation history as a
+  failed run. A misspelled argument fails the import in one line too, with the closest name
+  and the operation's options (not Airflow's ``TypeError`` listing the kwargs). The CLI's own
   conveniences (``--now``) are not offered, as in Dagster;
 * ``engine="spark"`` with ``spark_conn_id`` (`delta_ops.airflow.engines`), ``version`` for the
   operations that act on a chosen version (checkpoint: the CLI's ``--version``), ``dry_run``.
@@ -47,10 +50,12 @@ Example (a DAG file)::
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import os
 import re
 import types
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, NoReturn, cast
 
 from airflow.sdk import Asset, BaseOperator, Context
@@ -63,13 +68,13 @@ from airflow.sdk.exceptions import (
 from delta_ops.airflow.engines import build_engine, cancel_spark_jobs
 from delta_ops.airflow.hook import table_storage_options
 from delta_ops.errors import DeltaOpsError, InvalidValue
-from delta_ops.ops.engines import LOCAL, Engine
+from delta_ops.ops.engines import ENGINE_NAMES, LOCAL, Engine
 from delta_ops.ops.history import OperationHistory
-from delta_ops.ops.operation import Operation, Option, listed
+from delta_ops.ops.operation import Naming, Operation, Option, listed
 from delta_ops.ops.progress import LogLines, reporting
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.ops.results import to_data
-from delta_ops.ops.runs import run_operation
+from delta_ops.ops.runs import record_refusal, run_operation
 from delta_ops.storage.warehouse import history_location
 
 #: a value holding Jinja is parsed once Airflow has rendered it, when the task runs
@@ -88,6 +93,32 @@ def operator_name(operation: Operation) -> str:
     """``enable-row-tracking`` -> ``DeltaEnableRowTrackingOperator``."""
     words = re.split(r"[-_]", operation.name)
     return "Delta" + "".join(word.capitalize() for word in words) + "Operator"
+
+
+def option_names(operation: Operation) -> tuple[str, ...]:
+    """The names of the options an operator of `operation` takes, ``version`` (the CLI's
+    ``--version``) for one acting on a chosen version."""
+    at_version = ("version",) if operation.at_version else ()
+    return (*(o.name for o in operator_options(operation)), *at_version)
+
+
+def check_option_names(
+    operation: Operation, names: Iterable[str], others: Iterable[str] = (), besides: str = ""
+) -> None:
+    """Refuse, in one line, a name in `names` that is neither one of the operation's options
+    nor in `others` (a misspelled keyword): the operation, the name, the closest accepted name
+    and the options; `besides` says what else is accepted."""
+    options = option_names(operation)
+    accepted = {*options, *others}
+    for name in names:
+        if name in accepted or name.startswith("_airflow"):  # Airflow's own, when mapping
+            continue
+        close = difflib.get_close_matches(name, sorted(accepted), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise InvalidValue(
+            f"{operation.name}: no argument {name!r}{hint}; its options: {', '.join(options)}"
+            + (f" ({besides})" if besides else "")
+        )
 
 
 def bounded(data: Mapping[str, Any], limit: int) -> dict[str, Any]:
@@ -138,6 +169,12 @@ class DeltaOperationOperator(BaseOperator):
     ) -> None:
         operation = self.operation
         options = operator_options(operation)
+        check_option_names(
+            operation,
+            kwargs,
+            (*_OWN_ARGUMENTS, *_BASE_ARGUMENTS),
+            f"besides {', '.join(_OWN_ARGUMENTS)} and BaseOperator's arguments",
+        )
         given = {o.name: kwargs.pop(o.name) for o in options if o.name in kwargs}
         # the version to act on, for an operation that takes one (the CLI's --version)
         version = kwargs.pop("version", None) if operation.at_version else None
@@ -157,7 +194,9 @@ class DeltaOperationOperator(BaseOperator):
         if any(o.name == "engine" for o in options):
             given.setdefault("engine", engine)
         elif engine != "local":
-            raise InvalidValue(f"{operation.name}: runs in this process; --engine is not an option")
+            raise InvalidValue(
+                f"{operation.name}: engine: {engine!r}: it runs in this process, on no other engine"
+            )
         for option in options:
             setattr(self, option.name, given.get(option.name))
         self._engine: Engine = LOCAL
@@ -170,11 +209,12 @@ class DeltaOperationOperator(BaseOperator):
 
     def _check_values(self) -> None:
         """Parse every value that is not templated now, so a bad one fails the DAG's import
-        with the CLI's message (the rest are parsed when the task runs)."""
-        for option in operator_options(self.operation):
+        naming the operation and the argument (the rest are parsed when the task runs)."""
+        operation = self.operation
+        for option in operator_options(operation):
             value = getattr(self, option.name)
             if not _templated(value):
-                option.parse(value)
+                option.parse(value, operation.label(option, Naming.ARGUMENT))
         if self.operation.at_version and not _templated(self.version):
             self._version()
 
@@ -184,7 +224,9 @@ class DeltaOperationOperator(BaseOperator):
         try:
             return int(str(self.version).strip())
         except ValueError:
-            raise InvalidValue(f"--version: {self.version!r} is not a whole number") from None
+            raise InvalidValue(
+                f"{self.operation.name}: version: {self.version!r} is not a whole number"
+            ) from None
 
     @property
     def display_name(self) -> str:
@@ -196,10 +238,8 @@ class DeltaOperationOperator(BaseOperator):
         operation = self.operation
         self._working = True
         try:
+            values, version, options, history = self._prepare()
             try:
-                values = operation.parse(self._raw_options())
-                self._engine = build_engine(values.get("engine", "local"), self.spark_conn_id)
-                options = table_storage_options(self.delta_ops_conn_id, self.storage_options)
                 lines = LogLines(self.log.info, every_s=self.progress_every_seconds)
                 with reporting(lines):
                     run = run_operation(
@@ -207,13 +247,13 @@ class DeltaOperationOperator(BaseOperator):
                         self.table,
                         values,
                         self._engine,
-                        version=self._version(),
+                        version=version,
                         storage_options=options,
                         dry_run=self.plan_only,
                         skip_idle=True,
                         progress=self.log.info,
                         on_plan=self._log_plan,
-                        history=self._history(options),
+                        history=history,
                         table_name=self.display_name,
                         front_end="airflow",
                     )
@@ -236,6 +276,36 @@ class DeltaOperationOperator(BaseOperator):
         self._record(context, data)
         return data
 
+    def _prepare(
+        self,
+    ) -> tuple[dict[str, Any], int | None, Mapping[str, Any] | None, OperationHistory | None]:
+        """The parsed values (templated ones are rendered by now), the version, the storage
+        options and the history of a run, its engine built. A refusal fails the task, and is
+        recorded in the history as a failed run first (not a dry run: it records none)."""
+        history = None
+        try:
+            options = table_storage_options(self.delta_ops_conn_id, self.storage_options)
+            history = self._history(options)
+            values = self.operation.parse(self._raw_options(), Naming.ARGUMENT)
+            version = self._version()
+            self._engine = build_engine(values.get("engine", "local"), self.spark_conn_id)
+        except BaseException as exc:
+            if not self.plan_only:
+                engine = getattr(self, "engine", None)  # the option's value, if it has one
+                record_refusal(
+                    self.operation,
+                    self.table,
+                    exc,
+                    history or self._history(self.storage_options),
+                    engine=engine if engine in ENGINE_NAMES else LOCAL.name,
+                    table_name=self.display_name,
+                    front_end="airflow",
+                )
+            if isinstance(exc, DeltaOpsError):
+                self._fail(exc)
+            raise
+        return values, version, options, history
+
     def _log_plan(self, plan: Any, warnings: tuple[str, ...]) -> None:
         said = listed(self.operation.describe_plan(plan), self.max_listed)
         self.log.info("%s: %s", self.display_name, said)
@@ -254,9 +324,9 @@ class DeltaOperationOperator(BaseOperator):
         """Re-raise a retryable error for the task's retries; fail the rest without retrying."""
         if exc.retryable:
             raise exc
-        raise AirflowFailException(
-            f"{self.display_name}: {self.operation.name} failed: {exc}"
-        ) from exc
+        name = self.operation.name
+        said = str(exc).removeprefix(f"{name}: ")  # a refused value names it already
+        raise AirflowFailException(f"{self.display_name}: {name} failed: {said}") from exc
 
     def _record(self, context: Context, data: dict[str, Any]) -> None:
         """The result in an event on each outlet asset (aliases get none)."""
@@ -301,6 +371,17 @@ def _operator_class(operation: Operation) -> type[DeltaOperationOperator]:
     return cast(type[DeltaOperationOperator], made)
 
 
+#: the arguments every operator takes besides its operation's options, and BaseOperator's
+_OWN_ARGUMENTS = tuple(
+    name
+    for name in inspect.signature(DeltaOperationOperator.__init__).parameters
+    if name not in ("self", "kwargs")
+)
+_BASE_ARGUMENTS = frozenset(inspect.signature(BaseOperator.__init__).parameters) - {
+    "self",
+    "kwargs",
+}
+
 #: every registered operation's operator class, by the operation's name
 OPERATORS: dict[str, type[DeltaOperationOperator]] = {
     name: _operator_class(operation) for name, operation in OPERATIONS.items()
@@ -322,8 +403,10 @@ __all__ = [  # noqa: PLE0604 - the generated classes' names are only known at im
     "OPERATORS",
     "DeltaOperationOperator",
     "bounded",
+    "check_option_names",
     "operator_for",
     "operator_name",
     "operator_options",
+    "option_names",
     *sorted(cls.__name__ for cls in OPERATORS.values()),
 ]

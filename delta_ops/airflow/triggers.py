@@ -20,6 +20,9 @@ checkpoint it.
         trigger=DeltaCommitEventTrigger("s3://lake/events", delta_ops_conn_id="lake_s3"),
     )])
 
+A look is logged at INFO when the table's status changes (the first look, waiting to due) and
+at DEBUG otherwise, so a triggerer watching many tables logs what happens, not every poll.
+
 Storage is read in a worker thread, so a slow store never blocks the triggerer's event loop;
 the connection is read with the hook's async method.
 """
@@ -94,7 +97,18 @@ def describe(table: str, data: Mapping[str, Any]) -> str:
 
 
 class _CommitTriggerBase:
-    """The arguments both triggers take, and opening the table from them."""
+    """The arguments both triggers take, opening the table from them, and logging the looks."""
+
+    log: Any  # Airflow's LoggingMixin gives each trigger its logger
+    _said_status: str | None = None
+
+    def _log_look(self, data: Mapping[str, Any]) -> None:
+        """A look's line: at INFO for the first look and when the status changes (waiting to
+        due), at DEBUG for the routine looks in between (one every `poll_interval`)."""
+        status = str(data["status"])
+        level = self.log.info if status != self._said_status else self.log.debug
+        self._said_status = status
+        level("%s", describe(self.table, data))
 
     def _set_arguments(
         self,
@@ -174,7 +188,7 @@ class DeltaCommitTrigger(_CommitTriggerBase, BaseTrigger):
             watch.version, watch.interval = self.known_version, self.known_interval
             while True:
                 data = await asyncio.to_thread(watch.look)
-                self.log.info("%s", describe(self.table, data))
+                self._log_look(data)
                 if data["status"] != "waiting":
                     yield _event({"table": self.table, **data})
                     return
@@ -229,6 +243,7 @@ class DeltaCommitEventTrigger(_CommitTriggerBase, BaseEventTrigger):
                 said = str(exc)
             else:
                 said = ""
+                self._log_look(data)
                 if data["version"] != fired and data["status"] == "due":
                     fired = data["version"]
                     yield _event({"table": self.table, **data})

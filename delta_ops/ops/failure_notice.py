@@ -9,7 +9,9 @@ reads alike::
     # 'delta-ops: lake_maintenance (step events.vacuum) failed for events: vacuum failed: ...
     #  | https://airflow.example.com/...'
 
-The error is folded onto one line (a traceback's or a message's newlines become spaces).
+The error is folded onto one line (a traceback's or a message's newlines become spaces), less
+the table's name where it opens with it (an operator's failure says ``events: vacuum failed:
+...``; the line names the table already).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ def failure_line(*, job: str, step: str | None, table: str, error: str, link: st
     """One line: the job (DAG) and step (task) that failed, the table, the error, and where to
     look (a link to the run, or ``run <id>`` when no address is known)."""
     where = f" (step {step})" if step else ""
-    message = " ".join(error.split()) or "unknown error"
+    # the line names the table once: not again where the error opens with it
+    message = " ".join(error.split()).removeprefix(f"{table}: ") or "unknown error"
     return f"delta-ops: {job}{where} failed for {table}: {message} | {link}"
 
 

@@ -67,6 +67,15 @@ class OptionKind(StrEnum):
     VERSION = "version"  # a table version: a whole number, 0 or more
 
 
+class Naming(StrEnum):
+    """How a bad value's message names its option: the CLI's flag (``--retention: ...``), or
+    the operation and the argument, as a Python front end takes it (``vacuum: retention:
+    ...``: an Airflow operator's keyword)."""
+
+    FLAG = "flag"
+    ARGUMENT = "argument"
+
+
 Progress = Callable[[str], None] | None
 #: what a result touched: (files, bytes); bytes None where the operation does not count them
 Touched = tuple[int, int | None]
@@ -102,9 +111,10 @@ class Option:
             return " | ".join(self.choices)
         return self.example or _HINTS[self.kind]
 
-    def parse(self, raw: Any) -> Any:
+    def parse(self, raw: Any, label: str | None = None) -> Any:
         """The typed value of `raw` (text from the CLI, a value from Dagster config); a default
-        written as text (``"128MB"``) is parsed like a value the user gave."""
+        written as text (``"128MB"``) is parsed like a value the user gave. A bad value's
+        message opens with `label` (default: the flag, ``--retention``)."""
         if raw is None:  # not given; an empty text is a value, and refused by its parser
             if not isinstance(self.default, str):
                 return self.default
@@ -112,7 +122,7 @@ class Option:
         try:
             return _PARSERS[self.kind](self, raw)
         except ValueError as exc:
-            raise InvalidValue(f"{self.flag}: {exc}") from None
+            raise InvalidValue(f"{label or self.flag}: {exc}") from None
 
 
 def _duration(option: Option, raw: Any) -> int:
@@ -224,12 +234,17 @@ class Operation:
     #: the files and bytes a result deleted, rewrote or wrote (the operation history's columns)
     touched: Callable[[Any], Touched] | None = None
 
-    def parse(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Typed option values from raw ones; unknown names are a programming error."""
+    def parse(self, raw: Mapping[str, Any], naming: Naming = Naming.FLAG) -> dict[str, Any]:
+        """Typed option values from raw ones; unknown names are a programming error. A bad
+        value is named as `naming` says."""
         unknown = set(raw) - {o.name for o in self.options}
         if unknown:
             raise InvalidValue(f"{self.name}: unknown options {sorted(unknown)}")
-        return {o.name: o.parse(raw.get(o.name)) for o in self.options}
+        return {o.name: o.parse(raw.get(o.name), self.label(o, naming)) for o in self.options}
+
+    def label(self, option: Option, naming: Naming) -> str:
+        """How a message names `option`: ``--retention``, or ``vacuum: retention``."""
+        return option.flag if naming is Naming.FLAG else f"{self.name}: {option.name}"
 
     def load(
         self,
@@ -297,6 +312,7 @@ def requested_now(values: Mapping[str, Any]) -> int:
 
 __all__ = [
     "ENGINE_OPTION",
+    "Naming",
     "Operation",
     "Option",
     "OptionKind",

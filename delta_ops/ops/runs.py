@@ -72,16 +72,7 @@ def run_operation(
     Returns:
         The :class:`Run`. An error loading, planning or executing propagates, recorded first.
     """
-    begun = OperationRecord(
-        start_ms=clock.now_ms(),
-        end_ms=0,
-        table=table if isinstance(table, str) else table.url,
-        table_name=table_name,
-        operation=operation.name,
-        status=Status.FAILED,
-        engine=engine.name,
-        front_end=front_end,
-    )
+    begun = _begun(operation, table, engine.name, table_name, front_end)
     if dry_run:  # changes nothing: not a run the history records
         history = None
     loaded = plan = None
@@ -104,6 +95,41 @@ def run_operation(
     if history is not None:
         history.append(_ended(begun, operation, loaded, plan, run.result))
     return run
+
+
+def _begun(
+    operation: Operation, table: str | Storage, engine: str, table_name: str | None, front_end: str
+) -> OperationRecord:
+    """The record of a run starting now (failed, until it ends otherwise)."""
+    return OperationRecord(
+        start_ms=clock.now_ms(),
+        end_ms=0,
+        table=table if isinstance(table, str) else table.url,
+        table_name=table_name,
+        operation=operation.name,
+        status=Status.FAILED,
+        engine=engine,
+        front_end=front_end,
+    )
+
+
+def record_refusal(
+    operation: Operation,
+    table: str | Storage,
+    exc: BaseException,
+    history: OperationHistory | None,
+    *,
+    engine: str = LOCAL.name,
+    table_name: str | None = None,
+    front_end: str = "python",
+) -> None:
+    """Record a run that failed before :func:`run_operation` could start it (a value parsed
+    only then, a templated one in Airflow, was refused; its engine could not be built): a
+    failed row with the error, as a run failing later gets. Nothing without a `history`."""
+    if history is None:
+        return
+    begun = _begun(operation, table, engine, table_name, front_end)
+    history.append(dataclasses.replace(begun, end_ms=begun.start_ms).failed(exc))
 
 
 def _ended(
@@ -138,4 +164,4 @@ def _ended(
     )
 
 
-__all__ = ["Run", "run_operation"]
+__all__ = ["Run", "record_refusal", "run_operation"]
