@@ -628,7 +628,7 @@ def test_a_table_clustered_with_the_pre_release_liquid_feature_is_clustered(
                     "minWriterVersion": 7,
                     "writerFeatures": ["liquid", "domainMetadata"],
                 }
-            }  # fmt: skip
+            }
         )
         + "\n"
         + json.dumps(
