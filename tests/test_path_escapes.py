@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ import pytest
 from delta_ops import cli
 from delta_ops.errors import UnsafePath
 from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
-from delta_ops.protocol.deletion_vectors import inline_descriptor
+from delta_ops.protocol.deletion_vectors import inline_descriptor, z85_encode
 from delta_ops.storage import Storage
 from delta_ops.table.scan import read_table
 from delta_ops.table.snapshot import load_snapshot
@@ -310,3 +311,66 @@ def test_s3_vacuum_never_deletes_above_the_table_or_in_another_bucket(
     with pytest.raises(UnsafePath):
         storage.delete([other])
     assert fs.cat(above) == b"precious" and fs.cat(other) == b"precious too"
+
+
+# ------------------------------------------------------------------ a deletion vector's path
+def _dv_escaping(tmp_path: Path) -> tuple[Path, Path, dict]:
+    """A table whose live file has a `'u'` deletion vector with the prefix ``..``: its file
+    would be the root's sibling, where a sentinel is planted."""
+    table = tmp_path / "t"
+    write_arrow(table, ids(3), configuration={"delta.enableDeletionVectors": "true"})
+    dv_id = uuid.uuid4()
+    sentinel = tmp_path / f"deletion_vector_{dv_id}.bin"
+    sentinel.write_bytes(b"precious")
+    old = now_ms() - 30 * DAY
+    os.utime(sentinel, ns=(old * 1_000_000, old * 1_000_000))
+    descriptor = {
+        "storageType": "u",
+        "pathOrInlineDv": "../" + z85_encode(dv_id.bytes),
+        "offset": 1,
+        "sizeInBytes": 8,
+        "cardinality": 1,
+    }
+    snapshot = load_snapshot(table)
+    body = snapshot.files.to_pylist()[0]
+    add = {k: v for k, v in body.items() if v is not None and k != "version"}
+    add["partitionValues"] = dict(add.get("partitionValues") or {})
+    add.pop("tags", None)
+    txn = Transaction(snapshot, operation="DELETE")
+    txn.add_action({"remove": {"path": add["path"], "deletionTimestamp": old, "dataChange": True}})
+    txn.add_action({"add": {**add, "deletionVector": descriptor}})
+    txn.commit()
+    return table, sentinel, descriptor
+
+
+@pytest.mark.parametrize("mode", ["full", "lite"])
+def test_vacuum_ignores_a_deletion_vector_prefix_that_leaves_the_root(
+    tmp_path: Path, mode: str
+) -> None:
+    table, sentinel, descriptor = _dv_escaping(tmp_path)
+    snapshot = load_snapshot(table)
+    body = snapshot.files.to_pylist()[0]
+    txn = Transaction(snapshot, operation="DELETE")  # the file and its vector: a tombstone
+    old = now_ms() - 30 * DAY
+    remove = {"path": body["path"], "deletionTimestamp": old, "dataChange": True}
+    txn.add_action({"remove": {**remove, "deletionVector": descriptor}})
+    txn.commit()
+    for path in (table / "_delta_log").iterdir():
+        os.utime(path, ns=((now_ms() - 20 * DAY) * 1_000_000,) * 2)
+    plan = plan_vacuum(load_snapshot(table), now_ms(), retention_ms=0, force=True, mode=mode)
+    paths = [c.path for c in plan.candidates]
+    assert not [p for p in paths if p.startswith("..")], paths
+    execute_vacuum(plan)
+    assert sentinel.read_bytes() == b"precious"
+
+
+def test_reading_a_deletion_vector_prefix_that_leaves_the_root_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table, sentinel, _ = _dv_escaping(tmp_path)
+    log_before = versions(table)
+    capsys.readouterr()
+    code = cli.main(["purge", str(table)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1 and "leaves the table root" in err[0], err
+    assert versions(table) == log_before and sentinel.read_bytes() == b"precious"
