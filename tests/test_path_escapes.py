@@ -374,3 +374,16 @@ def test_reading_a_deletion_vector_prefix_that_leaves_the_root_is_refused(
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and len(err) == 1 and "leaves the table root" in err[0], err
     assert versions(table) == log_before and sentinel.read_bytes() == b"precious"
+
+
+def test_inspect_counts_nothing_reclaimable_outside_the_table(
+    case: Case, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tombstone outside the table is no file vacuum would reclaim: inspect (which looks at
+    expired tombstones' files) neither fails on it nor counts it."""
+    capsys.readouterr()
+    code = cli.main(["inspect", str(case.table), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert '"reclaimable_files": 0' in out, out
+    assert_sentinel_intact(case)
