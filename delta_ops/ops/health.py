@@ -26,7 +26,7 @@ from enum import StrEnum
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_ops.errors import OperationRefused, UnsupportedFeature
+from delta_ops.errors import OperationRefused, UnsafePath, UnsupportedFeature
 from delta_ops.log.file_names import SIDECARS_DIR, LogFileKind
 from delta_ops.ops.cleanup import plan_cleanup
 from delta_ops.ops.cluster import ClusteringLayout, clustering_layout
@@ -88,7 +88,13 @@ def reclaimable_tombstones(snapshot: Snapshot, cutoff_ms: int) -> tuple[int, int
     count = size = 0
     looked = expired.slice(0, STAT_LIMIT)
     for path, recorded in zip(looked.column("path").to_pylist(), looked.column("size").to_pylist()):
-        entry = storage.stat(storage.table_path(path))
+        try:
+            relative = storage.relative_inside_root(path)
+        except UnsafePath:
+            continue  # outside the table: vacuum never deletes it, so it reclaims nothing
+        if not storage.stays_inside(relative):
+            continue  # through a symlink leading out: the same
+        entry = storage.stat(storage.join(relative))
         if entry is not None and entry.modification_time < cutoff_ms:
             count += 1
             size += entry.size if recorded is None else int(recorded)

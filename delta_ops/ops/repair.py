@@ -16,7 +16,9 @@ Safety:
   missing. The plan refuses (:class:`~delta_ops.errors.NeedsForce`) when more than
   ``max_missing_ratio`` of the live files are missing (default 10%); ``force`` overrides it.
 * Finding what is missing lists the table once (through the engine), as vacuum does; files
-  outside the table root and absolute deletion vectors are checked one by one.
+  outside the table root, absolute deletion vectors and, on a local disk, files the listing did
+  not find (it never follows a symlink; a file read through one is there) are checked one by
+  one.
 * Execute checks the missing files again and removes only those still missing (a file restored
   from a backup meanwhile stays). The commit reads the removed files, so a concurrent commit that
   changed one of them is a conflict and nothing is written; a crash before the commit changes
@@ -186,8 +188,12 @@ def _missing(storage: Storage, files: pa.Table, engine: Engine) -> tuple[pa.Arra
     dv_missing = pc.and_(
         pc.is_valid(dv_relative), pc.invert(pc.is_in(dv_relative, value_set=present))
     )
-    # outside the root, or an absolute DV: not in the listing; asked for one by one
+    # outside the root, or an absolute DV: not in the listing; asked for one by one, as are,
+    # on a local disk, files the listing left out (it never follows a symlink: a file read
+    # through one is there)
     outside = pc.is_null(relative).to_pylist()
+    if storage.is_local:
+        outside = [o or bool(m) for o, m in zip(outside, data_missing.to_pylist(), strict=True)]
     absolute = pc.equal(pc.struct_field(dv, "storageType"), "p").to_pylist() if len(dv) else []
     checks = [
         (i, storage.table_path(path))

@@ -39,7 +39,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from delta_ops import clock
-from delta_ops.errors import ConcurrentModification, DataFileError, note_reading, reading
+from delta_ops.errors import (
+    ConcurrentModification,
+    DataFileError,
+    UnsafePath,
+    note_reading,
+    reading,
+)
 from delta_ops.log.actions import file_rows_as_actions
 from delta_ops.ops import progress
 from delta_ops.ops.engines import Engine, Spread
@@ -427,9 +433,18 @@ class Rewriter:
         return add
 
     def directory_of(self, row: Mapping[str, Any]) -> str:
-        """The table-relative directory a file lives in (its partition directory)."""
-        relative = self.storage.relative_inside_root(row["path"])
-        return relative.rsplit("/", 1)[0] if "/" in relative else ""
+        """The table-relative directory a file lives in (its partition directory); the root
+        for a file outside the table (an absolute path, as a shallow clone's adds name: it is
+        read where it is, its rewrite is written inside the table, and it is never deleted).
+        A directory that leads out of the table through a local symlink is not written
+        into either: the rewrite goes to the root."""
+        try:
+            relative = self.storage.relative_inside_root(row["path"])
+        except UnsafePath:
+            self.storage.table_path(row["path"])  # refuses `..` and other stores: never read
+            return ""
+        directory = relative.rsplit("/", 1)[0] if "/" in relative else ""
+        return directory if self.storage.stays_inside(directory) else ""
 
     def removes(self, paths: Iterable[str]) -> EncodedRemoves:
         """The `remove` lines of the rewritten files `paths` (each file's deletion vector

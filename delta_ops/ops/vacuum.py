@@ -520,6 +520,9 @@ def plan_vacuum(
         candidates = _lite_candidates(
             snapshot, delete_before, latest_outside, protected_set, tombstone_paths
         )
+        # a tombstone through a local symlink leading out, or a deletion vector whose prefix
+        # leaves the root: never deleted, so never planned
+        candidates = [c for c in candidates if storage.stays_inside(c.path)]
     leftovers = stale_leftovers(storage, min(delete_before, now_ms - MIN_LEFTOVER_AGE_MS))
     candidates.extend(
         Candidate(item.path, item.size, item.modification_time, LEFTOVER) for item in leftovers

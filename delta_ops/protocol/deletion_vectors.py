@@ -41,6 +41,7 @@ size check, so 1 is the only reading under which such a descriptor can be valid.
 
 from __future__ import annotations
 
+import posixpath
 import struct
 import uuid as uuid_module
 import zlib
@@ -308,6 +309,11 @@ class DeletionVectorDescriptor:
         """Where the DV file is: joined to ``table_root`` (``'u'``), the URL-decoded path
         (``'p'``), ``None`` for inline DVs."""
         if self.storage_type == "u":
+            if _prefix_leaves_root(self.path_or_inline_dv):
+                raise InvalidDeletionVector(
+                    f"deletion vector {self.path_or_inline_dv!r}: its path prefix leaves the"
+                    " table root"
+                )
             return _join(table_root, _relative_path_of(self.path_or_inline_dv))
         if self.storage_type == "p":
             return unquote(self.path_or_inline_dv)
@@ -332,6 +338,17 @@ def _relative_path_of(path_or_inline_dv: str) -> str:
     prefix = path_or_inline_dv[:-_UUID_Z85_LENGTH]
     name = f"deletion_vector_{_uuid_from_z85(path_or_inline_dv[-_UUID_Z85_LENGTH:])}.bin"
     return f"{prefix}/{name}" if prefix else name
+
+
+def _prefix_leaves_root(path_or_inline_dv: str) -> bool:
+    """True when a ``'u'`` descriptor's prefix (a directory under the root: random letters,
+    as writers make it) climbs out of the table. The rule is the storage layer's
+    `leaves_root`, restated here: importing it would load the storage stack at CLI start."""
+    prefix = path_or_inline_dv[:-_UUID_Z85_LENGTH]
+    if prefix.startswith("/"):
+        return True
+    normal = posixpath.normpath(f"{prefix}/x") if ".." in prefix else ""
+    return normal == ".." or normal.startswith("../")
 
 
 def _join(root: str, relative: str) -> str:
@@ -389,7 +406,8 @@ def dv_unique_ids(dv: DVColumn) -> pa.Array:
 def dv_relative_paths(dv: DVColumn) -> pa.Array:
     """The table-relative file path of every ``'u'`` descriptor in an Arrow column.
 
-    Null for inline (``'i'``), absolute (``'p'``) and null descriptors. Only the distinct
+    Null for inline (``'i'``), absolute (``'p'``) and null descriptors, and for a prefix that
+    leaves the table root (no such file is ever deleted). Only the distinct
     ``'u'`` values are decoded in Python (DV files are far fewer than rows); the mapping back to
     rows is vectorised.
     """
@@ -408,7 +426,10 @@ def dv_relative_paths(dv: DVColumn) -> pa.Array:
                 f"deletion vector pathOrInlineDv {value!r} is shorter than the"
                 f" {_UUID_Z85_LENGTH}-character Z85 UUID that storageType 'u' requires"
             )
-    relative = pa.array([_relative_path_of(v) for v in distinct.to_pylist()], type=pa.string())
+    relative = pa.array(
+        [None if _prefix_leaves_root(v) else _relative_path_of(v) for v in distinct.to_pylist()],
+        type=pa.string(),
+    )
     mapped = pc.take(relative, pc.index_in(path, value_set=distinct))
     return _as_array(pc.if_else(is_u, mapped, _null_strings(1)[0]))
 

@@ -7,13 +7,16 @@ the native object-store client (``native``: a
 :class:`~delta_ops.storage.native_store.NativeStore`, when it serves the table), the root path
 inside it, whether it is local, and how a table-relative path joins the root.
 :func:`mtime_ms` reads the modification time of an fsspec listing entry, whatever the store
-calls it. This module imports nothing else of delta-ops, so the three build on it without
+calls it. :func:`leaves_root` is the one test of whether a decoded table-relative path names
+something outside the root (absolute, or ``..`` segments climbing above it): reads refuse such a
+path and deletes skip it, on every store. This module imports nothing else of delta-ops, so the three build on it without
 importing one another's internals::
 
     files = TableRoot(None, "/data/events")       # a local table
     files.join("p=1/part-0.parquet")               # '/data/events/p=1/part-0.parquet'
     files.filesystem.ls(files.join("p=1"))         # fsspec, for the storage package only
     mtime_ms({"mtime": 1_700_000_000.5})           # 1700000000500
+    leaves_root("a/../../outside.parquet")         # True
 
 Nothing above the storage package uses it: the rest of delta-ops sees ``Storage`` only.
 """
@@ -54,6 +57,18 @@ def mtime_ms(info: Mapping[str, Any]) -> int:
         if isinstance(value, str):
             return int(datetime.fromisoformat(value).timestamp() * 1000)
     return 0
+
+
+def leaves_root(relative: str) -> bool:
+    """True when a decoded table-relative path names something outside the root: an absolute
+    path, or one whose ``..`` segments climb above it (``a/../b`` stays inside). A name that
+    merely contains dots (``a..b``) is inside."""
+    if relative.startswith("/"):
+        return True
+    if ".." not in relative:
+        return False
+    normal = posixpath.normpath(relative)
+    return normal == ".." or normal.startswith("../")
 
 
 class TableRoot:
@@ -98,4 +113,4 @@ class TableRoot:
         return posixpath.join(self.root, relative) if self.root != "/" else "/" + relative
 
 
-__all__ = ["TableRoot", "is_local_fs", "mtime_ms"]
+__all__ = ["TableRoot", "is_local_fs", "leaves_root", "mtime_ms"]

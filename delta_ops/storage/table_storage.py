@@ -40,7 +40,7 @@ from delta_ops.errors import (
     reading,
 )
 from delta_ops.storage import tree
-from delta_ops.storage.filesystem import TableRoot, is_local_fs, mtime_ms
+from delta_ops.storage.filesystem import TableRoot, is_local_fs, leaves_root, mtime_ms
 from delta_ops.storage.native_errors import first_line
 from delta_ops.storage.native_options import (
     CLIENT_OPTION,
@@ -89,6 +89,16 @@ class FileEntry:
 
 
 _TEMPORARY_NAME = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")
+
+#: a URI's scheme (RFC 3986: a letter, then letters, digits, ``+-.``), before ``://``
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+
+
+def _store_of(scheme: str) -> str:
+    """Which store a URI scheme names: the schemes of one store share it (``s3a`` is S3's,
+    ``abfss`` Azure's, ``local`` the local disk's), every other scheme is its own."""
+    lowered = scheme.lower()
+    return "local" if lowered in ("file", "local") else STORE_EXTRAS.get(lowered, lowered)
 
 
 SINGLE_WRITER_OPTION = "single_writer"
@@ -385,25 +395,60 @@ class Storage:
         return self._files.join(relative)
 
     def table_path(self, path_in_log: str) -> str:
-        """Resolve a path as written in the log (URL-encoded, relative or absolute) to a filesystem path.
+        """Resolve a path as written in the log (URL-encoded, relative or absolute) to a
+        filesystem path to read.
 
         Relative paths are URL-decoded (RFC 2396) and joined to the root; absolute URIs are
-        decoded and stripped of their scheme for the filesystem.
+        decoded and stripped of their scheme for the filesystem (the protocol lets an add name
+        a file outside the table: a shallow clone's). Refused (:class:`UnsafePath`): a relative
+        path that leaves the root once decoded (``../x``, ``%2E%2E/x``, ``a%2F..%2F..%2Fx``,
+        ``%2Fx``: Delta Spark would resolve these to a file outside the table, delta-ops reads
+        none), and a URI of another store than the table's (``s3://`` in a local table, whose
+        stripped form would name a file of this store that the log never meant).
         """
-        decoded = unquote(path_in_log)
-        if "://" in path_in_log or path_in_log.startswith("/"):
+        scheme = _SCHEME.match(path_in_log)
+        if scheme is not None or path_in_log.startswith("/"):
+            if scheme is not None and _store_of(scheme.group(1)) != _store_of(self._scheme):
+                raise UnsafePath(
+                    f"{path_in_log!r} is on another store than the table {self.url}:"
+                    " delta-ops reads and deletes only through the table's own store"
+                )
+            decoded = unquote(path_in_log)
             if self._native is not None:
                 return self._native.strip_protocol(decoded)
             return str(self._filesystem._strip_protocol(decoded))
+        decoded = unquote(path_in_log)
+        if leaves_root(decoded):
+            raise UnsafePath(
+                f"{path_in_log!r} leaves the table root {self.root} (decoded: {decoded!r}):"
+                " a relative path in the log must stay inside the table"
+            )
         return self.join(decoded)
 
+    @property
+    def _scheme(self) -> str:
+        """The scheme of the table's URL (``file`` for a local path)."""
+        found = _SCHEME.match(self.url)
+        return found.group(1) if found is not None else "file"
+
     def relative_inside_root(self, path_in_log: str) -> str:
-        """Return the decoded table-relative path, refusing anything that leaves the root."""
+        """Return the decoded table-relative path, refusing (:class:`UnsafePath`) anything
+        outside the root: `table_path`'s refusals and absolute paths elsewhere."""
         full = posixpath.normpath(self.table_path(path_in_log))
         root = posixpath.normpath(self.root)
         if full != root and not full.startswith(root.rstrip("/") + "/"):
             raise UnsafePath(f"{path_in_log!r} resolves outside the table root {self.root}")
         return full[len(root) :].lstrip("/")
+
+    def stays_inside(self, relative: str) -> bool:
+        """True when a decoded table-relative path (a file or a directory) is inside the root
+        as written and, on a local disk, once its symlinks are resolved: what a rewrite may
+        write into and a vacuum may plan to delete."""
+        if leaves_root(relative):
+            return False
+        if not self.is_local or not relative:
+            return True
+        return tree.really_inside(os.path.realpath(self.root), self.join(relative))
 
     def log_file(self, name: str) -> str:
         """Absolute path of a file inside `_delta_log`."""
@@ -942,7 +987,10 @@ class Storage:
         return True
 
     def remove_tree(self, relative: str) -> None:
-        """Delete a table-relative directory and everything in it (missing: nothing to do)."""
+        """Delete a table-relative directory and everything in it (missing: nothing to do);
+        one outside the root is refused (:class:`UnsafePath`)."""
+        if not relative or leaves_root(relative):
+            raise UnsafePath(f"{relative!r}: not a directory inside the table root {self.root}")
         top = self.join(relative)
         if self.is_local:
             import shutil  # here: its import (with bz2 and lzma) is start-up cost elsewhere
@@ -987,8 +1035,15 @@ class Storage:
         return tree.remove_empty_dirs(self._files, relative_dirs)
 
     def delete(self, paths: Iterable[str]) -> None:
-        """Delete files (not directories); a file that is already gone is not an error. A
-        local file's Hadoop checksum sidecar goes with it (`tree.unlink_local`)."""
+        """Delete files (not directories) given as paths in the filesystem; a file that is
+        already gone is not an error. A local file's Hadoop checksum sidecar goes with it
+        (`tree.unlink_local`). A path outside the table root refuses the whole call
+        (:class:`UnsafePath`) before anything is deleted."""
+        paths = list(paths)
+        root = posixpath.normpath(self.root).rstrip("/") + "/"
+        for p in paths:
+            if not posixpath.normpath(p).startswith(root):
+                raise UnsafePath(f"{p!r} is outside the table root {self.root}: not deleted")
         if self._native is not None:
             for p in paths:
                 with suppress(FileNotFoundError):

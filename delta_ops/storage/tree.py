@@ -8,8 +8,10 @@ Everything here is reached through :class:`~delta_ops.storage.Storage` methods
     deleted = storage.delete_many(["part-0.parquet", "p=1/part-1.parquet"])
 
 Local trees use ``os.scandir`` (no fsspec overhead per entry), never follow symlinks, and
-tolerate entries vanishing under them (a concurrent vacuum). Deletes refuse any path whose
-directory resolves outside the table root or that is itself a symlink. A local file goes
+tolerate entries vanishing under them (a concurrent vacuum). Deletes skip, on every store, any
+path that leaves the root as written (absolute, or ``..`` above it: `filesystem.leaves_root`),
+and on a local disk any path whose directory resolves outside the root through a symlink or
+that is itself a symlink (not even the link is deleted). A local file goes
 with its Hadoop checksum sidecar (``.name.crc``, which Spark writes beside every file on a
 local file system): :func:`unlink_local`.
 """
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delta_ops.storage.bulk_delete import delete_batch
-from delta_ops.storage.filesystem import TableRoot, mtime_ms
+from delta_ops.storage.filesystem import TableRoot, leaves_root, mtime_ms
 from delta_ops.storage.s3_listing import is_s3, list_in_ranges, list_in_ranges_native
 
 logger = logging.getLogger(__name__)
@@ -225,7 +227,9 @@ def unlink_local(path: str) -> None:
             pass
 
 
-def _really_inside(root_real: str, directory: str) -> bool:
+def really_inside(root_real: str, directory: str) -> bool:
+    """True when a local directory, its symlinks resolved, is the root or under it (the
+    root's own real path: `os.path.realpath` of the root)."""
     real = os.path.realpath(directory)
     return real == root_real or real.startswith(root_real + os.sep)
 
@@ -237,8 +241,13 @@ def delete_many(
 ) -> list[str]:
     """Delete table-relative files in parallel; return those deleted (a file already gone
     counts). `on_deleted` hears about each finished batch (from worker threads), for progress.
-    Local paths whose directory resolves outside the root, or that are symlinks, are skipped
-    with a warning. On object stores, keys the store refused to delete are not returned."""
+    Paths that leave the root as written are skipped with a warning on every store, as are
+    local paths whose directory resolves outside the root, or that are symlinks. On object
+    stores, keys the store refused to delete are not returned."""
+    if any(map(leaves_root, relative_paths)):
+        for rel in filter(leaves_root, relative_paths):
+            logger.warning("%s: not deleting %s: it is outside the table root", files.root, rel)
+        relative_paths = [rel for rel in relative_paths if not leaves_root(rel)]
     if not relative_paths:
         return []
     report = on_deleted or (lambda batch: None)
@@ -258,7 +267,7 @@ def delete_many(
     root_real = os.path.realpath(files.root)
     parents = [posixpath.dirname(p) for p in relative_paths]  # once a path, not once a use
     safe_dirs = {
-        d for d in set(parents) if _really_inside(root_real, files.join(d) if d else files.root)
+        d for d in set(parents) if really_inside(root_real, files.join(d) if d else files.root)
     }
 
     def delete_chunk(start: int) -> list[str]:
@@ -285,14 +294,20 @@ def delete_many(
 
 
 def remove_empty_dirs(files: TableRoot, relative_dirs: Sequence[str]) -> int:
-    """Remove the given directories that are empty, in order, never recursively."""
+    """Remove the given directories that are empty, in order, never recursively (never one
+    outside the root)."""
     removed = 0
     if files.native is not None:
         return 0  # object stores have no directories: one with no keys is gone by itself
+    root_real = os.path.realpath(files.root) if files.is_local else ""
     for d in relative_dirs:
+        if leaves_root(d):
+            continue
         full = files.join(d)
         try:
             if files.is_local:
+                if os.path.islink(full) or not really_inside(root_real, full):
+                    continue  # through a symlink: a directory elsewhere
                 os.rmdir(full)
             else:
                 if files.filesystem.ls(full):
