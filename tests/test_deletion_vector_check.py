@@ -55,7 +55,7 @@ def test_inspect_raises_the_alarm_on_a_dv_past_the_file(misread: Path, capsys: A
     [bad] = summary.deletion_vectors["bad"]
     assert bad["fault"] == "past_end" and bad["path"].endswith(".parquet")
     assert "row 28,168" in bad["detail"] and "10 rows (numRecords)" in bad["detail"]
-    [alarm] = [a for a in summary.advice if "deletion vector" in a["problem"]]
+    [alarm] = [a for a in summary.advice if "corruption alarm" in a["problem"]]
     assert "corruption alarm" in alarm["problem"] and "row 28,168" in alarm["problem"]
     assert cli.main(["inspect", str(misread), "--version", str(RUST_TAIL_VERSION)]) == 0
     out = capsys.readouterr().out
@@ -64,7 +64,7 @@ def test_inspect_raises_the_alarm_on_a_dv_past_the_file(misread: Path, capsys: A
     for version in (RUST_TAIL_VERSION - 1, RUST_TAIL_VERSION + 1):
         summary = summarize(load_snapshot(misread, version))
         assert summary.deletion_vectors is not None and not summary.deletion_vectors["bad"]
-        assert not [a for a in summary.advice if "deletion vector" in a["problem"]]
+        assert not [a for a in summary.advice if "corruption alarm" in a["problem"]]
 
 
 def test_the_checksum_op_fails_on_it_and_writes_nothing(misread: Path, capsys: Any) -> None:

@@ -66,7 +66,8 @@ def test_vacuum_deletes_in_batches_of_at_most_a_thousand_keys(s3: StoreServer) -
     keys_per_request: list[int] = []
 
     def count(method: str, path: str, body: bytes) -> None:
-        if is_delete_objects(method, path):
+        # (the conditional-write probe's own removal is not vacuum's)
+        if is_delete_objects(method, path) and b"conditional-probe" not in body:
             keys_per_request.append(len(re.findall(rb"<Key>", body)))
 
     with StoreProxy(s3.endpoint, answer=count) as proxy:

@@ -255,7 +255,12 @@ def test_fixture_full_vacuum_keeps_every_referenced_file_and_peer_reads(name, tm
     log_after = {p.name: p.read_bytes() for p in (table / "_delta_log").iterdir() if p.is_file()}
     assert {k: log_after[k] for k in log_before} == log_before
     new = {f"{v:020d}.{kind}" for v in result.commits for kind in ("json", "crc")}
-    assert len(new) == 4 and new <= set(log_after) - set(log_before) <= new | {"_last_vacuum_info"}
+    commits = {f"{v:020d}.json" for v in result.commits}
+    assert len(new) == 4 and commits <= set(log_after) - set(log_before)
+    assert set(log_after) - set(log_before) <= new | {"_last_vacuum_info"}
+    if name != "kernel/crc-full":  # (its 0.crc disagrees with its log on purpose: no
+        # commit builds a checksum on it, the alarm is raised instead)
+        assert new <= set(log_after)
     if any(
         p.suffix == ".json"
         for p in (table / "_delta_log").iterdir()

@@ -745,9 +745,20 @@ class Storage:
             except FileExistsError:
                 _PROBED[key] = True
             finally:
-                with suppress(FileNotFoundError):
-                    self._filesystem.rm_file(probe)
+                self._remove_probe(lambda: self._filesystem.rm_file(probe), probe)
         return _PROBED[key]
+
+    @staticmethod
+    def _remove_probe(remove: Callable[[], object], probe: str) -> None:
+        """Remove a probe object; a store that refuses (a role allowed to write the log but
+        not to delete from it) or fails keeps it: the probe is hidden, harmless, and never
+        worth failing the operation that needed the answer."""
+        try:
+            remove()
+        except FileNotFoundError:
+            pass
+        except Exception as exc:  # noqa: BLE001 - the answer stands; the probe is left
+            logger.debug("%s: the conditional-write probe was left: %s", probe, exc)
 
     def _probe_native(self) -> bool:
         native = self._native
@@ -762,8 +773,7 @@ class Storage:
             except FileExistsError:
                 _PROBED[key] = True
             finally:
-                with suppress(FileNotFoundError):
-                    native.delete_one(probe)
+                self._remove_probe(lambda: native.delete_one(probe), probe)
         return _PROBED[key]
 
     def create_new(

@@ -315,7 +315,9 @@ class Transaction:
                 known_removes=known,
             )
         except CorruptChecksum as alarm:
-            logger.warning("committed version %d without its checksum: %s", version, alarm)
+            logger.warning(
+                "%s: committed version %d without its checksum: %s", storage.url, version, alarm
+            )
             return str(alarm)
         except Exception as exc:  # noqa: BLE001 - never fails or undoes the commit
             logger.warning(
