@@ -89,6 +89,7 @@ from tests.support import (
     deltalake_rows,
     duckdb_connection,
     duckdb_rows,
+    is_hadoop_checksum,
     read_each,
 )
 
@@ -583,10 +584,12 @@ def _end_state(path: Path, op: str) -> Any:
     if op == "cleanup":
         return sorted(p.name for p in (path / "_delta_log").glob("*.json")), rows
     if op.startswith("vacuum"):
+        # (Hadoop's checksum sidecars are not the table's: the local client deletes them with
+        # their files, the fsspec client leaves them, and no reader looks at them)
         data = sorted(
             str(p.relative_to(path))
             for p in path.rglob("*")
-            if p.is_file() and "_delta_log" not in p.parts
+            if p.is_file() and "_delta_log" not in p.parts and not is_hadoop_checksum(p.name)
         )
         return data, rows
     if op == "drop-feature":

@@ -616,8 +616,8 @@ def _read_dv_from_file(fs: FileSystem, path: str, descriptor: DeletionVectorDesc
         head, chunk = fs.cat_ranges([path, path], [0, offset], [1, end], on_error="raise")
     except FileNotFoundError:
         raise InvalidDeletionVector(f"{path}: deletion vector file does not exist") from None
-    except OSError as exc:
-        raise InvalidDeletionVector(f"{path}: cannot read deletion vector file: {exc}") from None
+    except OSError as exc:  # the cause is kept: a failed read is no corrupt vector
+        raise InvalidDeletionVector(f"{path}: cannot read deletion vector file: {exc}") from exc
     if len(head) != 1:
         raise InvalidDeletionVector(f"{path}: deletion vector file is empty")
     if head[0] != DV_FILE_FORMAT_VERSION:

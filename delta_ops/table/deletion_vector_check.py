@@ -121,6 +121,10 @@ def check_deletion_vectors(
         try:
             rows = load_deletion_vector(descriptor, snapshot.storage.root, snapshot.storage.reader)
         except InvalidDeletionVector as exc:
+            if isinstance(exc.__cause__, OSError):
+                # storage failed to read it (a missing file is no OSError here): an I/O error
+                # for the caller to retry, not a corrupt vector to raise an alarm about
+                raise exc.__cause__ from exc
             return BadDeletionVector(path, DeletionVectorFault.UNREADABLE, str(exc))
         if rows and rows.max() >= count:
             return BadDeletionVector(
