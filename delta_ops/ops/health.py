@@ -248,12 +248,13 @@ def table_health(
     now_ms: int,
     *,
     count_small_files: bool = True,
-    file_retention_ms: int | None = None,
+    reclaimable: tuple[int, int] | None = None,
 ) -> TableHealth:
     """The facts the asset checks judge; `count_small_files=False` leaves `small_files` at 0
     for a caller that does not report it (the count packs every live file as a compaction
-    would: on a 300k-file table the most costly fact). `file_retention_ms`: judge reclaimable
-    files by this retention rather than the table's (what a fleet's vacuum will use)."""
+    would: on a 300k-file table the most costly fact). `reclaimable`: the (count, bytes) of
+    expired tombstones by the table's file retention, when the caller has them already
+    (:func:`due_facts` looks at up to STAT_LIMIT files' ages for them)."""
     props = snapshot.properties
     checkpoint_version = snapshot.segment.checkpoint_version
     since = (
@@ -261,8 +262,9 @@ def table_health(
         if checkpoint_version is not None
         else snapshot.version + 1
     )
-    retention = props.deleted_file_retention_ms if file_retention_ms is None else file_retention_ms
-    expired_count, reclaimable = reclaimable_tombstones(snapshot, now_ms - retention)
+    if reclaimable is None:
+        reclaimable = reclaimable_tombstones(snapshot, now_ms - props.deleted_file_retention_ms)
+    expired_count, reclaimable_bytes = reclaimable
     files = snapshot.file_index
     without_ids = int(files.column("baseRowId").null_count) if files.num_rows else 0
     return TableHealth(
@@ -270,7 +272,7 @@ def table_health(
         commits_since_checkpoint=since,
         checkpoint_interval=props.checkpoint_interval,
         expired_tombstones=expired_count,
-        reclaimable_bytes=reclaimable,
+        reclaimable_bytes=reclaimable_bytes,
         unsupported_writer_features=tuple(
             sorted(frozenset().union(*(snapshot.protocol.refusing(op) for op in KEEPS_DATA)))
         ),
@@ -349,9 +351,11 @@ def health(
     (`inspect` derives them from its one walk of the log). `missing_files`: live files the
     caller found missing from storage (`inspect --files` looks; nothing here lists the
     table's data)."""
-    facts = table_health(snapshot, now_ms, count_small_files=False)
     log = log_files(snapshot) if log is None else log
     verdicts = judge(due_facts(snapshot, now_ms, log=log))
+    # the tombstones' file ages were looked at once, for the verdicts
+    known = (verdicts.facts.reclaimable_files, verdicts.facts.reclaimable_bytes)
+    facts = table_health(snapshot, now_ms, count_small_files=False, reclaimable=known)
     protocol = snapshot.protocol
     allowed = {op for op in Access if protocol.refusal(op) is None}
     table = _quoted(snapshot.storage.url)
