@@ -41,6 +41,7 @@ Example::
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import logging
 import queue
@@ -565,23 +566,21 @@ _BUILDERS: dict[
     threading.Thread,
     tuple[threading.Event, queue.Queue[tuple[pa.Table | None, BaseException | None]]],
 ] = {}
-_STOP_AT_EXIT_REGISTERED = False
 #: how long the interpreter's exit waits for a builder to finish the group it is building
 BUILDER_EXIT_WAIT_S = 30.0
 
 
+@functools.cache
 def _stop_builders_at_exit() -> None:
     """Stop every builder still running when the interpreter exits (a checkpoint interrupted
     by the exit, or a generator nobody closed), before the interpreter's teardown: a daemon
     thread still inside Arrow's C++ code when the interpreter finalizes is ended by
     ``pthread_exit``, whose unwinding through C++ frames can abort the process
-    (apache/arrow#34314: "terminate called without an active exception")."""
-    global _STOP_AT_EXIT_REGISTERED
-    if not _STOP_AT_EXIT_REGISTERED:
-        import atexit
+    (apache/arrow#34314: "terminate called without an active exception"). Registered once
+    (the cache)."""
+    import atexit
 
-        atexit.register(_stop_all_builders)
-        _STOP_AT_EXIT_REGISTERED = True
+    atexit.register(_stop_all_builders)
 
 
 def _stop_all_builders() -> None:

@@ -27,6 +27,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
@@ -277,18 +278,13 @@ def _join_retiring() -> None:
         thread.join()
 
 
-_JOIN_AT_EXIT_REGISTERED = False
-
-
+@functools.cache
 def _join_retiring_at_exit() -> None:
-    """Register :func:`_join_retiring` with ``atexit`` once, after multiprocessing (imported by
-    then) registered its own exit handler: handlers run last-registered first."""
-    global _JOIN_AT_EXIT_REGISTERED
-    if not _JOIN_AT_EXIT_REGISTERED:
-        import atexit
+    """Register :func:`_join_retiring` with ``atexit`` once (the cache), after multiprocessing
+    (imported by then) registered its own exit handler: handlers run last-registered first."""
+    import atexit
 
-        atexit.register(_join_retiring)
-        _JOIN_AT_EXIT_REGISTERED = True
+    atexit.register(_join_retiring)
 
 
 def _in_processes(
