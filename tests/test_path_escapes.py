@@ -182,20 +182,29 @@ def test_vacuum_ignores_the_path_and_deletes_nothing_outside(case: Case, mode: s
         assert (case.table / "link_dir").is_symlink(), "vacuum deleted the link itself"
 
 
+def run_judged(case: Case, args: list[str], capsys: pytest.CaptureFixture[str]) -> bool:
+    """Run the CLI on the case's table: the sentinel outside is intact, and a path the protocol
+    does not let be read is refused in one line with nothing committed. True when it ran (exit
+    0), False when it was refused."""
+    log_before = versions(case.table)
+    capsys.readouterr()
+    code = cli.main([args[0], str(case.table), *args[1:], "--json"])
+    err = capsys.readouterr().err
+    assert_sentinel_intact(case)
+    if not case.form.readable:
+        assert_refused_in_one_line(code, err, case, log_before)
+        return False
+    assert code == 0, err
+    return True
+
+
 @pytest.mark.parametrize("op", ["compact", "purge"])
 def test_rewrites_read_only_what_the_protocol_allows(
     case: Case, op: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     readd(case)
-    log_before = versions(case.table)
-    capsys.readouterr()
-    code = cli.main([op, str(case.table), "--json"])
-    err = capsys.readouterr().err
-    assert_sentinel_intact(case)
-    if not case.form.readable:
-        assert_refused_in_one_line(code, err, case, log_before)
+    if not run_judged(case, [op], capsys):
         return
-    assert code == 0, err
     snapshot = load_snapshot(case.table)
     live = snapshot.files.column("path").to_pylist()
     assert case.log_path not in live, f"{op} did not rewrite the file outside the table"
@@ -208,29 +217,15 @@ def test_repair_reads_only_what_the_protocol_allows(
 ) -> None:
     readd(case)
     log_before = versions(case.table)
-    capsys.readouterr()
-    code = cli.main(["repair", str(case.table), "--json"])
-    err = capsys.readouterr().err
-    assert_sentinel_intact(case)
-    if not case.form.readable:
-        assert_refused_in_one_line(code, err, case, log_before)
-        return
-    assert code == 0, err
-    assert versions(case.table) == log_before, "repair found the file outside missing"
+    if run_judged(case, ["repair"], capsys):
+        assert versions(case.table) == log_before, "repair found the file outside missing"
 
 
 def test_restore_reads_only_what_the_protocol_allows(
     case: Case, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    log_before = versions(case.table)
-    capsys.readouterr()
-    code = cli.main(["restore", str(case.table), "--version", "1", "--json"])
-    err = capsys.readouterr().err
-    assert_sentinel_intact(case)
-    if not case.form.readable:
-        assert_refused_in_one_line(code, err, case, log_before)
+    if not run_judged(case, ["restore", "--version", "1"], capsys):
         return
-    assert code == 0, err
     assert case.log_path in load_snapshot(case.table).files.column("path").to_pylist()
 
 
