@@ -82,8 +82,11 @@ doctest: venv
 # The Airflow tests run in a process of their own: importing Airflow configures the process's
 # logging (a handler on the root logger) and sys.path for the rest of its life. The reference
 # tier (tests/reference/) talks to Delta Spark in .venv-reference (`make reference`).
+# Two pytest-xdist workers (PYTEST_WORKERS), one per core: the tests that need a JVM share one
+# worker as the `jvm` group (tests/conftest.py), so a run never has two Spark sessions at once.
+PYTEST_WORKERS ?= 2
 test: venv java-check browser-deps reference
-	$(BIN)/python -m pytest --ignore-glob='tests/test_airflow*'
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --ignore-glob='tests/test_airflow*'
 	$(BIN)/python -m pytest tests/test_airflow_*.py
 
 # The reliability suite with the long hypothesis profile; SOAK_SECONDS bounds it (default 1 h).

@@ -1,9 +1,18 @@
-"""Test-run configuration: hypothesis profiles sized for CI's 2 cores."""
+"""Test-run configuration: hypothesis profiles sized for CI's 2 cores, and the JVM group.
+
+`make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`), one per core.
+Every test that talks to a JVM (the shared Spark session, Delta Spark's reference server, a
+Spark Connect server or cluster) is put in one xdist group, ``jvm``: those tests run on one
+worker, one at a time, so a run never has two Spark sessions or reference servers at once and
+each starts once per run; the other worker takes the rest.
+"""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, Phase, settings
 
 settings.register_profile(
@@ -45,3 +54,37 @@ os.environ["MSI_ENDPOINT"] = "http://127.0.0.1:9"  # Azure managed identity
 os.environ["IDENTITY_ENDPOINT"] = "http://127.0.0.1:9"
 
 from tests.spark_fixtures import spark  # noqa: F401  (one Spark session per test run)
+
+#: the fixtures that start or reach a JVM (tests/spark_fixtures.py, tests/reference/conftest.py)
+JVM_FIXTURES = frozenset({"spark", "delta_spark", "corpus"})
+REFERENCE_TIER = Path(__file__).resolve().parent / "reference"
+#: Delta Spark's verdict on our writes, per operation (written by tests/reference/conftest.py)
+REFERENCE_REPORT = REFERENCE_TIER.parents[1] / "build" / "reference-report.txt"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that needs a JVM joins the ``jvm`` xdist group (see the module's doc)."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if (
+            item.get_closest_marker("spark") is not None
+            or fixtures & JVM_FIXTURES
+            or REFERENCE_TIER in Path(str(item.path)).parents
+        ):
+            item.add_marker(pytest.mark.xdist_group("jvm"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A run starts without the last run's reference report (the controller, or a run without
+    xdist: workers leave it alone)."""
+    if not hasattr(config, "workerinput"):
+        REFERENCE_REPORT.unlink(missing_ok=True)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Delta Spark's verdict (reference tier), when this run wrote one."""
+    if not REFERENCE_REPORT.exists():
+        return
+    terminalreporter.section("Delta Spark's verdict (reference tier)")
+    for line in REFERENCE_REPORT.read_text().splitlines():
+        terminalreporter.write_line(line)

@@ -585,10 +585,9 @@ def test_protocol_error_fails_once_without_retry(tmp_path):
         ],
     )
     defs = build_delta_maintenance_defs([DeltaTableTarget("ict_table", str(table))], name="f")
-    started = time.monotonic()
     result = run_assets(defs, "f", selection=[action_key("ict_table", "checkpoint", fleet="f")])
     assert not result.success
-    assert time.monotonic() - started < 2  # the retry policy's first delay is 2 s
+    # one failure and no retry, told by the run's events (never by its duration)
     types = [e.event_type_value for e in result.all_events]
     assert (
         types.count("STEP_FAILURE") == 1

@@ -6,11 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.conftest import REFERENCE_REPORT
 from tests.reference.corpus import Corpus
-from tests.reference.delta_spark import REPO, DeltaSpark
+from tests.reference.delta_spark import DeltaSpark
 from tests.reference.judge import TALLY
-
-REPORT = REPO / "build" / "reference-report.txt"
 
 
 @pytest.fixture(scope="session")
@@ -31,14 +30,11 @@ def corpus(delta_spark: DeltaSpark, tmp_path_factory: pytest.TempPathFactory) ->
     return Corpus(delta_spark, tmp_path_factory.mktemp("reference-corpus"))
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+def pytest_sessionfinish(session: pytest.Session) -> None:
     """The reference report: per operation, the corpus tables Delta Spark read back identically
-    at every retained version (also written to build/reference-report.txt)."""
+    at every retained version, written to build/reference-report.txt by the process that ran
+    the tier (an xdist worker, or the run itself); `tests/conftest.py` prints it at the end."""
     lines = TALLY.lines()
-    if not lines:
-        return
-    terminalreporter.section("Delta Spark's verdict (reference tier)")
-    for line in lines:
-        terminalreporter.write_line(line)
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text("\n".join(lines) + "\n")
+    if lines:
+        REFERENCE_REPORT.parent.mkdir(parents=True, exist_ok=True)
+        REFERENCE_REPORT.write_text("\n".join(lines) + "\n")
