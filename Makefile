@@ -56,7 +56,7 @@ ui: venv
 	DAGSTER_HOME=$(CURDIR)/.dagster $(BIN)/dg dev
 
 # The gates, cheapest first: lint and format, strict types, import-layer contracts, the docs
-# site, then tests (the docstrings' `>>>` examples among them: tests/test_doctests.py).
+# site, then tests (the docstrings' `>>>` examples among them: tests/project/test_doctests.py).
 check: lint typecheck contracts docs test
 
 lint: venv
@@ -77,7 +77,7 @@ docs: venv
 
 # Only the docstrings' `>>>` examples (`make test` runs them too).
 doctest: venv
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_doctests.py
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/project/test_doctests.py
 
 # The Airflow tests run in a process of their own: importing Airflow configures the process's
 # logging (a handler on the root logger) and sys.path for the rest of its life. The reference
@@ -86,14 +86,14 @@ doctest: venv
 # worker as the `jvm` group (tests/conftest.py), so a run never has two Spark sessions at once.
 PYTEST_WORKERS ?= 2
 test: venv java-check browser-deps reference
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --ignore-glob='tests/test_airflow*'
-	$(BIN)/python -m pytest tests/test_airflow_*.py
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --ignore=tests/airflow
+	$(BIN)/python -m pytest tests/airflow
 
 # The reliability suite with the long hypothesis profile; SOAK_SECONDS bounds it (default 1 h).
 SOAK_SECONDS ?= 3600
 soak: venv
 	HYPOTHESIS_PROFILE=soak timeout --signal=INT $(SOAK_SECONDS) $(BIN)/python -m pytest -x \
-		tests/test_reliability_model.py tests/test_reliability_crashes.py || test $$? -eq 124
+		tests/reliability/test_model.py tests/reliability/test_crashes.py || test $$? -eq 124
 
 bench: venv
 	$(BIN)/python benchmarks/run_all.py

@@ -21,7 +21,7 @@ For benchmarks only: the store tests keep moto, whose behaviour is checked again
     python benchmarks/fast_s3.py --port 9000          # serves until killed
 
     with serve_fast_s3() as server:                   # a process of its own (its CPU its own)
-        ...                                           # a tests.store_servers.StoreServer
+        ...                                           # a tests.support.store_servers.StoreServer
 """
 
 from __future__ import annotations
@@ -453,8 +453,8 @@ def serve(host: str, port: int) -> None:
 @contextmanager
 def serve_fast_s3() -> Iterator[Any]:
     """This server in a process of its own with the `lake` bucket, as a
-    `tests.store_servers.StoreServer` (its `pid` for the server's CPU time)."""
-    from tests.store_servers import BUCKET, _process, free_port, s3_store_server
+    `tests.support.store_servers.StoreServer` (its `pid` for the server's CPU time)."""
+    from tests.support.store_servers import BUCKET, _process, free_port, s3_store_server
 
     port = free_port()
     args = [

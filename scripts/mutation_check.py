@@ -12,7 +12,7 @@ Usage::
     .venv/bin/python scripts/mutation_check.py              # every mutant, a summary at the end
     .venv/bin/python scripts/mutation_check.py vacuum-retention-a-day-short  # some by name
     RELIABILITY_HISTORIES=40 .venv/bin/python scripts/mutation_check.py  # a longer model run
-    MUTATION_SUITE=tests/test_reliability_model.py .venv/bin/python scripts/mutation_check.py
+    MUTATION_SUITE=tests/reliability/test_model.py .venv/bin/python scripts/mutation_check.py
 
 The score it prints (killed / total) goes into the closing note of the issue that changed the
 suite. It runs for tens of minutes on two cores: never beside a benchmark or a Spark suite.
@@ -31,9 +31,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE = (
-    "tests/test_reliability_model.py",
-    "tests/test_reliability_crashes.py",
-    "tests/test_reliability_concurrency.py",
+    "tests/reliability/test_model.py",
+    "tests/reliability/test_crashes.py",
+    "tests/reliability/test_concurrency.py",
 )
 
 

@@ -53,9 +53,9 @@ os.environ["GCE_METADATA_IP"] = "127.0.0.1:9"
 os.environ["MSI_ENDPOINT"] = "http://127.0.0.1:9"  # Azure managed identity
 os.environ["IDENTITY_ENDPOINT"] = "http://127.0.0.1:9"
 
-from tests.spark_fixtures import spark  # noqa: F401  (one Spark session per test run)
+from tests.support.spark_fixtures import spark  # noqa: F401  (one Spark session per test run)
 
-#: the fixtures that start or reach a JVM (tests/spark_fixtures.py, tests/reference/conftest.py)
+#: the fixtures that start or reach a JVM (tests/support/spark_fixtures.py, tests/reference/conftest.py)
 JVM_FIXTURES = frozenset({"spark", "delta_spark", "corpus"})
 REFERENCE_TIER = Path(__file__).resolve().parent / "reference"
 #: Delta Spark's verdict on our writes, per operation (written by tests/reference/conftest.py)

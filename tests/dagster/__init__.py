@@ -1,0 +1,1 @@
+"""The Dagster plugin (`delta_ops.dagster`), executing for real."""

@@ -1,0 +1,1 @@
+"""Space-filling curves (`delta_ops.layout`)."""

@@ -1,0 +1,1 @@
+"""The table layer (`delta_ops.table`): snapshots, transactions, writes, scans, checksums."""
