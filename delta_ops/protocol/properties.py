@@ -39,6 +39,7 @@ __all__ = [
     "CHECKPOINT_WRITE_STATS_AS_STRUCT",
     "COLUMN_MAPPING_MAX_COLUMN_ID",
     "COLUMN_MAPPING_MODE",
+    "CONSTRAINTS_PREFIX",
     "DATA_SKIPPING_NUM_INDEXED_COLS",
     "DATA_SKIPPING_STATS_COLUMNS",
     "DELETED_FILE_RETENTION_DURATION",
@@ -47,6 +48,7 @@ __all__ = [
     "ENABLE_DELETION_VECTORS",
     "ENABLE_EXPIRED_LOG_CLEANUP",
     "ENABLE_IN_COMMIT_TIMESTAMPS",
+    "ENABLE_MATERIALIZE_PARTITION_COLUMNS",
     "ENABLE_ROW_TRACKING",
     "ENABLE_TYPE_WIDENING",
     "IN_COMMIT_TIMESTAMP_ENABLEMENT_TIMESTAMP",
@@ -90,6 +92,9 @@ ENABLE_IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
 IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
 IN_COMMIT_TIMESTAMP_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
 ENABLE_TYPE_WIDENING = "delta.enableTypeWidening"
+ENABLE_MATERIALIZE_PARTITION_COLUMNS = "delta.enableMaterializePartitionColumnsFeature"
+#: a CHECK constraint is the table property `delta.constraints.<name>` (its SQL expression)
+CONSTRAINTS_PREFIX = "delta.constraints."
 RANDOMIZE_FILE_PREFIXES = "delta.randomizeFilePrefixes"
 RANDOM_PREFIX_LENGTH = "delta.randomPrefixLength"
 DATA_SKIPPING_NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
