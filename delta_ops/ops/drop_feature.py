@@ -263,6 +263,8 @@ class DropFeatureResult:
     waiting_for: str | None
     run_again_after_ms: int | None
     duration_ms: int
+    #: what known readers get wrong on the table as the drop leaves it (reader_warnings)
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return fields_data(self)
@@ -1250,12 +1252,13 @@ def _result(
     waiting_for: str | None = None,
     run_again_after_ms: int | None = None,
 ) -> DropFeatureResult:
+    latest = run.latest()
     return DropFeatureResult(
         table=plan.table,
         feature=plan.feature,
         dropped=dropped,
         version=version,
-        protocol=run.latest().protocol.to_action(),
+        protocol=latest.protocol.to_action(),
         commits=tuple(run.commits),
         checkpoints=tuple(run.checkpoints),
         files_purged=run.files_purged,
@@ -1265,6 +1268,7 @@ def _result(
         waiting_for=waiting_for,
         run_again_after_ms=run_again_after_ms,
         duration_ms=int((time.monotonic() - started) * 1000),
+        warnings=reader_warnings(latest) if dropped else (),
     )
 
 
@@ -1280,6 +1284,29 @@ def _wait(
         waiting_for=why,
         run_again_after_ms=after_ms,
     )
+
+
+# ------------------------------------------------------------------------------ readers
+def reader_warnings(snapshot: Snapshot) -> tuple[str, ...]:
+    """What known readers get wrong on `snapshot`'s table (docs/operations.md, "Who reads a
+    table after a drop"): the pyarrow reader of deltalake (delta-rs) 1.6
+    (`DeltaTable.to_pyarrow_table` / `to_pyarrow_dataset`) opens a column-mapped table at
+    reader version 2 (no reader features listed) and reads every mapped column as NULL, where
+    Delta Spark, DuckDB and deltalake's own `scan()` read the values; at reader version 3 it
+    refuses the table instead."""
+    protocol = snapshot.protocol
+    mode = snapshot.properties.column_mapping_mode
+    if mode != "none" and protocol.min_reader_version == 2:
+        return (
+            (
+                "deltalake (delta-rs) 1.6's pyarrow reader (to_pyarrow_table, to_pyarrow_dataset)"
+                f" reads the columns of this {mode}-mapped table at reader version 2 as NULL (its"
+                " bug; Delta Spark, DuckDB and deltalake's scan() read the values): drop"
+                " columnMapping as well (delta-ops drop-feature TABLE columnMapping) before"
+                " reading it that way"
+            ),
+        )
+    return ()
 
 
 # ------------------------------------------------------------------------------ the operation
@@ -1319,7 +1346,8 @@ def describe_result(result: DropFeatureResult) -> str:
         )
         return f"{result.feature} not dropped yet: {result.waiting_for}{when}{extra}"
     at = f" at version {result.version}" if result.version is not None else ""
-    return f"dropped {result.feature}{at}: protocol {protocol}{extra}"
+    warned = "".join(f"\nwarning: {w}" for w in result.warnings)
+    return f"dropped {result.feature}{at}: protocol {protocol}{extra}{warned}"
 
 
 OPERATION = Operation(
@@ -1365,5 +1393,6 @@ __all__ = [
     "describe_result",
     "execute_drop_feature",
     "plan_drop_feature",
+    "reader_warnings",
     "traces",
 ]
