@@ -71,6 +71,7 @@ from delta_ops.ops.engines import LOCAL
 from delta_ops.ops.operation import Operation, Option, OptionKind
 from delta_ops.ops.purge import execute_purge, plan_purge
 from delta_ops.ops.results import fields_data
+from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_with_removes
 from delta_ops.protocol.deletion_vectors import dv_relative_paths
 from delta_ops.protocol.features import FEATURES, Access, Protocol, canonical_feature_name
 from delta_ops.protocol.properties import (
@@ -844,10 +845,6 @@ def _rewrite_narrower_files(run: _Run) -> None:
     """Rewrite the live files whose Parquet types differ from the table's (read from their
     footers, as Delta Spark's REWRITE_TYPE_WIDENING does), cast to the table's types."""
     snapshot = run.latest()
-    from delta_ops.ops.rewrite import (  # the rewriting stack only where a drop rewrites
-        Rewriter,
-        live_file_rows,
-    )
 
     probe = Rewriter(snapshot, [])
     expected = probe.output_schema()
@@ -870,11 +867,6 @@ def _rewrite(
 ) -> None:
     """Rewrite `rows` one new file each (as purge does) and commit them as one version,
     with `metadata` (a new metaData action) in the same commit."""
-    from delta_ops.ops.rewrite import (  # the rewriting stack only where a drop rewrites
-        Rewriter,
-        RewriteUnit,
-        rewrite_with_removes,
-    )
 
     rewriter = Rewriter(snapshot, rows, unmapped=unmapped)
     if metadata is not None:
@@ -971,7 +963,6 @@ def _logical_partition_names(snapshot: Snapshot) -> dict[str, str]:
 def _remove_column_mapping(run: _Run) -> None:
     """Rewrite every live file with logical column names and take column mapping out of the
     schema and the properties, in one commit (Spark's RemoveColumnMappingCommand)."""
-    from delta_ops.ops.rewrite import live_file_rows  # the rewriting stack only where needed
 
     snapshot = run.latest()
     unmapped = without_field_metadata(snapshot.schema, COLUMN_MAPPING_KEYS)

@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops import clock
-from delta_ops.errors import DataFileError, InvalidValue
+from delta_ops.errors import DataFileError, InvalidValue, OperationRefused
 from delta_ops.log.actions import ADD_FIELDS, file_rows_as_actions
 from delta_ops.log.state_stream import file_keys
 from delta_ops.ops.engines import LOCAL, Spread
@@ -48,6 +48,7 @@ from delta_ops.ops.operation import Operation, Option, OptionKind
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.deletion_vectors import dv_relative_paths, dv_unique_ids
 from delta_ops.protocol.features import Access, Protocol
+from delta_ops.protocol.properties import uniform_iceberg_note
 from delta_ops.protocol.units import format_bytes, format_time_ms
 from delta_ops.storage import Storage
 from delta_ops.table.commit_times import version_at
@@ -73,7 +74,7 @@ class RestorePlan:
     new_protocol: dict[str, Any] | None  # the protocol after, where it changes
     #: ignore_missing_files: N's files (and deletion-vector files) gone from storage, left out
     missing_files: tuple[str, ...]
-    #: what the options asked for put at risk (empty without them)
+    #: what the options asked for put at risk, and what the restore leaves stale (UniForm)
     risks: tuple[str, ...]
     snapshot: Snapshot = field(repr=False, compare=False)
     target: Snapshot = field(repr=False, compare=False)
@@ -123,7 +124,7 @@ def plan_restore(
     that are gone, `protocol_downgrade_allowed` restores N's protocol (see the module doc)."""
     if (version is None) == (timestamp_ms is None):
         raise InvalidValue("restore: give exactly one of --version N and --timestamp T")
-    snapshot.protocol.check_allows(Access.WRITE)
+    snapshot.protocol.check_allows(Access.RECOMMIT)
     storage = snapshot.storage
     if timestamp_ms is not None:
         version = version_at(snapshot, timestamp_ms)
@@ -176,6 +177,9 @@ def plan_restore(
     metadata = _metadata_after(
         snapshot, target, keep_row_tracking=_keeps_row_tracking(new_protocol, snapshot.protocol)
     )
+    _check_iceberg_compat(snapshot, target, restored, metadata, new_protocol)
+    if note := uniform_iceberg_note(snapshot.metadata.configuration):
+        risks.append(note)
     return RestorePlan(
         table=storage.url,
         version=snapshot.version,
@@ -267,6 +271,46 @@ def _keeps_row_tracking(new_protocol: dict[str, Any] | None, now: Protocol) -> b
     return after.supports("rowTracking")
 
 
+def _check_iceberg_compat(
+    snapshot: Snapshot,
+    target: Snapshot,
+    restored: pa.Table,
+    metadata: dict[str, Any] | None,
+    new_protocol: dict[str, Any] | None,
+) -> None:
+    """On a table with Iceberg compatibility (icebergCompatV1/V2/V3), refuse what breaks its
+    writer rules (the protocol's "Writer Requirements for IcebergCompatV2"): a re-added file
+    without `numRecords` or with a deletion vector, and a change of schema, properties or
+    protocol, whose checks (allowed types, partition spec, nested field ids) belong to Delta
+    Spark's IcebergCompat, which delta-ops does not run."""
+    compat = sorted(
+        n for n in snapshot.protocol.effective_features if n.lower().startswith("icebergcompat")
+    )
+    if not compat:
+        return
+    url = snapshot.storage.url
+    why = f"{url}: cannot restore version {target.version} of a table with {', '.join(compat)}"
+    if metadata is not None or new_protocol is not None:
+        raise OperationRefused(
+            f"{why}: it would change the table's schema, properties or protocol, which needs"
+            " Delta Spark's IcebergCompat checks (allowed types, partition spec, nested field"
+            " ids) and its Iceberg conversion: restore with Delta Spark (RESTORE TABLE)"
+        )
+    if restored.num_rows:
+        keys = _keys(target.file_index)
+        counts = target.record_counts.filter(pc.is_in(keys, value_set=_keys(restored)))
+        if counts.null_count:
+            raise OperationRefused(
+                f"{why}: {counts.null_count} of the files it re-adds have no numRecords in their"
+                " stats, which IcebergCompat requires of every new add (Delta Spark's"
+                " CheckAddFileHasStats refuses such a commit too)"
+            )
+        if restored.column("deletionVector").null_count < restored.num_rows:
+            raise OperationRefused(
+                f"{why}: files it re-adds have deletion vectors, which IcebergCompat forbids"
+            )
+
+
 #: properties that stay as they are now: row tracking, once on, stays on with the same
 #: materialized columns (a restored file's row ids live in them), as the protocol stays; so
 #: does the version checkpointProtection protects (a feature dropped before it keeps its
@@ -320,7 +364,7 @@ def execute_restore(plan: RestorePlan) -> RestoreResult:
     parameters: dict[str, Any] = {"version": plan.restore_to}
     if plan.timestamp_ms is not None:
         parameters["timestamp"] = format_time_ms(plan.timestamp_ms)
-    txn = Transaction(snapshot, operation="RESTORE", parameters=parameters, purpose=Access.WRITE)
+    txn = Transaction(snapshot, operation="RESTORE", parameters=parameters, purpose=Access.RECOMMIT)
     if plan.new_protocol is not None:
         txn.add_action({"protocol": plan.new_protocol})
     keep = _keeps_row_tracking(plan.new_protocol, snapshot.protocol)
@@ -392,7 +436,7 @@ def _touched(result: RestoreResult) -> tuple[int, int]:
 
 OPERATION = Operation(
     name="restore",
-    needs=Access.WRITE,
+    needs=Access.RECOMMIT,
     action="restore",
     help="make the latest version read as an older one (RESTORE TABLE ... TO VERSION AS OF)",
     options=(

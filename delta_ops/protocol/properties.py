@@ -63,6 +63,7 @@ __all__ = [
     "SET_TRANSACTION_RETENTION_DURATION",
     "TableProperties",
     "parse_interval_ms",
+    "uniform_iceberg_note",
 ]
 
 # --------------------------------------------------------------------------- property keys
@@ -93,6 +94,7 @@ IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersi
 IN_COMMIT_TIMESTAMP_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
 ENABLE_TYPE_WIDENING = "delta.enableTypeWidening"
 ENABLE_MATERIALIZE_PARTITION_COLUMNS = "delta.enableMaterializePartitionColumnsFeature"
+UNIVERSAL_FORMAT_ENABLED_FORMATS = "delta.universalFormat.enabledFormats"
 #: a CHECK constraint is the table property `delta.constraints.<name>` (its SQL expression)
 CONSTRAINTS_PREFIX = "delta.constraints."
 RANDOMIZE_FILE_PREFIXES = "delta.randomizeFilePrefixes"
@@ -587,3 +589,16 @@ class TableProperties:
             "Spark requires the log retention to be at least the deleted-file retention"
         )
         return [problem]
+
+
+def uniform_iceberg_note(configuration: Mapping[str, str]) -> str | None:
+    """What a commit by delta-ops leaves of a UniForm table's Iceberg metadata (None when
+    the table keeps none): Delta Spark converts the log into Iceberg metadata after its own
+    commits, so Iceberg readers see the table as it was until its next conversion."""
+    formats = configuration.get(UNIVERSAL_FORMAT_ENABLED_FORMATS, "")
+    if "iceberg" not in {f.strip().lower() for f in formats.split(",")}:
+        return None
+    return (
+        "UniForm: Iceberg readers keep seeing the table as before this commit until Delta"
+        " Spark converts it again (its next commit, or MSCK REPAIR TABLE ... SYNC METADATA)"
+    )
