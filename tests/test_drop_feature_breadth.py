@@ -12,6 +12,7 @@ NULL (its bug), which the drop's result warns about.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaProtocolError
 
 from delta_ops import cli
+from delta_ops.clock import fixed_wall_clock
 from delta_ops.errors import OperationRefused
 from delta_ops.ops.drop_feature import execute_drop_feature, plan_drop_feature
 from delta_ops.protocol.features import Access
@@ -212,3 +214,28 @@ def test_features_delta_ops_does_not_drop_are_refused_with_the_reason(
     assert cli.main(["drop-feature", str(table), feature]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"does not drop {feature}: " in err and why in err
+
+
+def test_type_widening_with_truncate_history_drops_once_its_traces_are_old(tmp_path: Path) -> None:
+    """The schema's `delta.typeChanges` is a trace in the history (Delta Spark's
+    `actionUsesFeature`): the drop waits until the commits holding it can be deleted."""
+    table = copy_fixture("delta-spark/type-widening-nested", tmp_path)
+    rows = sorted(read_table(load_snapshot(table)).to_pylist(), key=_key)
+    now = time.time_ns() // 1_000_000
+    with fixed_wall_clock(now, all_threads=True):
+        first = execute_drop_feature(
+            plan_drop_feature(
+                load_snapshot(table), feature="typeWidening-preview", truncate_history=True
+            )
+        )
+    assert not first.dropped and first.files_rewritten == 1 and first.run_again_after_ms
+    with fixed_wall_clock(first.run_again_after_ms, all_threads=True):
+        late = execute_drop_feature(
+            plan_drop_feature(
+                load_snapshot(table), feature="typeWidening-preview", truncate_history=True
+            )
+        )
+    assert late.dropped and late.log_files_deleted > 0
+    after = load_snapshot(table).protocol
+    assert (after.min_reader_version, after.min_writer_version) == (1, 2)
+    assert _pyarrow_rows(table) == rows

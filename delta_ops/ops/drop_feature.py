@@ -1161,6 +1161,10 @@ def _state_uses(feature: str, snapshot: Snapshot) -> bool:
         return _dv_enabled(snapshot) or _num_dvs(snapshot) > 0
     if feature == V2_CHECKPOINT:
         return snapshot.properties.checkpoint_policy == "v2" or _v2_in_use(snapshot)
+    if feature in (TYPE_WIDENING, TYPE_WIDENING_PREVIEW):
+        return bool(fields_with_metadata(snapshot.schema, frozenset({TYPE_CHANGES_KEY})))
+    if feature == COLUMN_MAPPING:
+        return snapshot.properties.column_mapping_mode != "none"
     return False
 
 
@@ -1179,6 +1183,14 @@ def _action_uses(feature: str, action: Mapping[str, Any]) -> bool:
             config = action["metaData"].get("configuration") or {}
             return config.get(CHECKPOINT_POLICY) == "v2"
         return "checkpointMetadata" in action or "sidecar" in action
+    if "metaData" not in action:
+        return False
+    metadata = action["metaData"]
+    if feature in (TYPE_WIDENING, TYPE_WIDENING_PREVIEW):
+        return TYPE_CHANGES_KEY in str(metadata.get("schemaString") or "")
+    if feature == COLUMN_MAPPING:
+        mode = (metadata.get("configuration") or {}).get(COLUMN_MAPPING_MODE, "none")
+        return str(mode).lower() != "none"
     return False
 
 
