@@ -51,31 +51,53 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from delta_ops import clock
 from delta_ops.errors import ConcurrentModification, InvalidValue, OperationRefused
+from delta_ops.log.actions import ADD_FIELDS, file_rows_as_actions
 from delta_ops.log.file_names import LogFile, LogFileKind
 from delta_ops.log.reader import read_commit_actions, sidecar_names
 from delta_ops.log.segment import complete_checkpoints, list_log_files
 from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
+from delta_ops.ops.engines import LOCAL
 from delta_ops.ops.operation import Operation, Option, OptionKind
 from delta_ops.ops.purge import execute_purge, plan_purge
 from delta_ops.ops.results import fields_data
+from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_with_removes
 from delta_ops.protocol.deletion_vectors import dv_relative_paths
 from delta_ops.protocol.features import FEATURES, Access, Protocol, canonical_feature_name
 from delta_ops.protocol.properties import (
     CHECKPOINT_POLICY,
+    COLUMN_MAPPING_MAX_COLUMN_ID,
+    COLUMN_MAPPING_MODE,
+    CONSTRAINTS_PREFIX,
     ENABLE_DELETION_VECTORS,
     ENABLE_IN_COMMIT_TIMESTAMPS,
+    ENABLE_MATERIALIZE_PARTITION_COLUMNS,
+    ENABLE_ROW_TRACKING,
+    ENABLE_TYPE_WIDENING,
     IN_COMMIT_TIMESTAMP_ENABLEMENT_TIMESTAMP,
     IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION,
+    MATERIALIZED_ROW_COMMIT_VERSION_COLUMN_NAME,
+    MATERIALIZED_ROW_ID_COLUMN_NAME,
     REQUIRE_CHECKPOINT_PROTECTION_BEFORE_VERSION,
+    ROW_TRACKING_SUSPENDED,
+)
+from delta_ops.protocol.schema import (
+    ArrayType,
+    MapType,
+    StructType,
+    fields_with_metadata,
+    physical_name,
+    without_field_metadata,
 )
 from delta_ops.protocol.units import format_duration, format_time_ms
 from delta_ops.storage import Storage
@@ -87,16 +109,78 @@ V2_CHECKPOINT = "v2Checkpoint"
 IN_COMMIT_TIMESTAMP = "inCommitTimestamp"
 VACUUM_PROTOCOL_CHECK = "vacuumProtocolCheck"
 CHECKPOINT_PROTECTION = "checkpointProtection"
-#: the features delta-ops drops (Delta Spark drops more; those are refused, naming these)
+TYPE_WIDENING = "typeWidening"
+TYPE_WIDENING_PREVIEW = "typeWidening-preview"
+COLUMN_MAPPING = "columnMapping"
+ROW_TRACKING = "rowTracking"
+CHECK_CONSTRAINTS = "checkConstraints"
+DOMAIN_METADATA = "domainMetadata"
+MATERIALIZE_PARTITION_COLUMNS = "materializePartitionColumns"
+#: the features delta-ops drops: every one Delta Spark 4.4 drops, but those in NOT_DROPPABLE
 DROPPABLE = (
     DELETION_VECTORS,
     V2_CHECKPOINT,
     IN_COMMIT_TIMESTAMP,
     VACUUM_PROTOCOL_CHECK,
     CHECKPOINT_PROTECTION,
+    TYPE_WIDENING,
+    TYPE_WIDENING_PREVIEW,
+    COLUMN_MAPPING,
+    ROW_TRACKING,
+    CHECK_CONSTRAINTS,
+    DOMAIN_METADATA,
+    MATERIALIZE_PARTITION_COLUMNS,
 )
+#: features delta-ops does not drop, and why (a name not here nor in DROPPABLE is a feature
+#: Delta Spark 4.4 cannot drop either: it is not a RemovableFeature there)
+NOT_DROPPABLE: Mapping[str, str] = {
+    "allowColumnDefaults": "Delta Spark 4.4 cannot drop it either (not a removable feature:"
+    " DELTA_FEATURE_DROP_NONREMOVABLE_FEATURE)",
+    "identityColumns": "Delta Spark 4.4 cannot drop it either (not a removable feature:"
+    " DELTA_FEATURE_DROP_NONREMOVABLE_FEATURE); an identity column stays an identity column",
+    "catalogManaged": "Delta Spark 4.4 refuses it too (its downgrade is not implemented:"
+    " DELTA_FEATURE_DROP_FEATURE_NOT_SUPPORTED_BY_CLIENT); commits go through the catalog",
+    "coordinatedCommits-preview": "its drop unsets the commit coordinator and backfills the"
+    " commits only the coordinator holds: that takes a client of the coordinator (Delta Spark"
+    " with it configured), which delta-ops is not",
+    "redirectReaderWriter-preview": "the table is redirected elsewhere; delta-ops neither"
+    " follows nor writes redirects (drop it with Delta Spark, which unsets the redirect)",
+    **{
+        name: "delta-ops does not commit to tables with geometry or geography support (their"
+        " bounding-box statistics are not implemented); Delta Spark drops it once no column is"
+        " geometry or geography (DELTA_CANNOT_DROP_GEOSPATIAL_FEATURE while one is)"
+        for name in ("geospatial", "geospatial-dev")
+    },
+    "redirectWriterOnly-preview": "writes are redirected elsewhere; delta-ops neither follows"
+    " nor writes redirects (drop it with Delta Spark, which unsets the redirect)",
+}
 #: reader-writer features: their drop protects (or truncates) the history before it
-PROTECTED = frozenset({DELETION_VECTORS, V2_CHECKPOINT, VACUUM_PROTOCOL_CHECK})
+PROTECTED = frozenset(
+    {
+        DELETION_VECTORS,
+        V2_CHECKPOINT,
+        VACUUM_PROTOCOL_CHECK,
+        TYPE_WIDENING,
+        TYPE_WIDENING_PREVIEW,
+        COLUMN_MAPPING,
+    }
+)
+#: table properties the downgrade commit itself removes (Spark's
+#: `tablePropertiesToRemoveAtDowngradeCommit`: concurrent writers may use them until then)
+REMOVED_AT_DOWNGRADE: Mapping[str, tuple[str, ...]] = {
+    ROW_TRACKING: (
+        ENABLE_ROW_TRACKING,
+        ROW_TRACKING_SUSPENDED,
+        MATERIALIZED_ROW_ID_COLUMN_NAME,
+        MATERIALIZED_ROW_COMMIT_VERSION_COLUMN_NAME,
+    ),
+    MATERIALIZE_PARTITION_COLUMNS: (ENABLE_MATERIALIZE_PARTITION_COLUMNS,),
+}
+#: field metadata keys of type widening and of column mapping
+TYPE_CHANGES_KEY = "delta.typeChanges"
+COLUMN_MAPPING_KEYS = frozenset(
+    {"delta.columnMapping.id", "delta.columnMapping.physicalName", "delta.columnMapping.nested.ids"}
+)
 #: Delta Spark's DropTableFeatureUtils.NUMBER_OF_BARRIER_CHECKPOINTS
 BARRIER_CHECKPOINTS = 3
 #: commit attempts of the downgrade when other writers commit meanwhile (each re-validates)
@@ -108,6 +192,13 @@ OP_EMPTY = "Empty Commit"
 OP_SET = "SET TBLPROPERTIES"
 OP_UNSET = "UNSET TBLPROPERTIES"
 OP_DV_TOMBSTONES = "Deletion Vector Tombstones"
+OP_UNBACKFILL = "ROW TRACKING UNBACKFILL"
+ROW_TRACKING_DOMAIN = "delta.rowTracking"
+OP_DOMAIN_CLEANUP = "DOMAIN METADATA CLEANUP"
+OP_REMOVE_COLUMN_MAPPING = "REMOVE COLUMN MAPPING"
+OP_COLUMN_METADATA = "DROP FEATURE"  # Spark's UpdateColumnMetadata("DROP FEATURE", ...)
+#: files re-added per unbackfill commit (Spark's backfill batches)
+UNBACKFILL_BATCH = 100_000
 
 
 @dataclass(frozen=True)
@@ -166,12 +257,15 @@ class DropFeatureResult:
     commits: tuple[int, ...]  # every version this run committed
     checkpoints: tuple[int, ...]  # every version this run checkpointed
     files_purged: int
+    files_rewritten: int  # type widening, column mapping: files rewritten in the table's form
     dv_tombstones: int
     log_files_deleted: int
     #: when not dropped: why, and the time from which running again can drop it
     waiting_for: str | None
     run_again_after_ms: int | None
     duration_ms: int
+    #: what known readers get wrong on the table as the drop leaves it (reader_warnings)
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return fields_data(self)
@@ -208,10 +302,37 @@ def _ict_properties(snapshot: Snapshot) -> list[str]:
     return [k for k in provenance if k in config]
 
 
+def _constraints(snapshot: Snapshot) -> list[str]:
+    """The table's CHECK constraints by name (`delta.constraints.<name>` properties)."""
+    config = snapshot.metadata.configuration
+    return sorted(k[len(CONSTRAINTS_PREFIX) :] for k in config if k.startswith(CONSTRAINTS_PREFIX))
+
+
+def _row_tracked(files: pa.Table) -> pa.Array:
+    """Which of `files` carry a `baseRowId` or a `defaultRowCommitVersion`."""
+    tracked = pa.array([False] * files.num_rows, pa.bool_())
+    for column in ("baseRowId", "defaultRowCommitVersion"):
+        if column in files.column_names:
+            tracked = pc.or_(tracked, pc.is_valid(files.column(column)))
+    return tracked
+
+
+def _row_tracked_files(snapshot: Snapshot) -> int:
+    """Live files that carry a `baseRowId` or `defaultRowCommitVersion`."""
+    files = snapshot.file_index
+    return int(pc.sum(_row_tracked(files)).as_py() or 0) if files.num_rows else 0
+
+
+def _type_widening_enabled(snapshot: Snapshot) -> bool:
+    value = snapshot.metadata.configuration.get(ENABLE_TYPE_WIDENING, "false")
+    return str(value).strip().lower() == "true"
+
+
 def traces(feature: str, snapshot: Snapshot) -> list[str]:
     """What of `feature` the latest version still holds (empty: its drop invariants hold,
     as Delta Spark's `validateDropInvariants` checks them)."""
     found: list[str] = []
+    config = snapshot.metadata.configuration
     if feature == DELETION_VECTORS:
         if _dv_enabled(snapshot):
             found.append(f"{ENABLE_DELETION_VECTORS}=true")
@@ -226,12 +347,40 @@ def traces(feature: str, snapshot: Snapshot) -> list[str]:
         if snapshot.properties.enable_in_commit_timestamps:
             found.append(f"{ENABLE_IN_COMMIT_TIMESTAMPS}=true")
         found += [f"{k} set" for k in _ict_properties(snapshot)]
-    elif (
-        feature == CHECKPOINT_PROTECTION
-        and REQUIRE_CHECKPOINT_PROTECTION_BEFORE_VERSION in snapshot.metadata.configuration
-    ):
-        found.append(f"{REQUIRE_CHECKPOINT_PROTECTION_BEFORE_VERSION} set")
+    elif feature == CHECKPOINT_PROTECTION:
+        if REQUIRE_CHECKPOINT_PROTECTION_BEFORE_VERSION in config:
+            found.append(f"{REQUIRE_CHECKPOINT_PROTECTION_BEFORE_VERSION} set")
+    elif feature in (TYPE_WIDENING, TYPE_WIDENING_PREVIEW):
+        if _type_widening_enabled(snapshot):
+            found.append(f"{ENABLE_TYPE_WIDENING}=true")
+        if changed := fields_with_metadata(snapshot.schema, frozenset({TYPE_CHANGES_KEY})):
+            found.append(f"{TYPE_CHANGES_KEY} on {', '.join(changed)}")
+    elif feature == COLUMN_MAPPING:
+        if snapshot.properties.column_mapping_mode != "none":
+            found.append(f"{COLUMN_MAPPING_MODE}={snapshot.properties.column_mapping_mode}")
+        if mapped := fields_with_metadata(snapshot.schema, COLUMN_MAPPING_KEYS):
+            found.append(f"column mapping metadata on {len(mapped)} fields")
+    elif feature == ROW_TRACKING:
+        if snapshot.properties.enable_row_tracking:
+            found.append(f"{ENABLE_ROW_TRACKING}=true")
+        if not snapshot.properties.row_tracking_suspended:
+            found.append(f"{ROW_TRACKING_SUSPENDED} is not true")
+        if n := _row_tracked_files(snapshot):
+            found.append(f"{n} live files with row ids")
+    elif feature == CHECK_CONSTRAINTS:
+        if names := _constraints(snapshot):
+            found.append(f"CHECK constraints {', '.join(names)}")
+    elif feature == DOMAIN_METADATA and snapshot.domains:
+        found.append(f"domain metadata {', '.join(sorted(snapshot.domains))}")
     return found
+
+
+#: features whose traces a drop does not remove: Delta Spark refuses while they exist (a drop
+#: never changes the table's logical content), and the user removes them first
+_REFUSED_WHILE_USED = {
+    CHECK_CONSTRAINTS: "drop the constraints first (ALTER TABLE ... DROP CONSTRAINT name;"
+    " DELTA_CANNOT_DROP_CHECK_CONSTRAINT_FEATURE)",
+}
 
 
 def _lookup(name: str | None) -> str:
@@ -242,7 +391,14 @@ def _lookup(name: str | None) -> str:
     for feature in DROPPABLE:
         if feature.lower() == canonical.lower():
             return feature
-    known = "a table feature delta-ops cannot drop" if canonical in FEATURES else "not a feature"
+    for feature, why in NOT_DROPPABLE.items():
+        if feature.lower() == canonical.lower():
+            raise InvalidValue(f"drop-feature: delta-ops does not drop {feature}: {why}")
+    known = (
+        "a table feature Delta Spark 4.4 cannot drop either"
+        if canonical in FEATURES
+        else "not a feature"
+    )
     raise InvalidValue(f"drop-feature: {name!r} is {known}; delta-ops drops {accepted}")
 
 
@@ -288,7 +444,14 @@ def plan_drop_feature(
         raise OperationRefused(
             f"cannot drop {name}: {', '.join(dependents)} require(s) it; drop those first"
         )
+    if name in _REFUSED_WHILE_USED and (used := traces(name, snapshot)):
+        raise OperationRefused(
+            f"cannot drop {name} from {storage.url}: the table has {'; '.join(used)};"
+            f" {_REFUSED_WHILE_USED[name]}"
+        )
     protocol.check_allows(Access.WRITE)
+    if name == COLUMN_MAPPING:
+        _check_logical_names(snapshot)
     props = snapshot.properties
     steps = _pre_downgrade_steps(name, snapshot)
     if truncate_history:
@@ -355,6 +518,48 @@ def plan_drop_feature(
     return _plan(snapshot, name, False, "direct", after, steps, False)
 
 
+#: characters a column name cannot hold without column mapping (Spark's
+#: `SchemaUtils.findInvalidColumnNamesInSchema`)
+_INVALID_NAME_CHARACTERS = frozenset(" ,;{}()\n\t=")
+
+
+def _check_logical_names(snapshot: Snapshot) -> None:
+    """Refuse what Delta Spark's column-mapping removal refuses (or what it would leave
+    wrong): names parquet files cannot hold without column mapping
+    (DELTA_INVALID_COLUMN_NAMES_WHEN_REMOVING_COLUMN_MAPPING), and layouts that name columns
+    by their physical names outside the schema (clustering columns in the `delta.clustering`
+    domain), which this drop does not rename."""
+    bad: list[str] = []
+
+    def walk(t: Any, path: str) -> None:
+        if isinstance(t, StructType):
+            for f in t.fields:
+                name = f"{path}.{f.name}" if path else f.name
+                if _INVALID_NAME_CHARACTERS & set(f.name):
+                    bad.append(repr(name))
+                walk(f.type, name)
+        elif isinstance(t, ArrayType):
+            walk(t.element_type, path)
+        elif isinstance(t, MapType):
+            walk(t.key_type, path)
+            walk(t.value_type, path)
+
+    walk(snapshot.schema, "")
+    url = snapshot.storage.url
+    if bad:
+        raise OperationRefused(
+            f"cannot drop columnMapping from {url}: the columns {', '.join(bad)} have names"
+            " a table without column mapping cannot hold (space or one of ,;{}()=, newline,"
+            " tab); rename them first (DELTA_INVALID_COLUMN_NAMES_WHEN_REMOVING_COLUMN_MAPPING)"
+        )
+    if "delta.clustering" in snapshot.domains:
+        raise OperationRefused(
+            f"cannot drop columnMapping from {url}: the table is clustered and its clustering"
+            " columns are recorded by physical name; delta-ops does not rename them (drop the"
+            " feature with Delta Spark, or ALTER TABLE ... CLUSTER BY NONE first)"
+        )
+
+
 def _plan(
     snapshot: Snapshot,
     feature: str,
@@ -412,6 +617,50 @@ def _pre_downgrade_steps(feature: str, snapshot: Snapshot) -> list[Step]:
         protected = snapshot.properties.require_checkpoint_protection_before_version
         if not _history_truncated_before(snapshot.storage, protected):
             steps.append(Step("checkpoint", "an empty commit, checkpointed (classic)"))
+    elif feature in (TYPE_WIDENING, TYPE_WIDENING_PREVIEW):
+        if _type_widening_enabled(snapshot):
+            steps.append(Step("unset", f"{OP_UNSET} {ENABLE_TYPE_WIDENING}"))
+        changed = fields_with_metadata(snapshot.schema, frozenset({TYPE_CHANGES_KEY}))
+        if changed:
+            steps.append(
+                Step(
+                    "rewrite",
+                    f"read the footers of the {snapshot.num_files:,} live files and rewrite those"
+                    " whose Parquet types differ from the table's (REORG, as Delta Spark's"
+                    " REWRITE_TYPE_WIDENING), so readers without type widening read them",
+                )
+            )
+            steps.append(Step("schema", f"remove {TYPE_CHANGES_KEY} from {', '.join(changed)}"))
+    elif feature == COLUMN_MAPPING and traces(feature, snapshot):
+        steps.append(
+            Step(
+                "rewrite",
+                f"rewrite all {snapshot.num_files:,} live files with the columns' logical names,"
+                " in one commit that takes the column-mapping metadata out of the schema and"
+                f" unsets {COLUMN_MAPPING_MODE} and {COLUMN_MAPPING_MAX_COLUMN_ID}"
+                f" ({OP_REMOVE_COLUMN_MAPPING})",
+            )
+        )
+    elif feature == ROW_TRACKING and traces(feature, snapshot):
+        steps.append(
+            Step("set", f"{OP_SET} {ENABLE_ROW_TRACKING}=false, {ROW_TRACKING_SUSPENDED}=true")
+        )
+        if n := _row_tracked_files(snapshot):
+            steps.append(
+                Step(
+                    "unbackfill",
+                    f"re-add {n:,} files without baseRowId and defaultRowCommitVersion"
+                    f" ({OP_UNBACKFILL}, dataChange=false)",
+                )
+            )
+    elif feature == DOMAIN_METADATA and snapshot.domains:
+        steps.append(
+            Step(
+                "domains",
+                f"remove the domain metadata {', '.join(sorted(snapshot.domains))}"
+                f" ({OP_DOMAIN_CLEANUP})",
+            )
+        )
     return steps
 
 
@@ -458,6 +707,7 @@ class _Run:
     commits: list[int] = field(default_factory=list)
     checkpoints: list[int] = field(default_factory=list)
     files_purged: int = 0
+    files_rewritten: int = 0
     dv_tombstones: int = 0
     log_files_deleted: int = 0
 
@@ -560,7 +810,202 @@ def _pre_downgrade(feature: str, run: _Run) -> bool:
             else {}
         )
         _set_properties(run, snapshot, set_=changes, unset=tuple(_ict_properties(snapshot)))
+    elif feature in (TYPE_WIDENING, TYPE_WIDENING_PREVIEW) and found:
+        if _type_widening_enabled(snapshot):
+            _set_properties(run, snapshot, unset=(ENABLE_TYPE_WIDENING,))
+        if fields_with_metadata(run.latest().schema, frozenset({TYPE_CHANGES_KEY})):
+            _rewrite_narrower_files(run)
+            _remove_type_changes(run)
+    elif feature == COLUMN_MAPPING and found:
+        _remove_column_mapping(run)
+    elif feature == ROW_TRACKING and found:
+        _set_properties(
+            run,
+            snapshot,
+            set_={ENABLE_ROW_TRACKING: "false", ROW_TRACKING_SUSPENDED: "true"},
+        )
+        _unbackfill(run)
+    elif feature == DOMAIN_METADATA and snapshot.domains:
+        txn = Transaction(
+            snapshot,
+            OP_DOMAIN_CLEANUP,
+            parameters={"domainMetadataRemovedCount": len(snapshot.domains)},
+            purpose=Access.WRITE,
+        )
+        txn.add_actions(
+            {"domainMetadata": {"domain": d, "configuration": m.configuration, "removed": True}}
+            for d, m in sorted(snapshot.domains.items())
+        )
+        run.commit(txn)
     return found
+
+
+# ------------------------------------------------------------------- rewrites of the drops
+def _rewrite_narrower_files(run: _Run) -> None:
+    """Rewrite the live files whose Parquet types differ from the table's (read from their
+    footers, as Delta Spark's REWRITE_TYPE_WIDENING does), cast to the table's types."""
+    snapshot = run.latest()
+
+    probe = Rewriter(snapshot, [])
+    expected = probe.output_schema()
+    paths = snapshot.file_index.column("path").to_pylist()
+    with ThreadPoolExecutor(4) as pool:
+        differs = list(pool.map(lambda p: _differs(snapshot.storage, p, expected), paths))
+    chosen = {p for p, d in zip(paths, differs, strict=True) if d}
+    if chosen:
+        _rewrite(run, snapshot, live_file_rows(snapshot, chosen), "REORG", {"predicate": "[]"})
+
+
+def _rewrite(
+    run: _Run,
+    snapshot: Snapshot,
+    rows: list[dict[str, Any]],
+    operation: str,
+    parameters: Mapping[str, Any],
+    unmapped: StructType | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> None:
+    """Rewrite `rows` one new file each (as purge does) and commit them as one version,
+    with `metadata` (a new metaData action) in the same commit."""
+
+    rewriter = Rewriter(snapshot, rows, unmapped=unmapped)
+    if metadata is not None:
+        base = rewriter.new_metadata or snapshot.metadata.to_action()
+        rewriter.new_metadata = {**base, **metadata}
+    names = _logical_partition_names(snapshot) if unmapped is not None else {}
+    units = [
+        RewriteUnit(
+            (row,),
+            rewriter.directory_of(row),
+            {names.get(k, k): v for k, v in (row["partitionValues"] or {}).items()},
+            keep={k: row.get(k) for k in ("tags", "clusteringProvider")},
+        )
+        for row in rows
+    ]
+    written, removes = rewrite_with_removes(rewriter, units, LOCAL, f"drop-feature: {operation}")
+    version = rewriter.commit(
+        operation,
+        parameters,
+        removes,
+        [new.add for new in written],
+        {"numRemovedFiles": len(rows), "numAddedFiles": len(written)},
+    )
+    run.commits.append(version)
+    run.files_rewritten += len(rows)
+
+
+def _differs(storage: Storage, path: str, expected: pa.Schema) -> bool:
+    """Whether a data file's Parquet schema types a column differently from `expected` (the
+    columns both have; Delta Spark's `fileHasDifferentTypes`)."""
+    with storage.open_input(storage.table_path(path)) as handle:
+        stored = pq.read_schema(handle)
+    for f in expected:
+        index = stored.get_field_index(f.name)
+        if index >= 0 and _type_differs(stored.field(index).type, f.type):
+            return True
+    return False
+
+
+def _type_differs(stored: pa.DataType, expected: pa.DataType) -> bool:
+    if stored.equals(expected):
+        return False
+    if pa.types.is_struct(stored) and pa.types.is_struct(expected):
+        names = {stored.field(i).name: stored.field(i).type for i in range(stored.num_fields)}
+        return any(
+            _type_differs(names[f.name], f.type)
+            for f in (expected.field(i) for i in range(expected.num_fields))
+            if f.name in names
+        )
+    if pa.types.is_map(stored) and pa.types.is_map(expected):
+        return _type_differs(stored.key_type, expected.key_type) or _type_differs(
+            stored.item_type, expected.item_type
+        )
+    lists = (pa.types.is_list, pa.types.is_large_list)
+    if any(f(stored) for f in lists) and any(f(expected) for f in lists):
+        return _type_differs(stored.value_type, expected.value_type)
+    # the same logical type in another Arrow form (a unit, a string's offsets) is no widening
+    for same in (pa.types.is_timestamp, pa.types.is_string, pa.types.is_large_string):
+        if same(stored) and same(expected):
+            return False
+    strings = (pa.types.is_string, pa.types.is_large_string)
+    binaries = (pa.types.is_binary, pa.types.is_large_binary)
+    for family in (strings, binaries):
+        if any(f(stored) for f in family) and any(f(expected) for f in family):
+            return False
+    return True
+
+
+def _remove_type_changes(run: _Run) -> None:
+    """Take `delta.typeChanges` out of the schema (Spark's UpdateColumnMetadata commit)."""
+    snapshot = run.latest()
+    changed = fields_with_metadata(snapshot.schema, frozenset({TYPE_CHANGES_KEY}))
+    if not changed:
+        return
+    schema = without_field_metadata(snapshot.schema, frozenset({TYPE_CHANGES_KEY}))
+    txn = Transaction(
+        snapshot, OP_COLUMN_METADATA, parameters={"columns": changed}, purpose=Access.WRITE
+    )
+    txn.add_action(
+        {"metaData": {**snapshot.metadata.to_action(), "schemaString": schema.to_json()}}
+    )
+    run.commit(txn)
+
+
+def _logical_partition_names(snapshot: Snapshot) -> dict[str, str]:
+    """Partition values' keys (physical names under column mapping) to the logical names."""
+    names = {}
+    for column in snapshot.partition_columns:
+        f = snapshot.schema.field(column)
+        names[physical_name(f)] = f.name
+    return names
+
+
+def _remove_column_mapping(run: _Run) -> None:
+    """Rewrite every live file with logical column names and take column mapping out of the
+    schema and the properties, in one commit (Spark's RemoveColumnMappingCommand)."""
+
+    snapshot = run.latest()
+    unmapped = without_field_metadata(snapshot.schema, COLUMN_MAPPING_KEYS)
+    config = {
+        k: v
+        for k, v in _configuration(snapshot).items()
+        if k not in (COLUMN_MAPPING_MODE, COLUMN_MAPPING_MAX_COLUMN_ID)
+    }
+    paths = set(snapshot.file_index.column("path").to_pylist())
+    _rewrite(
+        run,
+        snapshot,
+        live_file_rows(snapshot, paths),
+        OP_REMOVE_COLUMN_MAPPING,
+        {},
+        unmapped=unmapped,
+        metadata={"schemaString": unmapped.to_json(), "configuration": config},
+    )
+
+
+def _unbackfill(run: _Run) -> None:
+    """Re-add the files that carry row ids without them, in batches (Spark's
+    RowTrackingUnBackfillCommand; our transactions leave them out while row tracking is
+    suspended)."""
+    while True:
+        snapshot = run.latest()
+        files = snapshot.files
+        if not files.num_rows:
+            return
+        batch = files.filter(_row_tracked(files)).slice(0, UNBACKFILL_BATCH)
+        if not batch.num_rows:
+            return
+        txn = Transaction(
+            snapshot, OP_UNBACKFILL, parameters={"batchId": len(run.commits)}, purpose=Access.WRITE
+        )
+        bodies = file_rows_as_actions(batch, columns=ADD_FIELDS)
+        for body in bodies:
+            body.pop("baseRowId", None)
+            body.pop("defaultRowCommitVersion", None)
+            body["dataChange"] = False
+        txn.read_files(body["path"] for body in bodies)
+        txn.add_actions({"add": body} for body in bodies)
+        run.commit(txn)
 
 
 def _set_properties(
@@ -626,7 +1071,8 @@ def _downgrade(run: _Run, feature: str, *, truncate_history: bool, protect: bool
         if protect:
             protocol = protocol.with_features(CHECKPOINT_PROTECTION)
         protocol = protocol.without_feature(feature)
-        config = _configuration(snapshot)
+        removed = REMOVED_AT_DOWNGRADE.get(feature, ())
+        config = {k: v for k, v in _configuration(snapshot).items() if k not in removed}
         if protect:
             config[REQUIRE_CHECKPOINT_PROTECTION_BEFORE_VERSION] = str(snapshot.version + 1)
         txn = Transaction(
@@ -638,6 +1084,17 @@ def _downgrade(run: _Run, feature: str, *, truncate_history: bool, protect: bool
         )
         txn.add_action({"protocol": protocol.to_action()})
         txn.add_action({"metaData": {**snapshot.metadata.to_action(), "configuration": config}})
+        if feature == ROW_TRACKING and ROW_TRACKING_DOMAIN in snapshot.domains:
+            domain = snapshot.domains[ROW_TRACKING_DOMAIN]
+            txn.add_action(
+                {
+                    "domainMetadata": {
+                        "domain": ROW_TRACKING_DOMAIN,
+                        "configuration": domain.configuration,
+                        "removed": True,
+                    }
+                }
+            )
         try:
             return run.commit(txn)
         except ConcurrentModification:
@@ -704,6 +1161,10 @@ def _state_uses(feature: str, snapshot: Snapshot) -> bool:
         return _dv_enabled(snapshot) or _num_dvs(snapshot) > 0
     if feature == V2_CHECKPOINT:
         return snapshot.properties.checkpoint_policy == "v2" or _v2_in_use(snapshot)
+    if feature in (TYPE_WIDENING, TYPE_WIDENING_PREVIEW):
+        return bool(fields_with_metadata(snapshot.schema, frozenset({TYPE_CHANGES_KEY})))
+    if feature == COLUMN_MAPPING:
+        return snapshot.properties.column_mapping_mode != "none"
     return False
 
 
@@ -722,6 +1183,14 @@ def _action_uses(feature: str, action: Mapping[str, Any]) -> bool:
             config = action["metaData"].get("configuration") or {}
             return config.get(CHECKPOINT_POLICY) == "v2"
         return "checkpointMetadata" in action or "sidecar" in action
+    if "metaData" not in action:
+        return False
+    metadata = action["metaData"]
+    if feature in (TYPE_WIDENING, TYPE_WIDENING_PREVIEW):
+        return TYPE_CHANGES_KEY in str(metadata.get("schemaString") or "")
+    if feature == COLUMN_MAPPING:
+        mode = (metadata.get("configuration") or {}).get(COLUMN_MAPPING_MODE, "none")
+        return str(mode).lower() != "none"
     return False
 
 
@@ -786,20 +1255,23 @@ def _result(
     waiting_for: str | None = None,
     run_again_after_ms: int | None = None,
 ) -> DropFeatureResult:
+    latest = run.latest()
     return DropFeatureResult(
         table=plan.table,
         feature=plan.feature,
         dropped=dropped,
         version=version,
-        protocol=run.latest().protocol.to_action(),
+        protocol=latest.protocol.to_action(),
         commits=tuple(run.commits),
         checkpoints=tuple(run.checkpoints),
         files_purged=run.files_purged,
+        files_rewritten=run.files_rewritten,
         dv_tombstones=run.dv_tombstones,
         log_files_deleted=run.log_files_deleted,
         waiting_for=waiting_for,
         run_again_after_ms=run_again_after_ms,
         duration_ms=int((time.monotonic() - started) * 1000),
+        warnings=reader_warnings(latest) if dropped else (),
     )
 
 
@@ -815,6 +1287,29 @@ def _wait(
         waiting_for=why,
         run_again_after_ms=after_ms,
     )
+
+
+# ------------------------------------------------------------------------------ readers
+def reader_warnings(snapshot: Snapshot) -> tuple[str, ...]:
+    """What known readers get wrong on `snapshot`'s table (docs/operations.md, "Who reads a
+    table after a drop"): the pyarrow reader of deltalake (delta-rs) 1.6
+    (`DeltaTable.to_pyarrow_table` / `to_pyarrow_dataset`) opens a column-mapped table at
+    reader version 2 (no reader features listed) and reads every mapped column as NULL, where
+    Delta Spark, DuckDB and deltalake's own `scan()` read the values; at reader version 3 it
+    refuses the table instead."""
+    protocol = snapshot.protocol
+    mode = snapshot.properties.column_mapping_mode
+    if mode != "none" and protocol.min_reader_version == 2:
+        return (
+            (
+                "deltalake (delta-rs) 1.6's pyarrow reader (to_pyarrow_table, to_pyarrow_dataset)"
+                f" reads the columns of this {mode}-mapped table at reader version 2 as NULL (its"
+                " bug; Delta Spark, DuckDB and deltalake's scan() read the values): drop"
+                " columnMapping as well (delta-ops drop-feature TABLE columnMapping) before"
+                " reading it that way"
+            ),
+        )
+    return ()
 
 
 # ------------------------------------------------------------------------------ the operation
@@ -837,6 +1332,8 @@ def describe_result(result: DropFeatureResult) -> str:
     done = []
     if result.files_purged:
         done.append(f"{result.files_purged:,} files purged")
+    if result.files_rewritten:
+        done.append(f"{result.files_rewritten:,} files rewritten")
     if result.dv_tombstones:
         done.append(f"{result.dv_tombstones:,} deletion-vector tombstones")
     if result.log_files_deleted:
@@ -852,7 +1349,8 @@ def describe_result(result: DropFeatureResult) -> str:
         )
         return f"{result.feature} not dropped yet: {result.waiting_for}{when}{extra}"
     at = f" at version {result.version}" if result.version is not None else ""
-    return f"dropped {result.feature}{at}: protocol {protocol}{extra}"
+    warned = "".join(f"\nwarning: {w}" for w in result.warnings)
+    return f"dropped {result.feature}{at}: protocol {protocol}{extra}{warned}"
 
 
 OPERATION = Operation(
@@ -881,7 +1379,10 @@ OPERATION = Operation(
     execute_with=execute_drop_feature,
     describe_plan=describe_plan,
     describe_result=describe_result,
-    touched=lambda result: (result.files_purged + result.log_files_deleted, None),
+    touched=lambda result: (
+        result.files_purged + result.files_rewritten + result.log_files_deleted,
+        None,
+    ),
 )
 
 
@@ -895,5 +1396,6 @@ __all__ = [
     "describe_result",
     "execute_drop_feature",
     "plan_drop_feature",
+    "reader_warnings",
     "traces",
 ]

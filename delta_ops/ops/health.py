@@ -360,7 +360,7 @@ def health(
     allowed = {op for op in Access if protocol.refusal(op) is None}
     table = _quoted(snapshot.storage.url)
     advice = []
-    if missing_files and Access.WRITE in allowed:
+    if missing_files and Access.RECOMMIT in allowed:
         advice.append(
             {
                 "problem": f"{len(missing_files)} live files are missing from storage (e.g."
@@ -416,7 +416,7 @@ def health(
             }
         )
     lacking = int(snapshot.record_counts.null_count) if snapshot.num_files else 0
-    if lacking and Access.WRITE in allowed:
+    if lacking and Access.RECOMMIT in allowed:
         advice.append(
             {
                 "problem": f"{lacking} live files have no numRecords in their stats: readers"

@@ -61,6 +61,7 @@ from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
 from delta_ops.ops.progress import task as progress_task
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Access
+from delta_ops.protocol.properties import uniform_iceberg_note
 from delta_ops.protocol.schema import (
     MIN_VALUES,
     NULL_COUNT,
@@ -157,7 +158,7 @@ def plan_recompute_stats(
     stats columns include (only `columns`, name paths or ``"a, b.c"``, when given)."""
     if batch_files < 1:
         raise InvalidValue(f"--batch-files must be at least 1, got {batch_files}")
-    snapshot.protocol.check_allows(Access.WRITE)
+    snapshot.protocol.check_allows(Access.RECOMMIT)
     leaves = table_stats_columns(snapshot)
     wanted = _checked(snapshot, leaves, columns)
     required = [c for c in wanted if _required(c)]
@@ -364,7 +365,7 @@ def execute_recompute_stats(
                 snapshot,
                 operation="COMPUTE STATS",
                 parameters={"predicate": "[]"},
-                purpose=Access.WRITE,
+                purpose=Access.RECOMMIT,
                 on_conflict=partial(_drop_changed, changed),
                 known_version=known_version,
                 known_row_id_high_water_mark=known_mark,
@@ -432,6 +433,8 @@ def describe_plan(plan: RecomputeStatsPlan) -> str:
         f"\t{format_bytes(f.size)}"
         for f in plan.files
     ]
+    note = uniform_iceberg_note(plan.snapshot.metadata.configuration)
+    lines += [f"note: {note}"] if note else []
     return "\n".join(lines)
 
 
@@ -453,7 +456,7 @@ def describe_result(result: RecomputeStatsResult) -> str:
 
 OPERATION = Operation(
     name="recompute-stats",
-    needs=Access.WRITE,
+    needs=Access.RECOMMIT,
     action="recompute_stats",
     help="compute missing or short file statistics from the data (COMPUTE STATS)",
     options=(

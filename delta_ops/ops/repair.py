@@ -44,6 +44,7 @@ from delta_ops.ops.results import fields_data
 from delta_ops.ops.vacuum import relative_paths
 from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, dv_relative_paths
 from delta_ops.protocol.features import Access
+from delta_ops.protocol.properties import uniform_iceberg_note
 from delta_ops.protocol.units import format_bytes
 from delta_ops.storage import Storage
 from delta_ops.table.remove_lines import encode_removes
@@ -140,7 +141,7 @@ def plan_repair(
         raise InvalidValue(
             f"--max-missing-ratio {max_missing_ratio}: a share of the files, from 0 to 1"
         )
-    snapshot.protocol.check_allows(Access.WRITE)
+    snapshot.protocol.check_allows(Access.RECOMMIT)
     storage = snapshot.storage
     files = snapshot.file_index
     missing_data, missing_dv = _missing(storage, files, engine)
@@ -274,7 +275,7 @@ def execute_repair(plan: RepairPlan) -> RepairResult:
         snapshot,
         operation="FSCK",
         parameters={"missingFiles": len(gone), "forced": plan.forced},
-        purpose=Access.WRITE,
+        purpose=Access.RECOMMIT,
     )
     txn.read_files(removes.paths)
     txn.add_encoded_removes(removes)
@@ -312,6 +313,8 @@ def describe_plan(plan: RepairPlan) -> str:
         f"\t{format_bytes(f.size)}"
         for f in plan.missing
     ]
+    note = uniform_iceberg_note(plan.snapshot.metadata.configuration)
+    lines += [f"note: {note}"] if note and plan.missing else []
     return "\n".join(lines)
 
 
@@ -328,7 +331,7 @@ def describe_result(result: RepairResult) -> str:
 
 OPERATION = Operation(
     name="repair",
-    needs=Access.WRITE,
+    needs=Access.RECOMMIT,
     action="repair",
     help="remove live files that storage no longer has from the table (FSCK REPAIR TABLE)",
     options=(

@@ -14,13 +14,24 @@ protocol never goes down: features the table gained since N stay.
 
 A restore needs N's files on storage: a vacuum after N may have deleted them. The plan checks
 every file it re-adds, and their deletion-vector files, and refuses (naming them) when one is
-gone; nothing is written. The commit (`RESTORE`, with Delta Spark's metrics) reads the files
+gone; nothing is written. With `ignore_missing_files` (delta-rs' option of that name, Spark's
+`spark.sql.files.ignoreMissingFiles`) it restores anyway, leaving out the files that are gone
+(and those whose deletion-vector file is gone): the table then reads as N did with those files
+skipped, as Spark reads with that setting, and every reader can still read it (delta-rs and
+Delta Spark re-add missing files, which readers without the setting then fail on). The plan
+lists them and says what is lost.
+
+The protocol never goes down unless `protocol_downgrade_allowed` (delta-rs' option) asks for
+N's protocol: the features the table gained since N go without their traces being removed
+(`drop-feature` removes them first), which the plan lists as risks; `checkpointProtection`
+stays (only a history truncation takes it away). The commit (`RESTORE`, with Delta Spark's metrics) reads the files
 it removes, so a concurrent change to one of them is a conflict; a crash before the commit
 changes nothing, and running again finishes.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops import clock
-from delta_ops.errors import DataFileError, InvalidValue
+from delta_ops.errors import DataFileError, InvalidValue, OperationRefused
 from delta_ops.log.actions import ADD_FIELDS, file_rows_as_actions
 from delta_ops.log.state_stream import file_keys
 from delta_ops.ops.engines import LOCAL, Spread
@@ -37,6 +48,7 @@ from delta_ops.ops.operation import Operation, Option, OptionKind
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.deletion_vectors import dv_relative_paths, dv_unique_ids
 from delta_ops.protocol.features import Access, Protocol
+from delta_ops.protocol.properties import uniform_iceberg_note
 from delta_ops.protocol.units import format_bytes, format_time_ms
 from delta_ops.storage import Storage
 from delta_ops.table.commit_times import version_at
@@ -59,7 +71,11 @@ class RestorePlan:
     files_to_remove: int
     bytes_to_remove: int
     restores_metadata: bool  # N's schema or properties differ from the latest's
-    new_protocol: dict[str, Any] | None  # the latest's protocol with N's features added
+    new_protocol: dict[str, Any] | None  # the protocol after, where it changes
+    #: ignore_missing_files: N's files (and deletion-vector files) gone from storage, left out
+    missing_files: tuple[str, ...]
+    #: what the options asked for put at risk, and what the restore leaves stale (UniForm)
+    risks: tuple[str, ...]
     snapshot: Snapshot = field(repr=False, compare=False)
     target: Snapshot = field(repr=False, compare=False)
     restored: pa.Table = field(repr=False, compare=False)  # N's files not live now
@@ -96,13 +112,19 @@ class RestoreResult:
 
 
 def plan_restore(
-    snapshot: Snapshot, *, version: int | None = None, timestamp_ms: int | None = None
+    snapshot: Snapshot,
+    *,
+    version: int | None = None,
+    timestamp_ms: int | None = None,
+    ignore_missing_files: bool = False,
+    protocol_downgrade_allowed: bool = False,
 ) -> RestorePlan:
     """Plan restoring `snapshot`'s table to `version`, or to the version current at
-    `timestamp_ms` (exactly one of them)."""
+    `timestamp_ms` (exactly one of them); `ignore_missing_files` restores without N's files
+    that are gone, `protocol_downgrade_allowed` restores N's protocol (see the module doc)."""
     if (version is None) == (timestamp_ms is None):
         raise InvalidValue("restore: give exactly one of --version N and --timestamp T")
-    snapshot.protocol.check_allows(Access.WRITE)
+    snapshot.protocol.check_allows(Access.RECOMMIT)
     storage = snapshot.storage
     if timestamp_ms is not None:
         version = version_at(snapshot, timestamp_ms)
@@ -122,8 +144,42 @@ def plan_restore(
     now_keys, then_keys = _keys(now_files), _keys(then_files)
     restored = then_files.filter(pc.invert(pc.is_in(then_keys, value_set=now_keys)))
     removed = now_files.filter(pc.invert(pc.is_in(now_keys, value_set=then_keys)))
-    _require_on_storage(storage, restored, version)
-    metadata = _metadata_after(snapshot, target)
+    missing = _missing_from_storage(storage, restored)
+    risks: list[str] = []
+    if missing and not ignore_missing_files:
+        names = ", ".join(missing[:NAMED_MISSING])
+        more = f" and {len(missing) - NAMED_MISSING} more" if len(missing) > NAMED_MISSING else ""
+        raise DataFileError(
+            f"{storage.url}: cannot restore version {version}: {len(missing)} of its files are"
+            f" gone from storage (a vacuum deleted them): {names}{more}; --ignore-missing-files"
+            " restores without them"
+        )
+    if missing:
+        restored, lost = _without_missing(storage, restored, set(missing))
+        lost_paths = pa.array(lost.column("path").to_pylist(), pa.string())
+        with_stats = target.files.filter(pc.is_in(target.files.column("path"), lost_paths))
+        risks.append(
+            f"{lost.num_rows:,} of version {version}'s files ({format_bytes(_bytes(lost))},"
+            f" {_records(with_stats)} rows) are gone from storage and left out: the restored table"
+            f" lacks their rows, a state no version had"
+        )
+    new_protocol = _protocol_after(snapshot.protocol, target.protocol)
+    if protocol_downgrade_allowed:
+        new_protocol, dropped = _downgraded(snapshot.protocol, target.protocol)
+        if dropped:
+            risks.append(
+                f"the protocol goes down to version {version}'s, without {', '.join(dropped)}:"
+                " their traces in the versions before stay (time travel to them needs a reader"
+                " with the features; a vacuum by a writer without them may delete files those"
+                " versions read, such as deletion-vector files); drop-feature removes traces"
+                " first"
+            )
+    metadata = _metadata_after(
+        snapshot, target, keep_row_tracking=_keeps_row_tracking(new_protocol, snapshot.protocol)
+    )
+    _check_iceberg_compat(snapshot, target, restored, metadata, new_protocol)
+    if note := uniform_iceberg_note(snapshot.metadata.configuration):
+        risks.append(note)
     return RestorePlan(
         table=storage.url,
         version=snapshot.version,
@@ -134,7 +190,9 @@ def plan_restore(
         files_to_remove=removed.num_rows,
         bytes_to_remove=_bytes(removed),
         restores_metadata=metadata is not None,
-        new_protocol=_protocol_after(snapshot.protocol, target.protocol),
+        new_protocol=new_protocol,
+        missing_files=tuple(missing),
+        risks=tuple(risks),
         snapshot=snapshot,
         target=target,
         restored=restored,
@@ -156,22 +214,101 @@ def _bytes(files: pa.Table) -> int:
     return int(pc.sum(pc.fill_null(files.column("size"), 0)).as_py() or 0)
 
 
-def _require_on_storage(storage: Storage, files: pa.Table, version: int) -> None:
-    """Refuse when a file (or deletion-vector file) to re-add is gone from storage."""
+def _missing_from_storage(storage: Storage, files: pa.Table) -> list[str]:
+    """The files (and deletion-vector files) to re-add that are gone from storage."""
     if files.num_rows == 0:
-        return
+        return []
     paths = [storage.table_path(p) for p in files.column("path").to_pylist()]
     relative_dvs = dv_relative_paths(files.column("deletionVector")).drop_null()
     paths += [storage.table_path(p) for p in pc.unique(relative_dvs).to_pylist()]
     present = LOCAL.map_ordered(storage.exists, paths, spread=Spread.THREADS)
-    missing = [p for p, found in zip(paths, present, strict=True) if not found]
-    if missing:
-        names = ", ".join(missing[:NAMED_MISSING])
-        more = f" and {len(missing) - NAMED_MISSING} more" if len(missing) > NAMED_MISSING else ""
-        raise DataFileError(
-            f"{storage.url}: cannot restore version {version}: {len(missing)} of its files are"
-            f" gone from storage (a vacuum deleted them): {names}{more}"
+    return [p for p, found in zip(paths, present, strict=True) if not found]
+
+
+def _without_missing(
+    storage: Storage, files: pa.Table, missing: set[str]
+) -> tuple[pa.Table, pa.Table]:
+    """`files` split into those readable (kept) and those whose data or deletion-vector file
+    is gone (left out)."""
+    dvs = dv_relative_paths(files.column("deletionVector")).to_pylist()
+    gone = [
+        storage.table_path(path) in missing
+        or (dv is not None and storage.table_path(dv) in missing)
+        for path, dv in zip(files.column("path").to_pylist(), dvs, strict=True)
+    ]
+    mask = pa.array(gone, pa.bool_())
+    return files.filter(pc.invert(mask)), files.filter(mask)
+
+
+def _records(files: pa.Table) -> str:
+    """How many rows `files` hold, from their stats' numRecords (unknown where absent)."""
+    if "stats" not in files.column_names:
+        return "an unknown number of"
+    total = 0
+    for stats in files.column("stats").to_pylist():
+        count = json.loads(stats).get("numRecords") if stats else None
+        if count is None:
+            return "an unknown number of"
+        total += int(count)
+    return f"{total:,}"
+
+
+def _downgraded(now: Protocol, then: Protocol) -> tuple[dict[str, Any] | None, list[str]]:
+    """N's protocol with checkpointProtection kept where the table has it (only a history
+    truncation takes it away); None when that is the latest's own; and the features it
+    drops."""
+    after = then
+    if now.supports("checkpointProtection") and not then.supports("checkpointProtection"):
+        after = then.with_features("checkpointProtection")
+    dropped = sorted(now.effective_features - after.effective_features)
+    if not dropped:
+        return _protocol_after(now, then), []
+    return after.to_action(), dropped
+
+
+def _keeps_row_tracking(new_protocol: dict[str, Any] | None, now: Protocol) -> bool:
+    after = Protocol.from_action(new_protocol) if new_protocol is not None else now
+    return after.supports("rowTracking")
+
+
+def _check_iceberg_compat(
+    snapshot: Snapshot,
+    target: Snapshot,
+    restored: pa.Table,
+    metadata: dict[str, Any] | None,
+    new_protocol: dict[str, Any] | None,
+) -> None:
+    """On a table with Iceberg compatibility (icebergCompatV1/V2/V3), refuse what breaks its
+    writer rules (the protocol's "Writer Requirements for IcebergCompatV2"): a re-added file
+    without `numRecords` or with a deletion vector, and a change of schema, properties or
+    protocol, whose checks (allowed types, partition spec, nested field ids) belong to Delta
+    Spark's IcebergCompat, which delta-ops does not run."""
+    compat = sorted(
+        n for n in snapshot.protocol.effective_features if n.lower().startswith("icebergcompat")
+    )
+    if not compat:
+        return
+    url = snapshot.storage.url
+    why = f"{url}: cannot restore version {target.version} of a table with {', '.join(compat)}"
+    if metadata is not None or new_protocol is not None:
+        raise OperationRefused(
+            f"{why}: it would change the table's schema, properties or protocol, which needs"
+            " Delta Spark's IcebergCompat checks (allowed types, partition spec, nested field"
+            " ids) and its Iceberg conversion: restore with Delta Spark (RESTORE TABLE)"
         )
+    if restored.num_rows:
+        keys = _keys(target.file_index)
+        counts = target.record_counts.filter(pc.is_in(keys, value_set=_keys(restored)))
+        if counts.null_count:
+            raise OperationRefused(
+                f"{why}: {counts.null_count} of the files it re-adds have no numRecords in their"
+                " stats, which IcebergCompat requires of every new add (Delta Spark's"
+                " CheckAddFileHasStats refuses such a commit too)"
+            )
+        if restored.column("deletionVector").null_count < restored.num_rows:
+            raise OperationRefused(
+                f"{why}: files it re-adds have deletion vectors, which IcebergCompat forbids"
+            )
 
 
 #: properties that stay as they are now: row tracking, once on, stays on with the same
@@ -185,12 +322,16 @@ KEPT_PROPERTIES = (
 )
 
 
-def _metadata_after(snapshot: Snapshot, target: Snapshot) -> dict[str, Any] | None:
+def _metadata_after(
+    snapshot: Snapshot, target: Snapshot, *, keep_row_tracking: bool = True
+) -> dict[str, Any] | None:
     """N's metaData (schema, partitioning, properties) with the table's id and the kept
-    properties of now; None when that is the latest's own."""
+    properties of now (row tracking's only while the protocol keeps it); None when that is
+    the latest's own."""
     now = snapshot.metadata.to_action()
     then = target.metadata.to_action()
-    kept = {k: v for k, v in now.get("configuration", {}).items() if k.startswith(KEPT_PROPERTIES)}
+    keep = KEPT_PROPERTIES if keep_row_tracking else KEPT_PROPERTIES[2:]
+    kept = {k: v for k, v in now.get("configuration", {}).items() if k.startswith(keep)}
     restored = then.get("configuration", {}).items()
     configuration = {k: v for k, v in restored if not k.startswith(KEPT_PROPERTIES)} | kept
     after = {**then, "id": now["id"], "configuration": configuration}
@@ -223,10 +364,11 @@ def execute_restore(plan: RestorePlan) -> RestoreResult:
     parameters: dict[str, Any] = {"version": plan.restore_to}
     if plan.timestamp_ms is not None:
         parameters["timestamp"] = format_time_ms(plan.timestamp_ms)
-    txn = Transaction(snapshot, operation="RESTORE", parameters=parameters, purpose=Access.WRITE)
+    txn = Transaction(snapshot, operation="RESTORE", parameters=parameters, purpose=Access.RECOMMIT)
     if plan.new_protocol is not None:
         txn.add_action({"protocol": plan.new_protocol})
-    metadata = _metadata_after(snapshot, plan.target)
+    keep = _keeps_row_tracking(plan.new_protocol, snapshot.protocol)
+    metadata = _metadata_after(snapshot, plan.target, keep_row_tracking=keep)
     if metadata is not None:
         txn.add_action({"metaData": metadata})
     removed_paths = plan.removed.column("path").to_pylist()
@@ -260,11 +402,17 @@ def describe_plan(plan: RestorePlan) -> str:
     if plan.new_protocol is not None:
         changes.append("the features it had (the protocol never goes down)")
     extra = f", and {' and '.join(changes)}" if changes else ""
-    return (
-        f"restore version {plan.version} to version {plan.restore_to}: would re-add"
-        f" {plan.files_to_restore:,} files ({format_bytes(plan.bytes_to_restore)}) and remove"
-        f" {plan.files_to_remove:,} ({format_bytes(plan.bytes_to_remove)}){extra}"
-    )
+    lines = [
+        (
+            f"restore version {plan.version} to version {plan.restore_to}: would re-add"
+            f" {plan.files_to_restore:,} files ({format_bytes(plan.bytes_to_restore)}) and remove"
+            f" {plan.files_to_remove:,} ({format_bytes(plan.bytes_to_remove)}){extra}"
+        )
+    ]
+    if plan.missing_files:
+        lines.append(f"  gone from storage, left out: {', '.join(plan.missing_files)}")
+    lines += [f"  risk: {risk}" for risk in plan.risks]
+    return "\n".join(lines)
 
 
 def describe_result(result: RestoreResult) -> str:
@@ -288,15 +436,33 @@ def _touched(result: RestoreResult) -> tuple[int, int]:
 
 OPERATION = Operation(
     name="restore",
-    needs=Access.WRITE,
+    needs=Access.RECOMMIT,
     action="restore",
     help="make the latest version read as an older one (RESTORE TABLE ... TO VERSION AS OF)",
     options=(
         Option("version", OptionKind.VERSION, "the version to restore"),
         Option("timestamp", OptionKind.TIME, "restore the version current at this time"),
+        Option(
+            "ignore_missing_files",
+            OptionKind.FLAG,
+            "restore although some of the version's files are gone from storage, leaving them"
+            " out (the plan lists them and the rows lost)",
+            False,
+        ),
+        Option(
+            "protocol_downgrade_allowed",
+            OptionKind.FLAG,
+            "restore the version's protocol too, dropping the features added since without"
+            " removing their traces (the plan lists the risks)",
+            False,
+        ),
     ),
     plan_with=lambda snapshot, values, engine: plan_restore(
-        snapshot, version=values["version"], timestamp_ms=values["timestamp"]
+        snapshot,
+        version=values["version"],
+        timestamp_ms=values["timestamp"],
+        ignore_missing_files=values["ignore_missing_files"],
+        protocol_downgrade_allowed=values["protocol_downgrade_allowed"],
     ),
     execute_with=lambda plan, progress: execute_restore(plan),
     describe_plan=describe_plan,

@@ -201,9 +201,13 @@ class Rewriter:
         snapshot: Snapshot,
         rows: Sequence[Mapping[str, Any]],
         purpose: Access = Access.REWRITE,
+        unmapped: StructType | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.purpose = purpose  # what the table's features must allow at commit time too
+        # the schema without column mapping the new files take (logical names, no field
+        # ids), when the rewrite takes column mapping away; None: files as the table has them
+        self.unmapped = unmapped
         self.storage = snapshot.storage
         self.now = clock.now_ms()
         self.written: list[str] = []  # table-relative paths of new files
@@ -255,6 +259,8 @@ class Rewriter:
         """The rows of `row`'s file as :meth:`parse` gave them, in plain types, row tracking
         materialized and its deletion vector applied."""
         data = without_view_types(data)
+        if self.unmapped is not None:
+            data = self._logical(data)
         n = data.num_rows
         if self.row_id_column and row.get("baseRowId") is not None:
             ids = pa.array(int(row["baseRowId"]) + np.arange(n, dtype=np.int64))
@@ -276,6 +282,22 @@ class Rewriter:
             keep[deleted[deleted < n]] = False
             data = data.filter(pa.array(keep))
         return data
+
+    def _logical(self, data: pa.Table) -> pa.Table:
+        """A file's columns (physical names) under their logical names: the same layout,
+        renamed at every nesting level (Arrow views; no data is copied)."""
+        physical = self._file_schema(mapped=True)
+        logical = self._file_schema(mapped=False)
+        stored = conform(data, physical)
+        columns = [
+            pa.chunked_array([chunk.view(f.type) for chunk in column.chunks], type=f.type)
+            for column, f in zip(stored.columns, logical, strict=True)
+        ]
+        extra = [c for c in data.column_names if c not in physical.names]
+        return pa.Table.from_arrays(
+            [*columns, *(data.column(c) for c in extra)],
+            names=[*logical.names, *extra],
+        )
 
     def read_all(
         self, rows: Sequence[Mapping[str, Any]]
@@ -359,19 +381,26 @@ class Rewriter:
         names and field ids under column mapping), typed by the table schema (so files written
         before a type widening come out widened), plus the materialized row-tracking columns.
         Partition columns only where the table materializes them in data files."""
-        snapshot = self.snapshot
-        fields = list(
-            data_file_schema(
-                snapshot.schema,
-                snapshot.partition_columns,
-                mapped=snapshot.properties.column_mapping_mode != "none",
-                partitions_in_files=snapshot.protocol.supports("materializePartitionColumns"),
-            )
-        )
+        fields = list(self._file_schema(mapped=self.unmapped is None and self._mapped))
         fields += [
             pa.field(c, pa.int64()) for c in (self.row_id_column, self.commit_version_column) if c
         ]
         return pa.schema(fields)
+
+    @property
+    def _mapped(self) -> bool:
+        return self.snapshot.properties.column_mapping_mode != "none"
+
+    def _file_schema(self, *, mapped: bool) -> pa.Schema:
+        """The table's data-file columns, by physical names (`mapped`) or logical ones; typed
+        by the table schema."""
+        snapshot = self.snapshot
+        return data_file_schema(
+            snapshot.schema if self.unmapped is None or mapped else self.unmapped,
+            snapshot.partition_columns,
+            mapped=mapped,
+            partitions_in_files=snapshot.protocol.supports("materializePartitionColumns"),
+        )
 
     # ------------------------------------------------------------------------------ writing
     def write(
@@ -414,11 +443,11 @@ class Rewriter:
         stats = stats_json_from_parquet_file(
             self.storage.reader,
             full,
-            self.snapshot.schema,
+            self.snapshot.schema if self.unmapped is None else self.unmapped,
             self.snapshot.partition_columns,
             num_indexed_cols=props.data_skipping_num_indexed_cols,
             stats_columns=props.data_skipping_stats_columns,
-            column_mapping=props.column_mapping_mode != "none",
+            column_mapping=self.unmapped is None and self._mapped,
             tight_bounds=True if self.snapshot.protocol.supports("deletionVectors") else None,
         )
         add = {

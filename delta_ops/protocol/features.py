@@ -79,6 +79,9 @@ class Access(str, Enum):
     ENABLE_ROW_TRACKING = "enable row tracking on"
     WRITE = "write data to"
     REWRITE = "rewrite data files of"  # purge, compaction: the same rows in new files
+    #: restore, repair, recompute-stats: commits that add, remove or re-add files already on
+    #: storage (with their stats), writing no data file and reading no rows
+    RECOMMIT = "commit existing data files to"
     COMPACT = "compact"  # a rewrite that also chooses the files' layout (which rows go together)
 
 
@@ -259,12 +262,15 @@ _REGISTRY: tuple[TableFeature, ...] = (
     _reader_writer("variantType-preview", readable=True, writable=True),
     # Shredded variants spread a value over typed parquet columns that must be reassembled on
     # read; our pyarrow reader cannot reassemble them, so we refuse rather than return wrong rows.
-    # The log, checkpoints (variant columns carry no stats), cleanup and vacuum are unaffected.
+    # The log, checkpoints (variant columns carry no stats), cleanup and vacuum are unaffected,
+    # and so are commits of files already written (restore, repair, recompute-stats): the
+    # feature's writer rules say how variant values are written into parquet files, and those
+    # commits write none (the protocol defines no statistics for variant columns).
     *(
         _partly(
             name,
             FeatureKind.READER_WRITER,
-            frozenset({Access.READ_LOG}) | KEEPS_DATA,
+            frozenset({Access.READ_LOG, Access.RECOMMIT}) | KEEPS_DATA,
             "shredded variant values cannot be reassembled from their parquet columns here",
         )
         for name in ("variantShredding", "variantShredding-preview")
@@ -347,11 +353,15 @@ _REGISTRY: tuple[TableFeature, ...] = (
     # UniForm: Iceberg metadata follows the Delta log (converted after commits); maintenance
     # that changes no data file's set keeps both valid, while data writes, rewrites and
     # protocol upgrades need the Iceberg conversion and schema checks we do not do.
+    # Commits of existing files (restore, repair, recompute-stats) keep the IcebergCompat
+    # writer rules where the op checks them (every new add has numRecords, no deletion
+    # vector, no schema change: `restore` refuses otherwise); the Iceberg metadata catches up
+    # at Delta Spark's next conversion, which their plans say.
     *(
         _partly(
             name,
             FeatureKind.WRITER,
-            READS | KEEPS_DATA,
+            READS | KEEPS_DATA | {Access.RECOMMIT},
             "UniForm keeps Iceberg metadata in step with data changes, which delta-ops does not write",
             requires,
         )

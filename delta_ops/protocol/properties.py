@@ -39,6 +39,7 @@ __all__ = [
     "CHECKPOINT_WRITE_STATS_AS_STRUCT",
     "COLUMN_MAPPING_MAX_COLUMN_ID",
     "COLUMN_MAPPING_MODE",
+    "CONSTRAINTS_PREFIX",
     "DATA_SKIPPING_NUM_INDEXED_COLS",
     "DATA_SKIPPING_STATS_COLUMNS",
     "DELETED_FILE_RETENTION_DURATION",
@@ -47,6 +48,7 @@ __all__ = [
     "ENABLE_DELETION_VECTORS",
     "ENABLE_EXPIRED_LOG_CLEANUP",
     "ENABLE_IN_COMMIT_TIMESTAMPS",
+    "ENABLE_MATERIALIZE_PARTITION_COLUMNS",
     "ENABLE_ROW_TRACKING",
     "ENABLE_TYPE_WIDENING",
     "IN_COMMIT_TIMESTAMP_ENABLEMENT_TIMESTAMP",
@@ -61,6 +63,7 @@ __all__ = [
     "SET_TRANSACTION_RETENTION_DURATION",
     "TableProperties",
     "parse_interval_ms",
+    "uniform_iceberg_note",
 ]
 
 # --------------------------------------------------------------------------- property keys
@@ -90,6 +93,10 @@ ENABLE_IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
 IN_COMMIT_TIMESTAMP_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
 IN_COMMIT_TIMESTAMP_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
 ENABLE_TYPE_WIDENING = "delta.enableTypeWidening"
+ENABLE_MATERIALIZE_PARTITION_COLUMNS = "delta.enableMaterializePartitionColumnsFeature"
+UNIVERSAL_FORMAT_ENABLED_FORMATS = "delta.universalFormat.enabledFormats"
+#: a CHECK constraint is the table property `delta.constraints.<name>` (its SQL expression)
+CONSTRAINTS_PREFIX = "delta.constraints."
 RANDOMIZE_FILE_PREFIXES = "delta.randomizeFilePrefixes"
 RANDOM_PREFIX_LENGTH = "delta.randomPrefixLength"
 DATA_SKIPPING_NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
@@ -582,3 +589,16 @@ class TableProperties:
             "Spark requires the log retention to be at least the deleted-file retention"
         )
         return [problem]
+
+
+def uniform_iceberg_note(configuration: Mapping[str, str]) -> str | None:
+    """What a commit by delta-ops leaves of a UniForm table's Iceberg metadata (None when
+    the table keeps none): Delta Spark converts the log into Iceberg metadata after its own
+    commits, so Iceberg readers see the table as it was until its next conversion."""
+    formats = configuration.get(UNIVERSAL_FORMAT_ENABLED_FORMATS, "")
+    if "iceberg" not in {f.strip().lower() for f in formats.split(",")}:
+        return None
+    return (
+        "UniForm: Iceberg readers keep seeing the table as before this commit until Delta"
+        " Spark converts it again (its next commit, or MSCK REPAIR TABLE ... SYNC METADATA)"
+    )

@@ -84,6 +84,7 @@ __all__ = [
     "StructField",
     "StructType",
     "arrow_leaf_paths",
+    "fields_with_metadata",
     "from_arrow_schema",
     "from_arrow_type",
     "is_list_type",
@@ -98,6 +99,7 @@ __all__ = [
     "to_arrow_field",
     "to_arrow_schema",
     "to_arrow_type",
+    "without_field_metadata",
 ]
 
 logger = logging.getLogger(__name__)
@@ -361,6 +363,56 @@ def assign_column_mapping(struct: StructType, start: int = 0) -> tuple[StructTyp
         return StructField(f.name, assign_type(f.type), f.nullable, metadata)
 
     return StructType(tuple(assign_field(f) for f in struct.fields)), highest
+
+
+def fields_with_metadata(struct: StructType, keys: frozenset[str]) -> list[str]:
+    """The dotted paths of the fields, at every nesting level (in structs, arrays and maps),
+    whose metadata holds any of `keys` (``delta.typeChanges``, the column-mapping keys)."""
+    found: list[str] = []
+
+    def walk_type(t: DeltaType, path: str) -> None:
+        if isinstance(t, StructType):
+            for f in t.fields:
+                name = f"{path}.{f.name}" if path else f.name
+                if keys & f.metadata.keys():
+                    found.append(name)
+                walk_type(f.type, name)
+        elif isinstance(t, ArrayType):
+            walk_type(t.element_type, f"{path}.element")
+        elif isinstance(t, MapType):
+            walk_type(t.key_type, f"{path}.key")
+            walk_type(t.value_type, f"{path}.value")
+
+    walk_type(struct, "")
+    return found
+
+
+def without_field_metadata(struct: StructType, keys: frozenset[str]) -> StructType:
+    """`struct` with `keys` taken out of every field's metadata at every nesting level (what
+    Delta Spark's drop of type widening or column mapping leaves of a schema)."""
+
+    def strip_type(t: DeltaType) -> DeltaType:
+        if isinstance(t, StructType):
+            return StructType(
+                tuple(
+                    StructField(
+                        f.name,
+                        strip_type(f.type),
+                        f.nullable,
+                        {k: v for k, v in f.metadata.items() if k not in keys},
+                    )
+                    for f in t.fields
+                )
+            )
+        if isinstance(t, ArrayType):
+            return ArrayType(strip_type(t.element_type), t.contains_null)
+        if isinstance(t, MapType):
+            return MapType(strip_type(t.key_type), strip_type(t.value_type), t.value_contains_null)
+        return t
+
+    stripped = strip_type(struct)
+    assert isinstance(stripped, StructType)
+    return stripped
 
 
 def physical_name(field: StructField) -> str:

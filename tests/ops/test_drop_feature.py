@@ -321,7 +321,7 @@ def test_the_cli_refuses_in_one_line_what_it_cannot_drop(
         assert cli.main(["drop-feature", str(table), *args]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("delta-ops: error: drop-feature:")
-        if args[0] in ("bogus", "rowTracking"):
+        if args[0] == "bogus":
             assert "deletionVectors, v2Checkpoint, inCommitTimestamp" in err
         else:
             assert "is not in the protocol" in err

@@ -16,7 +16,9 @@ from deltalake import DeltaTable
 from delta_ops import cli
 from delta_ops.errors import DataFileError, InvalidValue
 from delta_ops.ops.restore import execute_restore, plan_restore
+from delta_ops.protocol.features import Access
 from delta_ops.table.snapshot import load_snapshot
+from delta_ops.table.transaction import Transaction
 from delta_ops.table.writer import write_arrow
 from tests.support import copy_fixture, deltalake_rows, duckdb_rows, file_digests
 from tests.support.rewrite_support import dv_table
@@ -148,3 +150,60 @@ def test_nothing_to_do_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert file_digests(table) == before
     assert cli.main(["restore", str(table), "--version", "0"]) == 0
     assert _ids(table) == [1]
+
+
+# ------------------------------------------------------------------ options (issue 51, item 4)
+def test_ignore_missing_files_restores_without_the_vacuumed_files_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = tmp_path / "t"
+    write_arrow(table, pa.table({"id": pa.array([1], pa.int64())}))
+    write_arrow(table, pa.table({"id": pa.array([2], pa.int64())}))
+    gone = next(
+        p
+        for p in load_snapshot(table).files.column("path").to_pylist()
+        if p != load_snapshot(table, 0).files.column("path")[0].as_py()
+    )
+    write_arrow(table, pa.table({"id": pa.array([3], pa.int64())}), mode="overwrite")
+    (table / gone).unlink()  # what a vacuum past the retention does
+    args = ["restore", str(table), "--version", "1", "--ignore-missing-files"]
+    assert cli.main([*args, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"gone from storage, left out: {table / gone}" in out
+    assert "risk: 1 of version 1's files" in out and "1 rows" in out
+    assert "lacks their rows" in out
+
+    assert cli.main(args) == 0
+    # every reader reads the table: version 1 without the file that is gone
+    assert _ids(table) == [1] == sorted(r["id"] for r in duckdb_rows(table))
+    assert gone not in load_snapshot(table).file_index.column("path").to_pylist()
+
+
+def test_protocol_downgrade_allowed_restores_the_older_protocol_and_lists_the_risk(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = tmp_path / "t"
+    write_arrow(table, pa.table({"id": pa.array([1, 2], pa.int64())}))
+    snapshot = load_snapshot(table)  # then the table gains deletion vectors
+    txn = Transaction(snapshot, "SET TBLPROPERTIES", purpose=Access.WRITE)
+    txn.add_action({"protocol": snapshot.protocol.with_features("deletionVectors").to_action()})
+    metadata = snapshot.metadata.to_action()
+    config = {**metadata["configuration"], "delta.enableDeletionVectors": "true"}
+    txn.add_action({"metaData": {**metadata, "configuration": config}})
+    txn.commit()
+    # without the option the protocol never goes down
+    kept = plan_restore(load_snapshot(table), version=0)
+    assert kept.new_protocol is None and not kept.risks
+    lowered = plan_restore(load_snapshot(table), version=0, protocol_downgrade_allowed=True)
+    assert lowered.new_protocol == {"minReaderVersion": 1, "minWriterVersion": 2}
+    assert len(lowered.risks) == 1 and "without deletionVectors" in lowered.risks[0]
+
+    assert cli.main(["restore", str(table), "--version", "0", "--protocol-downgrade-allowed"]) == 0
+    out = capsys.readouterr().out
+    after = load_snapshot(table)
+    assert not after.protocol.supports("deletionVectors")
+    assert (after.protocol.min_reader_version, after.protocol.min_writer_version) == (1, 2)
+    assert "delta.enableDeletionVectors" not in after.metadata.configuration
+    assert "restored version 0" in out
+    # deltalake's pyarrow reader, which refuses deletion vectors, reads it again
+    assert sorted(r["id"] for r in DeltaTable(str(table)).to_pyarrow_table().to_pylist()) == [1, 2]

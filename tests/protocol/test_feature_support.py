@@ -29,13 +29,14 @@ OPS = {
         ["vacuum", "--retention", "0h", "--force", "--in-flight-grace", "0s"],
     ),
     "row-tracking": (Access.ENABLE_ROW_TRACKING, ["enable-row-tracking"]),
-    "recompute-stats": (Access.WRITE, ["recompute-stats"]),
+    "recompute-stats": (Access.RECOMMIT, ["recompute-stats"]),
 }
 # feature -> operations it allows (the rest must be refused)
 EXPECTED = {
-    "icebergCompatV2": {"checkpoint", "cleanup", "vacuum", "read rows"},
+    # commits of existing files keep their writer rules (issue 51, item 7)
+    "icebergCompatV2": {"checkpoint", "cleanup", "vacuum", "read rows", "recompute-stats"},
     "collations": {"checkpoint", "cleanup", "vacuum", "read rows"},
-    "variantShredding": {"checkpoint", "cleanup", "vacuum"},
+    "variantShredding": {"checkpoint", "cleanup", "vacuum", "recompute-stats"},
     "geospatial": {"checkpoint", "cleanup", "vacuum"},
     "catalogManaged": {"checkpoint", "read rows"},
     "deletionVectors": {

@@ -111,6 +111,21 @@ TABLES: tuple[CorpusTable, ...] = (
         frozenset({"rowTracking", "deletionVectors", "domainMetadata"}),
     ),
     CorpusTable(
+        "type_widening",
+        (
+            (
+                "CREATE TABLE {t} (id INT, v SMALLINT, s STRUCT<a: BYTE>) USING delta "
+                "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')"
+            ),
+            "INSERT INTO {t} VALUES (1, 10, named_struct('a', 1)), (2, NULL, NULL)",
+            "ALTER TABLE {t} CHANGE COLUMN v TYPE INT",
+            "ALTER TABLE {t} CHANGE COLUMN id TYPE BIGINT",
+            "ALTER TABLE {t} CHANGE COLUMN s.a TYPE INT",
+            "INSERT INTO {t} VALUES (3000000000, 100000, named_struct('a', 1000))",
+        ),
+        frozenset({"typeWidening"}),
+    ),
+    CorpusTable(
         "clustered",
         (
             "CREATE TABLE {t} (k INT, v STRING) USING delta CLUSTER BY (k)",

@@ -91,11 +91,17 @@ def _has(feature: str) -> Callable[[CorpusTable], bool]:
     return lambda spec: feature in spec.features
 
 
-def _drop(feature: str) -> Callable[[BuiltTable, Path], None]:
+def _drop(*features: str) -> Callable[[BuiltTable, Path], None]:
+    """Drop each of `features` the protocol still has, in order (domainMetadata after the
+    rowTracking that requires it)."""
+
     def run(built: BuiltTable, path: Path) -> None:
-        if feature == "deletionVectors":
-            run_op("purge", path)
-        run_op("drop-feature", path, feature=feature)
+        for feature in features:
+            if not load_snapshot(str(path)).protocol.supports(feature):
+                continue  # an earlier operation of the sequence dropped it
+            if feature == "deletionVectors":
+                run_op("purge", path)
+            run_op("drop-feature", path, feature=feature)
 
     return run
 
@@ -118,6 +124,14 @@ JUDGED: tuple[Judged, ...] = (
     Judged("drop-feature deletionVectors", _drop("deletionVectors"), _has("deletionVectors")),
     Judged("drop-feature v2Checkpoint", _drop("v2Checkpoint"), _has("v2Checkpoint")),
     Judged("drop-feature inCommitTimestamp", _drop("inCommitTimestamp"), _has("inCommitTimestamp")),
+    Judged("drop-feature typeWidening", _drop("typeWidening"), _has("typeWidening")),
+    Judged("drop-feature columnMapping", _drop("columnMapping"), _has("columnMapping")),
+    Judged("drop-feature rowTracking", _drop("rowTracking"), _has("rowTracking")),
+    Judged(
+        "drop-feature domainMetadata",
+        _drop("rowTracking", "domainMetadata"),
+        lambda spec: "domainMetadata" in spec.features and "clustering" not in spec.features,
+    ),
 )
 
 CASES = [
