@@ -11,7 +11,7 @@ folder (`./warehouse`, or $DELTA_OPS_WAREHOUSE), and keeps its Dagster instance 
    maintenance schedule's tick decides from the table's log which actions have work and
    requests them, and each request runs as the maintenance asset job with that asset
    selection (the run the daemon would launch). The runs materialize the maintenance assets,
-   so the UI's asset pages for checkpoint, log_cleanup and vacuum show what they did: a
+   so the UI's asset pages for checkpoint, cleanup and vacuum show what they did: a
    checkpoint, log cleanup deleting the commits older than the 30-day log retention, and
    vacuum deleting the crashed write's file. Each action run is one row of the operation
    history (`warehouse/_delta_ops_history`, a Delta table DuckDB reads).

@@ -42,15 +42,26 @@ from delta_ops.airflow.operators import check_option_names, operator_for
 from delta_ops.airflow.tables import DeltaTable, as_tables
 from delta_ops.airflow.triggers import DEFAULT_POLL_SECONDS, DeltaCommitEventTrigger
 from delta_ops.errors import InvalidValue
+from delta_ops.ops.due import Action
 from delta_ops.ops.history import fleet_history
 from delta_ops.ops.registry import OPERATIONS
+from delta_ops.ops.row_tracking import OPERATION as ROW_TRACKING
 
 #: what every table gets, in order, after its rewrites (and row-tracking backfill)
-CHAIN = ("checkpoint", "cleanup", "vacuum")
+CHAIN = (Action.CHECKPOINT.value, Action.CLEANUP.value, Action.VACUUM.value)
 #: operations that may run before the chain (``rewrites=``): they rewrite data files
-REWRITES = ("purge", "compact")
+REWRITES = (Action.PURGE.value, Action.COMPACT.value)
 DEFAULT_START = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 TAGS = ("delta-ops",)
+
+
+def _named(operation: str) -> str:
+    """The one name of the operation `operation` names (its CLI spelling, or a name it had
+    before, with a deprecation warning); an unknown name as it is, for the caller to refuse."""
+    try:
+        return OPERATIONS.canonical(operation, "options")
+    except InvalidValue:
+        return operation
 
 
 def pool_name(name: str, table: DeltaTable) -> str:
@@ -70,7 +81,7 @@ def table_asset(table: DeltaTable, watchers: Sequence[AssetWatcher] = ()) -> Ass
 
 def maintenance_asset(name: str, table: DeltaTable, operation: str) -> Asset:
     """The asset one maintenance step's results are events of."""
-    action = OPERATIONS[operation].action
+    action = OPERATIONS.canonical(operation)
     return Asset(
         name=f"delta_maintenance/{name}/{table.name}/{action}",
         uri=f"x-delta-ops://{name}/{table.safe_name}/{action}",
@@ -183,7 +194,7 @@ def build_delta_maintenance_dag(
     location = fleet_history(
         history, tables if isinstance(tables, str) else [t.url for t in targets]
     )
-    options = dict(options or {})
+    options = {_named(operation): given for operation, given in (options or {}).items()}
     unknown = sorted(set(options) - set(OPERATIONS))
     if unknown:
         raise InvalidValue(f"options for unknown operations {unknown}; known: {sorted(OPERATIONS)}")
@@ -208,7 +219,7 @@ def build_delta_maintenance_dag(
             with TaskGroup(group_id=table.safe_name, tooltip=f"maintenance of {table.url}"):
                 steps = [*rewrites]
                 if table.enable_row_tracking:
-                    steps.append("enable-row-tracking")
+                    steps.append(ROW_TRACKING.name)
                 steps.extend(CHAIN)
                 previous: BaseOperator | None = None
                 for operation in steps:
@@ -254,7 +265,7 @@ def build_delta_commit_dags(
     checkpoint reach `min_commits` (default: the table's ``delta.checkpointInterval``); it
     checkpoints the table (with `options`, the checkpoint's). The other arguments are
     :func:`build_delta_maintenance_dag`'s."""
-    check_option_names(OPERATIONS["checkpoint"], options or {})
+    check_option_names(OPERATIONS[Action.CHECKPOINT], options or {})
     targets = as_tables(tables)
     location = fleet_history(
         history, tables if isinstance(tables, str) else [t.url for t in targets]
@@ -285,12 +296,12 @@ def build_delta_commit_dags(
             description=f"delta-ops: checkpoint {table.name} when commits piled up",
         ) as dag:
             _step(
-                "checkpoint",
+                Action.CHECKPOINT.value,
                 table,
                 name=name,
                 delta_ops_conn_id=delta_ops_conn_id,
                 storage_options=storage_options,
-                options={"checkpoint": dict(options or {})},
+                options={Action.CHECKPOINT.value: dict(options or {})},
                 dry_run=False,
                 spark_conn_id=spark_conn_id,
                 pools=pools,

@@ -70,7 +70,7 @@ from delta_ops.airflow.hook import table_storage_options
 from delta_ops.errors import DeltaOpsError, InvalidValue
 from delta_ops.ops.engines import ENGINE_NAMES, LOCAL, Engine
 from delta_ops.ops.history import OperationHistory
-from delta_ops.ops.operation import Naming, Operation, Option, listed
+from delta_ops.ops.operation import AnyOperation, Naming, Option, listed
 from delta_ops.ops.progress import LogLines, reporting
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.ops.results import to_data
@@ -84,18 +84,18 @@ _PLAIN = (str, int, float, bool, type(None))
 MAX_LISTED = 1000
 
 
-def operator_options(operation: Operation) -> tuple[Option, ...]:
+def operator_options(operation: AnyOperation) -> tuple[Option, ...]:
     """The options an operator takes: the registry's, less the CLI's own conveniences."""
     return tuple(option for option in operation.options if not option.cli_only)
 
 
-def operator_name(operation: Operation) -> str:
-    """``enable-row-tracking`` -> ``DeltaEnableRowTrackingOperator``."""
+def operator_name(operation: AnyOperation) -> str:
+    """``enable_row_tracking`` -> ``DeltaEnableRowTrackingOperator``."""
     words = re.split(r"[-_]", operation.name)
     return "Delta" + "".join(word.capitalize() for word in words) + "Operator"
 
 
-def option_names(operation: Operation) -> tuple[str, ...]:
+def option_names(operation: AnyOperation) -> tuple[str, ...]:
     """The names of the options an operator of `operation` takes, ``version`` (the CLI's
     ``--version``) for one acting on a chosen version."""
     at_version = ("version",) if operation.at_version else ()
@@ -103,7 +103,7 @@ def option_names(operation: Operation) -> tuple[str, ...]:
 
 
 def check_option_names(
-    operation: Operation, names: Iterable[str], others: Iterable[str] = (), besides: str = ""
+    operation: AnyOperation, names: Iterable[str], others: Iterable[str] = (), besides: str = ""
 ) -> None:
     """Refuse, in one line, a name in `names` that is neither one of the operation's options
     nor in `others` (a misspelled keyword): the operation, the name, the closest accepted name
@@ -148,7 +148,7 @@ class DeltaOperationOperator(BaseOperator):
     (see the module's doc for the arguments and what a run does)."""
 
     #: the registry's operation the subclass runs
-    operation: ClassVar[Operation]
+    operation: ClassVar[AnyOperation]
     ui_color = "#cde8f5"
 
     def __init__(
@@ -278,7 +278,7 @@ class DeltaOperationOperator(BaseOperator):
 
     def _prepare(
         self,
-    ) -> tuple[dict[str, Any], int | None, Mapping[str, Any] | None, OperationHistory | None]:
+    ) -> tuple[Any, int | None, Mapping[str, Any] | None, OperationHistory | None]:
         """The parsed values (templated ones are rendered by now), the version, the storage
         options and the history of a run, its engine built. A refusal fails the task, and is
         recorded in the history as a failed run first (not a dry run: it records none)."""
@@ -288,7 +288,7 @@ class DeltaOperationOperator(BaseOperator):
             history = self._history(options)
             values = self.operation.parse(self._raw_options(), Naming.ARGUMENT)
             version = self._version()
-            self._engine = build_engine(values.get("engine", "local"), self.spark_conn_id)
+            self._engine = build_engine(self.operation.engine_name(values), self.spark_conn_id)
         except BaseException as exc:
             if not self.plan_only:
                 engine = getattr(self, "engine", None)  # the option's value, if it has one
@@ -348,7 +348,7 @@ class DeltaOperationOperator(BaseOperator):
         )
 
 
-def _operator_class(operation: Operation) -> type[DeltaOperationOperator]:
+def _operator_class(operation: AnyOperation) -> type[DeltaOperationOperator]:
     names = tuple(o.name for o in operator_options(operation))
     if operation.at_version and "version" in names:
         raise TypeError(f"{operation.name}: an option named version clashes with --version")
@@ -390,12 +390,18 @@ globals().update({cls.__name__: cls for cls in OPERATORS.values()})
 
 
 def operator_for(name: str) -> type[DeltaOperationOperator]:
-    """The operator of a registered operation, by its CLI name (``vacuum``) or Dagster action
-    name (``log_cleanup``)."""
-    for operation_name, cls in OPERATORS.items():
-        if name in (operation_name, cls.operation.action):
-            return cls
-    raise InvalidValue(f"unknown operation {name!r}; known: {', '.join(sorted(OPERATORS))}")
+    """The operator of a registered operation, by its name (``drop_feature``), its CLI
+    spelling (``drop-feature``) or a name it had before (``log_cleanup``, deprecated)."""
+    try:
+        canonical = OPERATIONS.canonical(name)
+    except InvalidValue:
+        known = ", ".join(sorted(OPERATIONS))
+        raise InvalidValue(f"unknown operation {name!r}; known: {known}") from None
+    made = OPERATORS.get(canonical)
+    if made is None:  # registered after this module was imported (`Registry.extend`)
+        made = OPERATORS[canonical] = _operator_class(OPERATIONS[canonical])
+        globals()[made.__name__] = made
+    return made
 
 
 __all__ = [  # noqa: PLE0604 - the generated classes' names are only known at import

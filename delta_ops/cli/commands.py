@@ -34,8 +34,8 @@ from delta_ops.errors import (
 )
 from delta_ops.ops import progress
 from delta_ops.ops.engines import LOCAL, Engine
-from delta_ops.ops.operation import OptionKind
-from delta_ops.ops.registry import OPERATIONS, Operation
+from delta_ops.ops.operation import AnyOperation, OptionKind
+from delta_ops.ops.registry import OPERATIONS
 from delta_ops.ops.results import to_data
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.version import __version__
@@ -186,7 +186,7 @@ def _discard(stream: Any) -> None:
         os.close(devnull)
 
 
-def _run_operation(operation: Operation, args: argparse.Namespace) -> int:
+def _run_operation(operation: AnyOperation, args: argparse.Namespace) -> int:
     """Plan one registered operation; print the plan (dry run) or execute it and print what
     it did. Text by default, one JSON object with --json."""
     # imported when an operation runs: `inspect` (and a bare load) need neither
@@ -194,7 +194,7 @@ def _run_operation(operation: Operation, args: argparse.Namespace) -> int:
     from delta_ops.ops.runs import run_operation
 
     values = operation.parse({o.name: getattr(args, o.name) for o in operation.options})
-    engine = _engine(values.get("engine", "local"))
+    engine = _engine(operation.engine_name(values))
     version = args.version if operation.at_version else None
     options = _storage_options(args.storage_option)
     dry_run = bool(args.dry_run)
@@ -248,13 +248,13 @@ def _literal(text: str) -> str:
     return text.replace("%", "%%")
 
 
-def _add_operation(sub: Any, operation: Operation) -> None:
+def _add_operation(sub: Any, operation: AnyOperation) -> None:
     """A subcommand generated from the registry: the table, the op's options, --dry-run. Every
     text from the registry passes through :func:`_literal` (a bare ``%`` broke `--help`)."""
     # with the operation's own modules: `inspect` and a bare load need no history
     from delta_ops.ops.history import HISTORY_ENV
 
-    parser = _add_subcommand(sub, operation.name, operation.help)
+    parser = _add_subcommand(sub, operation.command, operation.help)
     _add_table_args(parser)
     if operation.at_version:
         parser.add_argument(
@@ -361,8 +361,8 @@ def _operations_to_add(command: str | None) -> list[str]:
     """The operations whose subcommands the parser for `command` needs: that operation; none
     for a built-in command (so `inspect` imports no operation's module before it loads the
     table); every one for anything else (--help, usage errors)."""
-    if command is not None and command in OPERATIONS:
-        return [command]
+    if command is not None and (name := command.replace("-", "_")) in OPERATIONS:
+        return [name]
     if command in BUILT_IN_COMMANDS:
         return []
     return list(OPERATIONS)

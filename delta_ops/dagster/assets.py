@@ -27,6 +27,7 @@ from delta_ops.dagster.resource import (
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator, asset_actions
 from delta_ops.errors import DeltaOpsError
+from delta_ops.ops.row_tracking import OPERATION as ROW_TRACKING
 from delta_ops.table.snapshot import Snapshot
 
 RETRY_POLICY = dg.RetryPolicy(max_retries=3, delay=2, backoff=dg.Backoff.EXPONENTIAL)
@@ -166,12 +167,12 @@ def build_table_maintenance_asset(
             key = specs[action].key
             if key not in context.selected_asset_keys:
                 continue
-            if action == "row_tracking" and not table.enable_row_tracking:
+            if action == ROW_TRACKING.name and not table.enable_row_tracking:
                 context.log.info(
-                    f"{table.name}: row_tracking skipped: not enabled for this table (DeltaTableTarget(enable_row_tracking=True))"
+                    f"{table.name}: {action} skipped: not enabled for this table (DeltaTableTarget(enable_row_tracking=True))"
                 )
                 continue
-            if action != "row_tracking" and action not in chosen:
+            if action != ROW_TRACKING.name and action not in chosen:
                 context.log.info(
                     f"{table.name}: {action} skipped: not among the table's actions"
                     f" ({', '.join(chosen)})"

@@ -33,16 +33,11 @@ from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
 from delta_ops.errors import DeltaOpsError
 from delta_ops.ops.due import Action, checkpoint_due
+from delta_ops.ops.row_tracking import OPERATION as ROW_TRACKING
 
 #: the actions whose being due `delta_ops.ops.due` judges (the rule the planner, the sensor,
 #: inspect and the checks ask); the others are planned to see whether they have work
-_JUDGED = {
-    "checkpoint": Action.CHECKPOINT,
-    "log_cleanup": Action.CLEANUP,
-    "vacuum": Action.VACUUM,
-    "compact": Action.COMPACT,
-    "purge": Action.PURGE,
-}
+_JUDGED = {action.value: action for action in Action}
 
 
 def build_maintenance_schedule(
@@ -124,7 +119,7 @@ def _request(
         wanted = [a for a in asked if a in _JUDGED and verdicts[_JUDGED[a]].due]
         reasons.extend(str(v) for v in verdicts.idle if v.action in judged)
     for action in asked:
-        if action in _JUDGED or (action == "row_tracking" and not table.enable_row_tracking):
+        if action in _JUDGED or (action == ROW_TRACKING.name and not table.enable_row_tracking):
             continue
         # planned on the local engine: a tick only asks whether there is work
         options = {k: v for k, v in settings.options_for(action).items() if k != "engine"}
@@ -153,7 +148,7 @@ def _checkpoint_refusal(resource: DeltaMaintenanceResource, table: DeltaTableTar
     None; an unreadable head is left to the run, which reports it in full."""
     try:
         return resource.refusal(
-            "checkpoint", table.url, storage_options=dict(table.storage_options) or None
+            Action.CHECKPOINT.value, table.url, storage_options=dict(table.storage_options) or None
         )
     except DeltaOpsError:
         return None
@@ -171,7 +166,7 @@ def build_commit_sensor(
 ) -> dg.SensorDefinition:
     """Checkpoint a table once `delta.checkpointInterval` commits piled up since its checkpoint
     (only tables whose settings' actions include the checkpoint)."""
-    checkpointed = [t for t in targets if "checkpoint" in t.settings.chosen_actions]
+    checkpointed = [t for t in targets if Action.CHECKPOINT in t.settings.chosen_actions]
 
     @dg.sensor(
         name=f"{prefix}_commit_sensor",
@@ -224,7 +219,9 @@ def build_commit_sensor(
                             TABLE_TAG: table.name,
                             "delta_ops/version": str(probe.latest_version),
                         },
-                        asset_selection=[translator.get_action_spec(table, "checkpoint").key],
+                        asset_selection=[
+                            translator.get_action_spec(table, Action.CHECKPOINT.value).key
+                        ],
                         asset_check_keys=check_keys(table, translator),
                     )
                 )

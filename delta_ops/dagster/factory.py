@@ -17,6 +17,7 @@ from delta_ops.dagster.settings import MaintenanceSettings
 from delta_ops.dagster.targets import DeltaTableTarget, as_targets
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator, asset_actions
 from delta_ops.ops.history import fleet_history
+from delta_ops.ops.row_tracking import OPERATION as ROW_TRACKING
 
 
 def build_delta_maintenance_defs(
@@ -143,7 +144,7 @@ def build_delta_maintenance_defs(
                 translator=translator,
                 resource_key=resource_key,
                 cron=row_tracking_cron,
-                actions=("row_tracking",),
+                actions=(ROW_TRACKING.name,),
                 name=f"{name}_row_tracking_schedule",
                 default_status=dg.DefaultScheduleStatus.STOPPED,
             )

@@ -9,6 +9,7 @@ asset page shows every change whichever way it was launched (schedule, sensor, t
 graph, or this job).
 """
 
+import functools
 from collections.abc import Sequence
 from typing import Any, Literal, cast
 
@@ -19,8 +20,9 @@ from delta_ops.dagster.assets import run_action
 from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator, asset_actions
-from delta_ops.ops.operation import OptionKind
-from delta_ops.ops.registry import OPERATIONS, Operation, Option
+from delta_ops.ops.due import Action
+from delta_ops.ops.operation import AnyOperation, OptionKind
+from delta_ops.ops.registry import OPERATIONS, Option
 
 
 class TableSelection(dg.Config):
@@ -52,15 +54,18 @@ def _config_field(option: Option) -> tuple[Any, Any]:
     return str | None, Field(default=None, description=f"{option.help}; {option.hint}")
 
 
-def config_class(operation: Operation) -> type[TableSelection]:
+def config_class(operation: AnyOperation) -> type[TableSelection]:
     """The run config of an operation's job, generated from its registry options."""
     fields: dict[str, Any] = {o.name: _config_field(o) for o in operation.options if not o.cli_only}
-    name = "".join(part.title() for part in operation.action.split("_")) + "Config"
+    name = "".join(part.title() for part in operation.name.split("_")) + "Config"
     model: type[TableSelection] = create_model(name, __base__=TableSelection, **fields)
     return model
 
 
-CONFIGS = {op.action: config_class(op) for op in OPERATIONS.values()}
+@functools.cache
+def config_for(name: str) -> type[TableSelection]:
+    """The run config of the job of the registered operation `name` (made once)."""
+    return config_class(OPERATIONS[name])
 
 
 def _chosen(targets: Sequence[DeltaTableTarget], names: list[str]) -> list[DeltaTableTarget]:
@@ -84,7 +89,7 @@ def build_action_op(
     translator: DeltaMaintenanceTranslator,
     resource_key: str,
 ) -> dg.OpDefinition:
-    config_class = CONFIGS[action]
+    config_class = config_for(action)
 
     @dg.op(
         name=f"{prefix}_{action}",
@@ -158,7 +163,7 @@ def build_jobs(
         a: build_action_op(
             a, targets, prefix=prefix, translator=translator, resource_key=resource_key
         )
-        for a in CONFIGS
+        for a in OPERATIONS
     }
     jobs = {
         action: _single_op_job(op, f"{prefix}_{action}_job", action, prefix)
@@ -170,7 +175,9 @@ def build_jobs(
         description=f"Checkpoint, then log cleanup, then vacuum every {prefix} table.",
     )
     def _maintenance() -> None:
-        ops["vacuum"](after=ops["log_cleanup"](after=ops["checkpoint"]()))
+        ops[Action.VACUUM.value](
+            after=ops[Action.CLEANUP.value](after=ops[Action.CHECKPOINT.value]())
+        )
 
     jobs["maintenance"] = _maintenance
     return jobs

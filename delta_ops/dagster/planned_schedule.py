@@ -34,16 +34,27 @@ from delta_ops.errors import InvalidValue
 from delta_ops.ops.engines import Spread
 from delta_ops.ops.fleet import ACTIONS as PLANNED
 from delta_ops.ops.fleet import FleetPlan, FleetTable, plan_fleet
-from delta_ops.ops.registry import ENTRIES
+from delta_ops.ops.registry import OPERATIONS
 
 #: run tags of a planned run: why the planner chose the table, its rank and priority
 REASON_TAG = "delta_ops/plan_reason"
 RANK_TAG = "delta_ops/plan_rank"
 PRIORITY_TAG = "delta_ops/plan_priority"
 
-#: the planner's action names (the CLI's) by Dagster action, for the actions it judges
-TO_PLANNER = {e.action: e.name for e in ENTRIES if e.name in PLANNED}
-FROM_PLANNER = {name: action for action, name in TO_PLANNER.items()}
+
+def _planned(given: Any, where: str) -> str:
+    """The name of the action the planner judges that `given` names (a name it had before is
+    accepted, with a deprecation warning)."""
+    try:
+        action = OPERATIONS.canonical(str(given), where)
+    except InvalidValue:
+        action = ""
+    if action not in PLANNED:
+        raise InvalidValue(
+            f"{where}: {given!r} is not an action the planner judges;"
+            f" accepted: {', '.join(PLANNED)}"
+        )
+    return action
 
 
 @dataclass(frozen=True)
@@ -78,13 +89,9 @@ class PlannerBudget:
                 f"{where}.max_per_action: {per_action!r} is not a mapping of action to a number"
             )
         limits = {}
-        for action, limit in per_action.items():
-            if action not in TO_PLANNER:
-                raise InvalidValue(
-                    f"{where}.max_per_action: {action!r} is not an action the planner judges;"
-                    f" accepted: {', '.join(TO_PLANNER)}"
-                )
-            limits[str(action)] = _count(limit, f"{where}.max_per_action.{action}")
+        for given, limit in per_action.items():
+            action = _planned(given, f"{where}.max_per_action")
+            limits[action] = _count(limit, f"{where}.max_per_action.{action}")
         return cls(max_tables, limits)
 
 
@@ -104,7 +111,7 @@ def fleet_tables(
             name=t.name,
             url=t.url,
             storage_options={**resource.storage_options, **t.storage_options},
-            actions=tuple(TO_PLANNER[a] for a in t.settings.chosen_actions if a in TO_PLANNER),
+            actions=tuple(a for a in t.settings.chosen_actions if a in PLANNED),
             log_retention_ms=t.settings.log_retention_ms,
             file_retention_ms=t.settings.file_retention_ms,
         )
@@ -138,9 +145,7 @@ def planned_requests(
                     RANK_TAG: str(choice.rank),
                     PRIORITY_TAG: f"{choice.priority:.4f}",
                 },
-                asset_selection=[
-                    translator.get_action_spec(table, FROM_PLANNER[a]).key for a in choice.actions
-                ],
+                asset_selection=[translator.get_action_spec(table, a).key for a in choice.actions],
                 asset_check_keys=check_keys(table, translator),
             )
         )
@@ -158,7 +163,7 @@ def plan_tick(
         fleet_tables(targets, resource),
         clock.now_ms(),
         max_tables=budget.max_tables,
-        max_per_action={TO_PLANNER[a]: n for a, n in budget.max_per_action.items()},
+        max_per_action=dict(budget.max_per_action),
         spread=Spread.THREADS,
     )
 

@@ -11,13 +11,15 @@ import dagster as dg
 from pydantic import Field
 
 from delta_ops import clock
+from delta_ops.errors import InvalidValue
 from delta_ops.ops.due import Verdicts, judge
 from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.health import TableHealth, due_facts, table_health
 from delta_ops.ops.history import OperationHistory
+from delta_ops.ops.operation import AnyOperation
 from delta_ops.ops.probe import CommitProbe, probe_commits
 from delta_ops.ops.progress import LogLines, reporting
-from delta_ops.ops.registry import BY_ACTION, OPERATIONS, Operation
+from delta_ops.ops.registry import OPERATIONS
 from delta_ops.ops.results import to_data
 from delta_ops.ops.runs import Run, run_operation
 from delta_ops.protocol.units import format_duration
@@ -29,13 +31,13 @@ from delta_ops.table.snapshot import Snapshot, load_head, load_snapshot
 _EPOCH_MS_FROM = 1_000_000_000_000
 
 
-def operation_named(name: str) -> Operation:
-    """A registered operation by its Dagster action (`log_cleanup`) or CLI name (`cleanup`)."""
-    found = BY_ACTION.get(name) or OPERATIONS.get(name)
-    if found is None:
-        known = sorted({*BY_ACTION, *OPERATIONS})
-        raise dg.Failure(f"unknown maintenance operation {name!r}; known: {known}")
-    return found
+def operation_named(name: str) -> AnyOperation:
+    """A registered operation by its name (`cleanup`), its CLI spelling (`drop-feature`) or a
+    name it had before (`log_cleanup`, with a deprecation warning)."""
+    try:
+        return OPERATIONS.lookup(name, "maintenance operation")
+    except InvalidValue as exc:
+        raise dg.Failure(str(exc)) from None
 
 
 class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -133,7 +135,7 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
         them: durations as text, e.g. ``{"retention": "7d"}``)."""
         op = operation_named(operation)
         values = op.parse(dict(options or {}))
-        engine = _engine(values.get("engine", "local"))
+        engine = _engine(op.engine_name(values))
         return op.plan(op.load(self._storage(url, storage_options)), values, engine)
 
     def run(
@@ -146,7 +148,7 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
         dry_run: bool = False,
         progress: Callable[[str], None] | None = None,
         table_name: str | None = None,
-    ) -> Run:
+    ) -> Run[Any, Any]:
         """Plan a registered operation on the table at `url` and execute it unless its plan
         has nothing to do or this is a dry run (`delta_ops.ops.runs.run_operation`), recording
         the run in the history (not a dry run). With `progress` (the step's
@@ -159,7 +161,7 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
                 op,
                 self._storage(url, storage_options),
                 values,
-                _engine(values.get("engine", "local")),
+                _engine(op.engine_name(values)),
                 dry_run=dry_run,
                 skip_idle=True,
                 progress=progress,

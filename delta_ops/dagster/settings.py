@@ -25,8 +25,9 @@ from enum import StrEnum
 from typing import Any
 
 from delta_ops.errors import InvalidValue
+from delta_ops.ops.due import Action
 from delta_ops.ops.engines import ENGINE_NAMES
-from delta_ops.ops.registry import BY_ACTION, ENTRIES
+from delta_ops.ops.registry import OPERATIONS, entries
 from delta_ops.protocol.units import parse_duration_ms
 
 
@@ -39,50 +40,41 @@ class EngineName(StrEnum):
 
 assert tuple(EngineName) == ENGINE_NAMES, "the engines the settings name are the engines"
 
-#: registered actions a schedule may run on its own: each needs no argument and undoes nothing
-ROUTINE_ACTIONS = (
-    "checkpoint",
-    "log_cleanup",
-    "vacuum",
-    "compact",
-    "purge",
-    "recompute_stats",
-    "checksum",
-)
+
+def routine_actions() -> tuple[str, ...]:
+    """The registered operations a schedule may run on its own (each needs no argument and
+    undoes nothing: `Entry.routine`), in the registry's order."""
+    return tuple(e.name for e in entries() if e.routine)
+
+
 #: what maintenance runs when no setting says otherwise (today's daily schedule)
-DEFAULT_ACTIONS = ("checkpoint", "log_cleanup", "vacuum")
-#: registered actions that are not routine, and why (an `actions` list naming one is refused)
-_NOT_ROUTINE = {
-    "row_tracking": "it changes the table's semantics once: set enable_row_tracking: true",
-    "restore": "it needs a version and undoes commits: launch its job",
-    "repair": "it drops missing files from the table: launch its job when one is lost",
-    "drop_feature": "it needs a feature name: launch its job",
-    "cluster_by": "it needs clustering columns: launch its job",
-}
-assert set(ROUTINE_ACTIONS) | set(_NOT_ROUTINE) == {e.action for e in ENTRIES}, (
-    "every registered action is routine or says why not"
-)
+DEFAULT_ACTIONS = (Action.CHECKPOINT.value, Action.CLEANUP.value, Action.VACUUM.value)
 
 
 def parse_actions(raw: Any, where: str = "actions") -> tuple[str, ...]:
-    """Registered routine actions, in the order given (duplicates dropped)."""
+    """Registered routine actions, in the order given (duplicates dropped); a name an
+    operation had before (``log_cleanup``) is taken with a deprecation warning."""
     if isinstance(raw, (str, bytes)) or not isinstance(raw, Iterable):
         raise InvalidValue(f"{where}: {raw!r} is not a list of actions; accepted: {_accepted()}")
+    by_name = {e.name: e for e in entries()}
     actions: list[str] = []
     for value in raw:
-        if value in _NOT_ROUTINE:
-            raise InvalidValue(f"{where}: {value!r} cannot be scheduled ({_NOT_ROUTINE[value]})")
-        if value not in ROUTINE_ACTIONS:
+        try:
+            name = OPERATIONS.canonical(str(value), where)
+        except InvalidValue:
             raise InvalidValue(
                 f"{where}: {value!r} is not a registered action; accepted: {_accepted()}"
-            )
-        if value not in actions:
-            actions.append(str(value))
+            ) from None
+        if not by_name[name].routine:
+            why = by_name[name].unscheduled
+            raise InvalidValue(f"{where}: {value!r} cannot be scheduled ({why})")
+        if name not in actions:
+            actions.append(name)
     return tuple(actions)
 
 
 def _accepted() -> str:
-    return ", ".join(ROUTINE_ACTIONS)
+    return ", ".join(routine_actions())
 
 
 def parse_retention(raw: Any, where: str) -> str:
@@ -112,7 +104,7 @@ class MaintenanceSettings:
     """Retention, actions and engine for a table or a fleet; None inherits.
 
     Attributes:
-        actions: the routine actions maintenance runs (:data:`ROUTINE_ACTIONS`; default
+        actions: the routine actions maintenance runs (:func:`routine_actions`; default
             :data:`DEFAULT_ACTIONS`); the schedule, the sensor and the asset run no other.
         log_retention: how long log cleanup keeps commits (default: the table's
             ``delta.logRetentionDuration``).
@@ -178,10 +170,10 @@ class MaintenanceSettings:
     def options_for(self, action: str) -> dict[str, Any]:
         """The operation options these settings give `action` (only the options the
         registered operation has: cleanup has no engine)."""
-        names = {o.name for o in BY_ACTION[action].options if not o.cli_only}
+        names = {o.name for o in OPERATIONS[action].options if not o.cli_only}
         values: Mapping[str, Any] = {
-            "retention": self.log_retention if action == "log_cleanup" else self.file_retention,
-            "force": self.vacuum_force if action == "vacuum" else None,
+            "retention": self.log_retention if action == Action.CLEANUP else self.file_retention,
+            "force": self.vacuum_force if action == Action.VACUUM else None,
             "engine": None if self.engine is None else str(self.engine),
         }
         return {k: v for k, v in values.items() if k in names and v is not None}
@@ -189,10 +181,10 @@ class MaintenanceSettings:
 
 __all__ = [
     "DEFAULT_ACTIONS",
-    "ROUTINE_ACTIONS",
     "EngineName",
     "MaintenanceSettings",
     "parse_actions",
     "parse_engine",
     "parse_retention",
+    "routine_actions",
 ]

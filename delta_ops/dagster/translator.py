@@ -6,27 +6,29 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from delta_ops.dagster.targets import DeltaTableTarget
-from delta_ops.ops.registry import BY_ACTION
+from delta_ops.ops.due import Action
+from delta_ops.ops.registry import OPERATIONS
+from delta_ops.ops.row_tracking import OPERATION as ROW_TRACKING
 
 #: the actions every table's maintenance asset has an output for
-ACTIONS = ("checkpoint", "log_cleanup", "vacuum", "row_tracking")
+ACTIONS = (Action.CHECKPOINT.value, Action.CLEANUP.value, Action.VACUUM.value, ROW_TRACKING.name)
 
 
 def asset_actions(table: DeltaTableTarget) -> tuple[str, ...]:
-    """The outputs of `table`'s maintenance asset: :data:`ACTIONS` (row_tracking only on a
+    """The outputs of `table`'s maintenance asset: :data:`ACTIONS` (row tracking only on a
     table with ``enable_row_tracking=True``: elsewhere it would be a node that never runs, a
     thousand of them on a thousand-table lake), then the other routine actions its settings
     choose (compact, purge, ...)."""
-    base = tuple(a for a in ACTIONS if a != "row_tracking" or table.enable_row_tracking)
+    base = tuple(a for a in ACTIONS if a != ROW_TRACKING.name or table.enable_row_tracking)
     extra = tuple(a for a in table.settings.chosen_actions if a not in ACTIONS)
     return base + extra
 
 
 _DESCRIPTIONS = {
-    "checkpoint": "Checkpoint of the table's latest version (classic, or V2 by table policy).",
-    "log_cleanup": "Expired _delta_log files deleted with Delta Spark's truncated-day, whole-segment rule.",
-    "vacuum": "Data files no retained version needs, deleted (VACUUM FULL, START/END commits).",
-    "row_tracking": "Row tracking enabled: protocol upgrade, row-id backfill, property commit.",
+    Action.CHECKPOINT.value: "Checkpoint of the table's latest version (classic, or V2 by table policy).",
+    Action.CLEANUP.value: "Expired _delta_log files deleted with Delta Spark's truncated-day, whole-segment rule.",
+    Action.VACUUM.value: "Data files no retained version needs, deleted (VACUUM FULL, START/END commits).",
+    ROW_TRACKING.name: "Row tracking enabled: protocol upgrade, row-id backfill, property commit.",
 }
 
 
@@ -63,7 +65,7 @@ class DeltaMaintenanceTranslator:
         return dg.AssetSpec(
             key=dg.AssetKey([*self.key_prefix, table.safe_name, action]),
             deps=[table_spec.key],
-            description=_DESCRIPTIONS.get(action) or BY_ACTION[action].help,
+            description=_DESCRIPTIONS.get(action) or OPERATIONS[action].help,
             group_name=self.group_name or table_spec.group_name,
             owners=list(self.owners),
             kinds={"deltalake"},

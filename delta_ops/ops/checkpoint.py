@@ -1138,11 +1138,20 @@ def checkpoint(
 
 
 # ------------------------------------------------------------------------------ the operation
+@dataclass(frozen=True)
+class CheckpointOptions:
+    """The checkpoint operation's options (see its `OPERATION`)."""
+
+    parts: int | None = None
+    engine: str = "local"
+    now: int | None = None
+
+
 def _plan_checkpoint(
-    snapshot: Snapshot | TableHead, values: Mapping[str, Any], engine: Engine
-) -> Any:
-    now = requested_now(values)
-    return plan_checkpoint(snapshot, now, parts=values["parts"], engine=engine)
+    snapshot: Snapshot | TableHead, options: CheckpointOptions, engine: Engine
+) -> CheckpointPlan:
+    now = requested_now(options.now)
+    return plan_checkpoint(snapshot, now, parts=options.parts, engine=engine)
 
 
 def _describe_checkpoint_plan(plan: CheckpointPlan) -> str:
@@ -1181,10 +1190,9 @@ def _describe_checkpoint_result(result: CheckpointResult) -> str:
     )
 
 
-OPERATION = Operation(
+OPERATION: Operation[CheckpointOptions, CheckpointPlan, CheckpointResult] = Operation(
     name="checkpoint",
     needs=Access.CHECKPOINT,
-    action="checkpoint",
     help="write a checkpoint (classic, V2 by table policy, or multi-part)",
     options=(
         Option("parts", OptionKind.COUNT, "write a multi-part checkpoint with this many parts"),
@@ -1197,6 +1205,7 @@ OPERATION = Operation(
             cli_only=True,
         ),
     ),
+    options_type=CheckpointOptions,
     plan_with=_plan_checkpoint,
     execute_with=lambda plan, progress: execute_checkpoint(plan),
     describe_plan=_describe_checkpoint_plan,

@@ -212,14 +212,19 @@ def describe_result(result: ChecksumResult) -> str:
     )
 
 
-OPERATION = Operation(
+@dataclass(frozen=True)
+class ChecksumOptions:
+    """The checksum operation has no options."""
+
+
+OPERATION: Operation[ChecksumOptions, ChecksumPlan, ChecksumResult] = Operation(
     name="checksum",
     needs=Access.CHECKPOINT,
-    action="checksum",
     help="write a version's checksum (N.crc) when it has none; check the one it has against"
     " the log",
     options=(),
-    plan_with=lambda snapshot, values, engine: plan_checksum(snapshot),
+    options_type=ChecksumOptions,
+    plan_with=lambda snapshot, options, engine: plan_checksum(snapshot),
     execute_with=lambda plan, progress: execute_checksum(plan),
     describe_plan=describe_plan,
     describe_result=describe_result,

@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -528,11 +528,18 @@ def execute_cleanup(plan: CleanupPlan) -> CleanupResult:
 
 
 # ------------------------------------------------------------------------------ the operation
-def _plan_from_values(
-    snapshot: Snapshot | TableHead, values: Mapping[str, Any], engine: Engine
+@dataclass(frozen=True)
+class CleanupOptions:
+    """The cleanup operation's options (see its `OPERATION`)."""
+
+    retention: int | None = None
+    now: int | None = None
+
+
+def _plan_from_options(
+    snapshot: Snapshot | TableHead, options: CleanupOptions, engine: Engine
 ) -> CleanupPlan:
-    now = requested_now(values)
-    return plan_cleanup(snapshot, now, retention_ms=values["retention"])
+    return plan_cleanup(snapshot, requested_now(options.now), retention_ms=options.retention)
 
 
 def _boundary(version: int | None) -> str:
@@ -560,10 +567,9 @@ def _describe_cleanup_result(result: CleanupResult) -> str:
     return "\n".join([head] + [f"  {name}" for name in result.deleted] + kept)
 
 
-OPERATION = Operation(
+OPERATION: Operation[CleanupOptions, CleanupPlan, CleanupResult] = Operation(
     name="cleanup",
     needs=Access.CLEANUP,
-    action="log_cleanup",
     help="delete expired log files (Spark's truncated-day cutoff, whole segments)",
     options=(
         Option(
@@ -576,7 +582,8 @@ OPERATION = Operation(
             cli_only=True,
         ),
     ),
-    plan_with=_plan_from_values,
+    options_type=CleanupOptions,
+    plan_with=_plan_from_options,
     execute_with=lambda plan, progress: execute_cleanup(plan),
     describe_plan=_describe_cleanup_plan,
     describe_result=_describe_cleanup_result,

@@ -214,10 +214,16 @@ def describe_result(result: ClusterByResult) -> str:
 
 
 # ------------------------------------------------------------------------------ the operation
-OPERATION = Operation(
-    name="cluster-by",
+@dataclass(frozen=True)
+class ClusterByOptions:
+    """The cluster_by operation's options (see its `OPERATION`)."""
+
+    columns: str | None = None
+
+
+OPERATION: Operation[ClusterByOptions, ClusterByPlan, ClusterByResult] = Operation(
+    name="cluster_by",
     needs=Access.WRITE,
-    action="cluster_by",
     help="set or change the clustering columns (ALTER TABLE ... CLUSTER BY); compact then"
     " clusters the rows by them",
     options=(
@@ -229,7 +235,8 @@ OPERATION = Operation(
             example="e.g. a,b or none",
         ),
     ),
-    plan_with=lambda snapshot, values, engine: plan_cluster_by(snapshot, values["columns"]),
+    options_type=ClusterByOptions,
+    plan_with=lambda snapshot, options, engine: plan_cluster_by(snapshot, options.columns or ""),
     execute_with=lambda plan, progress: execute_cluster_by(plan),
     describe_plan=describe_plan,
     describe_result=describe_result,

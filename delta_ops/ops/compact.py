@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -336,33 +335,45 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
     )
 
 
+@dataclass(frozen=True)
+class CompactOptions:
+    """The compact operation's options (see its `OPERATION`)."""
+
+    target_size: int = DEFAULT_TARGET_SIZE
+    where: str | None = None
+    zorder_by: str | None = None
+    full: bool = False
+    min_cube_size: int | None = None
+    engine: str = "local"
+
+
 def plan_optimize(
-    snapshot: Snapshot, values: Mapping[str, Any], engine: Engine = LOCAL
+    snapshot: Snapshot, options: CompactOptions, engine: Engine = LOCAL
 ) -> CompactPlan | cluster.ClusterPlan:
     """What Delta Spark's OPTIMIZE does with these options: a table clustered by columns
     (the `clustering` feature and columns in its `delta.clustering` domain) is clustered by
     them; ``zorder_by`` Z-orders the files of each partition by those columns (refused on a
     clustered table, as Delta refuses it); otherwise small files are bin-packed."""
-    where = parse_where(values["where"], snapshot)
-    zorder_by = (values.get("zorder_by") or "").strip()
+    where = parse_where(options.where, snapshot)
+    zorder_by = (options.zorder_by or "").strip()
     if not zorder_by and not snapshot.protocol.supports("clustering"):
         # no clustering columns to use (what `cluster.table_clustering_columns` says of a
         # table without the feature): bin-packing, without loading the clustering module
-        if values.get("full"):
+        if options.full:
             raise InvalidValue("--full: only with --zorder-by, or on a table clustered by columns")
-        return plan_compact(snapshot, target_size=values["target_size"], where=where, engine=engine)
+        return plan_compact(snapshot, target_size=options.target_size, where=where, engine=engine)
     # start-up cost: the clustering module (~10 ms with tempfile and the layout curves) is
     # loaded by the plans that may cluster, not by every compaction
     from delta_ops.ops import cluster
 
     clustered = cluster.table_clustering_columns(snapshot)
-    common = {
-        "target_size": values["target_size"],
+    common: dict[str, Any] = {
+        "target_size": options.target_size,
         "where": where,
-        "full": bool(values.get("full")),
+        "full": options.full,
         "engine": engine,
     }
-    min_cube_size = values.get("min_cube_size")
+    min_cube_size = options.min_cube_size
     if min_cube_size is not None:
         common["min_cube_size"] = min_cube_size
     if zorder_by:
@@ -378,7 +389,7 @@ def plan_optimize(
         return cluster.plan_cluster(snapshot, clustered, mode=cluster.Mode.CLUSTERING, **common)
     if common["full"]:
         raise InvalidValue("--full: only with --zorder-by, or on a table clustered by columns")
-    return plan_compact(snapshot, target_size=values["target_size"], where=where, engine=engine)
+    return plan_compact(snapshot, target_size=options.target_size, where=where, engine=engine)
 
 
 def _describe_plan(plan: CompactPlan | cluster.ClusterPlan) -> str:
@@ -428,10 +439,11 @@ def describe_result(result: CompactResult) -> str:
 
 
 # ------------------------------------------------------------------------------ the operation
-OPERATION = Operation(
+OPERATION: Operation[
+    CompactOptions, CompactPlan | cluster.ClusterPlan, CompactResult | cluster.ClusterResult
+] = Operation(
     name="compact",
     needs=Access.COMPACT,
-    action="compact",
     help="bin-pack small files of each partition into files near a target size (OPTIMIZE);"
     " with --zorder-by, or on a clustered table, cluster the rows (OPTIMIZE ZORDER BY, liquid)",
     options=(
@@ -463,6 +475,7 @@ OPERATION = Operation(
         ),
         ENGINE_OPTION,
     ),
+    options_type=CompactOptions,
     plan_with=plan_optimize,
     execute_with=lambda plan, progress: _execute(plan),
     describe_plan=_describe_plan,

@@ -1353,10 +1353,17 @@ def describe_result(result: DropFeatureResult) -> str:
     return f"dropped {result.feature}{at}: protocol {protocol}{extra}{warned}"
 
 
-OPERATION = Operation(
-    name="drop-feature",
+@dataclass(frozen=True)
+class DropFeatureOptions:
+    """The drop_feature operation's options (see its `OPERATION`)."""
+
+    feature: str | None = None
+    truncate_history: bool = False
+
+
+OPERATION: Operation[DropFeatureOptions, DropFeaturePlan, DropFeatureResult] = Operation(
+    name="drop_feature",
     needs=Access.WRITE,
-    action="drop_feature",
     help="take a table feature out of the protocol (ALTER TABLE ... DROP FEATURE)",
     options=(
         Option(
@@ -1373,8 +1380,9 @@ OPERATION = Operation(
             False,
         ),
     ),
-    plan_with=lambda snapshot, values, engine: plan_drop_feature(
-        snapshot, feature=values["feature"], truncate_history=values["truncate_history"]
+    options_type=DropFeatureOptions,
+    plan_with=lambda snapshot, options, engine: plan_drop_feature(
+        snapshot, feature=options.feature, truncate_history=options.truncate_history
     ),
     execute_with=execute_drop_feature,
     describe_plan=describe_plan,

@@ -8,12 +8,17 @@ to say both in a line of text. Each operation's module ends with its ``OPERATION
 the registry::
 
     op = OPERATIONS["vacuum"]
-    values = op.parse({"retention": "7d", "force": False})   # InvalidValue names a bad value
-    plan = op.plan(load_snapshot(path), values, LOCAL)      # the engine the front end built
+    options = op.parse({"retention": "7d", "force": False})  # InvalidValue names a bad value
+    plan = op.plan(load_snapshot(path), options, LOCAL)      # the engine the front end built
     print(op.describe_plan(plan))
     print(to_data(op.execute(plan)))  # delta_ops.ops.results
 
-Every plan has the shape of :class:`Plan`: whether it has nothing to do, why, and its data.
+An operation is typed end to end, ``Operation[OptionsT, PlanT, ResultT]``: the raw values are
+parsed once, by the :class:`Option` declarations, into the operation's own frozen options
+dataclass (``VacuumOptions``: one field per option), which its planner takes; the plan and the
+result have their own types, so mypy checks a front end that misspells an option or hands
+one operation's plan to another. Every plan has the shape of :class:`Plan`: whether it has
+nothing to do, why, and its data.
 
 What `describe_plan` and `describe_result` say opens with a line that says it all (the plan
 as a dry run shows it, the result in the past tense, bytes written and deleted apart); the
@@ -24,10 +29,11 @@ log).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from delta_ops import clock
 from delta_ops.errors import InvalidValue, NeedsForce
@@ -213,38 +219,88 @@ ENGINE_OPTION = Option(
 )
 
 
-@dataclass(frozen=True)
-class Operation:
-    """An operation as every front end sees it."""
+#: an operation's options: a frozen dataclass with one field per :class:`Option`
+OptionsT = TypeVar("OptionsT")
+#: an operation's plan (of the :class:`Plan` shape)
+PlanT = TypeVar("PlanT", bound=Plan)
+#: an operation's result
+ResultT = TypeVar("ResultT")
 
-    name: str  # the CLI subcommand
-    needs: Access  # what the table's features must allow for it to run
-    action: str  # the Dagster action (asset output and job name part)
+
+@dataclass(frozen=True)
+class Operation(Generic[OptionsT, PlanT, ResultT]):
+    """An operation as every front end sees it: ``Operation[VacuumOptions, VacuumPlan,
+    VacuumResult]``.
+
+    Attributes:
+        name: its one name (the history's, Dagster's and Airflow's; the CLI spells it with
+            ``-`` for ``_``, as it spells the options: ``drop-feature``).
+        needs: what the table's features must allow for it to run.
+        help: one line saying what it does.
+        options: how each raw option value is parsed (its kind, default, help).
+        options_type: the frozen dataclass the parsed values fill, one field per option.
+        plan_with: the plan from what `load` gave, the options and the engine to run on.
+        execute_with: the result of executing a plan, saying what it does to `progress`.
+        describe_plan: the plan as a dry run shows it.
+        describe_result: the result, in the past tense.
+        touched: the files and bytes a result deleted, rewrote or wrote (the history's
+            columns).
+        at_version: plans a chosen version (``--version``) rather than the latest.
+        needs_files: False: plans from a `TableHead` (no file state is loaded).
+        load_with: loads what the op plans from, when neither a snapshot nor a head always
+            fits.
+    """
+
+    name: str
+    needs: Access
     help: str
     options: tuple[Option, ...]
-    #: the plan from what `load` gave, the parsed option values and the engine to run on
-    plan_with: Callable[[Any, Mapping[str, Any], Engine], Any]
-    execute_with: Callable[[Any, Progress], Any]
-    describe_plan: Callable[[Any], str]
-    describe_result: Callable[[Any], str]
-    at_version: bool = False  # plans a chosen version (``--version``) rather than the latest
-    needs_files: bool = True  # False: plans from a TableHead (no file state is loaded)
-    #: loads what the op plans from, when neither a snapshot nor a head always fits
+    options_type: type[OptionsT]
+    # what `load` gave: a Snapshot or a TableHead, as the operation asked for
+    plan_with: Callable[[Any, OptionsT, Engine], PlanT]
+    execute_with: Callable[[PlanT, Progress], ResultT]
+    describe_plan: Callable[[PlanT], str]
+    describe_result: Callable[[ResultT], str]
+    touched: Callable[[ResultT], Touched]
+    at_version: bool = False
+    needs_files: bool = True
     load_with: Callable[[str | Storage, int | None, Mapping[str, Any] | None], Any] | None = None
-    #: the files and bytes a result deleted, rewrote or wrote (the operation history's columns)
-    touched: Callable[[Any], Touched] | None = None
 
-    def parse(self, raw: Mapping[str, Any], naming: Naming = Naming.FLAG) -> dict[str, Any]:
-        """Typed option values from raw ones; unknown names are a programming error. A bad
-        value is named as `naming` says."""
+    def __post_init__(self) -> None:
+        declared = [o.name for o in self.options]
+        fields = [f.name for f in dataclasses.fields(self.options_type)]  # type: ignore[arg-type]
+        if sorted(declared) != sorted(fields):
+            raise TypeError(
+                f"{self.name}: the options {declared} and {self.options_type.__name__}'s"
+                f" fields {fields} differ"
+            )
+
+    @property
+    def command(self) -> str:
+        """The CLI's spelling of the name (``drop-feature``)."""
+        return self.name.replace("_", "-")
+
+    def parse(self, raw: Mapping[str, Any], naming: Naming = Naming.FLAG) -> OptionsT:
+        """The typed options from raw values (CLI text, Dagster config, Airflow arguments);
+        a name no option has is refused. A bad value is named as `naming` says.
+
+        Raises:
+            InvalidValue: an unknown option, or a value its option does not accept.
+        """
         unknown = set(raw) - {o.name for o in self.options}
         if unknown:
             raise InvalidValue(f"{self.name}: unknown options {sorted(unknown)}")
-        return {o.name: o.parse(raw.get(o.name), self.label(o, naming)) for o in self.options}
+        parsed = {o.name: o.parse(raw.get(o.name), self.label(o, naming)) for o in self.options}
+        return self.options_type(**parsed)
 
     def label(self, option: Option, naming: Naming) -> str:
         """How a message names `option`: ``--retention``, or ``vacuum: retention``."""
         return option.flag if naming is Naming.FLAG else f"{self.name}: {option.name}"
+
+    def engine_name(self, options: OptionsT) -> str:
+        """The engine `options` name (``local`` for an operation without the option)."""
+        name: str = getattr(options, ENGINE_OPTION.name, ENGINE_OPTION.default)
+        return name
 
     def load(
         self,
@@ -260,32 +316,37 @@ class Operation:
         return load(table, version, storage_options=storage_options)
 
     def plan(
-        self, snapshot: Snapshot | TableHead, values: Mapping[str, Any], engine: Engine = LOCAL
-    ) -> Any:
+        self, snapshot: Snapshot | TableHead, options: OptionsT, engine: Engine = LOCAL
+    ) -> PlanT:
         """The op's plan; `engine` runs its heavy work (the front end built it from the
         ``engine`` option's value)."""
-        return self.plan_with(snapshot, values, engine)
+        return self.plan_with(snapshot, options, engine)
 
     def preview(
-        self, snapshot: Snapshot | TableHead, values: Mapping[str, Any], engine: Engine = LOCAL
-    ) -> tuple[Any, list[str]]:
+        self, snapshot: Snapshot | TableHead, options: OptionsT, engine: Engine = LOCAL
+    ) -> tuple[PlanT, list[str]]:
         """The plan a dry run shows, and warnings. A dry run never fails for a safety limit
         `--force` overrides (a retention below the table's minimum, too many files missing): it
         shows what `--force` would do and says that it needs it."""
         try:
-            return self.plan(snapshot, values, engine), []
+            return self.plan(snapshot, options, engine), []
         except NeedsForce as exc:
-            if "force" not in values:
+            if not hasattr(options, "force"):
                 raise
             warning = f"{exc} (this dry run shows what --force would do)"
-            return self.plan(snapshot, {**values, "force": True}, engine), [warning]
+            forced = dataclasses.replace(options, force=True)  # type: ignore[type-var]
+            return self.plan(snapshot, forced, engine), [warning]
 
-    def execute(self, plan: Any, progress: Progress = None) -> Any:
+    def execute(self, plan: PlanT, progress: Progress = None) -> ResultT:
         return self.execute_with(plan, progress)
 
-    def idle_reason(self, plan: Plan) -> str:
+    def idle_reason(self, plan: PlanT) -> str:
         """Why `plan` has nothing to do."""
         return plan.idle_reason
+
+
+#: an operation of any options, plan and result (what the registry holds)
+AnyOperation = Operation[Any, Any, Any]
 
 
 def headline(text: str) -> str:
@@ -303,21 +364,24 @@ def listed(text: str, limit: int) -> str:
     return "\n".join([*lines[: limit + 1], f"... and {more:,} more lines not listed"])
 
 
-def requested_now(values: Mapping[str, Any]) -> int:
+def requested_now(now: int | None) -> int:
     """The `now` the user asked for (the wall clock by default); plans clamp it themselves,
     so they can also report what was asked."""
-    now: int | None = values["now"]
     return clock.now_ms() if now is None else now
 
 
 __all__ = [
     "ENGINE_OPTION",
+    "AnyOperation",
     "Naming",
     "Operation",
     "Option",
     "OptionKind",
+    "OptionsT",
     "Plan",
+    "PlanT",
     "Progress",
+    "ResultT",
     "Touched",
     "requested_now",
 ]

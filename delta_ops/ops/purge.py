@@ -221,10 +221,17 @@ def describe_result(result: PurgeResult) -> str:
 
 
 # ------------------------------------------------------------------------------ the operation
-OPERATION = Operation(
+@dataclass(frozen=True)
+class PurgeOptions:
+    """The purge operation's options (see its `OPERATION`)."""
+
+    min_deleted_ratio: float = 0.0
+    engine: str = "local"
+
+
+OPERATION: Operation[PurgeOptions, PurgePlan, PurgeResult] = Operation(
     name="purge",
     needs=Access.REWRITE,
-    action="purge",
     help="rewrite files with deletion vectors without their deleted rows (REORG ... PURGE)",
     options=(
         Option(
@@ -235,8 +242,9 @@ OPERATION = Operation(
         ),
         ENGINE_OPTION,
     ),
-    plan_with=lambda snapshot, values, engine: plan_purge(
-        snapshot, min_deleted_ratio=values["min_deleted_ratio"], engine=engine
+    options_type=PurgeOptions,
+    plan_with=lambda snapshot, options, engine: plan_purge(
+        snapshot, min_deleted_ratio=options.min_deleted_ratio, engine=engine
     ),
     execute_with=lambda plan, progress: execute_purge(plan),
     describe_plan=describe_plan,

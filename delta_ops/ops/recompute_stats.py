@@ -454,10 +454,18 @@ def describe_result(result: RecomputeStatsResult) -> str:
     )
 
 
-OPERATION = Operation(
-    name="recompute-stats",
+@dataclass(frozen=True)
+class RecomputeStatsOptions:
+    """The recompute_stats operation's options (see its `OPERATION`)."""
+
+    columns: str | None = None
+    batch_files: int = DEFAULT_BATCH_FILES
+    engine: str = "local"
+
+
+OPERATION: Operation[RecomputeStatsOptions, RecomputeStatsPlan, RecomputeStatsResult] = Operation(
+    name="recompute_stats",
     needs=Access.RECOMMIT,
-    action="recompute_stats",
     help="compute missing or short file statistics from the data (COMPUTE STATS)",
     options=(
         Option(
@@ -475,10 +483,11 @@ OPERATION = Operation(
         ),
         ENGINE_OPTION,
     ),
-    plan_with=lambda snapshot, values, engine: plan_recompute_stats(
+    options_type=RecomputeStatsOptions,
+    plan_with=lambda snapshot, options, engine: plan_recompute_stats(
         snapshot,
-        columns=values["columns"],
-        batch_files=values["batch_files"],
+        columns=options.columns,
+        batch_files=options.batch_files,
         engine=engine,
     ),
     execute_with=execute_recompute_stats,

@@ -329,10 +329,18 @@ def describe_result(result: RepairResult) -> str:
     )
 
 
-OPERATION = Operation(
+@dataclass(frozen=True)
+class RepairOptions:
+    """The repair operation's options (see its `OPERATION`)."""
+
+    max_missing_ratio: float = DEFAULT_MAX_MISSING_RATIO
+    force: bool = False
+    engine: str = "local"
+
+
+OPERATION: Operation[RepairOptions, RepairPlan, RepairResult] = Operation(
     name="repair",
     needs=Access.RECOMMIT,
-    action="repair",
     help="remove live files that storage no longer has from the table (FSCK REPAIR TABLE)",
     options=(
         Option(
@@ -344,10 +352,11 @@ OPERATION = Operation(
         Option("force", OptionKind.FLAG, "remove them even past --max-missing-ratio", False),
         ENGINE_OPTION,
     ),
-    plan_with=lambda snapshot, values, engine: plan_repair(
+    options_type=RepairOptions,
+    plan_with=lambda snapshot, options, engine: plan_repair(
         snapshot,
-        max_missing_ratio=values["max_missing_ratio"],
-        force=values["force"],
+        max_missing_ratio=options.max_missing_ratio,
+        force=options.force,
         engine=engine,
     ),
     execute_with=lambda plan, progress: execute_repair(plan),

@@ -434,10 +434,19 @@ def _touched(result: RestoreResult) -> tuple[int, int]:
     return files, m["removedFilesSize"] + m["restoredFilesSize"]
 
 
-OPERATION = Operation(
+@dataclass(frozen=True)
+class RestoreOptions:
+    """The restore operation's options (see its `OPERATION`)."""
+
+    version: int | None = None
+    timestamp: int | None = None
+    ignore_missing_files: bool = False
+    protocol_downgrade_allowed: bool = False
+
+
+OPERATION: Operation[RestoreOptions, RestorePlan, RestoreResult] = Operation(
     name="restore",
     needs=Access.RECOMMIT,
-    action="restore",
     help="make the latest version read as an older one (RESTORE TABLE ... TO VERSION AS OF)",
     options=(
         Option("version", OptionKind.VERSION, "the version to restore"),
@@ -457,12 +466,13 @@ OPERATION = Operation(
             False,
         ),
     ),
-    plan_with=lambda snapshot, values, engine: plan_restore(
+    options_type=RestoreOptions,
+    plan_with=lambda snapshot, options, engine: plan_restore(
         snapshot,
-        version=values["version"],
-        timestamp_ms=values["timestamp"],
-        ignore_missing_files=values["ignore_missing_files"],
-        protocol_downgrade_allowed=values["protocol_downgrade_allowed"],
+        version=options.version,
+        timestamp_ms=options.timestamp,
+        ignore_missing_files=options.ignore_missing_files,
+        protocol_downgrade_allowed=options.protocol_downgrade_allowed,
     ),
     execute_with=lambda plan, progress: execute_restore(plan),
     describe_plan=describe_plan,

@@ -508,10 +508,17 @@ def _describe_row_tracking_result(result: RowTrackingResult) -> str:
     )
 
 
-OPERATION = Operation(
-    name="enable-row-tracking",
+@dataclass(frozen=True)
+class RowTrackingOptions:
+    """The enable_row_tracking operation's options (see its `OPERATION`)."""
+
+    batch_files: int = DEFAULT_BATCH_FILES
+    engine: str = "local"
+
+
+OPERATION: Operation[RowTrackingOptions, RowTrackingPlan, RowTrackingResult] = Operation(
+    name="enable_row_tracking",
     needs=Access.ENABLE_ROW_TRACKING,
-    action="row_tracking",
     help="upgrade the protocol, backfill row ids, enable row tracking",
     options=(
         Option(
@@ -522,8 +529,9 @@ OPERATION = Operation(
         ),
         ENGINE_OPTION,
     ),
-    plan_with=lambda snapshot, values, engine: plan_enable_row_tracking(
-        snapshot, batch_files=values["batch_files"], engine=engine
+    options_type=RowTrackingOptions,
+    plan_with=lambda snapshot, options, engine: plan_enable_row_tracking(
+        snapshot, batch_files=options.batch_files, engine=engine
     ),
     execute_with=lambda plan, progress: execute_enable_row_tracking(plan, progress=progress),
     describe_plan=_describe_row_tracking_plan,

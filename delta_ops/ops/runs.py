@@ -17,24 +17,32 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic
 
 from delta_ops import clock
 from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.history import OperationHistory, OperationRecord, Status, metrics_of
-from delta_ops.ops.operation import Operation, Progress, headline
+from delta_ops.ops.operation import (
+    AnyOperation,
+    Operation,
+    OptionsT,
+    PlanT,
+    Progress,
+    ResultT,
+    headline,
+)
 from delta_ops.ops.results import to_data
 from delta_ops.storage import Storage
 
 
 @dataclass(frozen=True)
-class Run:
+class Run(Generic[PlanT, ResultT]):
     """What a run did: its plan (with a dry run's warnings) and the result, None when it was
     not executed (a dry run, or a plan with nothing to do that the front end skips)."""
 
-    plan: Any
+    plan: PlanT
     warnings: tuple[str, ...] = ()
-    result: Any | None = None
+    result: ResultT | None = None
 
     @property
     def executed(self) -> bool:
@@ -42,9 +50,9 @@ class Run:
 
 
 def run_operation(
-    operation: Operation,
+    operation: Operation[OptionsT, PlanT, ResultT],
     table: str | Storage,
-    values: Mapping[str, Any],
+    values: OptionsT,
     engine: Engine = LOCAL,
     *,
     version: int | None = None,
@@ -52,12 +60,12 @@ def run_operation(
     dry_run: bool = False,
     skip_idle: bool = False,
     progress: Progress = None,
-    on_plan: Callable[[Any, tuple[str, ...]], None] | None = None,
+    on_plan: Callable[[PlanT, tuple[str, ...]], None] | None = None,
     history: OperationHistory | None = None,
     table_name: str | None = None,
     front_end: str = "python",
-) -> Run:
-    """Run `operation` on `table` with parsed option `values` on `engine`.
+) -> Run[PlanT, ResultT]:
+    """Run `operation` on `table` with its parsed options (`values`) on `engine`.
 
     Args:
         version: the version to act on, for an operation that takes one (``at_version``).
@@ -75,7 +83,9 @@ def run_operation(
     begun = _begun(operation, table, engine.name, table_name, front_end)
     if dry_run:  # changes nothing: not a run the history records
         history = None
-    loaded = plan = None
+    loaded: Any = None  # a Snapshot or a TableHead, as the operation loads it
+    plan: PlanT | None = None
+    run: Run[PlanT, ResultT]
     try:
         loaded = operation.load(table, version, storage_options)
         if dry_run:
@@ -98,7 +108,11 @@ def run_operation(
 
 
 def _begun(
-    operation: Operation, table: str | Storage, engine: str, table_name: str | None, front_end: str
+    operation: AnyOperation,
+    table: str | Storage,
+    engine: str,
+    table_name: str | None,
+    front_end: str,
 ) -> OperationRecord:
     """The record of a run starting now (failed, until it ends otherwise)."""
     return OperationRecord(
@@ -114,7 +128,7 @@ def _begun(
 
 
 def record_refusal(
-    operation: Operation,
+    operation: AnyOperation,
     table: str | Storage,
     exc: BaseException,
     history: OperationHistory | None,
@@ -133,7 +147,11 @@ def record_refusal(
 
 
 def _ended(
-    begun: OperationRecord, operation: Operation, loaded: Any, plan: Any, result: Any
+    begun: OperationRecord,
+    operation: Operation[OptionsT, PlanT, ResultT],
+    loaded: Any,
+    plan: PlanT | None,
+    result: ResultT | None,
 ) -> OperationRecord:
     """`begun` completed by what the run got to (the loaded table, the plan, the result), as
     a run that ended now: executed, or skipped when its plan had nothing to do (a failure is
@@ -146,7 +164,7 @@ def _ended(
     elif plan is not None:  # it failed executing: what it set out to do
         reason = headline(operation.describe_plan(plan))
     files = size = None
-    if result is not None and operation.touched is not None:
+    if result is not None:
         files, size = operation.touched(result)
     data = to_data(result) if result is not None else {}
     return dataclasses.replace(

@@ -53,7 +53,7 @@ import json
 import logging
 import posixpath
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -748,15 +748,26 @@ def _write_last_vacuum_info(storage: Storage, plan: VacuumPlan) -> None:
 
 
 # ------------------------------------------------------------------------------ the operation
-def _plan_vacuum(snapshot: Snapshot, values: Mapping[str, Any], engine: Engine) -> Any:
-    now = requested_now(values)
-    grace = values["in_flight_grace"]
+@dataclass(frozen=True)
+class VacuumOptions:
+    """The vacuum operation's options (see its `OPERATION`)."""
+
+    retention: int | None = None
+    mode: str = "full"
+    force: bool = False
+    engine: str = "local"
+    now: int | None = None
+    in_flight_grace: int | None = None
+
+
+def _plan_vacuum(snapshot: Snapshot, options: VacuumOptions, engine: Engine) -> VacuumPlan:
+    grace = options.in_flight_grace
     return plan_vacuum(
         snapshot,
-        now,
-        retention_ms=values["retention"],
-        mode=values["mode"],
-        force=values["force"],
+        requested_now(options.now),
+        retention_ms=options.retention,
+        mode=options.mode,
+        force=options.force,
         engine=engine,
         **({"in_flight_grace_ms": grace} if grace is not None else {}),
     )
@@ -790,10 +801,9 @@ def _describe_vacuum_result(result: VacuumResult) -> str:
     )
 
 
-OPERATION = Operation(
+OPERATION: Operation[VacuumOptions, VacuumPlan, VacuumResult] = Operation(
     name="vacuum",
     needs=Access.VACUUM,
-    action="vacuum",
     help="delete data files no retained version needs",
     options=(
         Option(
@@ -823,6 +833,7 @@ OPERATION = Operation(
             cli_only=True,
         ),
     ),
+    options_type=VacuumOptions,
     plan_with=_plan_vacuum,
     execute_with=lambda plan, progress: execute_vacuum(plan),
     describe_plan=_describe_vacuum_plan,

@@ -88,7 +88,7 @@ def test_every_registered_operation_has_its_operator(home: Path) -> None:
     assert set(OPERATORS) == set(OPERATIONS)
     for name, operation in OPERATIONS.items():
         cls = getattr(operators, operator_name(operation))
-        assert cls is OPERATORS[name] is operator_for(name) is operator_for(operation.action)
+        assert cls is OPERATORS[name] is operator_for(name) is operator_for(operation.command)
         assert cls.operation is operation
         assert cls.__module__ == "delta_ops.airflow.operators"
         offered = [o.name for o in operation.options if not o.cli_only]
@@ -106,7 +106,8 @@ def test_every_registered_operation_has_its_operator(home: Path) -> None:
         for option in operation.options:
             if option.kind.value in ("count", "version") and not option.cli_only:
                 given = cls(task_id="given", table="/data/t", **{option.name: "3"})
-                assert operation.parse({option.name: getattr(given, option.name)})[option.name] == 3
+                parsed = operation.parse({option.name: getattr(given, option.name)})
+                assert getattr(parsed, option.name) == 3
         if operation.at_version:
             assert cls(task_id="at", table="/data/t", version="4")._version() == 4
         assert cls.__name__ in operators.__all__
@@ -175,7 +176,7 @@ def test_a_size_in_bytes_is_taken_as_delta_rs_takes_it(home: Path, size: object)
     from delta_ops.airflow.operators import OPERATORS
 
     task = OPERATORS["compact"](task_id="compact", table="/data/t", target_size=size)
-    assert OPERATIONS["compact"].parse(task._raw_options())["target_size"] == 4_194_304
+    assert OPERATIONS["compact"].parse(task._raw_options()).target_size == 4_194_304
 
 
 def test_a_templated_value_is_parsed_when_the_task_runs(home: Path, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from dataclasses import dataclass
 
 import pytest
 
@@ -21,7 +22,7 @@ def _subcommands() -> list[str]:
 
 
 def test_the_parser_has_a_subcommand_for_every_operation():
-    assert set(_subcommands()) == {"inspect", "plan", *OPERATIONS}
+    assert set(_subcommands()) == {"inspect", "plan", *(o.command for o in OPERATIONS.values())}
 
 
 def test_top_level_help_renders(capsys):
@@ -39,6 +40,13 @@ def test_every_subcommand_help_renders(capsys, name):
     assert out.startswith(f"usage: delta-ops {name} ")
 
 
+@dataclass(frozen=True)
+class _OddOptions:
+    share: float = 0.05
+    loud: bool = False
+    mode: str = "a%"
+
+
 def test_a_percent_sign_in_any_registry_text_renders(capsys, monkeypatch):
     """Help texts, option help, defaults and choices from the registry are shown literally."""
     base = OPERATIONS["purge"]
@@ -52,6 +60,7 @@ def test_a_percent_sign_in_any_registry_text_renders(capsys, monkeypatch):
                 Option("loud", "flag", "say 100%"),
                 Option("mode", "choice", "one of them", "a%", ("a%", "b")),
             ),
+            "options_type": _OddOptions,
         }
     )
     # the CLI's view of the registry, with one more operation (the registry itself is lazy and

@@ -140,8 +140,8 @@ def test_definitions_load_and_every_name_is_prefixed(tmp_path):
     )
     dg.Definitions.validate_loadable(defs)
     repo = defs.get_repository_def()
-    one_per_operation = {f"lake_{op.action}_job" for op in OPERATIONS.values()}
-    assert {"lake_checkpoint_job", "lake_log_cleanup_job", "lake_compact_job"} <= one_per_operation
+    one_per_operation = {f"lake_{op.name}_job" for op in OPERATIONS.values()}
+    assert {"lake_checkpoint_job", "lake_cleanup_job", "lake_compact_job"} <= one_per_operation
     assert {j.name for j in repo.get_all_jobs() if not j.name.startswith("__")} == (
         one_per_operation | {"lake_maintenance_assets_job", "lake_maintenance_job"}
     )
@@ -165,7 +165,7 @@ def test_definitions_load_and_every_name_is_prefixed(tmp_path):
     for table in ("orders", "events"):
         for action in ACTIONS:
             key = action_key(table, action, fleet="lake")
-            if action == "row_tracking" and table == "events":
+            if action == "enable_row_tracking" and table == "events":
                 # row tracking is not enabled there: no node that would never run
                 assert not graph.has(key)
                 continue
@@ -228,7 +228,7 @@ def test_two_fleets_merge_into_one_code_location(tmp_path):
     # each fleet's asset job selects only its own tables
     a_job = merged.resolve_job_def("a_maintenance_assets_job")
     assert {k for k in a_job.asset_layer.selected_asset_keys} == {
-        action_key("orders", x, fleet="a") for x in ACTIONS if x != "row_tracking"
+        action_key("orders", x, fleet="a") for x in ACTIONS if x != "enable_row_tracking"
     }
 
 
@@ -335,7 +335,7 @@ def test_translator_maps_maintenance_onto_the_users_asset_graph(tmp_path):
     assert (
         graph.get(EVENTS_KEY).is_materializable and graph.get(EVENTS_KEY).group_name == "pipeline"
     )
-    for action in (a for a in ACTIONS if a != "row_tracking"):  # (not enabled on it)
+    for action in (a for a in ACTIONS if a != "enable_row_tracking"):  # (not enabled on it)
         node = graph.get(action_key("events", action, ("lake", "maintenance")))
         assert node.parent_keys == {EVENTS_KEY}
         assert node.group_name == "lake_ops"
@@ -519,13 +519,13 @@ def test_log_cleanup_asset_deletes_expired_log_files(tmp_path):
         "c",
         selection=[
             action_key("dv", "checkpoint", fleet="c"),
-            action_key("dv", "log_cleanup", fleet="c"),
+            action_key("dv", "cleanup", fleet="c"),
         ],
     )
     assert result.success
     mats = materializations(result)
     assert mats[action_key("dv", "checkpoint", fleet="c")]["version"] == 15
-    meta = mats[action_key("dv", "log_cleanup", fleet="c")]
+    meta = mats[action_key("dv", "cleanup", fleet="c")]
     gone = before - log_files(table)
     assert meta["num_deleted"] == len(gone) > 0
     assert set(meta["deleted"]) == gone
@@ -551,13 +551,13 @@ def test_row_tracking_asset_acts_only_on_opted_in_tables(tmp_path):
     )
     # the table without row tracking enabled has no row_tracking asset at all (at a lake's
     # size, one never-running node per table)
-    assert not defs.resolve_asset_graph().has(action_key("off", "row_tracking", fleet="r"))
-    selection = [action_key("on", "row_tracking", fleet="r")]
+    assert not defs.resolve_asset_graph().has(action_key("off", "enable_row_tracking", fleet="r"))
+    selection = [action_key("on", "enable_row_tracking", fleet="r")]
     result = run_assets(defs, "r", selection=selection)
     assert result.success
     mats = materializations(result)
-    assert set(mats) == {action_key("on", "row_tracking", fleet="r")}
-    meta = mats[action_key("on", "row_tracking", fleet="r")]
+    assert set(mats) == {action_key("on", "enable_row_tracking", fleet="r")}
+    meta = mats[action_key("on", "enable_row_tracking", fleet="r")]
     assert meta["files_backfilled"] == 2 and meta["protocol_upgrade_version"] == 2
     snap = load_snapshot(on)
     assert snap.protocol.supports("rowTracking") and snap.properties.enable_row_tracking

@@ -361,9 +361,9 @@ def test_schedule_pairs_cleanup_with_a_checkpoint_that_lets_old_commits_go(tmp_p
         os.utime(path, (old, old))
     append(table)  # version 4, today: the interval is reached
     [request] = tick_schedule(defs, resources, "c").run_requests
-    assert request.asset_selection[:2] == [key("checkpoint"), key("log_cleanup")]
+    assert request.asset_selection[:2] == [key("checkpoint"), key("cleanup")]
     result = run_request(defs, "c", request)
-    assert {key("checkpoint"), key("log_cleanup")} <= {
+    assert {key("checkpoint"), key("cleanup")} <= {
         e.asset_key for e in result.get_asset_materialization_events()
     }
     log = table / "_delta_log"
@@ -417,7 +417,7 @@ def test_row_tracking_schedule_requests_opted_in_tables(tmp_path):
     )
     assert len(data.run_requests) == 1, data.skip_message
     assert data.run_requests[0].asset_selection == [
-        dg.AssetKey(["delta_maintenance", "r", "t", "row_tracking"])
+        dg.AssetKey(["delta_maintenance", "r", "t", "enable_row_tracking"])
     ]
 
 
@@ -454,8 +454,8 @@ def test_run_failure_sensor_reports_failed_maintenance_runs(tmp_path, caplog):
     sensor = defs.resolve_sensor_def("f_run_failure_sensor")
     assert isinstance(sensor, dg.RunStatusSensorDefinition)
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
-    every_operation = {f"f_{op.action}_job" for op in OPERATIONS.values()}  # one job each
-    assert {"f_checkpoint_job", "f_log_cleanup_job", "f_repair_job"} <= every_operation
+    every_operation = {f"f_{op.name}_job" for op in OPERATIONS.values()}  # one job each
+    assert {"f_checkpoint_job", "f_cleanup_job", "f_repair_job"} <= every_operation
     assert {j.name for j in sensor._monitored_jobs} == every_operation | {
         "f_maintenance_assets_job",
         "f_maintenance_job",

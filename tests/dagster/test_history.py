@@ -71,7 +71,7 @@ def test_listed_tables_share_the_folder_that_holds_them_and_history_can_be_off(t
     assert _run(build(again, name=NAME, history=False), "checkpoint")
     assert not (tmp_path / "other" / "_delta_ops_history").exists()
     own = DeltaMaintenanceResource(history_location=str(tmp_path / "mine"))
-    assert _run(build(again, name=NAME, resource=own), "log_cleanup")
+    assert _run(build(again, name=NAME, resource=own), "cleanup")
     assert [r[:3] for r in _rows(tmp_path / "mine")] == [("y", "cleanup", "skipped")]
 
 

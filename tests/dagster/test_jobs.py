@@ -113,7 +113,7 @@ def fleet(tmp_path):
 
 
 # -------------------------------------------------------------------------------- dry runs
-@pytest.mark.parametrize("action", ["checkpoint", "log_cleanup", "vacuum", "row_tracking"])
+@pytest.mark.parametrize("action", ["checkpoint", "cleanup", "vacuum", "enable_row_tracking"])
 def test_dry_run_changes_nothing_and_observes_the_plan(fleet, tmp_path, action):
     defs, tables = fleet
     before = tree(tmp_path)
@@ -133,7 +133,7 @@ def test_dry_run_changes_nothing_and_observes_the_plan(fleet, tmp_path, action):
             and "existing" not in dv  # no checkpoint there yet: nothing said, not "None"
         )
         assert obs["simple"]["version"] == 4 and obs["arrow"]["version"] == 1
-    elif action == "log_cleanup":
+    elif action == "cleanup":
         # the boundary is the checkpoint at 10: commits 0..9 would go
         assert dv["boundary_checkpoint_version"] == 10
         assert dv["num_deleted"] == 10 and set(dv["deleted"]) == {
@@ -184,12 +184,12 @@ def test_checkpoint_job_writes_a_multi_part_checkpoint_on_request(fleet):
     assert deltalake_files(tables["simple"])[0] == 4
 
 
-def test_log_cleanup_job_deletes_what_it_reports(fleet):
+def test_cleanup_job_deletes_what_it_reports(fleet):
     defs, tables = fleet
     dv = tables["dv"]
     before = log_files(dv)
     rows = deltalake_rows(dv)
-    result = run(defs, "log_cleanup", {"tables": ["dv"]})
+    result = run(defs, "cleanup", {"tables": ["dv"]})
     assert result.success
     meta = observations(result)["dv"]
     gone = before - log_files(dv)
@@ -202,7 +202,7 @@ def test_log_cleanup_job_deletes_what_it_reports(fleet):
 def test_log_cleanup_retention_config_keeps_young_enough_logs(fleet):
     defs, tables = fleet
     before = log_files(tables["dv"])
-    result = run(defs, "log_cleanup", {"tables": ["dv"], "retention": "60 days"})
+    result = run(defs, "cleanup", {"tables": ["dv"], "retention": "60 days"})
     assert result.success
     assert log_files(tables["dv"]) == before
     meta = observations(result)["dv"]
@@ -242,7 +242,9 @@ def test_row_tracking_job_enables_it(fleet):
     defs, tables = fleet
     arrow = tables["arrow"]
     instance = dg.DagsterInstance.ephemeral()
-    result = run(defs, "row_tracking", {"tables": ["arrow"], "batch_files": 1}, instance=instance)
+    result = run(
+        defs, "enable_row_tracking", {"tables": ["arrow"], "batch_files": 1}, instance=instance
+    )
     assert result.success
     progress = [e.user_message for e in instance.all_logs(result.run_id)]
     assert any("protocol upgraded for row tracking" in m for m in progress), progress
@@ -304,7 +306,7 @@ def test_maintenance_job_runs_checkpoint_then_cleanup_then_vacuum(fleet):
         run_config={
             "ops": {
                 f"{NAME}_{a}": {"config": {"tables": ["dv"]}}
-                for a in ("checkpoint", "log_cleanup", "vacuum")
+                for a in ("checkpoint", "cleanup", "vacuum")
             }
         },
         instance=dg.DagsterInstance.ephemeral(),
@@ -318,8 +320,8 @@ def test_maintenance_job_runs_checkpoint_then_cleanup_then_vacuum(fleet):
     assert steps == [
         ("STEP_START", "ops_checkpoint"),
         ("STEP_SUCCESS", "ops_checkpoint"),
-        ("STEP_START", "ops_log_cleanup"),
-        ("STEP_SUCCESS", "ops_log_cleanup"),
+        ("STEP_START", "ops_cleanup"),
+        ("STEP_SUCCESS", "ops_cleanup"),
         ("STEP_START", "ops_vacuum"),
         ("STEP_SUCCESS", "ops_vacuum"),
     ]
@@ -328,7 +330,7 @@ def test_maintenance_job_runs_checkpoint_then_cleanup_then_vacuum(fleet):
         obs = event.asset_observation_data.asset_observation
         assert obs.asset_key == dg.AssetKey([NAME, "dv"])
         by_action[obs.metadata["action"].value] = {k: v.value for k, v in obs.metadata.items()}
-    assert list(by_action) == ["checkpoint", "log_cleanup", "vacuum"]
+    assert list(by_action) == ["checkpoint", "cleanup", "vacuum"]
     # each action that changed the table materialized its own maintenance asset, with the
     # metadata the table's observation has (a scheduled run records it on the same page)
     materialized = {
@@ -337,7 +339,7 @@ def test_maintenance_job_runs_checkpoint_then_cleanup_then_vacuum(fleet):
     }
     assert list(materialized) == [
         dg.AssetKey(["delta_maintenance", NAME, "dv", a])
-        for a in ("checkpoint", "log_cleanup", "vacuum")
+        for a in ("checkpoint", "cleanup", "vacuum")
     ]
     for key, meta in materialized.items():
         observed = by_action[key.path[-1]]
@@ -346,7 +348,7 @@ def test_maintenance_job_runs_checkpoint_then_cleanup_then_vacuum(fleet):
         }
     # the fresh checkpoint at 15 became the cleanup boundary: everything older went
     assert by_action["checkpoint"]["version"] == 15
-    assert by_action["log_cleanup"]["boundary_checkpoint_version"] == 15
+    assert by_action["cleanup"]["boundary_checkpoint_version"] == 15
     remaining = log_files(dv)
     assert not any(n.endswith(".json") and int(n[:20]) < 15 for n in remaining if n[:20].isdigit())
     gone = set(data_before) - set(data_files(dv))

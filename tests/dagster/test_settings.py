@@ -17,6 +17,8 @@ import pytest
 from dagster.components.testing import create_defs_folder_sandbox
 
 from delta_ops.dagster import DeltaMaintenanceComponent
+from delta_ops.dagster.planned_schedule import PlannerBudget
+from delta_ops.dagster.settings import MaintenanceSettings
 from delta_ops.table.writer import write_arrow
 from tests.support import deltalake_files, deltalake_rows, duckdb_rows
 
@@ -109,7 +111,7 @@ def test_settings_reach_the_runs_the_schedule_launches(tmp_path):
                 name: {k.path[-1] for k in r.asset_selection or []} for name, r in requests.items()
             }
             assert selected == {
-                "short": {"checkpoint", "log_cleanup", "vacuum"},
+                "short": {"checkpoint", "cleanup", "vacuum"},
                 "default": {"checkpoint", "vacuum"},  # 30 days of log retention: no cleanup
                 "only_checkpoint": {"checkpoint"},
             }
@@ -249,7 +251,7 @@ def test_table_settings_override_the_fleets_in_what_each_action_gets(tmp_path):
     b = targets["b"].settings.over(fleet)
     assert a.options_for("vacuum") == {"retention": "14 days", "engine": "local"}
     assert b.options_for("vacuum") == {"retention": "1 day", "engine": "spark"}
-    assert b.options_for("log_cleanup") == {}  # cleanup has no engine option
+    assert b.options_for("cleanup") == {}  # cleanup has no engine option
     assert b.chosen_actions == ("checkpoint", "vacuum", "compact")
 
 
@@ -259,11 +261,11 @@ def test_table_settings_override_the_fleets_in_what_each_action_gets(tmp_path):
         ({"file_retention": "7 dayz"}, ["file_retention", "'7 dayz'", "7d", "'7 days'"]),
         ({"log_retention": 30}, ["log_retention", "30", "'7 days'"]),
         ({"engine": "sparc"}, ["engine", "'sparc'", "local, spark"]),
-        ({"actions": ["checkpoint", "vacum"]}, ["actions", "'vacum'", "log_cleanup, vacuum"]),
+        ({"actions": ["checkpoint", "vacum"]}, ["actions", "'vacum'", "cleanup, vacuum"]),
         ({"actions": ["restore"]}, ["actions", "'restore'", "cannot be scheduled"]),
         (
             {"tables": [{"name": "ev", "url": "/x", "actions": ["vacum"]}]},
-            ["tables[ev]: actions", "'vacum'", "checkpoint, log_cleanup"],
+            ["tables[ev]: actions", "'vacum'", "checkpoint, cleanup"],
         ),
         (
             {"planner": {"max_per_action": {"vacum": 2}}},
@@ -289,3 +291,15 @@ def test_a_bad_value_stops_the_load_with_one_line_naming_it(tmp_path, attributes
     assert "\n" not in line and found["type"] == "value_error"
     for part in named:
         assert part in line, line
+
+
+def test_an_action_named_as_before_is_taken_with_a_deprecation_warning() -> None:
+    """`log_cleanup` and `row_tracking` were the Dagster names of cleanup and
+    enable_row_tracking: YAML written with them still loads, and says what to write now."""
+    with pytest.warns(FutureWarning, match="'log_cleanup' is deprecated.*'cleanup'"):
+        settings = MaintenanceSettings.parse(actions=["checkpoint", "log_cleanup", "cleanup"])
+    assert settings.actions == ("checkpoint", "cleanup")
+    with pytest.warns(FutureWarning, match="'log_cleanup' is deprecated"):
+        assert PlannerBudget.parse({"max_per_action": {"log_cleanup": 2}}).max_per_action == {
+            "cleanup": 2
+        }

@@ -41,7 +41,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 #: the demo table's maintenance assets (row tracking is not enabled on it: no asset)
-MAINTENANCE_ACTIONS = ("checkpoint", "log_cleanup", "vacuum")
+MAINTENANCE_ACTIONS = ("checkpoint", "cleanup", "vacuum")
 CHECKS = (
     "checkpoint_lag",
     "log_reconstructible",
@@ -177,7 +177,7 @@ def test_asset_graph_shows_pipeline_and_maintenance_assets(dagster_ui, page, tmp
         f"{base}/locations/{location}/asset-groups/delta_maintenance", wait_until="networkidle"
     )
     _dismiss_welcome(page)
-    page.get_by_text("log_cleanup").first.wait_for(timeout=60_000)
+    page.get_by_text("cleanup").first.wait_for(timeout=60_000)
     shot = _shots_dir(tmp_path) / "asset_graph.png"
     page.screenshot(path=str(shot), full_page=True)
     html = page.content()
@@ -317,9 +317,9 @@ def test_the_demo_s_maintenance_shows_on_the_maintenance_asset_pages(
         for event in result.get_asset_materialization_events():
             meta = event.step_materialization_data.materialization.metadata
             deleted[event.asset_key.path[-1]] = meta.get("num_deleted")
-    assert set(deleted) == {"checkpoint", "log_cleanup", "vacuum"}, lines
+    assert set(deleted) == {"checkpoint", "cleanup", "vacuum"}, lines
     assert len(history_rows(history)) - before == len(deleted)
-    for action in ("checkpoint", "log_cleanup", "vacuum"):
+    for action in ("checkpoint", "cleanup", "vacuum"):
         page.goto(
             f"{base}/assets/delta_maintenance/warehouse/events/{action}", wait_until="networkidle"
         )

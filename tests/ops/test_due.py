@@ -155,7 +155,7 @@ def _due(table: Path) -> set[str]:
 
 #: the Dagster names of the actions
 DAGSTER = {"compact": "compact", "purge": "purge", "checkpoint": "checkpoint",
-           "cleanup": "log_cleanup", "vacuum": "vacuum"}  # fmt: skip
+           "cleanup": "cleanup", "vacuum": "vacuum"}  # fmt: skip
 
 
 def test_the_lake_has_each_kind_of_table(lake: dict[str, Path]) -> None:

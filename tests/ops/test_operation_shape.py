@@ -16,7 +16,9 @@ import pyarrow as pa
 import pytest
 
 from delta_ops import clock
+from delta_ops.errors import InvalidValue
 from delta_ops.ops import registry
+from delta_ops.ops.due import Action
 from delta_ops.ops.engines import LOCAL
 from delta_ops.ops.operation import ENGINE_OPTION, Plan
 from delta_ops.ops.vacuum import plan_vacuum
@@ -28,8 +30,8 @@ OPS = REPO / "delta_ops" / "ops"
 #: the values an operation cannot plan without
 NEEDED = {
     "restore": {"version": 1},
-    "drop-feature": {"feature": "inCommitTimestamp"},
-    "cluster-by": {"columns": "id"},
+    "drop_feature": {"feature": "inCommitTimestamp"},
+    "cluster_by": {"columns": "id"},
 }
 
 
@@ -38,6 +40,8 @@ def _modules_defining_operation() -> set[str]:
     for path in OPS.glob("*.py"):
         for node in ast.parse(path.read_text()).body:
             targets = node.targets if isinstance(node, ast.Assign) else []
+            if isinstance(node, ast.AnnAssign):  # OPERATION: Operation[...] = Operation(...)
+                targets = [node.target]
             if any(isinstance(t, ast.Name) and t.id == "OPERATION" for t in targets):
                 found.add(f"delta_ops.ops.{path.stem}")
     return found
@@ -87,3 +91,23 @@ def test_a_plan_reports_a_clamped_now_only_when_the_clock_lowered_it(table: Path
     future = now + 86_400_000
     clamped = plan_vacuum(snapshot, future)
     assert clamped.requested_now_ms == future and clamped.now_ms <= clock.now_ms()
+
+
+def test_each_operation_has_one_name_and_old_names_still_work_with_a_warning() -> None:
+    """An operation's one name serves the history, Dagster and Airflow; the CLI spells it with
+    ``-``; the names Dagster gave two of them before are accepted, with a deprecation line."""
+    ops = registry.OPERATIONS
+    for name, op in ops.items():
+        assert op.name == name and name.isidentifier()
+        assert ops.canonical(op.command) == name  # the CLI's spelling, silently
+    for old, new in (("log_cleanup", "cleanup"), ("row_tracking", "enable_row_tracking")):
+        with pytest.warns(FutureWarning, match=f"'{old}' is deprecated.*'{new}'"):
+            assert ops.lookup(old) is ops[new]
+    with pytest.raises(InvalidValue, match="'vacum' is not an operation; known: checkpoint,"):
+        ops.canonical("vacum")
+
+
+def test_the_actions_judged_due_are_registered_operations() -> None:
+    """The due rule, the fleet planner, inspect and the Dagster schedule name the actions they
+    judge by the operations' names."""
+    assert {a.value for a in Action} <= set(registry.OPERATIONS)

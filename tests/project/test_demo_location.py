@@ -94,10 +94,10 @@ def test_pipeline_then_maintenance_on_the_demo_table(demo):
         meta = event.asset_observation_data.asset_observation.metadata
         assert event.asset_key == demo.EVENTS_KEY
         observed[meta["action"].value] = {k: getattr(v, "value", v) for k, v in meta.items()}
-    assert list(observed) == ["checkpoint", "log_cleanup", "vacuum"]
+    assert list(observed) == ["checkpoint", "cleanup", "vacuum"]
     assert observed["checkpoint"]["version"] == 1
     assert (Path(table) / "_delta_log" / "00000000000000000001.checkpoint.parquet").exists()
-    assert "skipped" in observed["log_cleanup"] and "skipped" in observed["vacuum"]  # young table
+    assert "skipped" in observed["cleanup"] and "skipped" in observed["vacuum"]  # young table
     assert load_snapshot(table).segment.checkpoint_version == 1
     assert len(deltalake_rows(table)) == 80
 
@@ -150,7 +150,7 @@ def test_the_demo_shows_cleanup_and_vacuum_doing_real_work(demo, tmp_path):
     assert not (table / script.CRASHED_FILE).exists()
     assert len(deltalake_rows(table)) == len(duckdb_rows(table)) == 4 * 300
     text = "\n".join(lines)
-    assert "log_cleanup" in text and "vacuum" in text and "num_deleted" in text, text
+    assert "cleanup" in text and "vacuum" in text and "num_deleted" in text, text
     # the runs were recorded in the instance's folder: a new instance there sees all five
     with dg.DagsterInstance.local_temp(str(home)) as again:
         assert len(again.get_runs()) == 5

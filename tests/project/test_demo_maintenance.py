@@ -21,9 +21,9 @@ import pytest
 from delta_ops.table.writer import write_arrow
 from tests.support import REPO, deltalake_rows, duckdb_connection, duckdb_rows
 
-ACTIONS = ("checkpoint", "log_cleanup", "vacuum")
+ACTIONS = ("checkpoint", "cleanup", "vacuum")
 #: the history names an operation as the CLI does
-OPERATION = {"checkpoint": "checkpoint", "log_cleanup": "cleanup", "vacuum": "vacuum"}
+OPERATION = {"checkpoint": "checkpoint", "cleanup": "cleanup", "vacuum": "vacuum"}
 
 
 def demo_script() -> ModuleType:

@@ -110,7 +110,7 @@ def test_one_operation_loads_its_own_module_and_no_other() -> None:
     from delta_ops.ops.registry import ENTRIES
 
     loaded = _loaded_by("from delta_ops.cli.commands import build_parser\nbuild_parser('vacuum')")
-    op_modules = {f"delta_ops.ops.{entry.module}" for entry in ENTRIES}
+    op_modules = {entry.module_path for entry in ENTRIES}
     assert sorted(op_modules & loaded) == ["delta_ops.ops.vacuum"]
     assert "delta_ops.ops.fleet" not in loaded and "delta_ops.ops.inspect" not in loaded
     # every subcommand still comes with --help, or when the command is no operation
@@ -123,7 +123,7 @@ def test_inspect_loads_no_operation_before_it_loads_the_table() -> None:
     under the load's peak (issue 35: inspect's peak RSS at most the load's)."""
     from delta_ops.ops.registry import ENTRIES
 
-    op_modules = {f"delta_ops.ops.{entry.module}" for entry in ENTRIES}
+    op_modules = {entry.module_path for entry in ENTRIES}
     for command in ("inspect", "plan"):
         loaded = _loaded_by(
             f"from delta_ops.cli.commands import build_parser\nbuild_parser({command!r})"
@@ -133,14 +133,13 @@ def test_inspect_loads_no_operation_before_it_loads_the_table() -> None:
 
 
 def test_the_registry_names_each_operation_as_its_module_does() -> None:
-    from delta_ops.ops.registry import BY_ACTION, ENTRIES, OPERATIONS
+    from delta_ops.ops.registry import ENTRIES, OPERATIONS
 
     for entry in ENTRIES:
         operation = OPERATIONS[entry.name]
-        assert (operation.name, operation.action) == (entry.name, entry.action)
-        assert operation.plan_with.__module__ == f"delta_ops.ops.{entry.module}"
-        assert BY_ACTION[entry.action] is operation
-    assert list(OPERATIONS) == [e.name for e in ENTRIES] and len(BY_ACTION) == len(ENTRIES)
+        assert operation.name == entry.name
+        assert operation.plan_with.__module__ == entry.module_path
+    assert list(OPERATIONS) == [e.name for e in ENTRIES]
 
 
 def test_planning_a_compaction_loads_no_rewriting_stack() -> None:
@@ -161,10 +160,9 @@ def test_bin_packing_loads_no_clustering_module_and_z_ordering_does() -> None:
     table = TABLES / "delta-rs" / "simple_table"
     plan = (
         "from delta_ops.table.snapshot import load_snapshot\n"
-        "from delta_ops.ops.compact import CompactPlan, plan_optimize\n"
+        "from delta_ops.ops.compact import CompactOptions, CompactPlan, plan_optimize\n"
         f"s = load_snapshot({str(table)!r})\n"
-        "values = {{'target_size': 1 << 27, 'where': None, 'zorder_by': {zorder!r}}}\n"
-        "plan = plan_optimize(s, values)\n"
+        "plan = plan_optimize(s, CompactOptions(target_size=1 << 27, zorder_by={zorder!r}))\n"
         "assert isinstance(plan, CompactPlan) == ({zorder!r} is None), plan\n"
     )
     assert "delta_ops.ops.cluster" not in _loaded_by(plan.format(zorder=None))

@@ -16,6 +16,7 @@ import pytest
 from delta_ops import cli
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.ops.results import to_data
+from delta_ops.ops.vacuum import VacuumOptions
 from delta_ops.protocol.units import (
     format_bytes,
     format_duration,
@@ -126,16 +127,16 @@ def test_a_size_that_is_no_whole_number_of_bytes_is_refused(text: str) -> None:
 def test_a_bare_size_is_bytes_in_the_cli_and_dagster_config(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from delta_ops.dagster.jobs import CONFIGS
+    from delta_ops.dagster.jobs import config_for
 
     table = copy_fixture("delta-rs/simple_table", tmp_path)
     code = cli.main(["compact", str(table), "--target-size", "4194304", "--dry-run", "--json"])
     assert code == 0 and json.loads(capsys.readouterr().out)["target_size"] == 4_194_304
     compact = OPERATIONS["compact"]
     for given in (4_194_304, "4194304", "4MB"):  # YAML's 4194304 is a number
-        config = CONFIGS["compact"](target_size=given).model_dump()
+        config = config_for("compact")(target_size=given).model_dump()
         values = compact.parse({o.name: config[o.name] for o in compact.options if not o.cli_only})
-        assert values["target_size"] == 4_194_304
+        assert values.target_size == 4_194_304
 
 
 def test_human_units() -> None:
@@ -249,19 +250,12 @@ def test_every_plan_and_result_is_plain_json(tmp_path: Path) -> None:
 
 
 def test_dagster_run_config_is_generated_from_the_registry() -> None:
-    from delta_ops.dagster.jobs import CONFIGS
+    from delta_ops.dagster.jobs import config_for
 
     for op in OPERATIONS.values():
-        fields = set(CONFIGS[op.action].model_fields) - {"tables", "dry_run"}
+        fields = set(config_for(op.name).model_fields) - {"tables", "dry_run"}
         assert fields == {o.name for o in op.options if not o.cli_only}
-    vacuum = CONFIGS["vacuum"](retention="7d", mode="lite", force=True)
+    vacuum = config_for("vacuum")(retention="7d", mode="lite", force=True)
     assert OPERATIONS["vacuum"].parse(
         {k: v for k, v in vacuum.model_dump().items() if k not in ("tables", "dry_run")}
-    ) == {
-        "retention": WEEK_MS,
-        "mode": "lite",
-        "force": True,
-        "engine": "local",
-        "now": None,
-        "in_flight_grace": None,
-    }
+    ) == VacuumOptions(retention=WEEK_MS, mode="lite", force=True)

@@ -50,7 +50,7 @@ TALLY = Tally()
 def run_op(name: str, path: Path, **options: Any) -> Run:
     """`name` on `path` through the registry, as the CLI runs it (a plan with nothing to do is
     not executed)."""
-    operation = OPERATIONS[name]
+    operation = OPERATIONS.lookup(name)
     values = operation.parse({k: v for k, v in options.items() if v is not None})
     return run_operation(operation, str(path), values, LOCAL, skip_idle=True)
 
