@@ -112,8 +112,10 @@ def test_dg_check_defs_passes_on_the_example_project(tmp_path):
     _table(project / "warehouse" / "events")
     _table(project / "warehouse" / "orders")
     dg_cli = str(Path(sys.executable).with_name("dg"))
-    # the example is not installed: its package is found on PYTHONPATH
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "PYTHONPATH": str(project / "src")}
+    # the example is not installed: its package is found on PYTHONPATH, after this checkout's
+    # delta_ops (which the venv may have installed from another checkout)
+    path = os.pathsep.join([str(project / "src"), str(REPO)])
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "PYTHONPATH": path}
     (tmp_path / "home").mkdir()
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
