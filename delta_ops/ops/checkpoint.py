@@ -99,7 +99,16 @@ from delta_ops.log.segment import (
 )
 from delta_ops.log.state_stream import stream_state
 from delta_ops.ops.engines import LOCAL, Engine
-from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind, requested_now
+from delta_ops.ops.operation import (
+    ENGINE_OPTION,
+    EnginePlan,
+    Operation,
+    Option,
+    OptionKind,
+    Timed,
+    requested_now,
+    timed,
+)
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Access
 from delta_ops.protocol.units import format_bytes
@@ -136,7 +145,7 @@ class CheckpointKind(StrEnum):
 
 
 @dataclass(frozen=True)
-class CheckpointPlan:
+class CheckpointPlan(EnginePlan):
     """What a checkpoint run will write. Printing `to_dict()` is the dry run."""
 
     table: str
@@ -157,8 +166,6 @@ class CheckpointPlan:
     snapshot: Snapshot | TableHead = field(repr=False, compare=False)
     state: CheckpointState = field(repr=False, compare=False)
     streamed: bool = False  # the file state is streamed from the previous checkpoint
-    #: who writes the parquet files (`delta_ops.ops.engines`)
-    engine: Engine = field(default=LOCAL, repr=False, compare=False)
     now_ms: int = 0  # the expiry clock used (never later than the wall clock)
     requested_now_ms: int | None = None  # what the caller asked for, when it was clamped
     #: other complete checkpoints at this version, ranked below `existing`: removed, so that
@@ -180,7 +187,7 @@ class CheckpointPlan:
 
 
 @dataclass(frozen=True)
-class CheckpointResult:
+class CheckpointResult(Timed):
     """What a checkpoint run did."""
 
     table: str
@@ -192,7 +199,6 @@ class CheckpointResult:
     num_add_files: int
     size_in_bytes: int
     last_checkpoint_updated: bool
-    duration_ms: int
     removed: tuple[str, ...] = ()  # other checkpoints' files at this version, deleted
     waited_ms: int = 0  # time spent waiting for another run's checkpoint of this version
 
@@ -600,6 +606,7 @@ def _write_new(storage: Storage, name: str, data: bytes) -> bool:
     return created
 
 
+@timed
 def execute_checkpoint(plan: CheckpointPlan, *, wait_ms: int | None = None) -> CheckpointResult:
     """Write the planned checkpoint, verify it, then update `_last_checkpoint`.
 
@@ -607,7 +614,6 @@ def execute_checkpoint(plan: CheckpointPlan, *, wait_ms: int | None = None) -> C
     (default :data:`IN_PROGRESS_WAIT_MS`; 0 does not wait): when it completes, it stands and
     nothing is written.
     """
-    started = time.monotonic()
     storage = plan.snapshot.storage
     existing, waited_ms = _await_other_run(
         plan, storage, IN_PROGRESS_WAIT_MS if wait_ms is None else wait_ms
@@ -619,7 +625,7 @@ def execute_checkpoint(plan: CheckpointPlan, *, wait_ms: int | None = None) -> C
             plan.version,
             existing.readable,
         )
-        return _keep_existing(plan, storage, started, waited_ms, verified=(existing.readable,))
+        return _keep_existing(plan, storage, waited_ms, verified=(existing.readable,))
     replaces = existing.broken
     # broken files under the names we write go first (unreadable: nothing readable is lost)
     colliding = [n for n in replaces if n in plan.files]
@@ -649,21 +655,21 @@ def execute_checkpoint(plan: CheckpointPlan, *, wait_ms: int | None = None) -> C
         foreign = [f for f, (created, _) in zip(files, outcomes) if not created]
         sizes = [size for _, size in outcomes]
         if foreign and plan.kind is CheckpointKind.CLASSIC:
-            return _keep_existing(plan, storage, started, waited_ms, lost=foreign[0].name)
+            return _keep_existing(plan, storage, waited_ms, lost=foreign[0].name)
         if foreign:
             try:
                 _check_foreign_parts(storage, foreign)
             except CorruptLog as exc:
                 logger.warning("%s: %s; withdrawing our parts of the set", storage.url, exc)
                 storage.delete(storage.log_file(n) for n in written)
-                return _keep_existing(plan, storage, started, waited_ms, lost=foreign[0].name)
+                return _keep_existing(plan, storage, waited_ms, lost=foreign[0].name)
         try:
             rows = _verify(plan, storage, foreign={f.name for f in foreign})
         except CorruptLog:
             if _is_complete(storage, plan.version, plan.files):
                 raise  # ours is there and does not read back: a real failure
             # a concurrent run kept another checkpoint of this version and removed ours
-            return _keep_existing(plan, storage, started, waited_ms, lost=plan.files[0])
+            return _keep_existing(plan, storage, waited_ms, lost=plan.files[0])
         winner, removed = _settle(storage, plan.version, verified=(plan.files[0],))
         if winner is None or winner.name != plan.files[0]:
             logger.info(
@@ -673,9 +679,7 @@ def execute_checkpoint(plan: CheckpointPlan, *, wait_ms: int | None = None) -> C
                 plan.version,
                 winner.name if winner else None,
             )
-            return _keep_existing(
-                plan, storage, started, waited_ms, lost=plan.files[0], removed=removed
-            )
+            return _keep_existing(plan, storage, waited_ms, lost=plan.files[0], removed=removed)
         hint = {
             "version": plan.version,
             "size": rows,
@@ -704,7 +708,6 @@ def execute_checkpoint(plan: CheckpointPlan, *, wait_ms: int | None = None) -> C
         num_add_files=plan.num_add_files,
         size_in_bytes=sum(sizes),
         last_checkpoint_updated=updated,
-        duration_ms=int((time.monotonic() - started) * 1000),
         removed=removed,
         waited_ms=waited_ms,
     )
@@ -803,7 +806,6 @@ def _settle(
 def _keep_existing(
     plan: CheckpointPlan,
     storage: Storage,
-    started: float,
     waited_ms: int,
     *,
     verified: Collection[str] = (),
@@ -838,7 +840,6 @@ def _keep_existing(
         num_add_files=plan.num_add_files,
         size_in_bytes=0,
         last_checkpoint_updated=updated,
-        duration_ms=int((time.monotonic() - started) * 1000),
         removed=removed,
         waited_ms=waited_ms,
     )
@@ -1154,7 +1155,7 @@ def _plan_checkpoint(
     return plan_checkpoint(snapshot, now, parts=options.parts, engine=engine)
 
 
-def _describe_checkpoint_plan(plan: CheckpointPlan) -> str:
+def describe_plan(plan: CheckpointPlan) -> str:
     if plan.existing is None:
         action = f"would write {', '.join(plan.files)}"
     elif plan.redundant:
@@ -1170,7 +1171,7 @@ def _describe_checkpoint_plan(plan: CheckpointPlan) -> str:
     )
 
 
-def _describe_checkpoint_result(result: CheckpointResult) -> str:
+def describe_result(result: CheckpointResult) -> str:
     if result.skipped_existing:
         removed = f"; removed {', '.join(result.removed)}" if result.removed else ""
         # a hint that was missing or named another checkpoint is repaired even so
@@ -1208,8 +1209,8 @@ OPERATION: Operation[CheckpointOptions, CheckpointPlan, CheckpointResult] = Oper
     options_type=CheckpointOptions,
     plan_with=_plan_checkpoint,
     execute_with=lambda plan, progress: execute_checkpoint(plan),
-    describe_plan=_describe_checkpoint_plan,
-    describe_result=_describe_checkpoint_result,
+    describe_plan=describe_plan,
+    describe_result=describe_result,
     touched=lambda result: (len(result.written) + len(result.removed), result.size_in_bytes),
     at_version=True,
     # the head of a table whose checkpoint is big (streamed), else the snapshot

@@ -27,12 +27,11 @@ file linked into place, or one conditional PUT), and a re-run finds it and check
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from delta_ops.errors import CorruptLog
-from delta_ops.ops.operation import Operation
+from delta_ops.ops.operation import Operation, Timed, timed
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Access
 from delta_ops.protocol.units import format_bytes
@@ -116,7 +115,7 @@ class ChecksumPlan:
 
 
 @dataclass(frozen=True)
-class ChecksumResult:
+class ChecksumResult(Timed):
     table: str
     version: int
     file: str
@@ -126,7 +125,6 @@ class ChecksumResult:
     size_in_bytes: int  # of the checksum written (0 when none was)
     num_files: int
     table_size_bytes: int
-    duration_ms: int
 
     def to_dict(self) -> dict[str, Any]:
         return fields_data(self)
@@ -147,11 +145,11 @@ def plan_checksum(snapshot: Snapshot) -> ChecksumPlan:
     )
 
 
+@timed
 def execute_checksum(plan: ChecksumPlan) -> ChecksumResult:
     """Write the checksum when the version has none; raise CorruptChecksum (a CorruptLog)
     when the one it has disagrees with the log or does not parse, or CorruptLog when a live
     deletion vector is corrupt."""
-    started = time.monotonic()
     if plan.deletion_vectors.corrupt:
         raise CorruptLog(
             f"version {plan.version}",
@@ -175,7 +173,6 @@ def execute_checksum(plan: ChecksumPlan) -> ChecksumResult:
         size_in_bytes=size,
         num_files=plan.computed.num_files,
         table_size_bytes=plan.computed.table_size_bytes,
-        duration_ms=int((time.monotonic() - started) * 1000),
     )
 
 

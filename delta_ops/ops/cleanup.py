@@ -38,7 +38,6 @@ Example::
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -70,7 +69,7 @@ from delta_ops.log.file_names import (
 from delta_ops.log.reader import parse_action_lines, sidecar_names, verify_checkpoint
 from delta_ops.log.segment import build_log_segment, complete_checkpoints
 from delta_ops.ops.engines import Engine
-from delta_ops.ops.operation import Operation, Option, OptionKind, requested_now
+from delta_ops.ops.operation import Operation, Option, OptionKind, Timed, requested_now, timed
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Access
 from delta_ops.protocol.units import format_duration, format_time_ms
@@ -132,7 +131,7 @@ class CleanupPlan:
 
 
 @dataclass(frozen=True)
-class CleanupResult:
+class CleanupResult(Timed):
     table: str
     cutoff: str
     boundary_checkpoint_version: int | None
@@ -140,7 +139,6 @@ class CleanupResult:
     num_deleted: int
     compat_checkpoint_written: str | None
     oldest_retained_version: int | None
-    duration_ms: int
     kept_reasons: tuple[str, ...] = ()  # why older log files were kept (the plan's)
 
     def to_dict(self) -> dict[str, Any]:
@@ -488,6 +486,7 @@ def compat_table_from_json(data: bytes) -> pa.Table:
     )
     rows = parse_action_lines("V2 checkpoint", data)
     columns = []
+@timed
     for f in schema:
         columns.append(pa.array([to_arrow_value(r.get(f.name), f.type) for r in rows], f.type))
     return pa.Table.from_arrays(columns, schema=schema)
@@ -495,7 +494,6 @@ def compat_table_from_json(data: bytes) -> pa.Table:
 
 def execute_cleanup(plan: CleanupPlan) -> CleanupResult:
     """Delete what the plan lists, oldest first, after the V2 compatibility checkpoint."""
-    started = time.monotonic()
     storage = plan.snapshot.storage
     compat = None
     if plan.deleted:
@@ -522,7 +520,6 @@ def execute_cleanup(plan: CleanupPlan) -> CleanupResult:
         num_deleted=len(plan.deleted),
         compat_checkpoint_written=compat,
         oldest_retained_version=plan.oldest_retained_version,
-        duration_ms=int((time.monotonic() - started) * 1000),
         kept_reasons=plan.kept_reasons,
     )
 
@@ -546,7 +543,7 @@ def _boundary(version: int | None) -> str:
     return "no boundary checkpoint" if version is None else f"boundary checkpoint {version}"
 
 
-def _describe_cleanup_plan(plan: CleanupPlan) -> str:
+def describe_plan(plan: CleanupPlan) -> str:
     head = (
         f"cutoff {format_time_ms(plan.cutoff_ms)} (log retention {format_duration(plan.retention_ms)}),"
         f" {_boundary(plan.boundary_checkpoint_version)}:"
@@ -558,7 +555,7 @@ def _describe_cleanup_plan(plan: CleanupPlan) -> str:
     return "\n".join(lines)
 
 
-def _describe_cleanup_result(result: CleanupResult) -> str:
+def describe_result(result: CleanupResult) -> str:
     head = (
         f"cutoff {result.cutoff}, {_boundary(result.boundary_checkpoint_version)}:"
         f" deleted {result.num_deleted} log files"
@@ -585,8 +582,8 @@ OPERATION: Operation[CleanupOptions, CleanupPlan, CleanupResult] = Operation(
     options_type=CleanupOptions,
     plan_with=_plan_from_options,
     execute_with=lambda plan, progress: execute_cleanup(plan),
-    describe_plan=_describe_cleanup_plan,
-    describe_result=_describe_cleanup_result,
+    describe_plan=describe_plan,
+    describe_result=describe_result,
     touched=lambda result: (result.num_deleted, None),
     needs_files=False,
 )

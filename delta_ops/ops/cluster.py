@@ -52,7 +52,6 @@ import itertools
 import json
 import math
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -76,6 +75,7 @@ from delta_ops.layout.curves import (
     range_ids,
 )
 from delta_ops.ops.engines import LOCAL, Engine, Spread
+from delta_ops.ops.operation import EnginePlan, Timed, timed
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Access
 from delta_ops.protocol.partition_predicate import PartitionPredicate
@@ -263,7 +263,7 @@ class Cube:
 
 
 @dataclass(frozen=True)
-class ClusterPlan:
+class ClusterPlan(EnginePlan):
     """The cubes to write, and what is left alone."""
 
     table: str
@@ -283,7 +283,6 @@ class ClusterPlan:
     files_clustered_otherwise: int
     snapshot: Snapshot = field(repr=False, compare=False)
     clustering: tuple[ClusteringColumn, ...] = field(repr=False, compare=False, default=())
-    engine: Engine = field(default=LOCAL, repr=False, compare=False)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -300,6 +299,12 @@ class ClusterPlan:
             return f"every file is already clustered by {', '.join(self.columns)}"
         return "no file to cluster"
 
+    def describe(self) -> str:
+        return describe_plan(self)
+
+    def execute(self) -> ClusterResult:
+        return execute_cluster(self)
+
     @property
     def files_to_rewrite(self) -> int:
         return sum(len(c.paths) for c in self.cubes)
@@ -314,7 +319,7 @@ class ClusterPlan:
 
 
 @dataclass(frozen=True)
-class ClusterResult:
+class ClusterResult(Timed):
     """What a clustering did."""
 
     table: str
@@ -328,10 +333,12 @@ class ClusterResult:
     bytes_added: int
     cubes: int
     files_written: tuple[str, ...]
-    duration_ms: int
 
     def to_dict(self) -> dict[str, Any]:
         return fields_data(self)
+
+    def describe(self) -> str:
+        return describe_result(self)
 
 
 @dataclass
@@ -632,13 +639,11 @@ def _pack(files: list[_File], cube_size: int) -> Iterator[tuple[tuple[str, ...],
 
 
 # ------------------------------------------------------------------------------ execution
+@timed
 def execute_cluster(plan: ClusterPlan) -> ClusterResult:
     """Write each cube's rows in curve order into files near the target size, then commit
     every new file and the removal of every old one as one version."""
-    started = time.monotonic()
-    empty = ClusterResult(
-        plan.table, None, plan.mode, plan.columns, plan.curve, 0, 0, 0, 0, 0, (), 0
-    )
+    empty = ClusterResult(plan.table, None, plan.mode, plan.columns, plan.curve, 0, 0, 0, 0, 0, ())
     if plan.nothing_to_do:
         return empty
     # start-up cost: the rewriting stack is loaded by the commands that write
@@ -695,7 +700,6 @@ def execute_cluster(plan: ClusterPlan) -> ClusterResult:
         bytes_added=added_bytes,
         cubes=len(plan.cubes),
         files_written=tuple(a["path"] for a in adds),
-        duration_ms=int((time.monotonic() - started) * 1000),
     )
 
 

@@ -24,7 +24,6 @@ left as they are, as in Spark, unless `compact --full`).
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +34,7 @@ from delta_ops.ops.cluster import (
     parse_column_list,
     table_clustering_columns,
 )
-from delta_ops.ops.operation import Operation, Option, OptionKind
+from delta_ops.ops.operation import Operation, Option, OptionKind, Timed, timed
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Access
 from delta_ops.table.snapshot import Snapshot
@@ -73,7 +72,7 @@ class ClusterByPlan:
 
 
 @dataclass(frozen=True)
-class ClusterByResult:
+class ClusterByResult(Timed):
     """What changed: the version committed (None when nothing was), the columns, whether the
     protocol was upgraded."""
 
@@ -82,7 +81,6 @@ class ClusterByResult:
     old_columns: tuple[str, ...]
     new_columns: tuple[str, ...]
     protocol_upgraded: bool
-    duration_ms: int
 
     def to_dict(self) -> dict[str, Any]:
         return fields_data(self)
@@ -141,11 +139,11 @@ def plan_cluster_by(snapshot: Snapshot, columns: str) -> ClusterByPlan:
     )
 
 
+@timed
 def execute_cluster_by(plan: ClusterByPlan) -> ClusterByResult:
     """Commit the protocol upgrade (where needed) and the `delta.clustering` domain."""
-    started = time.monotonic()
     if plan.nothing_to_do:
-        return ClusterByResult(plan.table, None, plan.old_columns, plan.new_columns, False, 0)
+        return ClusterByResult(plan.table, None, plan.old_columns, plan.new_columns, False)
     # start-up cost: the committing stack is loaded by the commands that write
     from delta_ops.table.transaction import Transaction
 
@@ -176,7 +174,6 @@ def execute_cluster_by(plan: ClusterByPlan) -> ClusterByResult:
         old_columns=plan.old_columns,
         new_columns=plan.new_columns,
         protocol_upgraded=plan.protocol is not None,
-        duration_ms=int((time.monotonic() - started) * 1000),
     )
 
 

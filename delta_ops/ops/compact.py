@@ -22,7 +22,6 @@ clustering) a clustering rewrite, `delta_ops.ops.cluster`; both rewrite through
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +32,15 @@ import pyarrow.compute as pc
 from delta_ops.errors import InvalidValue
 from delta_ops.log.actions import from_numpy, partition_groups
 from delta_ops.ops.engines import LOCAL, Engine
-from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
+from delta_ops.ops.operation import (
+    ENGINE_OPTION,
+    EnginePlan,
+    Operation,
+    Option,
+    OptionKind,
+    Timed,
+    timed,
+)
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Access
 from delta_ops.protocol.partition_predicate import PartitionPredicate, parse_partition_predicate
@@ -59,7 +66,7 @@ class Bin:
 
 
 @dataclass(frozen=True)
-class CompactPlan:
+class CompactPlan(EnginePlan):
     """The bins to write, and what the table looks like before."""
 
     table: str
@@ -69,8 +76,6 @@ class CompactPlan:
     bins: tuple[Bin, ...]
     files_before: int
     snapshot: Snapshot = field(repr=False, compare=False)
-    #: where the bins are rewritten (`delta_ops.ops.engines`)
-    engine: Engine = field(default=LOCAL, repr=False, compare=False)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -93,9 +98,15 @@ class CompactPlan:
             engine=self.engine.name,
         )
 
+    def describe(self) -> str:
+        return describe_plan(self)
+
+    def execute(self) -> CompactResult:
+        return execute_compact(self)
+
 
 @dataclass(frozen=True)
-class CompactResult:
+class CompactResult(Timed):
     """What a compaction did."""
 
     table: str
@@ -105,10 +116,12 @@ class CompactResult:
     bytes_removed: int
     bytes_added: int
     files_written: tuple[str, ...]
-    duration_ms: int
 
     def to_dict(self) -> dict[str, Any]:
         return fields_data(self)
+
+    def describe(self) -> str:
+        return describe_result(self)
 
 
 def parse_where(text: str | None, snapshot: Snapshot) -> PartitionPredicate | None:
@@ -280,11 +293,11 @@ def greedy_bins(
     return bins
 
 
+@timed
 def execute_compact(plan: CompactPlan) -> CompactResult:
     """Write each bin as one file and commit all of them as one version."""
-    started = time.monotonic()
     if plan.nothing_to_do:
-        return CompactResult(plan.table, None, 0, 0, 0, 0, (), 0)
+        return CompactResult(plan.table, None, 0, 0, 0, 0, ())
     # start-up cost: the rewriting stack (parquet writer, transaction) is loaded by the
     # commands that write, not by every command that imports the registry or plans
     from delta_ops.ops.rewrite import (
@@ -331,7 +344,6 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
         bytes_removed=sum(b.size for b in plan.bins),
         bytes_added=added_bytes,
         files_written=tuple(new.add["path"] for new in written),
-        duration_ms=int((time.monotonic() - started) * 1000),
     )
 
 
@@ -392,33 +404,6 @@ def plan_optimize(
     return plan_compact(snapshot, target_size=options.target_size, where=where, engine=engine)
 
 
-def _describe_plan(plan: CompactPlan | cluster.ClusterPlan) -> str:
-    if isinstance(plan, CompactPlan):
-        return describe_plan(plan)
-    # a clustering plan: its module is loaded already (it made the plan)
-    from delta_ops.ops import cluster
-
-    return cluster.describe_plan(plan)
-
-
-def _describe_result(result: CompactResult | cluster.ClusterResult) -> str:
-    if isinstance(result, CompactResult):
-        return describe_result(result)
-    # a clustering result: its module is loaded already (it made the plan)
-    from delta_ops.ops import cluster
-
-    return cluster.describe_result(result)
-
-
-def _execute(plan: CompactPlan | cluster.ClusterPlan) -> CompactResult | cluster.ClusterResult:
-    if isinstance(plan, CompactPlan):
-        return execute_compact(plan)
-    # a clustering plan: its module is loaded already (it made the plan)
-    from delta_ops.ops import cluster
-
-    return cluster.execute_cluster(plan)
-
-
 def describe_plan(plan: CompactPlan) -> str:
     if plan.nothing_to_do:
         return f"nothing to compact: no partition has small files to pack (target {format_bytes(plan.target_size)})"
@@ -477,9 +462,10 @@ OPERATION: Operation[
     ),
     options_type=CompactOptions,
     plan_with=plan_optimize,
-    execute_with=lambda plan, progress: _execute(plan),
-    describe_plan=_describe_plan,
-    describe_result=_describe_result,
+    # a bin-packing or a clustering: each plan executes and describes itself
+    execute_with=lambda plan, progress: plan.execute(),
+    describe_plan=lambda plan: plan.describe(),
+    describe_result=lambda result: result.describe(),
     touched=lambda result: (
         result.files_removed + result.files_added,
         result.bytes_removed + result.bytes_added,

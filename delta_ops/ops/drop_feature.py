@@ -49,7 +49,6 @@ that checkpoint). A feature the protocol does not have is refused, as Delta Spar
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -68,7 +67,7 @@ from delta_ops.log.segment import complete_checkpoints, list_log_files
 from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.engines import LOCAL
-from delta_ops.ops.operation import Operation, Option, OptionKind
+from delta_ops.ops.operation import Operation, Option, OptionKind, Timed, timed
 from delta_ops.ops.purge import execute_purge, plan_purge
 from delta_ops.ops.results import fields_data
 from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_with_removes
@@ -246,7 +245,7 @@ class DropFeaturePlan:
 
 
 @dataclass(frozen=True)
-class DropFeatureResult:
+class DropFeatureResult(Timed):
     """What a drop did; `dropped` False when a truncating drop must wait for the retention."""
 
     table: str
@@ -263,7 +262,6 @@ class DropFeatureResult:
     #: when not dropped: why, and the time from which running again can drop it
     waiting_for: str | None
     run_again_after_ms: int | None
-    duration_ms: int
     #: what known readers get wrong on the table as the drop leaves it (reader_warnings)
     warnings: tuple[str, ...] = ()
 
@@ -729,20 +727,20 @@ class _Run:
         return self.checkpoint(version)
 
 
+@timed
 def execute_drop_feature(
     plan: DropFeaturePlan, progress: Callable[[str], None] | None = None
 ) -> DropFeatureResult:
     """Run the drop the plan describes; each step re-reads the table (see the module doc)."""
-    started = time.monotonic()
     say = progress or (lambda message: None)
     run = _Run(plan.snapshot.storage)
     feature = plan.feature
     if plan.mode == "finish":
         say(f"drop-feature: checkpointing after the drop of {feature}")
         run.checkpoint()
-        return _result(plan, run, started, dropped=True, version=None)
+        return _result(plan, run, dropped=True, version=None)
     if feature == CHECKPOINT_PROTECTION:
-        return _drop_checkpoint_protection(plan, run, started, say)
+        return _drop_checkpoint_protection(plan, run, say)
     say(f"drop-feature: removing the traces of {feature}")
     prepared = _pre_downgrade(feature, run)
     if plan.truncate_history:
@@ -752,16 +750,15 @@ def execute_drop_feature(
             return _wait(
                 plan,
                 run,
-                started,
                 f"the commits that removed the traces of {feature} must be older than"
                 f" {format_duration(retention)} before the history is truncated",
                 clock.now_ms() + retention + MINUTE_MS,
             )
         waiting = _truncate(run, retention, feature)
         if waiting is not None:
-            return _wait(plan, run, started, *waiting)
+            return _wait(plan, run, *waiting)
         version = _downgrade(run, feature, truncate_history=True, protect=False)
-        return _result(plan, run, started, dropped=True, version=version)
+        return _result(plan, run, dropped=True, version=version)
     protect = feature in PROTECTED
     if protect:
         say(f"drop-feature: {BARRIER_CHECKPOINTS} barrier checkpoints")
@@ -770,7 +767,7 @@ def execute_drop_feature(
     version = _downgrade(run, feature, truncate_history=False, protect=protect)
     if protect:
         run.checkpoint()
-    return _result(plan, run, started, dropped=True, version=version)
+    return _result(plan, run, dropped=True, version=version)
 
 
 def _pre_downgrade(feature: str, run: _Run) -> bool:
@@ -1207,7 +1204,7 @@ def _history_truncated_before(storage: Storage, version: int) -> bool:
 
 
 def _drop_checkpoint_protection(
-    plan: DropFeaturePlan, run: _Run, started: float, say: Callable[[str], None]
+    plan: DropFeaturePlan, run: _Run, say: Callable[[str], None]
 ) -> DropFeatureResult:
     """Truncate the history before the protected version in one go, unset the property,
     then drop the feature (Spark's CheckpointProtectionPreDowngradeCommand)."""
@@ -1232,7 +1229,6 @@ def _drop_checkpoint_protection(
             return _wait(
                 plan,
                 run,
-                started,
                 f"the log before version {protected} (which checkpointProtection keeps until it"
                 f" all goes at once) is not yet older than {format_duration(retention)}",
                 newest + retention + MINUTE_MS if newest else None,
@@ -1241,14 +1237,13 @@ def _drop_checkpoint_protection(
     if REQUIRE_CHECKPOINT_PROTECTION_BEFORE_VERSION in snapshot.metadata.configuration:
         _set_properties(run, snapshot, unset=(REQUIRE_CHECKPOINT_PROTECTION_BEFORE_VERSION,))
     version = _downgrade(run, CHECKPOINT_PROTECTION, truncate_history=True, protect=False)
-    return _result(plan, run, started, dropped=True, version=version)
+    return _result(plan, run, dropped=True, version=version)
 
 
 # ------------------------------------------------------------------------------ results
 def _result(
     plan: DropFeaturePlan,
     run: _Run,
-    started: float,
     *,
     dropped: bool,
     version: int | None,
@@ -1270,18 +1265,14 @@ def _result(
         log_files_deleted=run.log_files_deleted,
         waiting_for=waiting_for,
         run_again_after_ms=run_again_after_ms,
-        duration_ms=int((time.monotonic() - started) * 1000),
         warnings=reader_warnings(latest) if dropped else (),
     )
 
 
-def _wait(
-    plan: DropFeaturePlan, run: _Run, started: float, why: str, after_ms: int | None
-) -> DropFeatureResult:
+def _wait(plan: DropFeaturePlan, run: _Run, why: str, after_ms: int | None) -> DropFeatureResult:
     return _result(
         plan,
         run,
-        started,
         dropped=False,
         version=None,
         waiting_for=why,

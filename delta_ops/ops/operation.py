@@ -30,10 +30,12 @@ log).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from delta_ops import clock
 from delta_ops.errors import InvalidValue, NeedsForce
@@ -57,6 +59,41 @@ class Plan(Protocol):
         ...
 
     def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class EnginePlan:
+    """The base of a plan whose heavy work runs on an engine (`delta_ops.ops.engines`): it
+    holds the engine the front end built, left out of the plan's repr and equality (its data
+    reports the engine's name). A keyword-only field, so a plan's own fields keep their order.
+    """
+
+    engine: Engine = field(default=LOCAL, repr=False, compare=False, kw_only=True)
+
+
+@dataclass(frozen=True)
+class Timed:
+    """The base of a result: how long executing its plan took, measured by `timed` (a
+    keyword-only field, so a result's own fields keep their order)."""
+
+    duration_ms: int = field(default=0, kw_only=True)
+
+
+TimedT = TypeVar("TimedT", bound=Timed)
+_Params = ParamSpec("_Params")
+
+
+def timed(execute: Callable[_Params, TimedT]) -> Callable[_Params, TimedT]:
+    """`execute` (an operation's ``execute_<name>``), its result's `duration_ms` measured
+    here: the one place every operation's run is timed."""
+
+    @functools.wraps(execute)
+    def run(*args: _Params.args, **kwargs: _Params.kwargs) -> TimedT:
+        started = time.monotonic()
+        result = execute(*args, **kwargs)
+        return dataclasses.replace(result, duration_ms=int((time.monotonic() - started) * 1000))
+
+    return run
 
 
 class OptionKind(StrEnum):
@@ -373,6 +410,7 @@ def requested_now(now: int | None) -> int:
 __all__ = [
     "ENGINE_OPTION",
     "AnyOperation",
+    "EnginePlan",
     "Naming",
     "Operation",
     "Option",
@@ -382,6 +420,8 @@ __all__ = [
     "PlanT",
     "Progress",
     "ResultT",
+    "Timed",
     "Touched",
     "requested_now",
+    "timed",
 ]

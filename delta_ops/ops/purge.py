@@ -20,7 +20,6 @@ commit conflict; the new files are deleted again and the purge can be re-run.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +28,15 @@ import pyarrow.compute as pc
 from delta_ops import clock
 from delta_ops.errors import InvalidValue
 from delta_ops.ops.engines import LOCAL, Engine
-from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
+from delta_ops.ops.operation import (
+    ENGINE_OPTION,
+    EnginePlan,
+    Operation,
+    Option,
+    OptionKind,
+    Timed,
+    timed,
+)
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Access
 from delta_ops.protocol.units import format_bytes, format_time_ms
@@ -54,7 +61,7 @@ class FileToPurge:
 
 
 @dataclass(frozen=True)
-class PurgePlan:
+class PurgePlan(EnginePlan):
     """Which files to rewrite, and when a vacuum may erase the old ones."""
 
     table: str
@@ -66,8 +73,6 @@ class PurgePlan:
     erased_by_vacuum_after_ms: int  # the old files' earliest vacuum (now + file retention)
     row_tracking: bool
     snapshot: Snapshot = field(repr=False, compare=False)
-    #: where the files are rewritten (`delta_ops.ops.engines`)
-    engine: Engine = field(default=LOCAL, repr=False, compare=False)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -83,7 +88,7 @@ class PurgePlan:
 
 
 @dataclass(frozen=True)
-class PurgeResult:
+class PurgeResult(Timed):
     """What a purge did."""
 
     table: str
@@ -94,7 +99,6 @@ class PurgeResult:
     rows_kept: int
     bytes_written: int
     erased_by_vacuum_after_ms: int
-    duration_ms: int
 
     def to_dict(self) -> dict[str, Any]:
         return fields_data(self)
@@ -145,12 +149,12 @@ def plan_purge(
     )
 
 
+@timed
 def execute_purge(plan: PurgePlan) -> PurgeResult:
     """Rewrite the plan's files and commit them as one version (see the module doc)."""
-    started = time.monotonic()
     snapshot = plan.snapshot
     if plan.nothing_to_do:
-        return PurgeResult(plan.table, None, 0, (), 0, 0, 0, plan.erased_by_vacuum_after_ms, 0)
+        return PurgeResult(plan.table, None, 0, (), 0, 0, 0, plan.erased_by_vacuum_after_ms)
     # start-up cost: the rewriting stack (parquet writer, transaction) is loaded by the
     # commands that write, not by every command that imports the registry or plans
     from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_with_removes
@@ -191,7 +195,6 @@ def execute_purge(plan: PurgePlan) -> PurgeResult:
         rows_kept=kept_total,
         bytes_written=bytes_total,
         erased_by_vacuum_after_ms=plan.erased_by_vacuum_after_ms,
-        duration_ms=int((time.monotonic() - started) * 1000),
     )
 
 

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -57,7 +56,15 @@ import pyarrow.compute as pc
 from delta_ops.errors import ConcurrentModification, DataFileError, InvalidValue
 from delta_ops.log.actions import ADD_FIELDS, file_rows_as_actions
 from delta_ops.ops.engines import LOCAL, Engine, Spread
-from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
+from delta_ops.ops.operation import (
+    ENGINE_OPTION,
+    EnginePlan,
+    Operation,
+    Option,
+    OptionKind,
+    Timed,
+    timed,
+)
 from delta_ops.ops.progress import task as progress_task
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Access
@@ -98,7 +105,7 @@ class FileToRecompute:
 
 
 @dataclass(frozen=True)
-class RecomputeStatsPlan:
+class RecomputeStatsPlan(EnginePlan):
     table: str
     version: int
     num_files: int  # live files checked
@@ -107,8 +114,6 @@ class RecomputeStatsPlan:
     files: tuple[FileToRecompute, ...]
     batch_files: int
     snapshot: Snapshot = field(repr=False, compare=False)
-    #: where the files are read (`delta_ops.ops.engines`)
-    engine: Engine = field(default=LOCAL, repr=False, compare=False)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -135,12 +140,11 @@ class RecomputeStatsPlan:
 
 
 @dataclass(frozen=True)
-class RecomputeStatsResult:
+class RecomputeStatsResult(Timed):
     table: str
     versions: tuple[int, ...]  # one commit per batch
     files_recomputed: int
     files_skipped: int  # changed by a concurrent commit meanwhile: left for a later run
-    duration_ms: int
 
     def to_dict(self) -> dict[str, Any]:
         return fields_data(self)
@@ -329,14 +333,14 @@ def file_stats(reader: Any, rules: StatsRules, item: tuple[str, bool]) -> str:
         ) from None
 
 
+@timed
 def execute_recompute_stats(
     plan: RecomputeStatsPlan, progress: Callable[[str], None] | None = None
 ) -> RecomputeStatsResult:
     """Compute the planned files' stats (by the plan's engine) and commit them, one
     ``COMPUTE STATS`` commit per batch."""
-    started = time.monotonic()
     if plan.nothing_to_do:
-        return RecomputeStatsResult(plan.table, (), 0, 0, 0)
+        return RecomputeStatsResult(plan.table, (), 0, 0)
     say = progress or (lambda message: logger.info("%s: %s", plan.table, message))
     snapshot = plan.snapshot
     storage = snapshot.storage
@@ -385,7 +389,6 @@ def execute_recompute_stats(
         versions=tuple(versions),
         files_recomputed=done,
         files_skipped=skipped,
-        duration_ms=int((time.monotonic() - started) * 1000),
     )
 
 

@@ -27,7 +27,6 @@ Safety:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -39,7 +38,15 @@ import pyarrow.compute as pc
 from delta_ops import clock
 from delta_ops.errors import InvalidValue, NeedsForce
 from delta_ops.ops.engines import LOCAL, Engine, Spread
-from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
+from delta_ops.ops.operation import (
+    ENGINE_OPTION,
+    EnginePlan,
+    Operation,
+    Option,
+    OptionKind,
+    Timed,
+    timed,
+)
 from delta_ops.ops.results import fields_data
 from delta_ops.ops.vacuum import relative_paths
 from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, dv_relative_paths
@@ -72,7 +79,7 @@ class MissingFile:
 
 
 @dataclass(frozen=True)
-class RepairPlan:
+class RepairPlan(EnginePlan):
     table: str
     version: int
     num_files: int  # live files checked
@@ -80,8 +87,6 @@ class RepairPlan:
     max_missing_ratio: float
     forced: bool
     snapshot: Snapshot = field(repr=False, compare=False)
-    #: where the table is listed (`delta_ops.ops.engines`)
-    engine: Engine = field(default=LOCAL, repr=False, compare=False)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -111,7 +116,7 @@ class RepairPlan:
 
 
 @dataclass(frozen=True)
-class RepairResult:
+class RepairResult(Timed):
     table: str
     version: int | None  # the repair's commit (None: nothing was missing any more)
     removed: tuple[str, ...]
@@ -119,7 +124,6 @@ class RepairResult:
     records_removed: int
     bytes_removed: int
     found_again: tuple[str, ...]  # missing when planned, present when executed: kept
-    duration_ms: int
 
     def to_dict(self) -> dict[str, Any]:
         return fields_data(self)
@@ -249,13 +253,13 @@ def _described(
     )
 
 
+@timed
 def execute_repair(plan: RepairPlan) -> RepairResult:
     """Remove the files still missing in one commit."""
-    started = time.monotonic()
     snapshot = plan.snapshot
     storage = snapshot.storage
     if plan.nothing_to_do:
-        return RepairResult(plan.table, None, (), 0, 0, 0, (), 0)
+        return RepairResult(plan.table, None, (), 0, 0, 0, ())
     # a file restored meanwhile (from a backup) stays in the table
     planned = {f.path: f for f in plan.missing}
     rows = snapshot.file_index.filter(
@@ -265,7 +269,7 @@ def execute_repair(plan: RepairPlan) -> RepairResult:
     still = rows.filter(pc.or_(still_data, still_dv)).column("path").to_pylist()
     found_again = tuple(sorted(set(planned) - set(still)))
     if not still:
-        return RepairResult(plan.table, None, (), 0, 0, 0, found_again, _ms(started))
+        return RepairResult(plan.table, None, (), 0, 0, 0, found_again)
     removed = snapshot.files.filter(
         pc.is_in(snapshot.files.column("path"), value_set=pa.array(sorted(still)))
     )
@@ -293,12 +297,7 @@ def execute_repair(plan: RepairPlan) -> RepairResult:
         records_removed=sum(f.records or 0 for f in gone),
         bytes_removed=sum(f.size for f in gone),
         found_again=found_again,
-        duration_ms=_ms(started),
     )
-
-
-def _ms(started: float) -> int:
-    return int((time.monotonic() - started) * 1000)
 
 
 # ------------------------------------------------------------------------------ the operation

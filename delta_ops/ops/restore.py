@@ -32,7 +32,6 @@ changes nothing, and running again finishes.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +43,7 @@ from delta_ops.errors import DataFileError, InvalidValue, OperationRefused
 from delta_ops.log.actions import ADD_FIELDS, file_rows_as_actions
 from delta_ops.log.state_stream import file_keys
 from delta_ops.ops.engines import LOCAL, Spread
-from delta_ops.ops.operation import Operation, Option, OptionKind
+from delta_ops.ops.operation import Operation, Option, OptionKind, Timed, timed
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.deletion_vectors import dv_relative_paths, dv_unique_ids
 from delta_ops.protocol.features import Access, Protocol
@@ -100,12 +99,11 @@ class RestorePlan:
 
 
 @dataclass(frozen=True)
-class RestoreResult:
+class RestoreResult(Timed):
     table: str
     version: int | None  # the restore's commit (None: nothing to do)
     restored_version: int
     metrics: dict[str, int]  # Delta Spark's RESTORE metrics
-    duration_ms: int
 
     def to_dict(self) -> dict[str, Any]:
         return fields_data(self)
@@ -347,9 +345,9 @@ def _protocol_after(now: Protocol, then: Protocol) -> dict[str, Any] | None:
     return now.with_features(*lacking).to_action()
 
 
+@timed
 def execute_restore(plan: RestorePlan) -> RestoreResult:
     """Commit the restore: N's metadata where it differs, the removes, the re-adds."""
-    started = time.monotonic()
     metrics = {
         "tableSizeAfterRestore": _bytes(plan.target.file_index),
         "numOfFilesAfterRestore": plan.target.num_files,
@@ -359,7 +357,7 @@ def execute_restore(plan: RestorePlan) -> RestoreResult:
         "restoredFilesSize": plan.bytes_to_restore,
     }
     if plan.nothing_to_do:
-        return RestoreResult(plan.table, None, plan.restore_to, metrics, 0)
+        return RestoreResult(plan.table, None, plan.restore_to, metrics)
     snapshot = plan.snapshot
     parameters: dict[str, Any] = {"version": plan.restore_to}
     if plan.timestamp_ms is not None:
@@ -390,7 +388,6 @@ def execute_restore(plan: RestorePlan) -> RestoreResult:
         version=version,
         restored_version=plan.restore_to,
         metrics=metrics,
-        duration_ms=int((time.monotonic() - started) * 1000),
     )
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -50,7 +49,15 @@ from delta_ops.errors import (
 )
 from delta_ops.log.actions import ADD_FIELDS, file_rows_as_actions
 from delta_ops.ops.engines import LOCAL, Engine, Spread
-from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
+from delta_ops.ops.operation import (
+    ENGINE_OPTION,
+    EnginePlan,
+    Operation,
+    Option,
+    OptionKind,
+    Timed,
+    timed,
+)
 from delta_ops.ops.progress import Task
 from delta_ops.ops.progress import task as progress_task
 from delta_ops.ops.results import fields_data
@@ -76,7 +83,7 @@ FOOTER_BATCH = 200  # parquet footers read by one task, where tasks are schedule
 
 
 @dataclass(frozen=True)
-class RowTrackingPlan:
+class RowTrackingPlan(EnginePlan):
     table: str
     already_enabled: bool
     upgrade_protocol: bool
@@ -87,8 +94,6 @@ class RowTrackingPlan:
     num_batches: int
     set_property: bool
     snapshot: Snapshot = field(repr=False, compare=False)
-    #: where footers lacking counts are read (`delta_ops.ops.engines`)
-    engine: Engine = field(default=LOCAL, repr=False, compare=False)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -104,7 +109,7 @@ class RowTrackingPlan:
 
 
 @dataclass(frozen=True)
-class RowTrackingResult:
+class RowTrackingResult(Timed):
     table: str
     already_enabled: bool
     protocol_upgrade_version: int | None
@@ -113,7 +118,6 @@ class RowTrackingResult:
     files_counted_from_footer: int
     property_commit_version: int | None
     row_id_high_water_mark: int | None
-    duration_ms: int
 
     def to_dict(self) -> dict[str, Any]:
         return fields_data(self)
@@ -173,6 +177,7 @@ def _names_set(snapshot: Snapshot) -> bool:
     return bool(config.get(ROW_ID_COLUMN)) and bool(config.get(COMMIT_VERSION_COLUMN))
 
 
+@timed
 def execute_enable_row_tracking(
     plan: RowTrackingPlan, *, progress: Callable[[str], None] | None = None
 ) -> RowTrackingResult:
@@ -183,12 +188,11 @@ def execute_enable_row_tracking(
     the backfill. Before the property commit a fresh load proves every live file has row ids;
     files added meanwhile by writers that did not know row tracking are backfilled then.
     """
-    started = time.monotonic()
     storage = plan.snapshot.storage
     say = progress or (lambda message: logger.info("%s: %s", storage.url, message))
     if plan.nothing_to_do:
         return RowTrackingResult(
-            plan.table, True, None, (), 0, 0, None, plan.snapshot.row_id_high_water_mark, 0
+            plan.table, True, None, (), 0, 0, None, plan.snapshot.row_id_high_water_mark
         )
     backfill = _Backfill(storage, plan.batch_files, say, plan.engine)
     snapshot = plan.snapshot
@@ -211,7 +215,6 @@ def execute_enable_row_tracking(
         files_counted_from_footer=backfill.counted,
         property_commit_version=property_version,
         row_id_high_water_mark=high_water_mark,
-        duration_ms=int((time.monotonic() - started) * 1000),
     )
 
 
@@ -486,7 +489,7 @@ def enable_row_tracking(
 
 
 # ------------------------------------------------------------------------------ the operation
-def _describe_row_tracking_plan(plan: RowTrackingPlan) -> str:
+def describe_plan(plan: RowTrackingPlan) -> str:
     if plan.nothing_to_do:
         return "row tracking is already enabled: nothing to do"
     upgrade = "upgrade the protocol, " if plan.upgrade_protocol else ""
@@ -497,7 +500,7 @@ def _describe_row_tracking_plan(plan: RowTrackingPlan) -> str:
     )
 
 
-def _describe_row_tracking_result(result: RowTrackingResult) -> str:
+def describe_result(result: RowTrackingResult) -> str:
     if result.already_enabled:
         return "row tracking is already enabled: nothing to do"
     return (
@@ -534,7 +537,7 @@ OPERATION: Operation[RowTrackingOptions, RowTrackingPlan, RowTrackingResult] = O
         snapshot, batch_files=options.batch_files, engine=engine
     ),
     execute_with=lambda plan, progress: execute_enable_row_tracking(plan, progress=progress),
-    describe_plan=_describe_row_tracking_plan,
-    describe_result=_describe_row_tracking_result,
+    describe_plan=describe_plan,
+    describe_result=describe_result,
     touched=lambda result: (result.files_backfilled, None),
 )

@@ -52,7 +52,6 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -69,7 +68,16 @@ from delta_ops.log.segment import complete_checkpoints
 from delta_ops.ops import progress
 from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.leftovers import MIN_LEFTOVER_AGE_MS, staging_directories, stale_leftovers
-from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind, requested_now
+from delta_ops.ops.operation import (
+    ENGINE_OPTION,
+    EnginePlan,
+    Operation,
+    Option,
+    OptionKind,
+    Timed,
+    requested_now,
+    timed,
+)
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, dv_relative_paths
 from delta_ops.protocol.features import Access, Protocol
@@ -132,7 +140,7 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class VacuumPlan:
+class VacuumPlan(EnginePlan):
     table: str
     mode: VacuumMode
     now_ms: int
@@ -146,8 +154,6 @@ class VacuumPlan:
     kept_in_flight: tuple[str, ...] = ()  # young untracked files a running write may own
     requested_now_ms: int | None = None  # what the caller asked for, when the clock clamped it
     oldest_reconstructable_version: int = 0
-    #: where the listing ran and the deletes run (`delta_ops.ops.engines`)
-    engine: Engine = field(default=LOCAL, repr=False, compare=False)
     snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -198,7 +204,7 @@ class VacuumPlan:
 
 
 @dataclass(frozen=True)
-class VacuumResult:
+class VacuumResult(Timed):
     table: str
     mode: str
     retention_ms: int
@@ -208,7 +214,6 @@ class VacuumResult:
     num_vacuumed_directories: int
     kept_after_recheck: tuple[str, ...]
     commits: tuple[int, ...]
-    duration_ms: int
 
     def to_dict(self) -> dict[str, Any]:
         return fields_data(self)
@@ -624,15 +629,15 @@ def _lite_candidates(
 
 
 # ----------------------------------------------------------------------------- execute
+@timed
 def execute_vacuum(plan: VacuumPlan) -> VacuumResult:
     """Delete what the plan lists, bracketed by VACUUM START / END commits."""
-    started = time.monotonic()
     snapshot = plan.snapshot
     assert snapshot is not None
     storage = snapshot.storage
     if plan.nothing_to_do:
         _write_last_vacuum_info(storage, plan)
-        return VacuumResult(plan.table, plan.mode, plan.retention_ms, (), 0, 0, 0, (), (), 0)
+        return VacuumResult(plan.table, plan.mode, plan.retention_ms, (), 0, 0, 0, (), ())
     params = {
         "retentionCheckEnabled": True,
         "defaultRetentionMillis": plan.table_retention_ms,
@@ -681,7 +686,6 @@ def execute_vacuum(plan: VacuumPlan) -> VacuumResult:
         num_vacuumed_directories=dirs_removed,
         kept_after_recheck=kept,
         commits=(start_version, end_version),
-        duration_ms=int((time.monotonic() - started) * 1000),
     )
 
 
@@ -773,7 +777,7 @@ def _plan_vacuum(snapshot: Snapshot, options: VacuumOptions, engine: Engine) -> 
     )
 
 
-def _describe_vacuum_plan(plan: VacuumPlan) -> str:
+def describe_plan(plan: VacuumPlan) -> str:
     head = (
         f"would delete {len(plan.candidates)} files ({format_bytes(plan.bytes)}) and"
         f" {len(plan.directories)} empty directories at most ({plan.mode},"
@@ -794,7 +798,7 @@ def _describe_vacuum_plan(plan: VacuumPlan) -> str:
     return "\n".join(lines)
 
 
-def _describe_vacuum_result(result: VacuumResult) -> str:
+def describe_result(result: VacuumResult) -> str:
     return (
         f"deleted {result.num_deleted} files ({format_bytes(result.bytes)}),"
         f" {result.num_vacuumed_directories} directories; commits {list(result.commits) or 'none'}"
@@ -836,8 +840,8 @@ OPERATION: Operation[VacuumOptions, VacuumPlan, VacuumResult] = Operation(
     options_type=VacuumOptions,
     plan_with=_plan_vacuum,
     execute_with=lambda plan, progress: execute_vacuum(plan),
-    describe_plan=_describe_vacuum_plan,
-    describe_result=_describe_vacuum_result,
+    describe_plan=describe_plan,
+    describe_result=describe_result,
     touched=lambda result: (result.num_deleted, result.bytes),
 )
 
