@@ -2,9 +2,9 @@
 
 The protocol core reads any Delta table's state columnar (pyarrow); the operations
 (checkpoint, log cleanup, vacuum, row-tracking backfill) plan purely and execute crash-safely;
-the Dagster layer in :mod:`delta_ops.dagster` orchestrates them for a fleet of tables.
+the Dagster layer in `delta_ops.dagster` orchestrates them for a fleet of tables.
 
-Example::
+For example:
 
     from delta_ops import load_snapshot
     snapshot = load_snapshot("/data/events")
@@ -12,7 +12,7 @@ Example::
 
 Importing this package stays light: the table API (and with it pyarrow and numpy) loads when
 one of its names is first used, Dagster and PySpark only with their layers. So the `delta-ops`
-process can set up its environment before numpy loads (:mod:`delta_ops.cli`).
+process can set up its environment before numpy loads (`delta_ops.cli`).
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 Ops take a `now_ms` so that a plan can be made "as of" a moment (``--now`` in the CLI), but no
 write may be more destructive than the real clock allows: expiring tombstones or `txn` entries
 in a checkpoint, the log-cleanup cutoff, vacuum's retention window and its in-flight grace all
-use :func:`clamp`, which never lets a requested time run ahead of the wall clock and says
+use `clamp`, which never lets a requested time run ahead of the wall clock and says
 whether it had to lower it (a plan reports what was asked). A `now_ms` in the past is honoured
 (it only makes an op keep more).
 
-Tests and simulations move the wall clock with :func:`fixed_wall_clock`::
+Tests and simulations move the wall clock with `fixed_wall_clock`:
 
     with fixed_wall_clock(1_700_000_000_000 + 30 * DAY_MS):
         execute_vacuum(plan_vacuum(load_snapshot(path), now_ms=clock.now_ms()))
@@ -26,7 +26,7 @@ _process_override: list[int] = []
 
 
 def now_ms() -> int:
-    """The wall clock in epoch milliseconds (or the innermost :func:`fixed_wall_clock`)."""
+    """The wall clock in epoch milliseconds (or the innermost `fixed_wall_clock`)."""
     fixed: int | None = getattr(_override, "ms", None)
     if fixed is not None:
         return fixed

@@ -2,11 +2,11 @@
 
 Every error says *what* went wrong and *where* (the file, the line, the property, the feature),
 so a failed maintenance run can be diagnosed from its one-line message. Callers that want to
-handle any delta-ops failure catch :class:`DeltaOpsError`.
+handle any delta-ops failure catch `DeltaOpsError`.
 
 Any other exception is a bug in delta-ops (or a library under it). To say which file it was
-reading, storage reads each file inside :func:`reading`, which notes the path on such an
-exception (:func:`file_being_read` finds it again)::
+reading, storage reads each file inside `reading`, which notes the path on such an
+exception (`file_being_read` finds it again):
 
     with reading(path):
         data = decode(open(path, "rb").read())
@@ -195,7 +195,7 @@ _READING_NOTE = "delta-ops was reading "
 
 
 class _Reading:
-    """The context of :func:`reading`: a class, so entering it costs a few attribute looks."""
+    """The context of `reading`: a class, so entering it costs a few attribute looks."""
 
     __slots__ = ("path",)
 
@@ -217,13 +217,13 @@ class _Reading:
 
 def reading(path: str) -> _Reading:
     """A block that reads (or decodes) the file `path`: an unexpected exception leaving it gets
-    the path as a note (:func:`file_being_read`), kept across threads and processes (it
+    the path as a note (`file_being_read`), kept across threads and processes (it
     travels with the exception), so a bug's one-line report can say which file it was on."""
     return _Reading(path)
 
 
 def note_reading(exc: BaseException, path: str) -> None:
-    """What leaving a :func:`reading` block of `path` with `exc` does, for a loop over many
+    """What leaving a `reading` block of `path` with `exc` does, for a loop over many
     files that keeps the file it is on itself (a block per file costs more than reading a small
     file's bytes): an unexpected exception gets the path as a note."""
     if (
@@ -235,7 +235,7 @@ def note_reading(exc: BaseException, path: str) -> None:
 
 
 def file_being_read(exc: BaseException) -> str | None:
-    """The file `exc` was raised while reading (the innermost :func:`reading` block), if any."""
+    """The file `exc` was raised while reading (the innermost `reading` block), if any."""
     for note in getattr(exc, "__notes__", ()):
         if isinstance(note, str) and note.startswith(_READING_NOTE):
             return note[len(_READING_NOTE) :]

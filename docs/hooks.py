@@ -3,14 +3,13 @@
 Adding an operation is its module and one line in `delta_ops.ops.registry.ENTRIES`; the site
 follows without an edit: each registered operation gets its API reference page
 (``reference/ops/<module>.md``, listed in the nav after the registry's page) and its row in
-the table of operations (``operations/index.md``, where the marker :data:`TABLE_MARKER`
+the table of operations (``operations/index.md``, where the marker `TABLE_MARKER`
 stands). `reference_pages`, `reference_nav` and `operations_table` are what the hook adds;
 tests call them on a registry with a toy operation added.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -105,17 +104,3 @@ def on_page_markdown(markdown: str, page: Any, config: Any, **kwargs: Any) -> st
         return markdown
     guides = Path(config["docs_dir"]) / "operations"
     return markdown.replace(TABLE_MARKER, operations_table(guides=guides))
-
-
-# the docstrings' reST roles (``:class:`X```) and literal-block markers (``Example::``), shown
-# as Markdown would show them on the API reference pages
-_ROLE = re.compile(r":(?:class|func|meth|mod|data|attr|exc|obj):(?=<code>)")
-_TILDE = re.compile(r"<code>~")
-_LITERAL_MARKER = re.compile(r"::</p>")
-
-
-def on_page_content(html: str, page: Any, **kwargs: Any) -> str:
-    if not page.file.src_uri.startswith("reference/"):
-        return html
-    html = _TILDE.sub("<code>", _ROLE.sub("", html))
-    return _LITERAL_MARKER.sub(":</p>", html)

@@ -19,7 +19,7 @@ The modules, each one concept:
 * `delta_ops.airflow.tables`, `delta_ops.airflow.dags` and `delta_ops.airflow.alerts`: the DAG
   factory that mirrors Dagster's `build_delta_maintenance_defs`, and its failure alerts.
 
-Example (a DAG file)::
+Example (a DAG file):
 
     from delta_ops.airflow.dags import build_delta_maintenance_dag
 

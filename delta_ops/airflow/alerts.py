@@ -1,8 +1,8 @@
 """Alerts for failed maintenance tasks: which table, which DAG and task, what went wrong, where.
 
-:func:`failure_callback` makes an ``on_failure_callback`` (the DAG factory sets it on every
-task) that turns a failed task into a :class:`MaintenanceFailure` and logs its one line, the
-same line Dagster's run-failure sensor reports (`delta_ops.ops.failure_notice`)::
+`failure_callback` makes an ``on_failure_callback`` (the DAG factory sets it on every
+task) that turns a failed task into a `MaintenanceFailure` and logs its one line, the
+same line Dagster's run-failure sensor reports (`delta_ops.ops.failure_notice`):
 
     delta-ops: lake_maintenance (step events.vacuum) failed for events: vacuum failed:
     ... | http://airflow.example.com/dags/lake_maintenance/runs/.../tasks/events.vacuum

@@ -2,7 +2,7 @@
 
 Airflow's counterpart of Dagster's `build_delta_maintenance_defs`:
 
-* :func:`build_delta_maintenance_dag`: per table a task group, ``[rewrites] ->
+* `build_delta_maintenance_dag`: per table a task group, ``[rewrites] ->
   [enable_row_tracking] -> checkpoint -> cleanup -> vacuum``, each task one of
   `delta_ops.airflow.operators`' operators, in a pool of the table's own (so two maintenance
   tasks never work on one table at once, across DAGs too), retried with backoff for transient
@@ -10,15 +10,15 @@ Airflow's counterpart of Dagster's `build_delta_maintenance_defs`:
   failure in one line (`delta_ops.airflow.alerts`). Each task's result is an event on its own
   maintenance asset (``delta_maintenance/<name>/<table>/<action>``), which plots it over time;
   a skipped step leaves none.
-* :func:`build_delta_commit_dags`: per table a DAG scheduled on the table's asset, which an
+* `build_delta_commit_dags`: per table a DAG scheduled on the table's asset, which an
   ``AssetWatcher`` (`delta_ops.airflow.triggers.DeltaCommitEventTrigger`) updates whenever
   ``delta.checkpointInterval`` commits piled up: it checkpoints the table.
 
 Like Dagster's schedules and sensors, the DAGs start **paused**: deploying a DAG file never
 starts deleting files by itself (``start_automation=True`` to start them running). The pools
 must exist before the scheduler runs their tasks (Airflow does not create pools):
-``airflow pools import`` the file :func:`pools_file` writes, or ``airflow pools set`` each of
-:func:`pool_specs`. A DAG file::
+``airflow pools import`` the file `pools_file` writes, or ``airflow pools set`` each of
+`pool_specs`. A DAG file:
 
     from delta_ops.airflow.dags import build_delta_commit_dags, build_delta_maintenance_dag
 
@@ -177,7 +177,7 @@ def build_delta_maintenance_dag(
         rewrites: operations to run before the chain (``"purge"``, ``"compact"``), in order.
         dry_run: plan only: every task logs and returns its plan and changes nothing.
         spark_conn_id: the Spark connection of the steps whose ``engine`` is ``spark``.
-        pools: put each table's steps in its own pool (create them: :func:`pools_file`).
+        pools: put each table's steps in its own pool (create them: `pools_file`).
         retries: how often a step retries a retryable error (a concurrent commit, a store's
             hiccup), with exponential backoff from `retry_delay`; other errors never retry.
         retry_delay: the first retry's delay.
@@ -264,7 +264,7 @@ def build_delta_commit_dags(
     asset, which a `DeltaCommitEventTrigger` watcher updates once the commits since the last
     checkpoint reach `min_commits` (default: the table's ``delta.checkpointInterval``); it
     checkpoints the table (with `options`, the checkpoint's). The other arguments are
-    :func:`build_delta_maintenance_dag`'s."""
+    `build_delta_maintenance_dag`'s."""
     check_option_names(OPERATIONS[Action.CHECKPOINT], options or {})
     targets = as_tables(tables)
     location = fleet_history(
@@ -323,7 +323,7 @@ def pool_specs(*dags: DAG) -> dict[str, dict[str, Any]]:
 
 
 def pools_file(path: str | Path, *dags: DAG) -> Path:
-    """Write :func:`pool_specs` to `path` for ``airflow pools import PATH``."""
+    """Write `pool_specs` to `path` for ``airflow pools import PATH``."""
     target = Path(path)
     target.write_text(json.dumps(pool_specs(*dags), indent=2, sort_keys=True) + "\n")
     return target

@@ -15,7 +15,7 @@ need not be installed) the session starts on the connection's master:
 Without one, the engine uses the session already running in the process, else a local one.
 The driver runs in the task, so a connection asking for ``deploy-mode: cluster`` is refused.
 
-Example::
+For example:
 
     DeltaVacuumOperator(task_id="vacuum", table="s3://lake/events", engine="spark",
                         spark_conn_id="spark_cluster")

@@ -1,6 +1,6 @@
 """Airflow connections as storage options: credentials stay in Airflow, tables open with them.
 
-:class:`DeltaOpsHook` reads one Airflow connection and returns the fsspec storage options a
+`DeltaOpsHook` reads one Airflow connection and returns the fsspec storage options a
 table opens with (`delta_ops.storage.Storage.open`), by the connection's type:
 
 | connection type | from | storage options |
@@ -17,7 +17,7 @@ honour is refused rather than ignored: an AWS connection that assumes a role (``
 a connection with the role's session credentials, or the environment), any other connection
 type. Options given to an operator beside a connection win over the connection's.
 
-Example::
+For example:
 
     DeltaOpsHook("lake_s3").storage_options()
     # {'key': 'AKIA...', 'secret': '...', 'client_kwargs': {'region_name': 'eu-west-1'}}
@@ -205,7 +205,7 @@ class DeltaOpsHook(BaseHook):
 
     def storage_options(self) -> Options:
         """The connection's storage options (a task's; the triggerer uses
-        :meth:`astorage_options`)."""
+        `astorage_options`)."""
         return storage_options_from(self.get_connection(self.delta_ops_conn_id))
 
     async def astorage_options(self) -> Options:
@@ -223,7 +223,7 @@ def table_storage_options(conn_id: str | None, given: Mapping[str, Any] | None) 
 async def atable_storage_options(
     conn_id: str | None, given: Mapping[str, Any] | None
 ) -> Options | None:
-    """:func:`table_storage_options` in a trigger, without blocking its event loop."""
+    """`table_storage_options` in a trigger, without blocking its event loop."""
     from_connection = await DeltaOpsHook(conn_id).astorage_options() if conn_id else {}
     return {**from_connection, **(given or {})} or None
 

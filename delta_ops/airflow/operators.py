@@ -4,7 +4,7 @@ The CLI's subcommands and Dagster's jobs come from `delta_ops.ops.registry`; so 
 operators, one class per operation, named after it: ``DeltaCheckpointOperator``,
 ``DeltaCleanupOperator``, ``DeltaVacuumOperator``, ``DeltaEnableRowTrackingOperator``,
 ``DeltaPurgeOperator``, ``DeltaCompactOperator``, and one for every operation added later
-(:data:`OPERATORS` maps each operation's name to its class). Each takes:
+(`OPERATORS` maps each operation's name to its class). Each takes:
 
 * ``table``: the table's path or URL; ``delta_ops_conn_id`` and ``storage_options`` for an
   object store (`delta_ops.airflow.hook`; given options win over the connection's);
@@ -40,7 +40,7 @@ What a run does:
   where stopping at any point leaves a table every reader reads, and running it again
   finishes the work (see the guarantees page).
 
-Example (a DAG file)::
+Example (a DAG file):
 
     from delta_ops.airflow.operators import DeltaVacuumOperator
 
@@ -144,7 +144,7 @@ def _templated(value: Any) -> bool:
 
 
 class DeltaOperationOperator(BaseOperator):
-    """What every generated operator shares; :data:`OPERATORS` has one subclass per operation
+    """What every generated operator shares; `OPERATORS` has one subclass per operation
     (see the module's doc for the arguments and what a run does)."""
 
     #: the registry's operation the subclass runs

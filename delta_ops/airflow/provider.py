@@ -1,10 +1,10 @@
 """What Airflow learns about the provider: its modules, hook and connection type.
 
-Airflow calls :func:`get_provider_info` through the ``apache_airflow_provider`` entry point in
+Airflow calls `get_provider_info` through the ``apache_airflow_provider`` entry point in
 `pyproject.toml` (``delta_ops.airflow.provider:get_provider_info``), validates it against its
 provider schema and lists the provider (``airflow providers list``), its connection type
 ``delta_ops`` (the connection form), hook, operators, sensor and triggers. Reading it imports
-nothing of Airflow or of the operators, so every Airflow command pays nothing for it::
+nothing of Airflow or of the operators, so every Airflow command pays nothing for it:
 
     airflow providers get delta-ops
 """

@@ -1,6 +1,6 @@
 """A sensor that waits until commits piled up on a table: time for a checkpoint.
 
-:class:`DeltaCommitSensor` succeeds once the commits since the table's last checkpoint reach
+`DeltaCommitSensor` succeeds once the commits since the table's last checkpoint reach
 ``min_commits`` (default: the table's ``delta.checkpointInterval``), as Dagster's commit sensor
 requests a checkpoint run, and returns the look's data (version, commits since the checkpoint,
 the threshold) as its XCom. It looks once at once; while the table is not due it defers to
@@ -11,7 +11,7 @@ only the commits after the previous one (the trigger gets the cursor with it).
 A table whose protocol refuses a checkpoint fails the sensor without retrying, naming the
 feature; an unreadable table fails it (retryably when the error is transient).
 
-Example (a DAG file)::
+Example (a DAG file):
 
     wait = DeltaCommitSensor(task_id="wait_for_commits", table="s3://lake/events",
                              delta_ops_conn_id="lake_s3", poke_interval=60)

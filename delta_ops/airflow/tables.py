@@ -4,7 +4,7 @@ The same rules as Dagster's targets (`delta_ops.dagster.targets`): a table has a
 name (task groups, pools, assets and alerts use it), its URL, its own storage options or
 connection, and opt-ins; a warehouse root is searched for directories holding a
 ``_delta_log`` (two levels deep, hidden and ``_`` directories skipped), each named by its path
-under the root with ``__`` for ``/``::
+under the root with ``__`` for ``/``:
 
     as_tables("/data/warehouse")                     # discovered
     as_tables(["s3://lake/events", DeltaTable("orders", "s3://lake/orders",

@@ -8,12 +8,12 @@ however long the log is. A table is *due* once the commits since its last checkp
 ``min_commits`` (default: its ``delta.checkpointInterval``) and its protocol lets delta-ops
 checkpoint it.
 
-* :class:`DeltaCommitTrigger` (a ``BaseTrigger``): what `delta_ops.airflow.sensors`'s
+* `DeltaCommitTrigger` (a ``BaseTrigger``): what `delta_ops.airflow.sensors`'s
   deferrable sensor waits on; fires once, when the table is due (or its checkpoint is refused,
   or the table cannot be read), and ends.
-* :class:`DeltaCommitEventTrigger` (a ``BaseEventTrigger``): runs for as long as the watcher
+* `DeltaCommitEventTrigger` (a ``BaseEventTrigger``): runs for as long as the watcher
   lives and fires once per due version, so a DAG scheduled on the table's asset checkpoints
-  after commits::
+  after commits:
 
     table = Asset("lake/events", uri="s3://lake/events", watchers=[AssetWatcher(
         name="events_commits",
@@ -49,7 +49,7 @@ DEFAULT_POLL_SECONDS = 30.0
 
 @dataclass
 class CommitWatch:
-    """One table's cursor between looks (blocking I/O: call :meth:`look` in a thread)."""
+    """One table's cursor between looks (blocking I/O: call `look` in a thread)."""
 
     storage: Storage
     min_commits: int | None = None
@@ -210,7 +210,7 @@ class DeltaCommitEventTrigger(_CommitTriggerBase, BaseEventTrigger):
     look's data under ``payload``). A table whose checkpoint is refused, or that cannot be read
     (not created yet, a store's hiccup), is logged and looked at again; it fires nothing.
 
-    Args: as :class:`DeltaCommitTrigger`'s, without a cursor (the watcher keeps its own while
+    Args: as `DeltaCommitTrigger`'s, without a cursor (the watcher keeps its own while
     it runs; Airflow tells watchers apart by their arguments, so they must not change).
     """
 

@@ -1,14 +1,14 @@
 """The `delta-ops` command line: ``delta-ops inspect|checkpoint|cleanup|vacuum|enable-row-tracking|purge|compact``.
 
-Example::
+For example:
 
     from delta_ops.cli import main
     main(["inspect", "/data/events", "--json"])
 
-:func:`run` is the `delta-ops` process (its console script and ``python -m delta_ops.cli``):
-it sets the process's environment up (:data:`OWN_PROCESS_ENVIRONMENT`) before numpy and
-pyarrow load, which is why this package imports them only when :func:`main` or
-:func:`build_parser` is first used. Calling :func:`main` from a program leaves its
+`run` is the `delta-ops` process (its console script and ``python -m delta_ops.cli``):
+it sets the process's environment up (`OWN_PROCESS_ENVIRONMENT`) before numpy and
+pyarrow load, which is why this package imports them only when `main` or
+`build_parser` is first used. Calling `main` from a program leaves its
 environment alone.
 """
 
@@ -28,13 +28,13 @@ OWN_PROCESS_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1"}
 
 
 def prepare_own_process(environ: MutableMapping[str, str] = os.environ) -> None:
-    """Set :data:`OWN_PROCESS_ENVIRONMENT` in `environ` where it holds no value of its own."""
+    """Set `OWN_PROCESS_ENVIRONMENT` in `environ` where it holds no value of its own."""
     for name, value in OWN_PROCESS_ENVIRONMENT.items():
         environ.setdefault(name, value)
 
 
 def run() -> NoReturn:
-    """The `delta-ops` process: its environment set up, then :func:`delta_ops.cli.commands.run`."""
+    """The `delta-ops` process: its environment set up, then `delta_ops.cli.commands.run`."""
     prepare_own_process()
     # after the environment is set: this import loads numpy and pyarrow
     from delta_ops.cli.commands import run as run_command

@@ -54,7 +54,7 @@ def _add_table_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_storage_option(p: argparse.ArgumentParser, help_text: str) -> None:
-    """The repeatable ``--storage-option KEY=VALUE`` (read by :func:`_storage_options`)."""
+    """The repeatable ``--storage-option KEY=VALUE`` (read by `_storage_options`)."""
     p.add_argument(
         "--storage-option", action="append", default=[], metavar="KEY=VALUE", help=help_text
     )
@@ -169,7 +169,7 @@ class _ReaderGone(Exception):
 
 
 def _output(text: str) -> None:
-    """Print the command's result on stdout; a closed pipe is :class:`_ReaderGone` (any other
+    """Print the command's result on stdout; a closed pipe is `_ReaderGone` (any other
     broken pipe, such as a store's connection, stays an error of its own)."""
     try:
         print(text)
@@ -250,7 +250,7 @@ def _literal(text: str) -> str:
 
 def _add_operation(sub: Any, operation: AnyOperation) -> None:
     """A subcommand generated from the registry: the table, the op's options, --dry-run. Every
-    text from the registry passes through :func:`_literal` (a bare ``%`` broke `--help`)."""
+    text from the registry passes through `_literal` (a bare ``%`` broke `--help`)."""
     # with the operation's own modules: `inspect` and a bare load need no history
     from delta_ops.ops.history import HISTORY_ENV
 
@@ -409,7 +409,7 @@ def _mimalloc_in_forked_worker() -> None:
 
 def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
     """Run one command; its exit code. `own_process`: the process is this command's alone
-    (the `delta-ops` entry point, :func:`run`), not a caller's that goes on (tests)."""
+    (the `delta-ops` entry point, `run`), not a caller's that goes on (tests)."""
     use_system_allocator()
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command(argv))
@@ -471,7 +471,7 @@ def _report_internal_error(command: str, exc: Exception, verbose: bool) -> None:
 
 
 def run() -> NoReturn:
-    """The `delta-ops` process: :func:`main`, then :func:`exit_now` with its code."""
+    """The `delta-ops` process: `main`, then `exit_now` with its code."""
     exit_now(main(own_process=True))
 
 

@@ -1,6 +1,6 @@
 """delta-ops for Dagster: table maintenance as assets, checks, jobs, schedules and sensors.
 
-Example::
+For example:
 
     import dagster as dg
     from delta_ops.dagster import build_delta_maintenance_defs

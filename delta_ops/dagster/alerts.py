@@ -1,9 +1,9 @@
 """Alerts for failed maintenance runs: which table, which op, what went wrong, where to look.
 
-The run-failure sensor turns a failed run into a :class:`MaintenanceFailure` (table, job, the
+The run-failure sensor turns a failed run into a `MaintenanceFailure` (table, job, the
 step that failed first, its error, the run's id and a link to it in the UI) and logs it; pass
 `notify` to send it on as well. Any callable taking a `MaintenanceFailure` works;
-:func:`slack_notifier` posts to a Slack channel::
+`slack_notifier` posts to a Slack channel:
 
     defs = build_delta_maintenance_defs(
         tables,

@@ -1,7 +1,7 @@
 """`DeltaMaintenanceComponent`: a lake's maintenance declared in a Dagster project's
 ``defs.yaml`` (``dg scaffold defs delta_ops.dagster.DeltaMaintenanceComponent lake``).
 
-The component builds what :func:`~delta_ops.dagster.build_delta_maintenance_defs` builds
+The component builds what `delta_ops.dagster.build_delta_maintenance_defs` builds
 (maintenance assets, checks, jobs, the schedule and sensors, the operation history), for the
 tables it lists or the tables found under a warehouse root. Secrets stay out of the file:
 Dagster's templating reads them from the environment (``"{{ env.AWS_SECRET_ACCESS_KEY }}"``).

@@ -2,8 +2,8 @@
 
 delta-ops logs through the standard `logging` module (`delta_ops.*` loggers: progress of a
 backfill, a damaged checkpoint skipped, a concurrent commit retried). While a maintenance step
-runs, :func:`library_logs_to` forwards those records to the step's Dagster logger, so they show
-in the run's event log next to the step's own messages::
+runs, `library_logs_to` forwards those records to the step's Dagster logger, so they show
+in the run's event log next to the step's own messages:
 
     with library_logs_to(context.log):
         resource.execute("vacuum", plan)

@@ -3,7 +3,7 @@
 requests runs for those only, each tagged with the planner's reason.
 
 Turned on by a budget (`PlannerBudget`; the component's ``planner:`` setting, the factory's
-``planner=``)::
+``planner=``):
 
     planner: {max_tables: 20, max_per_action: {vacuum: 10}}
 
@@ -13,7 +13,7 @@ The planner judges checkpoint, log_cleanup, vacuum, compact and purge (each tabl
 for what they cost, and chooses within ``max_tables`` tables and ``max_per_action`` tables per
 action; a table left out is logged with why (over budget, nothing to do, unreadable). A run's
 tags name the table, and say why the planner chose it, its rank and its priority
-(:data:`REASON_TAG`, :data:`RANK_TAG`, :data:`PRIORITY_TAG`).
+(`REASON_TAG`, `RANK_TAG`, `PRIORITY_TAG`).
 """
 
 from __future__ import annotations

@@ -183,7 +183,7 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
     def execute(
         self, operation: str, plan: Any, *, progress: Callable[[str], None] | None = None
     ) -> Any:
-        """Execute a plan made by :meth:`plan`; returns the operation's result. With
+        """Execute a plan made by `plan`; returns the operation's result. With
         `progress` (the step's `context.log.info`), messages and periodic progress lines of
         long work go there."""
         if progress is None:

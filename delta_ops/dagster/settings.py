@@ -3,10 +3,10 @@ fleet-wide.
 
 `MaintenanceSettings` holds the values the component's YAML (or a `DeltaTableTarget`) gives;
 a value left out (None) is inherited: a table's settings are laid over the fleet's
-(:meth:`MaintenanceSettings.over`), and the fleet's over :data:`DEFAULTS` (each table's own
+(`MaintenanceSettings.over`), and the fleet's over `DEFAULTS` (each table's own
 Delta properties for retention, the local engine, checkpoint -> log cleanup -> vacuum). The
-maintenance asset runs each action with :meth:`MaintenanceSettings.options_for`, so the runs
-the schedule, the sensor and the UI launch all follow them::
+maintenance asset runs each action with `MaintenanceSettings.options_for`, so the runs
+the schedule, the sensor and the UI launch all follow them:
 
     fleet = MaintenanceSettings.parse(file_retention="7 days", engine="local")
     table = MaintenanceSettings.parse(actions=["checkpoint", "vacuum"], file_retention="0 days",
@@ -104,8 +104,8 @@ class MaintenanceSettings:
     """Retention, actions and engine for a table or a fleet; None inherits.
 
     Attributes:
-        actions: the routine actions maintenance runs (:func:`routine_actions`; default
-            :data:`DEFAULT_ACTIONS`); the schedule, the sensor and the asset run no other.
+        actions: the routine actions maintenance runs (`routine_actions`; default
+            `DEFAULT_ACTIONS`); the schedule, the sensor and the asset run no other.
         log_retention: how long log cleanup keeps commits (default: the table's
             ``delta.logRetentionDuration``).
         file_retention: how long vacuum keeps files no version needs any more (default: the
@@ -156,7 +156,7 @@ class MaintenanceSettings:
 
     @property
     def chosen_actions(self) -> tuple[str, ...]:
-        """The actions maintenance runs (:data:`DEFAULT_ACTIONS` when none are set)."""
+        """The actions maintenance runs (`DEFAULT_ACTIONS` when none are set)."""
         return DEFAULT_ACTIONS if self.actions is None else self.actions
 
     @property

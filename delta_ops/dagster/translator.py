@@ -15,7 +15,7 @@ ACTIONS = (Action.CHECKPOINT.value, Action.CLEANUP.value, Action.VACUUM.value, R
 
 
 def asset_actions(table: DeltaTableTarget) -> tuple[str, ...]:
-    """The outputs of `table`'s maintenance asset: :data:`ACTIONS` (row tracking only on a
+    """The outputs of `table`'s maintenance asset: `ACTIONS` (row tracking only on a
     table with ``enable_row_tracking=True``: elsewhere it would be a node that never runs, a
     thousand of them on a thousand-table lake), then the other routine actions its settings
     choose (compact, purge, ...)."""

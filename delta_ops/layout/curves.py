@@ -7,25 +7,25 @@
 Three steps, each vectorized over the rows (numpy and Arrow kernels; loops run over bits and
 columns, never over rows):
 
-1. :func:`column_keys`: each column's values as order-preserving unsigned 64-bit keys: nulls
+1. `column_keys`: each column's values as order-preserving unsigned 64-bit keys: nulls
    first (0), integers with the sign bit flipped, floats by their bits (negative ones
    inverted, NaN last, -0.0 as 0.0), decimals as doubles, dates and timestamps by their
    integer value, booleans, strings and binaries by their first 8 bytes (big-endian; longer
    values sharing a prefix tie, as do values differing only by trailing zero bytes). Sorting by one column's keys sorts by that column (up to the
    ties of string prefixes; the smallest value of a type may tie with null).
-2. :func:`fit_curve`: with two or more columns, each column's keys are mapped to ranks by cut
+2. `fit_curve`: with two or more columns, each column's keys are mapped to ranks by cut
    points taken from a sample of them (the quantiles, as Delta Spark's `range_partition_id`
    does before it interleaves): every column then spreads over the same number of bits
    whatever its range or skew, so no column dominates the curve. One column needs no ranks:
    its keys are the curve.
-3. :meth:`Curve.values`: the ranks interleaved bit by bit (Z-order: Delta Spark's
+3. `Curve.values`: the ranks interleaved bit by bit (Z-order: Delta Spark's
    `ZOrderClustering`, Morton order) or turned into the index along a Hilbert curve
    (Skilling's transposition, Delta Spark's `HilbertClustering`), which keeps neighbours on
    the curve neighbours in every column. Delta Spark uses Hilbert for two or more clustering
-   columns and Z-order for one (:func:`curve_for_clustering`); `OPTIMIZE ZORDER BY` is
+   columns and Z-order for one (`curve_for_clustering`); `OPTIMIZE ZORDER BY` is
    always Z-order.
 
-:func:`range_bounds` cuts a sample of curve values into ranges of about equal row counts: a
+`range_bounds` cuts a sample of curve values into ranges of about equal row counts: a
 clustering rewrite sends each row to its range and sorts each range on its own, so it never
 holds more than a range (`delta_ops.ops.cluster`).
 """
@@ -79,7 +79,7 @@ def curve_for_clustering(num_columns: int) -> CurveKind:
 
 # ------------------------------------------------------------------------------ column keys
 def key_type_supported(typ: pa.DataType) -> bool:
-    """Whether :func:`column_keys` orders values of this Arrow type."""
+    """Whether `column_keys` orders values of this Arrow type."""
     if pa.types.is_dictionary(typ):
         return key_type_supported(typ.value_type)
     return bool(
@@ -242,7 +242,7 @@ class Curve:
         return len(self.cuts)
 
     def values(self, keys: Sequence[np.ndarray]) -> np.ndarray:
-        """Each row's position on the curve (uint64) from its columns' :func:`column_keys`."""
+        """Each row's position on the curve (uint64) from its columns' `column_keys`."""
         if len(keys) != len(self.cuts):
             raise ValueError(f"{len(keys)} key columns for a curve of {len(self.cuts)}")
         if len(keys) == 1:
@@ -306,6 +306,6 @@ def _distinct(values: np.ndarray) -> np.ndarray:
 
 
 def range_ids(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """Each value's range under `bounds` (:func:`range_bounds`): 0 .. len(bounds)."""
+    """Each value's range under `bounds` (`range_bounds`): 0 .. len(bounds)."""
     ids: np.ndarray = np.searchsorted(bounds, values, side="right")
     return ids

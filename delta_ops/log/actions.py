@@ -2,17 +2,17 @@
 
 Commits (JSON) and checkpoints (parquet, V1 or V2) arrive with different physical layouts:
 JSON objects such as `partitionValues` parse as Arrow structs, checkpoints store them as maps,
-writers disagree on field order and on optional fields. :func:`normalize_actions` turns any of
-them into an :class:`ActionBatch`:
+writers disagree on field order and on optional fields. `normalize_actions` turns any of
+them into an `ActionBatch`:
 
-* ``sources``: the parsed rows themselves (one :class:`ActionSource` per parse), kept as they are
+* ``sources``: the parsed rows themselves (one `ActionSource` per parse), kept as they are
   so that file actions are copied only once, after reconciliation has picked the winners;
 * the few non-file actions (protocol, metaData, txn, domainMetadata, the draft
   `rowIdHighWaterMark`, V2 `sidecar` / `checkpointMetadata`) in small tables or lists.
 
 No Python object is created per file action.
 
-Example::
+For example:
 
     batch = normalize_actions(table_parsed_from_json, versions=version_per_row, seq_start=0)
     keys = file_action_keys(batch.sources[0])
@@ -495,7 +495,7 @@ def file_action_keys(source: ActionSource) -> tuple[pa.Array, pa.Array, pa.Array
 def file_action_paths(source: ActionSource) -> tuple[np.ndarray, pa.Array, pa.Array]:
     """Per row of a source: whether it is an `add`, and its `add` and `remove` paths as
     parsed (null where that action is absent; views of the parsed data, not a copy). A row's
-    key path (:func:`file_action_keys`) is its add path where it is an add, else its remove
+    key path (`file_action_keys`) is its add path where it is an add, else its remove
     path: the paths of a big checkpoint can be looked up without copying them into a key
     column."""
     n = source.num_rows
@@ -658,7 +658,7 @@ def _small_table(
 def normalize_actions(table: pa.Table, *, versions: np.ndarray, seq_start: int) -> ActionBatch:
     """Wrap parsed log rows (JSON commits or checkpoint parquet) as an ActionBatch.
 
-    File actions stay in the parsed table (see :func:`file_action_keys`); the few non-file
+    File actions stay in the parsed table (see `file_action_keys`); the few non-file
     actions are extracted here.
 
     Args:
@@ -785,7 +785,7 @@ def _kept_entries(column: pa.MapArray, wanted: pa.Array) -> tuple[pa.Array, np.n
 
 
 def _keeps_every_entry(column: pa.MapArray, wanted: pa.Array) -> bool:
-    """Whether every entry of a map column's rows stays (see :func:`_kept_entries`): at once
+    """Whether every entry of a map column's rows stays (see `_kept_entries`): at once
     when none is null (a checkpoint's partition values, parsed maps), which needs no lookup
     of every row's keys."""
     offsets = column.offsets

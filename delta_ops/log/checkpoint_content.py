@@ -1,30 +1,30 @@
 """Checkpoint content: the reconciled state as Delta Spark lays it out in parquet.
 
-The workflow of writing a checkpoint, in order (see :mod:`delta_ops.ops.checkpoint` for the
+The workflow of writing a checkpoint, in order (see `delta_ops.ops.checkpoint` for the
 plan/execute operation that drives it):
 
-1. :func:`checkpoint_state` takes a loaded snapshot and `now` and applies expiry: tombstones
+1. `checkpoint_state` takes a loaded snapshot and `now` and applies expiry: tombstones
    are kept only while `deletionTimestamp > now - delta.deletedFileRetentionDuration`; txns
    expire only when `delta.setTransactionRetentionDuration` is set (then a txn without
    `lastUpdated` goes); removed domains are dropped. `commitInfo` and `cdc` never appear.
-   :func:`streamed_checkpoint_state` does the same for a table too big to load, from a
-   :class:`~delta_ops.log.state_stream.StreamedState`. Either way the file actions are handed
+   `streamed_checkpoint_state` does the same for a table too big to load, from a
+   `delta_ops.log.state_stream.StreamedState`. Either way the file actions are handed
    out a batch at a time, never as one table.
-2. :func:`checkpoint_schema` builds Spark's V1 schema for this table: columns `txn, add,
+2. `checkpoint_schema` builds Spark's V1 schema for this table: columns `txn, add,
    remove, metaData, protocol, domainMetadata`, everything nullable; `add` has every field Spark
    writes, `stats` as JSON and, when `delta.checkpoint.writeStatsAsStruct` is true,
    `partitionValues_parsed` / `stats_parsed` typed from the table schema by physical name.
-3. :func:`checkpoint_rows` turns the state into tables of that schema, one row group each
-   (a part's share by path for multi-part, :func:`part_of_paths`; a window of the stream for
-   a V2 sidecar, :func:`even_windows`); :func:`v2_top_level_rows` gives the V2 top-level
+3. `checkpoint_rows` turns the state into tables of that schema, one row group each
+   (a part's share by path for multi-part, `part_of_paths`; a window of the stream for
+   a V2 sidecar, `even_windows`); `v2_top_level_rows` gives the V2 top-level
    file. Each file is written from its own pass, so files can be written in parallel. File
    actions carry `dataChange=false`; `remove` has no `tags`/`stats`.
 
 Everything is vectorised over Arrow tables of bounded size. The table comes in as what a
-snapshot offers (:class:`TableState`, :class:`TableDescription`), so the log layer never
+snapshot offers (`TableState`, `TableDescription`), so the log layer never
 imports the table layer.
 
-Example::
+For example:
 
     state = checkpoint_state(snapshot, now_ms)
     for row_group in checkpoint_rows(state, checkpoint_schema(snapshot), parsed_columns(snapshot)):
@@ -137,7 +137,7 @@ OffsetBatch = tuple[int, pa.Table, pa.Table]
 
 class TableDescription(Protocol):
     """What a table's checkpoint schema depends on. A loaded snapshot and a table head
-    (:mod:`delta_ops.table.snapshot`, which this layer does not import) are both one."""
+    (`delta_ops.table.snapshot`, which this layer does not import) are both one."""
 
     @property
     def protocol(self) -> TableProtocol: ...
@@ -626,7 +626,7 @@ def checkpoint_rows(
     non-file actions first (unless `non_file_actions` is false), then each batch's adds and
     removes.
 
-    `part=(i, n)` keeps only the file actions of part `i` of `n` (:func:`part_of_paths`);
+    `part=(i, n)` keeps only the file actions of part `i` of `n` (`part_of_paths`);
     `window` keeps rows [start, end) of the file actions (a V2 sidecar's share). Spark sorts
     file actions by path; readers must not depend on order, so we do not.
     """

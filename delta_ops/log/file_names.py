@@ -6,7 +6,7 @@ checkpoints `N.checkpoint.<uuid>.json|parquet`, version checksums `N.crc`, compa
 ranges `x.y.compacted.json`, plus `_last_checkpoint`. Anything else (temp files, unknown names)
 is classified as ``None`` and ignored by readers.
 
-Example::
+For example:
 
     parsed = parse_log_file_name("00000000000000000010.checkpoint.0000000001.0000000002.parquet")
     assert parsed.kind is LogFileKind.MULTI_PART_CHECKPOINT and parsed.num_parts == 2

@@ -2,14 +2,14 @@
 
 The hint names the newest checkpoint so readers can skip listing the whole log. It is only a
 hint: a missing, unparsable, checksum-mismatched or stale hint must never make a table
-unreadable, so :func:`read_last_checkpoint` reports problems instead of raising and the log
+unreadable, so `read_last_checkpoint` reports problems instead of raising and the log
 segment falls back to listing (as Delta Spark does).
 
 The checksum follows Delta Spark (`LastCheckpointInfo.treeNodeToChecksum`): flatten the JSON
 tree to `path=value` strings with percent-encoded keys and string values, drop the top-level
 `checksum`, sort the whole `path=value` strings, join with ``,`` and take the MD5 hex digest.
 
-Example::
+For example:
 
     hint = read_last_checkpoint(storage)
     if hint.info is not None:

@@ -1,7 +1,7 @@
 """Reading log files into normalized Arrow action batches.
 
 Commits are read in bulk: the bytes of consecutive commit files are concatenated (in chunks
-of about 16 MB, :data:`CHUNK_BYTES`) and each chunk is parsed by one call to pyarrow's
+of about 16 MB, `CHUNK_BYTES`) and each chunk is parsed by one call to pyarrow's
 (multi-threaded) JSON reader; each row is attributed to its version by a version marker line
 before each file. `commitInfo` lines are blanked in place first, because their free-form maps
 make type inference unstable across writers; they are parsed separately for the commit
@@ -12,7 +12,7 @@ Checkpoints (classic, multi-part, V2 with sidecars) are read with pyarrow's parq
 projecting only the fields that state reconstruction needs; a V2 checkpoint's top-level file
 may be JSON, which is parsed whole.
 
-Example::
+For example:
 
     commits = read_commits(storage, segment.commits, seq_start=0)
 """
@@ -401,7 +401,7 @@ class _ChunkBuffer:
         return self.buffer
 
     def release(self) -> None:
-        """Let the buffer go (the next :meth:`get` makes a new one)."""
+        """Let the buffer go (the next `get` makes a new one)."""
         self.buffer = None
 
 
@@ -443,7 +443,7 @@ MAPPED_COMMIT_BYTES = 1 << 20
 
 def _maps(storage: Storage, commits: Sequence[LogFile]) -> bool:
     """Whether a chunk is one big local commit, parsed from its file mapped (unless that
-    fails, :func:`_mapped_commit`) rather than read into a buffer."""
+    fails, `_mapped_commit`) rather than read into a buffer."""
     return len(commits) == 1 and storage.is_local and commits[0].size >= MAPPED_COMMIT_BYTES
 
 
@@ -471,7 +471,7 @@ def _marker(version: int) -> bytes:
 
 
 def _buffer_bytes(commits: Sequence[LogFile]) -> int:
-    """The bytes :func:`_commit_buffer` needs for local `commits` as listed (each one's
+    """The bytes `_commit_buffer` needs for local `commits` as listed (each one's
     marker, content and a newline)."""
     return sum(c.size + 1 + len(_marker(c.version)) for c in commits)
 
@@ -529,7 +529,7 @@ def _versions_from_markers(table: pa.Table) -> np.ndarray:
 
 
 def parse_commit(version: int, content: bytes) -> CommitsRead:
-    """One commit's actions from its bytes, as :func:`read_commits` reads them (a commit just
+    """One commit's actions from its bytes, as `read_commits` reads them (a commit just
     written, whose bytes are at hand: no read)."""
     info = _blank_commit_info(bytearray(content), 0, len(content))
     commit = LogFile(commit_file_name(version), LogFileKind.COMMIT, version, len(content))
@@ -787,8 +787,8 @@ def _non_file_rows(
     pf: Any, group: int, columns: list[str], wanted: Mapping[str, tuple[str, ...] | None]
 ) -> list[pa.Table]:
     """The rows of a row group holding any of the (non-file) action `columns`, as
-    :func:`_assemble_actions` gives them. Where each action is present is read first from one
-    of its fields (see :func:`_presence_leaf`), so only the actions present are decoded, a
+    `_assemble_actions` gives them. Where each action is present is read first from one
+    of its fields (see `_presence_leaf`), so only the actions present are decoded, a
     batch at a time and only up to the last row holding one: a checkpoint's few rows of
     protocol and metaData among its file actions do not cost the decoding of txn, domain and
     sidecar columns of nulls (delta-rs' of 200k files: 23 -> 13 ms)."""
@@ -849,7 +849,7 @@ def _absent_actions(pf: Any) -> list[set[str]]:
       no list or map (an empty map's entries count as nulls too, and an empty map is not a null
       one), other than the key `path` and `stats`, where every one of its values is: most
       tables have no deletion vectors, row ids, clustering provider, and a file action with
-      a field missing reads it as null (see :func:`_conformed_file_actions`).
+      a field missing reads it as null (see `_conformed_file_actions`).
 
     A chunk without a null count is never null. Only the chunks deciding these are looked at
     (a checkpoint's `stats_parsed` has hundreds).
@@ -879,7 +879,7 @@ def _absent_actions(pf: Any) -> list[set[str]]:
 
 
 def _prunable_fields(schema: pa.Schema) -> set[str]:
-    """`add.<field>` / `remove.<field>` paths of `schema` that :func:`_absent_actions` may
+    """`add.<field>` / `remove.<field>` paths of `schema` that `_absent_actions` may
     leave undecoded when null in every row."""
     out = set()
     for action in _FILE_ACTIONS:
@@ -936,7 +936,7 @@ def checkpoint_group_batches(
     batch_rows: int,
     row_groups: Sequence[int] | None = None,
 ) -> Iterator[tuple[int, pa.Table]]:
-    """:func:`checkpoint_file_batches` with the row group each batch came from (0 for a JSON
+    """`checkpoint_file_batches` with the row group each batch came from (0 for a JSON
     file); the file is opened, and its footer parsed, once."""
     import pyarrow.parquet as pq
 

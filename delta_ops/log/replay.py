@@ -14,7 +14,7 @@ Key columns are computed with pyarrow compute and dictionary-encoded to integers
 each key is its last occurrence (rows are in log order), found with one integer sort. The
 winning rows are then copied out of the parsed sources once.
 
-Example::
+For example:
 
     state = reconcile(batch)
     state.files.num_rows, state.tombstones.num_rows
@@ -187,7 +187,7 @@ def _checkpoint_winners(
     checkpoint: list[ActionSource], later: list[ActionSource]
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per source, which rows win and which are adds, for a checkpoint's sources followed by
-    `later` ones: :func:`winning_rows`, a checkpoint source at a time. A checkpoint row wins
+    `later` ones: `winning_rows`, a checkpoint source at a time. A checkpoint row wins
     unless a later row has its key, so only the keys of the rows the later rows mention are
     kept for the replay; a checkpoint's keys are never put in one array (a million-file
     checkpoint's copy of its paths, and a second one concatenated, were the load's peak).

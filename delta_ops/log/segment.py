@@ -8,12 +8,12 @@ Built from one listing of `_delta_log` (recognised names only) like Delta Spark:
 2. The newest candidate at or below the target version is used, unless the caller excludes it
    (an unreadable checkpoint: the snapshot loader retries with an older one or with JSON).
 3. Every commit from the checkpoint (or version 0) up to the target must exist; a hole is a
-   :class:`VersionGap` naming the first file after it.
+   `VersionGap` naming the first file after it.
 
 `_last_checkpoint` is read and validated and kept on the segment as a hint, but the listing
 decides, so a stale, corrupt or missing hint never breaks a read.
 
-Example::
+For example:
 
     segment = build_log_segment(storage)                 # latest version
     old = build_log_segment(storage, version=3)          # time travel

@@ -4,7 +4,7 @@ A checkpoint is already reconciled: every file key (path, deletion-vector id) ap
 The state at the segment's version is therefore the checkpoint's file actions whose key no later
 commit mentions, followed by the winning file actions of the commits after it. Those commits and
 every non-file action (protocol, metaData, txn, domainMetadata) are small and reconciled in memory
-(:func:`delta_ops.log.replay.reconcile`); the checkpoint's file actions (its parts, or a V2
+(`delta_ops.log.replay.reconcile`); the checkpoint's file actions (its parts, or a V2
 checkpoint's top-level file and sidecars) are read in batches of bounded size, projecting only the
 fields the caller asks for. Memory is one row group plus the commits after the checkpoint,
 whatever the table's size: this is how a checkpoint of a ten-million-file table is written.
@@ -13,7 +13,7 @@ The stream is cut into units (a row group of a checkpoint file; the commits' win
 that parallel writers (Spark tasks) can each read only the units their share of it needs, and
 a StreamedState pickles by its table's location.
 
-Example::
+For example:
 
     state = stream_state(storage, segment)
     for unit, adds, tombstones in state.file_batches(("size",), ("deletionTimestamp",)):
@@ -64,7 +64,7 @@ _KEY_FIELDS = ("path", "deletionVector")  # what a file action's key is computed
 
 
 #: a piece of the file-action stream: (file under `_delta_log`, row group); the commits'
-#: winners after the checkpoint are the last piece, :data:`COMMITS_UNIT`
+#: winners after the checkpoint are the last piece, `COMMITS_UNIT`
 Unit = tuple[str, int]
 COMMITS_UNIT: Unit = ("", 0)
 
@@ -77,7 +77,7 @@ class StreamedState:
     Attributes:
         replayed: the reconciled non-file actions of the checkpoint and the commits after it;
             its `files` and `tombstones` are the winning file actions of those commits only.
-        overridden: the keys (see :func:`file_keys`) of every file action in those commits;
+        overridden: the keys (see `file_keys`) of every file action in those commits;
             checkpoint rows with these keys are superseded.
     """
 

@@ -1,23 +1,34 @@
 """Maintenance operations, one module each, all of one shape: options -> pure plan -> execute -> result.
 
-The operations (each module ends with its ``OPERATION``, gathered by
-:mod:`~delta_ops.ops.registry`, from which the CLI and the Dagster plugin are built):
+The operations, in the registry's order (each module ends with its ``OPERATION``, gathered by
+`delta_ops.ops.registry`, from which the CLI, the Dagster plugin, the Airflow provider and
+the docs are built):
 
-* :mod:`~delta_ops.ops.checkpoint`: write a checkpoint every Delta reader accepts.
-* :mod:`~delta_ops.ops.cleanup`: delete expired log files (Spark's truncated-day cutoff).
-* :mod:`~delta_ops.ops.vacuum`: delete data files no retained version needs.
-* :mod:`~delta_ops.ops.row_tracking`: enable row tracking with a resumable backfill.
-* :mod:`~delta_ops.ops.purge`: rewrite files without the rows their deletion vectors delete.
-* :mod:`~delta_ops.ops.compact`: bin-pack small files (OPTIMIZE).
+* `delta_ops.ops.checkpoint`: write a checkpoint every Delta reader accepts.
+* `delta_ops.ops.cleanup`: delete expired log files (Spark's truncated-day cutoff).
+* `delta_ops.ops.vacuum`: delete data files no retained version needs.
+* `delta_ops.ops.row_tracking` (``enable_row_tracking``): enable row tracking with a
+  resumable backfill.
+* `delta_ops.ops.purge`: rewrite files without the rows their deletion vectors delete.
+* `delta_ops.ops.compact`: bin-pack small files (OPTIMIZE), or cluster them
+  (`delta_ops.ops.cluster`: ZORDER BY, liquid clustering).
+* `delta_ops.ops.cluster_by`: set or change the clustering columns.
+* `delta_ops.ops.repair`: remove live files that storage no longer has (FSCK).
+* `delta_ops.ops.restore`: make the latest version read as an older one.
+* `delta_ops.ops.checksum`: write a version's checksum, or check the one it has.
+* `delta_ops.ops.drop_feature`: take a table feature out of the protocol.
+* `delta_ops.ops.recompute_stats`: compute missing or short file statistics.
 
-What they share: :mod:`~delta_ops.ops.operation` (what an operation is: options, plan,
-describe), :mod:`~delta_ops.ops.engines` (where heavy work runs), :mod:`~delta_ops.ops.rewrite`
-(purge's and compaction's file rewriting), :mod:`~delta_ops.ops.leftovers` (files of crashed
-writes), :mod:`~delta_ops.ops.progress` and :mod:`~delta_ops.ops.results`. Read-only:
-:mod:`~delta_ops.ops.probe` (new commits, for sensors), :mod:`~delta_ops.ops.health` (what a
-table needs) and :mod:`~delta_ops.ops.inspect` (what `delta-ops inspect` prints).
+What they share: `delta_ops.ops.operation` (what an operation is: typed options, plan,
+execute, describe), `delta_ops.ops.engines` (where heavy work runs), `delta_ops.ops.rewrite`
+(purge's and compaction's file rewriting), `delta_ops.ops.leftovers` (files of crashed
+writes), `delta_ops.ops.runs` (one run, recorded in `delta_ops.ops.history`),
+`delta_ops.ops.progress` and `delta_ops.ops.results`. Read-only: `delta_ops.ops.probe` (new
+commits, for sensors), `delta_ops.ops.due` and `delta_ops.ops.health` (what a table needs),
+`delta_ops.ops.fleet` (which tables of a lake to visit) and `delta_ops.ops.inspect` (what
+``delta-ops inspect`` prints).
 
-Example::
+For example:
 
     from delta_ops.ops.vacuum import plan_vacuum, execute_vacuum
     plan = plan_vacuum(load_snapshot(path), now_ms=now)

@@ -20,7 +20,7 @@ Concurrent runs at one version leave exactly one complete V1 checkpoint (protoco
 as DuckDB's delta extension, fails when `_last_checkpoint` names the other one. So:
 
 * a run that finds another run's young partial multi-part set waits for it (bounded by
-  :data:`IN_PROGRESS_WAIT_MS`); once it completes there is nothing to do; a set that stays
+  `IN_PROGRESS_WAIT_MS`); once it completes there is nothing to do; a set that stays
   partial is presumed dead and ours is written (a stale set, older than the in-flight grace,
   never delays anyone);
 * two runs with the same part count write the same names: each part goes to the first
@@ -31,7 +31,7 @@ as DuckDB's delta extension, fails when `_last_checkpoint` names the other one. 
   others, before `_last_checkpoint` is written; after writing the hint it re-reads the version
   and repairs the hint if a concurrent run settled it differently meanwhile.
 
-Example::
+For example:
 
     plan = plan_checkpoint(load_snapshot(path), now_ms=now())
     print(plan.to_dict())            # dry run
@@ -433,7 +433,7 @@ def load_for_checkpoint(
     storage_options: Mapping[str, Any] | None = None,
 ) -> Snapshot | TableHead:
     """What a checkpoint plans from: the head when the table's latest checkpoint is big enough
-    to stream (:data:`STREAM_ABOVE_ACTIONS`), else the loaded snapshot; deciding takes a
+    to stream (`STREAM_ABOVE_ACTIONS`), else the loaded snapshot; deciding takes a
     listing and the checkpoint's footers, so the log is read once either way."""
     storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
     segment = build_log_segment(storage, version)
@@ -498,7 +498,7 @@ def _write_parquet(
     return created, size
 
 
-#: how many built row groups :func:`built_ahead` holds for the writer (one more may be in the
+#: how many built row groups `built_ahead` holds for the writer (one more may be in the
 #: making): one is as fast as more, for the memory of one
 ROW_GROUPS_AHEAD = 1
 
@@ -506,7 +506,7 @@ ROW_GROUPS_AHEAD = 1
 def built_ahead(groups: Iterable[pa.Table], ahead: int | None = None) -> Iterator[pa.Table]:
     """`groups` in their order, built by a thread of their own while the caller uses the ones
     before: up to `ahead` built groups wait for the caller, and one more may be in the making
-    (default :data:`ROW_GROUPS_AHEAD`; 0: built by the caller, one at a time).
+    (default `ROW_GROUPS_AHEAD`; 0: built by the caller, one at a time).
 
     Writing a row group is one core's work in pyarrow, without the GIL; building the next one
     (parsing its stats, on the other core) need not wait for it: a 100k-action checkpoint
@@ -611,7 +611,7 @@ def execute_checkpoint(plan: CheckpointPlan, *, wait_ms: int | None = None) -> C
     """Write the planned checkpoint, verify it, then update `_last_checkpoint`.
 
     `wait_ms` bounds the wait for another run's young partial multi-part set at this version
-    (default :data:`IN_PROGRESS_WAIT_MS`; 0 does not wait): when it completes, it stands and
+    (default `IN_PROGRESS_WAIT_MS`; 0 does not wait): when it completes, it stands and
     nothing is written.
     """
     storage = plan.snapshot.storage
@@ -847,7 +847,7 @@ def _keep_existing(
 
 def _check_foreign_parts(storage: Storage, files: Sequence[CheckpointFile]) -> None:
     """Check that parts another run created under our names are parts of the same set: every
-    file action in part `i` of `n` is on a path of that part (:func:`part_of_paths`, as we
+    file action in part `i` of `n` is on a path of that part (`part_of_paths`, as we
     partition), and the non-file actions are all in part 1. A run of delta-ops at the same
     version writes exactly that (its tombstones may differ if its clock expired others: each
     path's tombstone is then one run's valid choice); another writer's partitioning would
@@ -1130,9 +1130,9 @@ def checkpoint(
     wait_ms: int | None = None,
 ) -> CheckpointResult:
     """Plan and execute a checkpoint in one call, for Python callers (the CLI and Dagster go
-    through this module's :data:`OPERATION`): the file state streams from the table's latest
+    through this module's `OPERATION`): the file state streams from the table's latest
     checkpoint when that is big. `wait_ms` bounds
-    the wait for another run's checkpoint of the same version (:func:`execute_checkpoint`)."""
+    the wait for another run's checkpoint of the same version (`execute_checkpoint`)."""
     loaded = load_for_checkpoint(table, version, storage_options=storage_options)
     plan = plan_checkpoint(loaded, clock.now_ms() if now_ms is None else now_ms, parts=parts)
     return execute_checkpoint(plan, wait_ms=wait_ms)

@@ -11,7 +11,7 @@ protocol's "State Validation"), on the fields it has: an older writer's checksum
 and Databricks' first, with the counts but no metadata or protocol) is checked on its counts,
 and what it lacks is reported as absent, as Delta Spark checks it. One that disagrees, or does
 not parse, is a corruption alarm: the log or the checksum was changed after the commit. The dry
-run reports it; a run fails on it (:class:`~delta_ops.errors.CorruptChecksum`, naming every
+run reports it; a run fails on it (`delta_ops.errors.CorruptChecksum`, naming every
 field that disagrees) and leaves the file for whoever investigates; once the cause is known,
 deleting it and running `checksum` again writes a correct one. So is a live deletion vector
 that names a row past its file's `numRecords`, or cannot be loaded (`delta_ops.table.deletion_vector_check`): the run fails

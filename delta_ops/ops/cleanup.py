@@ -28,7 +28,7 @@ Execute: write the V2 compatibility checkpoint first when the boundary is UUID-n
 readers still find the protocol), delete oldest first, then load the latest snapshot and the
 oldest retained version as a self-check.
 
-Example::
+For example:
 
     plan = plan_cleanup(load_snapshot(path), now_ms=now)
     print(plan.to_dict())      # dry run, with what is kept and why
@@ -89,11 +89,6 @@ _KIND_ORDER = {
 
 
 DAY_MS = 86_400_000
-
-
-def truncate_to_utc_day(ms: int) -> int:
-    """Floor an epoch-ms instant to 00:00 UTC of its day (Spark's `truncateDate`)."""
-    return (ms // 86_400_000) * 86_400_000
 
 
 @dataclass(frozen=True)
@@ -486,12 +481,12 @@ def compat_table_from_json(data: bytes) -> pa.Table:
     )
     rows = parse_action_lines("V2 checkpoint", data)
     columns = []
-@timed
     for f in schema:
         columns.append(pa.array([to_arrow_value(r.get(f.name), f.type) for r in rows], f.type))
     return pa.Table.from_arrays(columns, schema=schema)
 
 
+@timed
 def execute_cleanup(plan: CleanupPlan) -> CleanupResult:
     """Delete what the plan lists, oldest first, after the V2 compatibility checkpoint."""
     storage = plan.snapshot.storage

@@ -201,7 +201,7 @@ def resolve_columns(
 
 def parse_column_list(text: str, snapshot: Snapshot, option: str) -> tuple[ClusteringColumn, ...]:
     """`a,b` (backticks quote a name holding a dot or a comma; `s.x` is a nested field) as the
-    table's columns (:func:`resolve_columns`)."""
+    table's columns (`resolve_columns`)."""
     return resolve_columns(snapshot, parse_column_names(text), option)
 
 

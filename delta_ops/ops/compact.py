@@ -8,12 +8,12 @@
 Per partition, files smaller than the target are taken in path order and packed greedily into
 bins of at most the target size; a bin of one file without a deletion vector is left alone
 (rewriting it gains nothing). Each bin streams its files, one at a time, into one new file
-(deletion vectors applied, row ids kept: see :mod:`delta_ops.ops.rewrite`), so memory holds one
+(deletion vectors applied, row ids kept: see `delta_ops.ops.rewrite`), so memory holds one
 small file, never a partition. One commit removes the old files and adds the new ones with
 ``dataChange=false``; appends that land meanwhile never conflict, while a concurrent change to a
 compacted file does (re-run to compact what is left).
 
-The `compact` operation plans what Delta Spark's OPTIMIZE would do (:func:`plan_optimize`):
+The `compact` operation plans what Delta Spark's OPTIMIZE would do (`plan_optimize`):
 bin-packing, or with ``--zorder-by a,b`` or on a table clustered by columns (liquid
 clustering) a clustering rewrite, `delta_ops.ops.cluster`; both rewrite through
 `delta_ops.ops.rewrite` and commit the same way.
@@ -167,7 +167,7 @@ def plan_compact(
 
 
 def files_to_compact(snapshot: Snapshot, *, target_size: int = DEFAULT_TARGET_SIZE) -> int:
-    """How many files :func:`plan_compact` would rewrite (its `files_to_rewrite`), from the
+    """How many files `plan_compact` would rewrite (its `files_to_rewrite`), from the
     same packing without building the bins' path lists: what `inspect` and the asset checks
     report. Raises what the plan raises (UnsupportedFeature, InvalidValue)."""
     return sum(stop - start for _, start, stop, _ in _packing(snapshot, target_size, None).bins)
@@ -207,7 +207,7 @@ def _packing(snapshot: Snapshot, target_size: int, where: PartitionPredicate | N
 
 
 def pack(files: pa.Table, target_size: int) -> Packing:
-    """:func:`_packing` of these files (`path`, `size`, `partitionValues`, `deletionVector`),
+    """`_packing` of these files (`path`, `size`, `partitionValues`, `deletionVector`),
     every one of them taken as small."""
     paths = files.column("path").combine_chunks()
     if not files.num_rows:

@@ -404,7 +404,7 @@ def _lookup(name: str | None) -> str:
 def plan_drop_feature(
     snapshot: Snapshot, *, feature: str | None, truncate_history: bool = False
 ) -> DropFeaturePlan:
-    """Plan dropping `feature` (any letter case; one of :data:`DROPPABLE`) from `snapshot`'s
+    """Plan dropping `feature` (any letter case; one of `DROPPABLE`) from `snapshot`'s
     table: the fast drop, or with `truncate_history` the drop that truncates the history.
 
     Raises:

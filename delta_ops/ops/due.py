@@ -2,12 +2,12 @@
 
 The commit sensor and the maintenance schedule (Dagster), the triggers (Airflow), the fleet
 planner, `delta-ops inspect` and the asset checks all ask the same question of a table:
-which actions are due now, and why (or why not)? They all ask :func:`judge`, so a table
+which actions are due now, and why (or why not)? They all ask `judge`, so a table
 `inspect` calls healthy is one no schedule runs, and one the planner chooses is one the
 checks flag. The rules, per action:
 
 * **checkpoint**: the commits since the last checkpoint reached ``delta.checkpointInterval``
-  (Delta Spark's rule, :func:`checkpoint_due`), or the table has a checkpoint but no readable
+  (Delta Spark's rule, `checkpoint_due`), or the table has a checkpoint but no readable
   ``_last_checkpoint`` (log cleanup trusts only the hint, as Delta Spark's: a checkpoint run
   writes it);
 * **cleanup**: log files are past the log retention. Commits past it that only a newer
@@ -16,17 +16,17 @@ checks flag. The rules, per action:
 * **vacuum**: files of removes past the file retention are still on storage, or commits aged
   past it since the last vacuum looked (they may hold removes a checkpoint no longer shows);
 * **compact**: a compaction to the default target would rewrite at least
-  :data:`COMPACT_MIN_FILES` small files;
-* **purge**: deletion vectors hide at least :data:`PURGE_MIN_SHARE` of the rows in the live
+  `COMPACT_MIN_FILES` small files;
+* **purge**: deletion vectors hide at least `PURGE_MIN_SHARE` of the rows in the live
   files.
 
-Each verdict carries what doing the action would gain, in points (:data:`POINTS` says what one
+Each verdict carries what doing the action would gain, in points (`POINTS` says what one
 point is), and what it would cost (object-store requests and bytes), so the planner ranks
 actions with the same facts that decided them due. The facts come from
-:func:`delta_ops.ops.health.due_facts` (a loaded snapshot), or, for the checkpoint alone, from
+`delta_ops.ops.health.due_facts` (a loaded snapshot), or, for the checkpoint alone, from
 a probe of the newest commits. This module reads no storage.
 
-Example::
+For example:
 
     verdicts = judge(due_facts(snapshot, clock.now_ms()))
     [v.action for v in verdicts.due]          # [Action.CHECKPOINT, Action.VACUUM]
@@ -131,7 +131,7 @@ class Verdict:
         action: the action.
         due: whether a run should do it now.
         reason: what it would do (due) or why it has nothing to do (not due), one line.
-        points: the gain (see :data:`POINTS`); 0 when not due.
+        points: the gain (see `POINTS`); 0 when not due.
         requests, bytes: the estimated cost of doing it.
     """
 
@@ -144,7 +144,7 @@ class Verdict:
 
     @property
     def cost_s(self) -> float:
-        """The estimated cost in seconds (:data:`REQUEST_S` a request, :data:`BYTES_PER_S`)."""
+        """The estimated cost in seconds (`REQUEST_S` a request, `BYTES_PER_S`)."""
         return self.requests * REQUEST_S + self.bytes / BYTES_PER_S
 
     def __str__(self) -> str:
@@ -153,7 +153,7 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Verdicts:
-    """Every action's verdict on one table, in :class:`Action` order."""
+    """Every action's verdict on one table, in `Action` order."""
 
     facts: DueFacts
     verdicts: tuple[Verdict, ...]

@@ -5,20 +5,20 @@ cost grows with a table's file count:
 
 * list the table's data area, leaving out the files the caller protects (vacuum);
 * delete many files (vacuum);
-* map a function over items, results in the items' order (:meth:`Engine.map_ordered`):
+* map a function over items, results in the items' order (`Engine.map_ordered`):
   operations pass their own function in, such as reading a parquet footer (the row-tracking
   backfill), rewriting a unit of files (purge, compaction) or writing one checkpoint part.
 
 Plans and results are the same whichever engine did the work; only who does it changes. A
 front end builds the engine and hands it to the plan (the CLI's ``--engine``, the Dagster
-resource's ``engine``); plans hold it and report its :attr:`Engine.name`.
+resource's ``engine``); plans hold it and report its `Engine.name`.
 
-* :data:`LOCAL` (:class:`LocalEngine`): the storage layer's own walk and parallel deletes;
+* `LOCAL` (`LocalEngine`): the storage layer's own walk and parallel deletes;
   maps run one item after another, on a thread pool (items that wait on storage) or on forked
-  worker processes (items bound by CPU), as the caller's :class:`Spread` asks.
+  worker processes (items bound by CPU), as the caller's `Spread` asks.
 * ``delta_ops.spark.engine.SparkEngine``: the same three as Spark tasks on executors.
 
-Example::
+For example:
 
     engine = LocalEngine()
     sizes = engine.map_ordered(len, ["a", "bb"], spread=Spread.THREADS)   # [1, 2]
@@ -109,7 +109,7 @@ class Engine(Protocol):
         ...
 
     def runs_here(self, spread: Spread) -> bool:
-        """Whether :meth:`map_ordered` with `spread` runs `fn` in this process (so `fn` may
+        """Whether `map_ordered` with `spread` runs `fn` in this process (so `fn` may
         report progress or record what it wrote)."""
         ...
 
@@ -235,7 +235,7 @@ def _map_in_worker(index: int) -> Any:
     return fn(items[index])
 
 
-#: threads waiting for the workers of a finished forked map to exit (see :func:`_retire`)
+#: threads waiting for the workers of a finished forked map to exit (see `_retire`)
 _RETIRING: set[threading.Thread] = set()
 _RETIRING_LOCK = threading.Lock()
 
@@ -251,7 +251,7 @@ def _retire(pool: Executor) -> None:
     down without waiting lost that race when the process ended by ``atexit`` handlers and
     ``os._exit`` (the CLI): the workers never got their sentinel and the exit handler joined
     them for ever (`delta-ops plan` printed its answer and hung). The waiting thread is
-    non-daemonic, so the interpreter's normal exit joins it, and :func:`_join_retiring` joins
+    non-daemonic, so the interpreter's normal exit joins it, and `_join_retiring` joins
     it from ``atexit`` (registered after multiprocessing's handler, so it runs first).
     """
     thread = threading.Thread(
@@ -280,7 +280,7 @@ def _join_retiring() -> None:
 
 @functools.cache
 def _join_retiring_at_exit() -> None:
-    """Register :func:`_join_retiring` with ``atexit`` once (the cache), after multiprocessing
+    """Register `_join_retiring` with ``atexit`` once (the cache), after multiprocessing
     (imported by then) registered its own exit handler: handlers run last-registered first."""
     import atexit
 
@@ -327,7 +327,7 @@ def _in_processes(
             finished = True
         finally:
             # every item's result is in: the workers have nothing left to do but exit, which
-            # the caller does not wait for (:func:`_retire`); after a failure they are waited
+            # the caller does not wait for (`_retire`); after a failure they are waited
             # for here, so that nothing still runs while the caller cleans up
             if finished:
                 _retire(pool)

@@ -2,7 +2,7 @@
 
 Dagster's run-failure sensor (`delta_ops.dagster.alerts`) and Airflow's failure callback
 (`delta_ops.airflow.alerts`) say the same thing the same way, so an alert channel fed by both
-reads alike::
+reads alike:
 
     failure_line(job="lake_maintenance", step="events.vacuum", table="events",
                  error="vacuum failed: ...", link="https://airflow.example.com/...")

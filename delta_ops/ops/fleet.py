@@ -1,16 +1,16 @@
 """The fleet planner: which tables of a lake maintenance should visit now, and why.
 
 A lake is many tables (a warehouse root to discover, or a lake file listing them with settings
-of their own: :func:`fleet_from_spec`). For each table the planner loads only what it needs
+of their own: `fleet_from_spec`). For each table the planner loads only what it needs
 (the log's listing; the snapshot when the log is small, else only the latest protocol and
 metadata), asks `delta_ops.ops.due` which actions are due, what each would gain and cost (the
 rule every front end asks), and ranks each due action by its gain for its cost within a budget
-(tables per tick, tables per action)::
+(tables per tick, tables per action):
 
     plan = plan_fleet(fleet_from_warehouse("/data/warehouse"), clock.now_ms(), max_tables=20)
     print(describe_fleet_plan(plan))          # the ranked table, with why each is or is not chosen
 
-Gains, in points (the exchange rates are :data:`POINTS`): a checkpoint interval of commits since
+Gains, in points (the exchange rates are `POINTS`): a checkpoint interval of commits since
 the last checkpoint, 100 log files when log cleanup has work, 1 GiB that vacuum would reclaim,
 100 small files compaction would rewrite, a million rows hidden by deletion vectors. An action
 counts only when it is due (`delta_ops.ops.due`: the checkpoint when the lag reached the
@@ -100,7 +100,7 @@ _TABLE_KEYS = {
 def fleet_from_spec(
     spec: Mapping[str, Any], storage_options: Mapping[str, Any] | None = None
 ) -> list[FleetTable]:
-    """The tables a lake file lists (its YAML or JSON, parsed)::
+    """The tables a lake file lists (its YAML or JSON, parsed):
 
         warehouse: /data/warehouse      # optional: every table found under it
         defaults: {actions: [checkpoint, cleanup, vacuum], weight: 1}

@@ -4,12 +4,12 @@ operations' planners.
 The Dagster sensors, schedules and asset checks, the fleet planner and `delta-ops inspect`
 ask the same questions: is a checkpoint due, does log cleanup or vacuum have work, how many
 files would a compaction rewrite, is row tracking fully on? This module gathers the facts from
-a loaded snapshot and a look at the ages of a bounded number of files (:func:`due_facts`,
-:func:`table_health`); :mod:`delta_ops.ops.due` holds the rule that turns them into what is
+a loaded snapshot and a look at the ages of a bounded number of files (`due_facts`,
+`table_health`); `delta_ops.ops.due` holds the rule that turns them into what is
 due. It sits above the ops whose plans it reads (cleanup, compaction, vacuum), so none of them
 depends on it.
 
-Example::
+For example:
 
     verdicts = judge(due_facts(snapshot, clock.now_ms()))     # what is due (ops.due)
     facts = table_health(snapshot, clock.now_ms())            # what the asset checks judge
@@ -133,7 +133,7 @@ def due_facts(
     log: Sequence[FileEntry] | None = None,
     rewrites: bool = True,
 ) -> DueFacts:
-    """What :func:`delta_ops.ops.due.judge` reads, from a loaded snapshot and the ages of a
+    """What `delta_ops.ops.due.judge` reads, from a loaded snapshot and the ages of a
     bounded number of files, with the retentions the runs will use (None: the table's
     ``delta.logRetentionDuration`` and ``delta.deletedFileRetentionDuration``). `log`: the
     files directly in `_delta_log`, when the caller listed them already. `rewrites=False`
@@ -254,7 +254,7 @@ def table_health(
     for a caller that does not report it (the count packs every live file as a compaction
     would: on a 300k-file table the most costly fact). `reclaimable`: the (count, bytes) of
     expired tombstones by the table's file retention, when the caller has them already
-    (:func:`due_facts` looks at up to STAT_LIMIT files' ages for them)."""
+    (`due_facts` looks at up to STAT_LIMIT files' ages for them)."""
     props = snapshot.properties
     checkpoint_version = snapshot.segment.checkpoint_version
     since = (
@@ -331,7 +331,7 @@ class Health:
     reclaimable_bytes: int
     advice: list[dict[str, str]]
     checksum: ChecksumCheck | None = None  # the version's `N.crc` against the replay
-    #: every maintenance action's verdict (:mod:`delta_ops.ops.due`): what `advice` is from
+    #: every maintenance action's verdict (`delta_ops.ops.due`): what `advice` is from
     verdicts: Verdicts | None = None
     #: the live deletion vectors against their files' row counts
     deletion_vectors: DeletionVectorCheck | None = None
@@ -346,7 +346,7 @@ def health(
     missing_files: Sequence[str] = (),
 ) -> Health:
     """Each thing worth doing to the table now, with the command that does it; `log` is the
-    log's files as log cleanup sees them (directly in `_delta_log`, as :meth:`Storage.list_log`
+    log's files as log cleanup sees them (directly in `_delta_log`, as `Storage.list_log`
     lists them, and the V2 checkpoints' sidecars), when the caller has listed them already
     (`inspect` derives them from its one walk of the log). `missing_files`: live files the
     caller found missing from storage (`inspect --files` looks; nothing here lists the

@@ -10,7 +10,7 @@ PATH`` or ``$DELTA_OPS_HISTORY``), on for Dagster and Airflow (``<warehouse>/_de
 never conflicts), and DuckDB, Spark and deltalake read them.
 
 Columns: ``start_time`` and ``end_time`` (UTC), ``table_path``, ``table_name``, ``operation``
-(the CLI's name), ``status`` (:class:`Status`), ``error``, ``reason`` (what the run did in a
+(the CLI's name), ``status`` (`Status`), ``error``, ``reason`` (what the run did in a
 line, past tense; why there was nothing to do; or the plan of a run that failed executing:
 `delta_ops.ops.operation.headline`), ``table_version`` (planned on), ``files_touched`` and
 ``bytes_touched`` (deleted, rewritten or written: `Operation.touched`), ``metrics`` (the
@@ -18,13 +18,13 @@ result's numbers and words, ``map<string,string>`` as Predictive Optimization's
 ``operation_metrics``), ``engine``, ``front_end``, ``delta_ops_version``, ``operation_id`` and
 ``day`` (the start's UTC date, the partition column).
 
-The table keeps itself bounded: every :data:`UPKEEP_EVERY`-th commit, the writer that made it
+The table keeps itself bounded: every `UPKEEP_EVERY`-th commit, the writer that made it
 drops the days older than ``delta_ops.history.retentionDuration`` (a table property, 180 days
 by default), compacts, checkpoints, cleans up the log and vacuums, as the table's own
 properties say. Writing the history, or keeping it, never fails the operation it records: a
 failure is a warning.
 
-Example::
+For example:
 
     history = OperationHistory("/data/warehouse/_delta_ops_history")
     history.append(record)   # False, and a warning in the log, when it could not be written

@@ -1,6 +1,6 @@
 """A compact, JSON-ready description of a snapshot: what `delta-ops inspect` prints.
 
-Example::
+For example:
 
     summary = summarize(load_snapshot(path), include_files=True)
     print(json.dumps(summary.to_dict()))

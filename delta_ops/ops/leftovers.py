@@ -9,7 +9,7 @@ Two kinds exist, both under hidden names that readers and vacuum's data listing 
 
 A write that fails removes its own; these are what a killed process left. `inspect` reports
 them and vacuum deletes them once the newest file of each is older than both the retention and
-:data:`MIN_LEFTOVER_AGE_MS` (a write that has touched nothing for that long is dead)::
+`MIN_LEFTOVER_AGE_MS` (a write that has touched nothing for that long is dead):
 
     for item in find_leftovers(storage):
         print(item.path, item.kind, item.size)

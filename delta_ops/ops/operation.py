@@ -1,11 +1,11 @@
 """What an operation is, as every front end sees it: its name, typed options, plan, execute.
 
-An :class:`Operation` names the op, its typed options (:class:`Option`: a duration, a time, a
+An `Operation` names the op, its typed options (`Option`: a duration, a time, a
 count, a flag, a choice, a share, a size or a text, parsed by one vocabulary,
 `delta_ops.protocol.units`), how to plan it from a snapshot, how to execute the plan, and how
 to say both in a line of text. Each operation's module ends with its ``OPERATION``;
 `delta_ops.ops.registry` gathers them, and the CLI and the Dagster plugin are generated from
-the registry::
+the registry:
 
     op = OPERATIONS["vacuum"]
     options = op.parse({"retention": "7d", "force": False})  # InvalidValue names a bad value
@@ -14,16 +14,16 @@ the registry::
     print(to_data(op.execute(plan)))  # delta_ops.ops.results
 
 An operation is typed end to end, ``Operation[OptionsT, PlanT, ResultT]``: the raw values are
-parsed once, by the :class:`Option` declarations, into the operation's own frozen options
+parsed once, by the `Option` declarations, into the operation's own frozen options
 dataclass (``VacuumOptions``: one field per option), which its planner takes; the plan and the
 result have their own types, so mypy checks a front end that misspells an option or hands
-one operation's plan to another. Every plan has the shape of :class:`Plan`: whether it has
+one operation's plan to another. Every plan has the shape of `Plan`: whether it has
 nothing to do, why, and its data.
 
 What `describe_plan` and `describe_result` say opens with a line that says it all (the plan
 as a dry run shows it, the result in the past tense, bytes written and deleted apart); the
-lines after it list files or steps. :func:`headline` is that line (the operation history's
-``reason``), :func:`listed` the text with at most so many of the lines after it (a task's
+lines after it list files or steps. `headline` is that line (the operation history's
+``reason``), `listed` the text with at most so many of the lines after it (a task's
 log).
 """
 
@@ -256,9 +256,9 @@ ENGINE_OPTION = Option(
 )
 
 
-#: an operation's options: a frozen dataclass with one field per :class:`Option`
+#: an operation's options: a frozen dataclass with one field per `Option`
 OptionsT = TypeVar("OptionsT")
-#: an operation's plan (of the :class:`Plan` shape)
+#: an operation's plan (of the `Plan` shape)
 PlanT = TypeVar("PlanT", bound=Plan)
 #: an operation's result
 ResultT = TypeVar("ResultT")

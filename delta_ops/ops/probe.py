@@ -1,6 +1,6 @@
 """A cheap read-only probe of a table's new commits, for sensors that watch many tables.
 
-A commit sensor must not replay a table's log on every tick. :func:`probe_commits` reads
+A commit sensor must not replay a table's log on every tick. `probe_commits` reads
 `_last_checkpoint` and then checks for `N+1.json`, `N+2.json`, ... starting from the newest
 version already known (the sensor's cursor, or the checkpoint), so its cost grows with the
 number of *new* commits, not with the size of the log. The checkpoint interval is read from
@@ -9,7 +9,7 @@ the metaData of new commits when one changes it, and otherwise remembered by the
 What a table needs beyond new commits (cleanup, vacuum, compaction) is judged by
 `delta_ops.ops.health`, from a loaded snapshot.
 
-Example::
+For example:
 
     probe = probe_commits(storage, known_version=41, known_interval=10)
     if probe.commits_since_checkpoint >= probe.checkpoint_interval: ...
@@ -26,8 +26,6 @@ from delta_ops.log.reader import parse_action_lines
 from delta_ops.protocol.properties import TableProperties
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_head
-
-DEFAULT_CHECKPOINT_INTERVAL = 10
 
 
 @dataclass(frozen=True)

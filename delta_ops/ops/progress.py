@@ -1,12 +1,12 @@
 """Progress of long work (files and bytes done, rate, time left), shown however the caller likes.
 
 An op opens a task around work whose size it knows and advances it as pieces finish, from any
-thread::
+thread:
 
     with progress.task("vacuum: deleting", files=len(paths), bytes=total) as task:
         task.advance(files=1000, bytes=n)
 
-A front end decides where progress goes for the ops it runs, for the current thread and context::
+A front end decides where progress goes for the ops it runs, for the current thread and context:
 
     with progress.reporting(TerminalBar(sys.stderr)):     # the CLI on an interactive terminal
         execute_vacuum(plan)

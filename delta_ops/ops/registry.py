@@ -2,9 +2,9 @@
 
 Each operation's module ends with its ``OPERATION`` (a `delta_ops.ops.operation.Operation`:
 its one name, typed options, plan, execute, descriptions). The CLI generates its subcommands
-from :data:`OPERATIONS`, the Dagster plugin its jobs, config, asset outputs and the actions
+from `OPERATIONS`, the Dagster plugin its jobs, config, asset outputs and the actions
 a schedule may run, the Airflow provider its operators, the docs their reference pages, so
-adding an operation is writing its module and adding one line to :data:`ENTRIES`::
+adding an operation is writing its module and adding one line to `ENTRIES`:
 
     op = OPERATIONS["vacuum"]
     plan = op.plan(op.load(path), op.parse({"retention": "7d"}), LOCAL)
@@ -14,9 +14,9 @@ The mapping is lazy: an operation's module is imported when the operation is fir
 up, so a process that runs one operation (the CLI's ``delta-ops vacuum``) imports only that
 one. Names and order are known without importing anything. The registry is the one place
 that imports a module by a name it holds as data (`Entry.module`): the import-graph test
-reads :data:`ENTRIES` for those edges.
+reads `ENTRIES` for those edges.
 
-:func:`lookup` also takes an operation's CLI spelling (``drop-feature``) and the names it
+`lookup` also takes an operation's CLI spelling (``drop-feature``) and the names it
 had before it had one (``log_cleanup``, ``row_tracking``: in users' Dagster YAML and
 Airflow arguments), the latter with a deprecation warning naming the name to use.
 """
@@ -97,7 +97,7 @@ ENTRIES: tuple[Entry, ...] = (
 
 
 class Registry(Mapping[str, AnyOperation]):
-    """Operations by name, each imported on first use; :meth:`extend` adds entries (a
+    """Operations by name, each imported on first use; `extend` adds entries (a
     plugin's, a test's toy operation) after the built-in ones."""
 
     def __init__(self, entries: tuple[Entry, ...]) -> None:
@@ -131,7 +131,7 @@ class Registry(Mapping[str, AnyOperation]):
             self._entries[entry.name] = entry
 
     def remove(self, name: str) -> None:
-        """Take an operation added by :meth:`extend` out again."""
+        """Take an operation added by `extend` out again."""
         self._entries.pop(name)
         self._loaded.pop(name, None)
 
@@ -158,7 +158,7 @@ class Registry(Mapping[str, AnyOperation]):
         raise InvalidValue(f"{where}: {name!r} is not an operation; known: {', '.join(self)}")
 
     def lookup(self, name: str, where: str = "operation") -> AnyOperation:
-        """The operation `name` names (see :meth:`canonical`)."""
+        """The operation `name` names (see `canonical`)."""
         return self[self.canonical(name, where)]
 
 
@@ -186,5 +186,5 @@ __all__ = [
 
 
 def lookup(name: str, where: str = "operation") -> AnyOperation:
-    """The operation `name` names in :data:`OPERATIONS` (see `Registry.canonical`)."""
+    """The operation `name` names in `OPERATIONS` (see `Registry.canonical`)."""
     return OPERATIONS.lookup(name, where)

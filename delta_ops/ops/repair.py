@@ -13,7 +13,7 @@ removed whole, because reading it without the vector would bring its deleted row
 Safety:
 
 * A wrong path, a missing credential or a store that lists nothing makes every file look
-  missing. The plan refuses (:class:`~delta_ops.errors.NeedsForce`) when more than
+  missing. The plan refuses (`delta_ops.errors.NeedsForce`) when more than
   ``max_missing_ratio`` of the live files are missing (default 10%); ``force`` overrides it.
 * Finding what is missing lists the table once (through the engine), as vacuum does; files
   outside the table root, absolute deletion vectors and, on a local disk, files the listing did

@@ -1,9 +1,9 @@
 """Plans and results as plain data: the one serializer every front end prints with.
 
-Plans and results are frozen dataclasses; :func:`fields_data` turns one into a JSON-ready dict
+Plans and results are frozen dataclasses; `fields_data` turns one into a JSON-ready dict
 (fields marked ``repr=False``, such as the snapshot a plan carries, are left out; tuples become
-lists), with computed extras added by the class's ``to_dict``. :func:`to_data` converts anything
-a front end holds (a result, a list of them, nested dicts)::
+lists), with computed extras added by the class's ``to_dict``. `to_data` converts anything
+a front end holds (a result, a list of them, nested dicts):
 
     print(json.dumps(to_data(execute_vacuum(plan))))
 """

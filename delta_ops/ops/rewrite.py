@@ -112,7 +112,7 @@ def live_file_rows(snapshot: Snapshot, paths: set[str]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["path"])
 
 
-#: what reading a file for a rewrite needs of it (:meth:`Rewriter.read_all`, and the
+#: what reading a file for a rewrite needs of it (`Rewriter.read_all`, and the
 #: row-tracking check of `Rewriter`): not its partition values, tags or clustering provider,
 #: which a caller that carries them over takes from FILE_FIELDS
 READ_FIELDS = ("path", "size", "deletionVector", "baseRowId", "defaultRowCommitVersion")
@@ -121,7 +121,7 @@ READ_FIELDS = ("path", "size", "deletionVector", "baseRowId", "defaultRowCommitV
 def file_rows_in_order(
     snapshot: Snapshot, paths: Sequence[str], columns: tuple[str, ...] = READ_FIELDS
 ) -> list[dict[str, Any]]:
-    """The `columns` fields (as :func:`live_file_rows` gives them) of the live files named by
+    """The `columns` fields (as `live_file_rows` gives them) of the live files named by
     `paths`, in that order, one row per path: a compaction's bins in bin order, without the
     lookup by path of every file. Looked up columnar and converted for those rows and fields
     only (10,000 files: ~9 ms, where live_file_rows' every field and a lookup dict took ~30 ms,
@@ -166,7 +166,7 @@ def _plain_type(typ: pa.DataType) -> pa.DataType:
     return typ
 
 
-#: the schema :func:`_holds_views` was last asked about, and its answer
+#: the schema `_holds_views` was last asked about, and its answer
 _LAST_VIEWS_ANSWER: tuple[pa.Schema, bool] | None = None
 
 
@@ -256,7 +256,7 @@ class Rewriter:
             raise _unreadable_data_file(row["path"], exc) from exc
 
     def prepare(self, row: Mapping[str, Any], data: pa.Table) -> pa.Table:
-        """The rows of `row`'s file as :meth:`parse` gave them, in plain types, row tracking
+        """The rows of `row`'s file as `parse` gave them, in plain types, row tracking
         materialized and its deletion vector applied."""
         data = without_view_types(data)
         if self.unmapped is not None:
@@ -343,7 +343,7 @@ class Rewriter:
     def _decode_batch(
         self, rows: Sequence[Mapping[str, Any]], contents: Sequence[bytes], schema: pa.Schema
     ) -> list[pa.Table]:
-        """:meth:`_decode_small` of one batch: a table per file."""
+        """`_decode_small` of one batch: a table per file."""
         path = ""
         try:
             stored = []
@@ -538,7 +538,7 @@ class Rewriter:
     def record_files_written_elsewhere(self, directories: Iterable[str]) -> None:
         """After a map whose workers (forked processes, Spark tasks) failed: record the files
         they wrote that this process never heard of (a worker killed, a job aborted), found by
-        the rewrite's file prefix, so :meth:`discard` removes them too. A listing that fails
+        the rewrite's file prefix, so `discard` removes them too. A listing that fails
         is only logged: the map's failure matters more, and vacuum removes what is left."""
         try:
             self.written.extend(self.files_written_in(directories))
@@ -678,7 +678,7 @@ def rewrite_units(
 def rewrite_with_removes(
     rewriter: Rewriter, units: Sequence[RewriteUnit], engine: Engine, label: str
 ) -> tuple[list[Rewritten], EncodedRemoves]:
-    """Every unit rewritten (:func:`rewrite_units`), and the removes of all their files,
+    """Every unit rewritten (`rewrite_units`), and the removes of all their files,
     encoded while the new files are written; if anything fails, the new files are discarded."""
     removes: list[EncodedRemoves] = []
 

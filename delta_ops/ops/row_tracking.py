@@ -4,7 +4,7 @@ Plan: what the table lacks — the `rowTracking` feature (protocol upgrade), row
 files (backfill batches), the `delta.enableRowTracking` property — and how many files lack
 `numRecords` (counted from their parquet footers instead of failing as Delta Spark does).
 
-Execute, each step one commit through :class:`Transaction`, so a crash after any commit leaves
+Execute, each step one commit through `Transaction`, so a crash after any commit leaves
 a valid table and a re-run continues where it stopped:
 
 1. ``UPGRADE PROTOCOL`` when `rowTracking` is not supported: writer 7 with `rowTracking`,
@@ -18,7 +18,7 @@ a valid table and a re-run continues where it stopped:
 3. ``SET TBLPROPERTIES``: only after checking that every live file has a `baseRowId`, set
    `delta.enableRowTracking=true` and the materialized column names (kept when already set).
 
-Example::
+For example:
 
     plan = plan_enable_row_tracking(load_snapshot(path))
     result = execute_enable_row_tracking(plan)

@@ -1,11 +1,11 @@
 """One run of an operation, as every front end makes it: load, plan, execute, record.
 
 The CLI, the Dagster resource and the Airflow operators each run an operation through
-:func:`run_operation`, so a run means the same everywhere: the table is loaded as the operation
+`run_operation`, so a run means the same everywhere: the table is loaded as the operation
 needs it, planned (a dry run previews, as ``--dry-run`` does), executed unless it is a dry run
 or the front end skips plans with nothing to do, and, when the front end names a history
 (`delta_ops.ops.history`), recorded there with how it ended, failures included. What to print
-and how to fail stay with the front end::
+and how to fail stay with the front end:
 
     run = run_operation(OPERATIONS["vacuum"], "/data/events", values, LOCAL,
                         history=OperationHistory("/data/_delta_ops_history"), front_end="cli")
@@ -78,7 +78,7 @@ def run_operation(
         front_end: who ran the operation, as the history records it.
 
     Returns:
-        The :class:`Run`. An error loading, planning or executing propagates, recorded first.
+        The `Run`. An error loading, planning or executing propagates, recorded first.
     """
     begun = _begun(operation, table, engine.name, table_name, front_end)
     if dry_run:  # changes nothing: not a run the history records
@@ -137,7 +137,7 @@ def record_refusal(
     table_name: str | None = None,
     front_end: str = "python",
 ) -> None:
-    """Record a run that failed before :func:`run_operation` could start it (a value parsed
+    """Record a run that failed before `run_operation` could start it (a value parsed
     only then, a templated one in Airflow, was refused; its engine could not be built): a
     failed row with the error, as a run failing later gets. Nothing without a `history`."""
     if history is None:

@@ -4,7 +4,7 @@ Plan (pure apart from listing):
 
 * Retention: ``--retention`` if given (honoured, never silently replaced), else the table's
   ``delta.deletedFileRetentionDuration`` (7 days). Shorter than the table's property is refused
-  with :class:`RetentionTooShort` unless forced; negative is always refused.
+  with `RetentionTooShort` unless forced; negative is always refused.
 * Clock: ``now_ms`` is clamped to the wall clock (`delta_ops.clock.clamp`): a plan "as of"
   a later moment can never delete more than the real clock allows (the retention window and
   the in-flight grace both use the clamped time; the plan records what was asked).
@@ -40,7 +40,7 @@ sizeOfDataToDelete), re-read the log and keep every file that commits landing me
 reference, delete in parallel, remove empty directories non-recursively, commit ``VACUUM END``
 (COMPLETED, or FAILED before re-raising), then record ``_last_vacuum_info``.
 
-Example::
+For example:
 
     plan = plan_vacuum(load_snapshot(path), now_ms=now, retention_ms=0, force=True)
     for c in plan.candidates: print(c.path, c.size, c.reason)      # dry run
@@ -469,7 +469,7 @@ def plan_vacuum(
     Args:
         retention_ms: delete files older than this (default: the table's
             delta.deletedFileRetentionDuration); shorter than the table's needs `force`.
-        mode: :class:`VacuumMode` (or its value): list the table, or read the removes since
+        mode: `VacuumMode` (or its value): list the table, or read the removes since
             the last vacuum.
         force: allow a retention shorter than the table's.
         in_flight_grace_ms: keep files no commit removed that are younger than this.

@@ -7,21 +7,21 @@ a DV file next to the data (``'u'``: a path derived from a UUID, ``'p'``: an abs
 
 This module is the one place that knows those byte layouts:
 
-* :func:`z85_encode` / :func:`z85_decode`: the Z85 text encoding used for UUIDs and inline DVs
+* `z85_encode` / `z85_decode`: the Z85 text encoding used for UUIDs and inline DVs
   (decoding also the z85 crate's short last chunk, which Rust writers leave in inline DVs).
-* :class:`DeletionVectorDescriptor`: the descriptor, its ``uniqueId`` (half of the
-  reconciliation key ``(path, dvId)``) and where its bitmap lives; :func:`dv_unique_ids` and
-  :func:`dv_relative_paths` compute the same over a whole Arrow column.
-* :func:`decode_bitmap` / :func:`encode_bitmap`: the serialized bitmap. We write the portable
+* `DeletionVectorDescriptor`: the descriptor, its ``uniqueId`` (half of the
+  reconciliation key ``(path, dvId)``) and where its bitmap lives; `dv_unique_ids` and
+  `dv_relative_paths` compute the same over a whole Arrow column.
+* `decode_bitmap` / `encode_bitmap`: the serialized bitmap. We write the portable
   format (magic 1681511377) that the protocol describes and every engine reads; we also read
   Spark's native format (magic 1681511376), because the protocol's own inline example uses it.
-* :func:`load_deletion_vector`: descriptor -> verified :class:`pyroaring.BitMap64` (file version,
-  size, CRC-32 and cardinality are all checked; a mismatch is an :class:`InvalidDeletionVector`
+* `load_deletion_vector`: descriptor -> verified `pyroaring.BitMap64` (file version,
+  size, CRC-32 and cardinality are all checked; a mismatch is an `InvalidDeletionVector`
   naming the file and the problem, never a silently wrong set of rows).
-* :func:`encode_deletion_vector_file`, :func:`write_deletion_vector_file` and
-  :func:`inline_descriptor`: produce new DVs to reference from a commit.
+* `encode_deletion_vector_file`, `write_deletion_vector_file` and
+  `inline_descriptor`: produce new DVs to reference from a commit.
 
-Example::
+For example:
 
     import fsspec
     from delta_ops.protocol.deletion_vectors import (
@@ -115,7 +115,7 @@ def z85_encode(data: bytes) -> str:
 
     Args:
         data: the bytes; their length must be a multiple of 4 (callers pad, see
-            :func:`inline_descriptor`).
+            `inline_descriptor`).
 
     Returns:
         The Z85 text, ``len(data) * 5 // 4`` characters long.
@@ -138,7 +138,7 @@ def z85_decode(text: str) -> bytes:
     Two encoders write inline DVs, and they differ only in how they end a length that is not
     a multiple of 4:
 
-    * Delta Spark (``Base85Codec``; also delta-ops, :func:`inline_descriptor`) pads the data
+    * Delta Spark (``Base85Codec``; also delta-ops, `inline_descriptor`) pads the data
       with zero bytes to whole 4-byte blocks. Its blocks never exceed 2**32 - 1. Delta Spark's
       ``decodeBlocks`` keeps the low 32 bits of every block (``sum.toInt``), and so do we for
       every block but the z85 tail below.

@@ -7,14 +7,14 @@ in the protocol text and in Delta Spark (plus the kernels' and accepted RFCs' na
 ones delta-ops can honour when it reads a table and when it commits to one, and does the
 protocol algebra (effective features, upgrades that never drop a feature).
 
-Support is per operation (:class:`Access`), not per table: a feature may allow checkpoints
-but refuse data writes. Loading a snapshot checks :meth:`Protocol.check_readable`; every
-operation then calls :meth:`Protocol.check_allows` with what it is about to do (a checkpoint,
+Support is per operation (`Access`), not per table: a feature may allow checkpoints
+but refuse data writes. Loading a snapshot checks `Protocol.check_readable`; every
+operation then calls `Protocol.check_allows` with what it is about to do (a checkpoint,
 cleanup, a vacuum, which `vacuumProtocolCheck` requires to check the writer protocol before
 deleting anything, a data write, ...), and reports that only describe a table ask
-:meth:`Protocol.refusal`.
+`Protocol.refusal`.
 
-Example::
+For example:
 
     p = Protocol.from_action({"minReaderVersion": 1, "minWriterVersion": 2})
     p.effective_writer_features            # frozenset({'appendOnly', 'invariants'})
@@ -521,9 +521,9 @@ class Protocol:
         Validation follows the reference readers and is lenient where Delta Spark is:
 
         * versions must be integers; a reader version above 3 raises
-          :class:`UnsupportedProtocolVersion` (the table needs a newer client), one below 1
-          raises :class:`InvalidProtocol`. A writer version above 7 is accepted, because Spark
-          still reads such a table; :meth:`check_allows` refuses it for everything but reads.
+          `UnsupportedProtocolVersion` (the table needs a newer client), one below 1
+          raises `InvalidProtocol`. A writer version above 7 is accepted, because Spark
+          still reads such a table; `check_allows` refuses it for everything but reads.
         * `readerFeatures` may be missing at reader version 3 (kernel-rs rejects this, Spark
           reads it as an empty list), likewise `writerFeatures` at writer version 7.
         * a feature list at a legacy version must be empty (Spark ignores it; a non-empty one is
@@ -649,7 +649,7 @@ class Protocol:
             raise UnsupportedFeature(refusing, action=operation.value, reasons=reasons)
 
     def refusal(self, operation: Access) -> str | None:
-        """Why `operation` is refused on this table, as :meth:`check_allows` would say it, or
+        """Why `operation` is refused on this table, as `check_allows` would say it, or
         None when it is allowed: for reads that report instead of failing (inspect, health
         checks, sensors)."""
         try:

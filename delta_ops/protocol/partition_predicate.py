@@ -1,7 +1,7 @@
 """Predicates on partition columns, evaluated on a table's files with Arrow compute.
 
 The one grammar behind `delta-ops compact --where` and the writers' `replaceWhere`: terms on
-partition columns joined by ``AND`` (or ``,``)::
+partition columns joined by ``AND`` (or ``,``):
 
     day = '2026-11-01'                 day >= '2026-11-01' AND day < '2026-12-01'
     region IN ('eu', 'us')             region IS NULL          day=2026-11-01,region=eu

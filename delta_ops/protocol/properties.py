@@ -2,7 +2,7 @@
 
 Every property delta-ops acts on is parsed here, with Delta Spark's defaults and Spark's parsing
 rules (`DeltaConfig.scala`), so the rest of the code never reads a string property. A value
-that does not parse is an :class:`~delta_ops.errors.InvalidTableProperty` naming the property:
+that does not parse is an `delta_ops.errors.InvalidTableProperty` naming the property:
 never silently the default (delta-rs and kernel-rs fall back to the default, which is how a
 table ends up with 30 days of log retention when its owner wrote `7 days`).
 
@@ -10,7 +10,7 @@ Intervals are Spark calendar intervals: case-insensitive, the `interval` prefix 
 several `<number> <unit>` pairs (`'1 day 12 hours'`), units microsecond to week in singular or
 plural, fractions only for seconds, months and years rejected, the total not negative.
 
-Example::
+For example:
 
     props = TableProperties.from_configuration({"delta.logRetentionDuration": "interval 7 days"})
     props.log_retention_ms            # 604800000
@@ -451,7 +451,7 @@ class TableProperties:
     """The table properties delta-ops uses, typed, with Delta Spark's defaults.
 
     Durations are milliseconds. `raw` is the whole configuration map, for anything else.
-    Build it with :meth:`from_configuration`; `TableProperties()` is a table with no properties.
+    Build it with `from_configuration`; `TableProperties()` is a table with no properties.
     """
 
     log_retention_ms: int = 30 * _MS_PER_DAY

@@ -3,7 +3,7 @@
 Row ids and row commit versions may be materialized into hidden columns whose names the table
 records in two properties; a name must never equal a column name (case-insensitive).
 
-Example::
+For example:
 
     names = materialized_column_names(dict(metadata.configuration), taken={"id", "value"})
 """

@@ -19,7 +19,7 @@ they live here, in one place:
    data-skipping rules) and `parse_stats` turns a column of `stats` JSON strings into a typed
    `StructArray`, the `stats_parsed` column of a checkpoint.
 
-Example::
+For example:
 
     >>> import pyarrow as pa
     >>> schema = parse_schema(
@@ -205,7 +205,7 @@ DeltaType = str | StructType | ArrayType | MapType
 
 # --------------------------------------------------------------------------- JSON
 
-#: where a schema error is, for :class:`InvalidSchema` (a reader of the log names the file)
+#: where a schema error is, for `InvalidSchema` (a reader of the log names the file)
 _SCHEMA_STRING = "schemaString"
 
 

@@ -40,7 +40,7 @@ min/max while Spark orders NaN above every number, so a column holding NaN gets 
 non-NaN value as its max here. Footer values are trusted as written; parquet-rs before 53.1
 omitted a zero null count, which is read back as 0 for its files (as parquet-rs itself did).
 
-Example::
+For example:
 
     >>> import tempfile
     >>> import fsspec, pyarrow as pa, pyarrow.parquet as pq

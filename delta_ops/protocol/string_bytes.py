@@ -6,7 +6,7 @@ answers it in a fraction of the time (2 ms against 36 ms for 80k stats documents
 is conservative: bytes a null slot happens to keep count too, so a caller uses it to skip work
 when nothing matches and does the exact, per-row check otherwise.
 
-Example::
+For example:
 
     if not any_holds(paths, b"%", b".."):
         return paths  # no row needs decoding

@@ -1,24 +1,24 @@
 """One vocabulary for durations, points in time and sizes, shared by the CLI and Dagster config
 (the operations' options), which also accepts the table properties' interval syntax.
 
-Durations (:func:`parse_duration_ms`): ``7d``, ``168h``, ``90m``, ``30s``, ``500ms``, ``2w``
+Durations (`parse_duration_ms`): ``7d``, ``168h``, ``90m``, ``30s``, ``500ms``, ``2w``
 (units may combine: ``1d12h``), ISO 8601 ``P7D`` / ``PT168H`` / ``P1DT12H``, and Delta's
 table-property syntax ``7 days`` / ``interval 7 days``, and ``0`` (zero needs no unit, as in Go's
 `ParseDuration`). Any other bare number (``168``, ``00``, ``0.0``) is refused: nobody can tell
 whether ``168`` means hours or seconds.
 
-Times (:func:`parse_time_ms`): ``now``, ISO 8601 with a zone (``2026-11-25T10:00:00Z``,
+Times (`parse_time_ms`): ``now``, ISO 8601 with a zone (``2026-11-25T10:00:00Z``,
 ``...+01:00``; a date alone is midnight UTC), or epoch seconds / milliseconds with an explicit
 unit (``1700000000s``, ``1700000000000ms``).
 
-Sizes (:func:`parse_size_bytes`): a number with a unit, ``128MB``, ``1 GB``, ``512k`` (powers
+Sizes (`parse_size_bytes`): a number with a unit, ``128MB``, ``1 GB``, ``512k`` (powers
 of 1024), or a bare whole number of bytes, ``4194304``, as delta-rs' `target_size` and Spark's
 `maxFileSize` take it (a size has one natural unit; a duration has none, so a bare duration
 stays refused).
 
-Sizes print with :func:`format_bytes` (``1.5 MB``), durations with :func:`format_duration`
-(``7 days``, ``36 hours``) and times with :func:`format_time_ms` (ISO 8601 UTC, to the
-millisecond when it has one: ``2023-08-07T16:45:35.372Z``, ``2023-08-07T16:45:35Z``)::
+Sizes print with `format_bytes` (``1.5 MB``), durations with `format_duration`
+(``7 days``, ``36 hours``) and times with `format_time_ms` (ISO 8601 UTC, to the
+millisecond when it has one: ``2023-08-07T16:45:35.372Z``, ``2023-08-07T16:45:35Z``):
 
     parse_duration_ms("7d") == parse_duration_ms("P7D") == parse_duration_ms("7 days")
 """
@@ -118,7 +118,7 @@ def parse_time_ms(text: str, *, now_ms: int) -> int:
 
 def format_time_ms(ms: int) -> str:
     """Epoch milliseconds as ISO 8601 UTC, with the milliseconds unless they are 0: what
-    :func:`parse_time_ms` reads back to the same value (integer arithmetic, no float)."""
+    `parse_time_ms` reads back to the same value (integer arithmetic, no float)."""
     seconds, millis = divmod(ms, 1000)
     moment = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=seconds)
     text = moment.strftime("%Y-%m-%dT%H:%M:%S")

@@ -1,18 +1,18 @@
 """The Spark engine: read and write Delta tables from PySpark through delta-ops' protocol core.
 
 Read: `spark.read.format("delta").load(path)` (a Python data source, registered by
-:func:`get_spark`, or :func:`register` for a session made elsewhere; see
-:mod:`delta_ops.spark.source`).
+`get_spark`, or `register` for a session made elsewhere; see
+`delta_ops.spark.source`).
 
 There are no Delta jars here: Spark writes plain parquet into a staging directory inside the
-table, and :func:`write_delta` moves the files into place and commits them with per-file
-statistics (see :mod:`delta_ops.spark.writer`). :func:`get_spark` builds a session with the
+table, and `write_delta` moves the files into place and commits them with per-file
+statistics (see `delta_ops.spark.writer`). `get_spark` builds a session with the
 options Delta readers need (microsecond timestamps) and a UTC session time zone, which shows
 timestamps as the log holds them (the writers and the reader are exact in any zone).
 
 Importing this package does not import PySpark or start a JVM; the functions do, when called.
 
-Example::
+For example:
 
     from delta_ops.spark import get_spark, write_delta
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 def register(spark: SparkSession) -> None:
     """Make `spark.read.format("delta")` read through delta-ops in a session made elsewhere
-    (:func:`get_spark` does this itself)."""
+    (`get_spark` does this itself)."""
     # start-up cost: `source` imports PySpark, which importing this package must not
     from delta_ops.spark.source import register as register_source
 

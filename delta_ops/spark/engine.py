@@ -1,6 +1,6 @@
 """The Spark engine: an operation's listing and deletes run as Spark tasks on executors.
 
-A front end builds :class:`SparkEngine` when asked for ``--engine spark`` and hands it to the
+A front end builds `SparkEngine` when asked for ``--engine spark`` and hands it to the
 plan; operations pass it their storage or their own functions and get back what the local engine
 (`delta_ops.ops.engines`) would give, computed elsewhere:
 
@@ -141,7 +141,7 @@ class SparkEngine:
         When a task fails, Spark fails the job at once, while its other tasks may still be
         running (and writing files a rewrite then has to find and delete): the failure is
         raised only once no task of the job group (the caller's, or one of its own for the
-        map) runs, at most :data:`SETTLE_SECONDS` later."""
+        map) runs, at most `SETTLE_SECONDS` later."""
         context = self._context()
         saved = {name: context.getLocalProperty(name) for name in _JOB_GROUP_PROPERTIES}
         # the caller's job group, if its thread has one (its jobs stay its own to watch and

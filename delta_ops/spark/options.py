@@ -1,10 +1,10 @@
 """The options of the `delta` data source, parsed: what a read or a write asks for.
 
 Spark hands a Python data source its options as strings, with lower-cased keys. The reader
-(:mod:`delta_ops.spark.source`) and the writer (:mod:`delta_ops.spark.source_writer`) parse
-them here, so a bad option is refused in one line (:class:`~delta_ops.errors.InvalidValue`)
+(`delta_ops.spark.source`) and the writer (`delta_ops.spark.source_writer`) parse
+them here, so a bad option is refused in one line (`delta_ops.errors.InvalidValue`)
 before any table is opened. This module needs no PySpark and imports no other module of
-``delta_ops.spark``::
+``delta_ops.spark``:
 
     read = read_options({"path": "s3://lake/t", "versionasof": "3", "storage.anon": "true"})
     read.version, read.storage_options                     # (3, {'anon': 'true'})
@@ -12,7 +12,7 @@ before any table is opened. This module needs no PySpark and imports no other mo
     write.partition_by                                     # ['day', 'region']
 
 Options starting with ``storage.`` are the table's storage options; ``delta.*`` options are
-table properties for a new table (their spelling restored, see :func:`table_properties`).
+table properties for a new table (their spelling restored, see `table_properties`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The files each Spark task of a scan reads: the batch reader's and the streaming reader's
-partitions (:mod:`delta_ops.spark.source`, :mod:`delta_ops.spark.stream_reader`).
+partitions (`delta_ops.spark.source`, `delta_ops.spark.stream_reader`).
 
     partitions = group_files(files)      # consecutive files, about 128 MB per task
 """

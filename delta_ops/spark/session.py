@@ -1,19 +1,19 @@
 """A SparkSession with defaults that suit delta-ops' writer and a small machine.
 
-:func:`get_spark` builds (or reuses) the process's SparkSession. Besides sizing it for a laptop
+`get_spark` builds (or reuses) the process's SparkSession. Besides sizing it for a laptop
 or a CI box (two local cores, two shuffle partitions, no web UI, no progress bars), it sets
 two options about timestamps:
 
 * ``spark.sql.parquet.outputTimestampType=TIMESTAMP_MICROS``: Spark writes timestamps as the
   deprecated INT96 by default. Delta readers (delta-rs, delta-kernel, DuckDB) expect INT64
   microseconds, and INT96 columns carry no min/max statistics, so data skipping loses them.
-  :func:`delta_ops.spark.write_delta` also enforces it for the duration of its own job, so a
+  `delta_ops.spark.write_delta` also enforces it for the duration of its own job, so a
   session built elsewhere is safe too.
 * ``spark.sql.session.timeZone=UTC``: Delta timestamps are UTC instants, and a UTC session
   shows them as the log and other engines do. It is a display choice only: both writers and
   the reader are exact in any session time zone (timestamp partition values included).
 
-Example::
+For example:
 
     spark = get_spark()                                   # local[2]
     spark = get_spark("spark://master:7077", conf={"spark.executor.memory": "4g"})
@@ -30,7 +30,7 @@ from delta_ops.spark.workers import activate, use_this_python_for_local_workers
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-#: Options every session from :func:`get_spark` gets, unless `conf` overrides them.
+#: Options every session from `get_spark` gets, unless `conf` overrides them.
 DEFAULT_CONF: dict[str, str] = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.session.timeZone": "UTC",
@@ -51,7 +51,7 @@ LOCAL_CONF: dict[str, str] = {
 
 
 def session_conf(master: str, conf: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """The options :func:`get_spark` applies: the defaults, then `conf` (which wins)."""
+    """The options `get_spark` applies: the defaults, then `conf` (which wins)."""
     merged = dict(DEFAULT_CONF)
     if master.startswith("local"):
         merged.update(LOCAL_CONF)
@@ -75,12 +75,12 @@ def get_spark(
     Args:
         master: the Spark master, ``local[2]`` by default (two cores); a cluster URL otherwise.
         app_name: the application name shown by Spark.
-        conf: extra Spark options; they override the defaults (see :data:`DEFAULT_CONF`).
+        conf: extra Spark options; they override the defaults (see `DEFAULT_CONF`).
 
     Returns:
         The SparkSession.
 
-    Example (starts a JVM)::
+    Example (starts a JVM):
 
         spark = get_spark(conf={"spark.sql.shuffle.partitions": "8"})
     """
@@ -101,7 +101,7 @@ def get_spark(
 def running_session() -> SparkSession:
     """The session Spark work on this thread should use, made active here: the thread's
     active session, else the process's running one (started on another thread), else a new
-    one from :func:`get_spark`. A running session's options are left as they are."""
+    one from `get_spark`. A running session's options are left as they are."""
     from pyspark.sql import SparkSession
 
     session = SparkSession.getActiveSession() or SparkSession._instantiatedSession

@@ -2,8 +2,8 @@
 
 No Delta jars: a PySpark Python data source plans the scan on the driver (the snapshot's live
 files, by version or timestamp) and each Spark task reads its share of the files with
-:mod:`delta_ops.table.scan` (deletion vectors applied, column mapping, typed partition values,
-type widening), handing Spark Arrow batches::
+`delta_ops.table.scan` (deletion vectors applied, column mapping, typed partition values,
+type widening), handing Spark Arrow batches:
 
     from delta_ops.spark import get_spark          # registers the source
     spark = get_spark()
@@ -12,14 +12,14 @@ type widening), handing Spark Arrow batches::
     df = spark.read.format("delta").option("timestampAsOf", "2026-11-20T00:00:00Z").load(path)
     df = spark.read.format("delta").option("storage.endpoint_url", url).load("s3://lake/t")
 
-For a session made elsewhere, call :func:`register` once. Options starting with ``storage.``
+For a session made elsewhere, call `register` once. Options starting with ``storage.``
 are the table's storage options (credentials, endpoints). Filters on partition columns prune
 files before any is read; Spark still evaluates every filter on the rows.
 
-The same source writes (:mod:`delta_ops.spark.source_writer`) and streams:
+The same source writes (`delta_ops.spark.source_writer`) and streams:
 ``spark.readStream.format("delta")`` reads a table's appends
-(:mod:`delta_ops.spark.stream_reader`) and ``df.writeStream.format("delta")`` commits each
-micro-batch exactly once (:mod:`delta_ops.spark.stream_writer`).
+(`delta_ops.spark.stream_reader`) and ``df.writeStream.format("delta")`` commits each
+micro-batch exactly once (`delta_ops.spark.stream_writer`).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 def register(spark: SparkSession) -> None:
     """Make `spark.read.format("delta")` read through delta-ops in this session (and let
     Python sources take filters, which prune files by partition values); delta-ops errors
-    in its workers reach the caller as one line (:mod:`delta_ops.spark.worker_errors`)."""
+    in its workers reach the caller as one line (`delta_ops.spark.worker_errors`)."""
     set_up_workers(spark)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(DeltaDataSource)

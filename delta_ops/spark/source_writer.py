@@ -1,9 +1,9 @@
 """`df.write.format("delta")`: the write half of the `delta` Python data source.
 
 Each Spark task writes its rows as parquet files inside the table (one per partition value set,
-with :func:`delta_ops.table.writer.write_data_files`) and reports them; the driver commits every
+with `delta_ops.table.writer.write_data_files`) and reports them; the driver commits every
 task's files as one version through the commit layer (conflict detection, per-file statistics,
-row ids where row tracking is on), or deletes them if the job failed::
+row ids where row tracking is on), or deletes them if the job failed:
 
     df.write.format("delta").mode("append").save("/warehouse/events")
     df.write.format("delta").mode("overwrite").option("partitionBy", "day").save(path)
@@ -15,9 +15,9 @@ commit), ``replaceWhere`` (an overwrite replaces only the partitions the predica
 deleted, when the table has recorded that version or a later one for that application, and
 the commit records it otherwise, as a ``txn`` action), ``storage.*`` (the table's storage
 options), and ``delta.*`` table properties for a new table.
-:func:`delta_ops.spark.write_delta` is the function form of the same write.
+`delta_ops.spark.write_delta` is the function form of the same write.
 
-Types: every Spark SQL type Delta has (see :mod:`delta_ops.spark.writer`); timestamps reach
+Types: every Spark SQL type Delta has (see `delta_ops.spark.writer`); timestamps reach
 the tasks as instants in the session time zone and are stored as UTC microseconds, so the
 session's zone changes nothing in the table. Types without a Delta type are refused before
 any task runs.
@@ -25,7 +25,7 @@ any task runs.
 Failures: a task whose rows the table refuses (nulls in a NOT NULL column) deletes what it
 wrote and reports the refusal instead of failing, so Spark neither retries it nor logs a
 worker traceback; the driver then deletes every task's files and raises the refusal, which
-reaches the caller as one line (:mod:`delta_ops.spark.worker_errors`). Any other task failure
+reaches the caller as one line (`delta_ops.spark.worker_errors`). Any other task failure
 fails the job as usual, and the job's abort deletes the files the finished tasks wrote.
 """
 

@@ -5,7 +5,7 @@ micro-batch of a new query reads the table as of the latest version then (every 
 a batch read would), unless ``startingVersion`` says where to begin (``latest``: only what is
 committed after the query starts). Each later micro-batch reads the files the commits after
 the previous offset added (``dataChange`` adds), with the reader's scan (deletion vectors,
-column mapping, typed partition values)::
+column mapping, typed partition values):
 
     stream = spark.readStream.format("delta").load("/warehouse/events")
     stream = spark.readStream.format("delta").option("startingVersion", 5).load(path)

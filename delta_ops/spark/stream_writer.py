@@ -1,10 +1,10 @@
 """`df.writeStream.format("delta")`: a Structured Streaming sink that commits each micro-batch
 exactly once.
 
-Each micro-batch is written as the batch writer writes (:mod:`delta_ops.spark.source_writer`):
+Each micro-batch is written as the batch writer writes (`delta_ops.spark.source_writer`):
 Spark's tasks write the rows as data files inside the table and report them; then the driver
 commits all of them as ONE version with a `txn` action (``appId`` = the query's id, ``version``
-= the batch id) and the operation ``STREAMING UPDATE``, as Delta Spark's sink does::
+= the batch id) and the operation ``STREAMING UPDATE``, as Delta Spark's sink does:
 
     query = (
         events.writeStream.format("delta")

@@ -4,14 +4,14 @@ The `delta` data source runs in Spark's Python workers: the writer's planning an
 tasks, the reader. An error there (a NOT NULL column given nulls, a table feature the writer
 refuses, a path that is no table) reaches the caller of ``df.write.format("delta").save()``
 or ``spark.read.format("delta").load()`` as a Spark exception whose text is the worker's
-whole traceback, wrapped in JVM frames. :func:`install` hooks PySpark's exception handler (as
+whole traceback, wrapped in JVM frames. `install` hooks PySpark's exception handler (as
 PySpark hooks py4j's) so that such an exception is raised instead as a
-:class:`~delta_ops.errors.DeltaOpsError` with the worker's message, one line (the Spark
+`delta_ops.errors.DeltaOpsError` with the worker's message, one line (the Spark
 exception stays reachable as its ``__context__``). Only the exception the worker died of
 decides: a Spark error whose Python worker failed with anything else (a user's UDF, a bug)
 stays as Spark raised it.
 
-:func:`delta_ops.spark.get_spark` and :func:`delta_ops.spark.register` install the hook;
+`delta_ops.spark.get_spark` and `delta_ops.spark.register` install the hook;
 a Spark Connect session has no py4j gateway and is left alone.
 """
 

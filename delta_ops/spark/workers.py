@@ -3,9 +3,9 @@
 Spark runs the `delta` data source's planner, readers and writers in Python worker processes
 it starts with ``$PYSPARK_PYTHON`` (else ``python3`` from the PATH, which may lack pyarrow and
 delta-ops), and PySpark gives each Python thread its own JVM thread, with no active session.
-This module holds what the session builder (:mod:`delta_ops.spark.session`), the data source
-(:mod:`delta_ops.spark.source`) and the writers do about both. It needs no PySpark at import
-and imports no other module of ``delta_ops.spark`` but :mod:`~delta_ops.spark.worker_errors`::
+This module holds what the session builder (`delta_ops.spark.session`), the data source
+(`delta_ops.spark.source`) and the writers do about both. It needs no PySpark at import
+and imports no other module of ``delta_ops.spark`` but `delta_ops.spark.worker_errors`:
 
     use_this_python_for_local_workers("local[2]")   # before the session starts
     set_up_workers(spark)                           # errors back as one line; warn on $PYSPARK_PYTHON
@@ -58,7 +58,7 @@ def warn_if_workers_lack_this_python(spark: SparkSession) -> None:
 
 def set_up_workers(spark: SparkSession) -> None:
     """Make delta-ops errors in `spark`'s Python workers reach the caller as one line
-    (:mod:`~delta_ops.spark.worker_errors`; Spark Connect has no py4j to hook), and warn when
+    (`delta_ops.spark.worker_errors`; Spark Connect has no py4j to hook), and warn when
     the workers may not run this interpreter."""
     if getattr(spark, "_jvm", None) is not None:
         worker_errors.install()

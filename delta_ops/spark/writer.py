@@ -1,6 +1,6 @@
 """Writing a Spark DataFrame into a Delta table without Delta's Spark jars.
 
-Spark writes the data; delta-ops commits it. :func:`write_delta` works in four steps, each
+Spark writes the data; delta-ops commits it. `write_delta` works in four steps, each
 leaving the table valid if the process dies right after it:
 
 1. Spark writes the DataFrame as parquet (Hive-style partition directories when the table is
@@ -16,7 +16,7 @@ leaving the table valid if the process dies right after it:
    values are exact in any session time zone (Spark would name the directory by the session's
    local time, which Delta readers take as UTC and which repeats in a daylight-saving
    fall-back hour). Files that are moved but not committed are orphans, which vacuum removes.
-3. :func:`delta_ops.table.writer.commit_data_files` commits them: per-file statistics from the
+3. `delta_ops.table.writer.commit_data_files` commits them: per-file statistics from the
    parquet footers, the table created when absent (protocol, metadata, a Delta schema from the
    DataFrame's schema), live files removed for ``mode="overwrite"``, row ids assigned when
    the table supports row tracking.
@@ -28,10 +28,10 @@ that the log does not reference them) and the error propagates.
 Both Spark writers (this one and ``df.write.format("delta")``) take every Spark SQL type Delta
 has: booleans, integers, floats, decimals, strings, binary, dates, ``timestamp`` (stored as
 UTC microseconds) and ``timestamp_ntz`` (local microseconds, no zone), and arrays, maps and
-structs of them; :func:`spark_schema_to_arrow` refuses the rest (intervals, void, variant) in
+structs of them; `spark_schema_to_arrow` refuses the rest (intervals, void, variant) in
 one line before anything is written.
 
-Example::
+For example:
 
     from delta_ops.spark import get_spark, write_delta
 
@@ -136,7 +136,7 @@ def write_delta(
             on partition columns selects (``day >= '2026-11-01'``); every row must be in them.
 
     Returns:
-        The commit's :class:`~delta_ops.table.transaction.CommitResult` (version, attempts, row id
+        The commit's `delta_ops.table.transaction.CommitResult` (version, attempts, row id
         high-water mark).
 
     Raises:
@@ -145,7 +145,7 @@ def write_delta(
             ``"error"`` (OperationRefused), or the commit is refused (nothing is left behind
             in the table).
 
-    Example (a Spark DataFrame `df`)::
+    Example (a Spark DataFrame `df`):
 
         write_delta(df, "/warehouse/events", partition_by=["day"])
         # CommitResult(version=0, attempts=1, num_actions=5, row_id_high_water_mark=None)
@@ -213,9 +213,9 @@ def write_delta(
 def _in_file_layout(df: DataFrame, target: WriteTarget) -> DataFrame:
     """The DataFrame's columns as the table's data files name and type them: under column
     mapping, physical names (nested ones too: Spark casts structs by position) with parquet
-    field ids; columns of a narrower type than the table's cast to it (:func:`_casts`);
+    field ids; columns of a narrower type than the table's cast to it (`_casts`);
     partition columns renamed only, timestamp ones as epoch microseconds (see
-    :func:`staged_files`)."""
+    `staged_files`)."""
     from pyspark.sql import functions as F
 
     instants = _timestamp_partitions(target)

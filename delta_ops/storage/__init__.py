@@ -1,10 +1,10 @@
 """Storage: the layer that touches files, for every other layer of delta-ops.
 
-A :class:`Storage` is a table's location (local path or fsspec URL plus storage options). It
+A `Storage` is a table's location (local path or fsspec URL plus storage options). It
 lists `_delta_log`, reads files (many at once where the store can), and writes with the
 guarantees the protocol needs: put-if-absent for commits, atomic replacement for hints.
 
-Example::
+For example:
 
     from delta_ops.storage import Storage
 

@@ -2,15 +2,15 @@
 
 The native client (obstore) takes credentials from the environment, web identity, the
 container and the instance metadata service by itself, but not from ``~/.aws``. The README
-promises profiles, so :func:`profile_settings` reads them: a profile with keys in the shared
+promises profiles, so `profile_settings` reads them: a profile with keys in the shared
 credentials (or config) file becomes those keys, read with ``configparser`` (no AWS SDK
 import); any other profile (assumed roles, SSO, ``credential_process``) gets a credential
-provider backed by botocore (installed with s3fs), which refreshes what it hands out::
+provider backed by botocore (installed with s3fs), which refreshes what it hands out:
 
     settings, provider = profile_settings("analytics", os.environ)
     settings  # {'access_key_id': ..., 'secret_access_key': ..., 'region': 'eu-west-1'}
 
-:func:`bucket_region` asks AWS where a bucket lives when nothing names a region, as s3fs does
+`bucket_region` asks AWS where a bucket lives when nothing names a region, as s3fs does
 (the native client would otherwise sign for us-east-1 and be redirected).
 """
 

@@ -5,7 +5,7 @@ in the response's `Errors` (SlowDown or InternalError under load, AccessDenied w
 forbids). s3fs drops that list, so a vacuum would report files as deleted that still exist
 (and still hold the data someone asked to erase). Here the errors are read: throttled keys are
 retried with backoff, refused ones are reported and left out of the result. Other stores'
-fsspec implementations raise on a failed batch, and a file already gone counts as deleted::
+fsspec implementations raise on a failed batch, and a file already gone counts as deleted:
 
     deleted = delete_batch(files, ["part-0.parquet", "part-1.parquet"])
 

@@ -2,7 +2,7 @@
 
 Everything above the storage package knows the errors of Python's file API (a missing file
 is ``FileNotFoundError``, a taken name ``FileExistsError``) and delta-ops' own. obstore raises
-its own classes, with a multi-line debug text; :func:`translated` turns them into those::
+its own classes, with a multi-line debug text; `translated` turns them into those:
 
     with translated("lake/events/_delta_log/00000000000000000003.json"):
         obstore.put(store, key, data, mode="create")
@@ -11,7 +11,7 @@ its own classes, with a multi-line debug text; :func:`translated` turns them int
 - a name already taken (put-if-absent refused): ``FileExistsError``;
 - credentials refused or missing: ``PermissionError``;
 - anything else (the store still failing after the client's retries with backoff, a
-  connection reset, a timeout): :class:`StoreUnavailable`, a retryable delta-ops error and an
+  connection reset, a timeout): `StoreUnavailable`, a retryable delta-ops error and an
   ``OSError``, so the CLI prints one line and an orchestrator may run the op again.
 
 Each message is one line: the store's first line, with the path it was about.

@@ -4,10 +4,10 @@
 (obstore, the Rust `object_store` crate delta-rs uses) when it is installed, and through fsspec
 otherwise. The storage option ``client`` chooses: ``native``, ``fsspec``, or ``auto`` (the
 default: native when obstore is installed and every given option has a native name, fsspec
-otherwise, so options only fsspec knows keep working). :func:`choose_client` decides without
-importing either client; :func:`native_spec` maps the options the README documents (fsspec's
+otherwise, so options only fsspec knows keep working). `choose_client` decides without
+importing either client; `native_spec` maps the options the README documents (fsspec's
 names: ``key``/``secret``/``endpoint_url``, ``connection_string``, ``token``, ...) and the
-environment to obstore's, raising :class:`Unmappable` for one it has no name for::
+environment to obstore's, raising `Unmappable` for one it has no name for:
 
     choose_client("s3", {"endpoint_url": "http://minio:9000"})   # "native" (obstore installed)
     spec = native_spec("s3://lake/events", {"key": "k", "secret": "s"})

@@ -1,10 +1,10 @@
 """One bucket of S3, Azure Blob or GCS through the native client (obstore), by fsspec-style path.
 
-:class:`~delta_ops.storage.Storage` addresses an object-store table's files as fsspec does,
+`delta_ops.storage.Storage` addresses an object-store table's files as fsspec does,
 ``bucket/key`` (the root ``lake/events``, a commit ``lake/events/_delta_log/...json``), so
-the layers above see the same paths whichever client serves the table. A :class:`NativeStore`
+the layers above see the same paths whichever client serves the table. A `NativeStore`
 turns those paths into keys of its bucket and calls obstore, whose requests, retries (with
-backoff, on 5xx answers, throttling, resets and timeouts) and reply parsing run in Rust::
+backoff, on 5xx answers, throttling, resets and timeouts) and reply parsing run in Rust:
 
     store = NativeStore(native_spec("s3://lake/events", options))
     store.put("lake/events/_delta_log/00000000000000000003.json", body, create=True)
@@ -12,7 +12,7 @@ backoff, on 5xx answers, throttling, resets and timeouts) and reply parsing run 
     store.get_many(["lake/events/a.json", "lake/events/b.json"])  # concurrently
 
 Every call raises Python's file errors or
-:class:`~delta_ops.storage.native_errors.StoreUnavailable` (`native_errors`). Nothing here
+`delta_ops.storage.native_errors.StoreUnavailable` (`native_errors`). Nothing here
 caches: every listing asks the store. Deletes (with per-key outcomes) are in `bulk_delete`,
 parallel range listings in `s3_listing`.
 """

@@ -5,7 +5,7 @@ serves one after another: 100k files are 100 sequential round trips. S3 starts a
 key (`StartAfter`), so the key space can be cut into ranges listed concurrently; the cut points
 come from names the caller already knows (the table's live files and tombstones), so ranges hold
 similar numbers of keys. Every key under the prefix lands in exactly one range: range i covers
-(cut[i-1], cut[i]]. The `_delta_log/` key range is jumped over when the caller skips it::
+(cut[i-1], cut[i]]. The `_delta_log/` key range is jumped over when the caller skips it:
 
     entries = list_in_ranges(fs, "bucket/table", known_names, skip_prefixes=["_delta_log/"])
 

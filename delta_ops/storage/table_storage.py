@@ -1,6 +1,6 @@
 """Table storage: one place where delta-ops touches files, through ``os``, obstore or fsspec.
 
-A :class:`Storage` is opened from a URL or local path plus storage options. It knows the
+A `Storage` is opened from a URL or local path plus storage options. It knows the
 table root and its `_delta_log`, lists the log with sizes and modification times, reads files
 (many at once where the filesystem can do that concurrently), and writes with the guarantees
 the protocol needs: put-if-absent for commits and atomic replacement for hints.
@@ -10,7 +10,7 @@ Who serves it: a local path, ``os`` (fsspec's local filesystem only when asked);
 installed, unless the storage option ``client=fsspec`` asks for fsspec (`native_options`);
 every other URL, fsspec. Paths are fsspec's either way (``bucket/key``).
 
-Example::
+For example:
 
     storage = Storage.open("s3://bucket/table", {"anon": False})
     for entry in storage.list_log():
@@ -354,7 +354,7 @@ class Storage:
     @property
     def location(self) -> str:
         """Where another process (a Spark executor) opens this table: the absolute root of a
-        local table, else its URL (with :attr:`options`)."""
+        local table, else its URL (with `options`)."""
         return self.root if self.is_local and "://" not in self.url else self.url
 
     @property
@@ -400,7 +400,7 @@ class Storage:
 
         Relative paths are URL-decoded (RFC 2396) and joined to the root; absolute URIs are
         decoded and stripped of their scheme for the filesystem (the protocol lets an add name
-        a file outside the table: a shallow clone's). Refused (:class:`UnsafePath`): a relative
+        a file outside the table: a shallow clone's). Refused (`UnsafePath`): a relative
         path that leaves the root once decoded (``../x``, ``%2E%2E/x``, ``a%2F..%2F..%2Fx``,
         ``%2Fx``: Delta Spark would resolve these to a file outside the table, delta-ops reads
         none), and a URI of another store than the table's (``s3://`` in a local table, whose
@@ -432,7 +432,7 @@ class Storage:
         return found.group(1) if found is not None else "file"
 
     def relative_inside_root(self, path_in_log: str) -> str:
-        """Return the decoded table-relative path, refusing (:class:`UnsafePath`) anything
+        """Return the decoded table-relative path, refusing (`UnsafePath`) anything
         outside the root: `table_path`'s refusals and absolute paths elsewhere."""
         full = posixpath.normpath(self.table_path(path_in_log))
         root = posixpath.normpath(self.root)
@@ -728,7 +728,7 @@ class Storage:
         nothing is left in the table.
 
         The native client's probe has a fixed hidden name in `_delta_log`
-        (:data:`NATIVE_PROBE_NAME`): one an older delta-ops kept there (readers and every
+        (`NATIVE_PROBE_NAME`): one an older delta-ops kept there (readers and every
         listing of delta-ops skip hidden names) still answers (a refused create proves the
         endpoint conditional, since a server ignoring the precondition would overwrite it)
         and is removed with the new one."""
@@ -998,7 +998,7 @@ class Storage:
 
     def remove_tree(self, relative: str) -> None:
         """Delete a table-relative directory and everything in it (missing: nothing to do);
-        one outside the root is refused (:class:`UnsafePath`)."""
+        one outside the root is refused (`UnsafePath`)."""
         if not relative or leaves_root(relative):
             raise UnsafePath(f"{relative!r}: not a directory inside the table root {self.root}")
         top = self.join(relative)
@@ -1048,7 +1048,7 @@ class Storage:
         """Delete files (not directories) given as paths in the filesystem; a file that is
         already gone is not an error. A local file's Hadoop checksum sidecar goes with it
         (`tree.unlink_local`). A path outside the table root refuses the whole call
-        (:class:`UnsafePath`) before anything is deleted."""
+        (`UnsafePath`) before anything is deleted."""
         paths = list(paths)
         root = posixpath.normpath(self.root).rstrip("/") + "/"
         for p in paths:

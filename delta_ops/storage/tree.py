@@ -1,8 +1,8 @@
 """Walking and pruning a table's directory tree: the listing vacuum needs and safe deletes.
 
-Everything here is reached through :class:`~delta_ops.storage.Storage` methods
+Everything here is reached through `delta_ops.storage.Storage` methods
 (``walk``, ``delete_many``, ``remove_empty_dirs``), which hand these functions their
-:class:`~delta_ops.storage.filesystem.TableRoot`; ops never see `os` or fsspec::
+`delta_ops.storage.filesystem.TableRoot`; ops never see `os` or fsspec:
 
     tree = storage.walk(skip_name=lambda name: name.startswith("_"))
     deleted = storage.delete_many(["part-0.parquet", "p=1/part-1.parquet"])
@@ -13,7 +13,7 @@ path that leaves the root as written (absolute, or ``..`` above it: `filesystem.
 and on a local disk any path whose directory resolves outside the root through a symlink or
 that is itself a symlink (not even the link is deleted). A local file goes
 with its Hadoop checksum sidecar (``.name.crc``, which Spark writes beside every file on a
-local file system): :func:`unlink_local`.
+local file system): `unlink_local`.
 """
 
 from __future__ import annotations

@@ -3,13 +3,13 @@ when given a root instead of a list.
 
 A table is a directory holding a ``_delta_log`` directory, found up to ``max_depth`` levels
 below the root; hidden and ``_`` directories are skipped, and nothing under a table is searched.
-Each is named by its path under the root, with ``__`` for ``/``::
+Each is named by its path under the root, with ``__`` for ``/``:
 
     find_tables("/data/warehouse")   # [("events", "/data/warehouse/events"),
                                      #  ("sales__orders", "/data/warehouse/sales/orders")]
 
-The fleet's operation history (`delta_ops.ops.history`) lives in :data:`HISTORY_FOLDER` of the
-folder that holds its tables (:func:`history_location`), which discovery skips.
+The fleet's operation history (`delta_ops.ops.history`) lives in `HISTORY_FOLDER` of the
+folder that holds its tables (`history_location`), which discovery skips.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def name_for(url: str) -> str:
 
 
 def history_location(tables: str | Sequence[str]) -> str | None:
-    """Where a fleet's history goes by default: :data:`HISTORY_FOLDER` in the warehouse root
+    """Where a fleet's history goes by default: `HISTORY_FOLDER` in the warehouse root
     (`tables` a string, as the fleets' factories take a root), else in the folder holding all
     of `tables` (local paths or URLs); None when they share none (two stores or buckets)."""
     if isinstance(tables, str):

@@ -12,9 +12,9 @@ metadata, no protocol): they are compared on what they hold, the rest reported a
 
 How a checksum is computed:
 
-1. From a snapshot (:func:`checksum_of_snapshot`): columnar sums and `numpy` histograms over the
+1. From a snapshot (`checksum_of_snapshot`): columnar sums and `numpy` histograms over the
    snapshot's file index; no Python object per file (the `add` actions only for small tables).
-2. After a commit (:func:`checksum_after_commit`): from version N-1's checksum (its `.crc` when
+2. After a commit (`checksum_after_commit`): from version N-1's checksum (its `.crc` when
    it is there and complete; else the transaction's snapshot when that is N-1) plus
    the commit's reconciled adds and removes. The rows a commit removes or re-adds (a
    row-tracking backfill re-adds live files) are looked up by their reconciliation key,
@@ -25,12 +25,12 @@ How a checksum is computed:
    N-1's `.crc` is checked before it is built on (as Delta Spark's incremental checksum
    validates the previous one): where the transaction's snapshot is N-1, on every field it
    has, else on whether it parses. One that fails is a corruption alarm
-   (:class:`~delta_ops.errors.CorruptChecksum`): N gets no checksum, neither built on the
+   (`delta_ops.errors.CorruptChecksum`): N gets no checksum, neither built on the
    suspect one nor computed from the log (which would certify the log's state over the
    checksum that contradicts it, and make the latest version look sound); the transaction
    reports the alarm and its commit stands.
 
-Writing (:func:`write_checksum`) never overwrites (put-if-absent; protocol: writers MUST NOT
+Writing (`write_checksum`) never overwrites (put-if-absent; protocol: writers MUST NOT
 overwrite a checksum) and happens only after the commit is written; the transaction does it
 best-effort (a failure leaves a valid table without that `.crc`; `delta-ops checksum` writes it
 later).
@@ -41,7 +41,7 @@ checkpoint's two columns and the commits after it, little more than the checksum
 and a checksum that disagrees with the log (the case this module exists to catch) would then
 decide what log cleanup and vacuum may delete.
 
-Example::
+For example:
 
     snapshot = load_snapshot(path)
     checksum = checksum_of_snapshot(snapshot)
@@ -235,7 +235,7 @@ class VersionChecksum:
     def to_data(self) -> dict[str, Any]:
         """The JSON object, fields in Delta Spark's order, absent optional fields left out; the
         histogram under the protocol's `fileSizeHistogram`, as Delta Spark writes it since 4.2
-        (before, `histogramOpt`: :meth:`from_json` reads both)."""
+        (before, `histogramOpt`: `from_json` reads both)."""
         out: dict[str, Any] = {}
         if self.txn_id is not None:
             out["txnId"] = self.txn_id
@@ -589,7 +589,7 @@ def _change_of(read: CommitsRead, state: ReconciledState, removes: pa.Table) -> 
 
 
 def _change_with_known_removes(version: int, content: bytes, known: KnownRemoves) -> _Change | None:
-    """:func:`_read_change` of a commit whose `known` removes are not parsed: the other lines
+    """`_read_change` of a commit whose `known` removes are not parsed: the other lines
     are, reconciled, and the known removes join their removes. None when another action of
     the commit names one of their files (the commit's own reconciliation then decides)."""
     read = parse_commit(version, content[: known.start] + content[known.end :])

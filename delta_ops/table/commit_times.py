@@ -9,7 +9,7 @@ window all resolve times here, so they agree with each other and with other read
 In-commit timestamps only grow, so the version current at a time is found by binary search,
 reading O(log n) commit files; commits the snapshot already read cost nothing.
 
-Example::
+For example:
 
     head = load_head("/data/events")
     version_at(head, timestamp_ms)       # newest version committed at or before that time

@@ -9,7 +9,7 @@ loaded at all (a wrong checksum or cardinality, a missing file) is as much an al
 
 `inspect` and the `checksum` operation run this check and report what it finds as a corruption
 alarm. Inline DVs are decoded from the log (no I/O); DVs in files are read, the first
-:data:`DV_FILE_LIMIT` of them, a few at a time: the rest are counted as unchecked.
+`DV_FILE_LIMIT` of them, a few at a time: the rest are counted as unchecked.
 
     check = check_deletion_vectors(load_snapshot(path))
     check.corrupt, check.problem      # True, "1 live file's deletion vector ...: part-0.parquet: ..."

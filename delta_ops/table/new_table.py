@@ -1,12 +1,12 @@
 """The first commit of a new table: its protocol and metadata, made from the data's schema.
 
-:func:`new_table_actions` gives the ``protocol`` and ``metaData`` actions for an Arrow schema,
+`new_table_actions` gives the ``protocol`` and ``metaData`` actions for an Arrow schema,
 partition columns and table properties. The properties decide the protocol's features
 (row tracking, deletion vectors, change data feed, V2 checkpoints, in-commit timestamps,
 column mapping; TIMESTAMP_NTZ columns bring their feature), and a column-mapping mode gives
 every column an id and a physical name, as Delta Spark does when it creates a table.
 
-Example::
+For example:
 
     actions = new_table_actions(data.schema, ["day"], {"delta.enableRowTracking": "true"})
 """

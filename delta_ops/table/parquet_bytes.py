@@ -3,7 +3,7 @@
     table = decode_parquet_bytes(content)   # content: the file's bytes
 
 Rewrites read many small files whole and decode each from memory (see
-:mod:`delta_ops.ops.rewrite`). For a file of a few kilobytes, `pyarrow.parquet.ParquetFile`
+`delta_ops.ops.rewrite`). For a file of a few kilobytes, `pyarrow.parquet.ParquetFile`
 spends about a quarter of the decode building Python views of the schema that a whole-file read
 never uses; this opens Arrow's reader directly, with the options `ParquetFile` would pass
 (Arrow extension types as `ParquetFile` reads them, INT96 timestamps as microseconds, as Delta

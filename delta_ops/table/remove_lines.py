@@ -92,7 +92,7 @@ _COLUMNAR_CARRIED = ("stats", "baseRowId", "defaultRowCommitVersion")
 
 
 def _columnar_lines(files: pa.Table, head: str, carried: Sequence[str]) -> bytes | None:
-    """:func:`encode_removes`' lines joined by Arrow, column by column, where every path and
+    """`encode_removes`' lines joined by Arrow, column by column, where every path and
     stats text is printable ASCII (then JSON escapes only quotes and backslashes) and no
     carried deletion vector or tag is set; None otherwise. 10,000 removes of a compaction
     took ~30 ms line by line (every path and stats text a Python string, each line formatted

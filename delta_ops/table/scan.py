@@ -2,16 +2,16 @@
 
     table = read_table(load_snapshot("/data/events"), columns=["id", "day"])
 
-Reading one file (:func:`read_file`) means: its parquet columns found by their physical names
+Reading one file (`read_file`) means: its parquet columns found by their physical names
 (column mapping) and renamed to the logical schema at every nesting level; values cast to the
 table's types (a file written before a type widening holds the narrower type); columns added
 after the file was written filled with nulls; INT96 timestamps read as microseconds (so year
 9999 fits); partition columns built from the file's `partitionValues`, typed by the schema;
 and the rows its deletion vector names dropped.
 
-Files are independent, so the work splits: :func:`plan_scan` describes the scan and the files as
+Files are independent, so the work splits: `plan_scan` describes the scan and the files as
 plain, picklable data (what a Spark task needs), and any process that can open the table's
-storage reads a file with :func:`read_file`.
+storage reads a file with `read_file`.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class ScanSpec:
 
 def scan_spec(snapshot: Snapshot, columns: Sequence[str] | None = None) -> ScanSpec:
     """How any file of the snapshot's table is read (no file list); refused as
-    :func:`plan_scan` is."""
+    `plan_scan` is."""
     snapshot.protocol.check_allows(Access.READ_ROWS)
     spec = ScanSpec(
         schema_json=snapshot.schema.to_json(),

@@ -4,10 +4,10 @@ Loading a snapshot lists `_delta_log` once, picks the log segment (checkpoint + 
 it columnar and reconciles it. A checkpoint that cannot be read is reported with a warning and
 the next older one (or plain JSON replay) is used instead, so one damaged file does not make a
 table unreadable when its history can still rebuild the state. A checkpoint's `add.stats` (most
-of its bytes) are read only when :attr:`Snapshot.files` is first used; :func:`load_head` reads
+of its bytes) are read only when `Snapshot.files` is first used; `load_head` reads
 a version's protocol and metadata without any file state.
 
-Example::
+For example:
 
     snap = load_snapshot("/data/events")
     snap.version, snap.num_files, snap.protocol.min_writer_version
@@ -454,7 +454,7 @@ def load_head(
     segment: LogSegment | None = None,
 ) -> TableHead:
     """Load a table's version, protocol and metadata (the latest version when None), reading
-    no file state; `segment` as for :func:`load_snapshot`. Raises what :func:`load_snapshot`
+    no file state; `segment` as for `load_snapshot`. Raises what `load_snapshot`
     raises."""
     storage = table if isinstance(table, Storage) else Storage.open(table, storage_options)
     head = _load_with_fallback(storage, version, _load_head, segment)

@@ -1,13 +1,13 @@
 """Optimistic transactions: the only way delta-ops writes a commit.
 
-A :class:`Transaction` starts from a snapshot (its read version), collects actions, and commits
+A `Transaction` starts from a snapshot (its read version), collects actions, and commits
 them as `N.json` with put-if-absent. If another writer took version N first, the transaction
 jumps to the newest version in the log, checks only the winning commits in between for
 conflicts with what it read and writes, backs off briefly (jittered), checks the commits that
 landed meanwhile the same way and tries again at once, for as long as its time budget allows
 (blind appends never conflict, so under contention they all land, even beside a writer that
 commits without pause; the actions are serialized once unless row ids must be re-assigned).
-A real conflict, or an exhausted budget, fails with a retryable :class:`ConcurrentModification`
+A real conflict, or an exhausted budget, fails with a retryable `ConcurrentModification`
 naming the commit.
 
 A winner that is a ``VACUUM START`` may have deleted files this transaction is about to add (a
@@ -34,7 +34,7 @@ the high-water mark and `defaultRowCommitVersion` = the committed version, and t
 `delta.rowTracking` domain moves, in every attempt (the protocol's "Row Tracking", writer
 requirements).
 
-Example::
+For example:
 
     txn = Transaction(snapshot, operation="VACUUM START", parameters={...})
     txn.add_action({"add": {...}})
@@ -216,7 +216,7 @@ class Transaction:
             self.add_action(a)
 
     def add_encoded_removes(self, removes: EncodedRemoves) -> None:
-        """Removes encoded by :func:`delta_ops.table.remove_lines.encode_removes`: committed
+        """Removes encoded by `delta_ops.table.remove_lines.encode_removes`: committed
         with the other removes, and checked for conflicts as they are."""
         self.encoded_removes.append(removes)
         self._serialized_actions = None

@@ -13,12 +13,12 @@ A data write must lay its files out as the table says, not as the data happens t
 * rules delta-ops cannot enforce refuse the write before any file exists: CHECK constraints,
   invariants, generated and identity columns, DEFAULT values of columns the data leaves out
   (their SQL expressions would have to be evaluated), and an overwrite of an append-only
-  table. NOT NULL columns are checked on the rows themselves (:func:`check_not_null`).
+  table. NOT NULL columns are checked on the rows themselves (`check_not_null`).
 
-:func:`resolve_write_target` makes these decisions once, on the driver; the result is plain
-data that Spark tasks can carry. :func:`to_file_table` turns rows into what a data file holds.
+`resolve_write_target` makes these decisions once, on the driver; the result is plain
+data that Spark tasks can carry. `to_file_table` turns rows into what a data file holds.
 
-Example::
+For example:
 
     target = resolve_write_target(storage, data.schema, partition_by=["day"])
     file_rows = to_file_table(data, target)

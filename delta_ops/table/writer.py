@@ -2,17 +2,17 @@
 
 Two layers, so every engine shares the commit half:
 
-* :func:`commit_data_files` takes parquet files already written inside the table (by pyarrow,
-  or by Spark in :mod:`delta_ops.spark`), reads each footer for `numRecords` / min / max /
-  nullCount, and commits them as `add` actions through a :class:`Transaction`, creating the
+* `commit_data_files` takes parquet files already written inside the table (by pyarrow,
+  or by Spark in `delta_ops.spark`), reads each footer for `numRecords` / min / max /
+  nullCount, and commits them as `add` actions through a `Transaction`, creating the
   table (protocol + metadata from the Arrow schema) when it does not exist yet, replacing the
   live files (or those a ``replace_where`` predicate selects) for ``mode="overwrite"``.
-* :func:`write_data_files` writes Arrow rows as uniquely named parquet files, one per
-  partition value set, laid out as :mod:`delta_ops.table.write_target` decides (a Spark task
-  calls it on its share of the rows); :func:`write_arrow` resolves the target, calls it and
+* `write_data_files` writes Arrow rows as uniquely named parquet files, one per
+  partition value set, laid out as `delta_ops.table.write_target` decides (a Spark task
+  calls it on its share of the rows); `write_arrow` resolves the target, calls it and
   commits the files.
 
-Example::
+For example:
 
     write_arrow("/data/events", pa.table({"id": [1, 2], "day": ["a", "b"]}), partition_by=["day"])
 """
@@ -426,7 +426,7 @@ def write_arrow(
 ) -> CommitResult:
     """Write an Arrow table into a Delta table (created if absent) and commit it. An existing
     table keeps its own partitioning and column mapping (see
-    :mod:`delta_ops.table.write_target`); `merge_schema` adds the data's new columns to it in
+    `delta_ops.table.write_target`); `merge_schema` adds the data's new columns to it in
     the same commit; `replace_where` (with ``mode="overwrite"``) replaces only the partitions a
     predicate selects. A write the table refuses fails before any file is written, and files
     of a commit that fails are deleted again."""
@@ -454,7 +454,7 @@ def write_data_files(
     storage: Storage, data: pa.Table, target: WriteTarget, *, task: int = 0
 ) -> list[DataFile]:
     """Write `data` as parquet files inside the table, one per partition value set, laid out
-    as `target` says (not yet committed: pass the result to :func:`commit_data_files`).
+    as `target` says (not yet committed: pass the result to `commit_data_files`).
     `task` numbers the file names of parallel writers (a Spark task's partition id).
 
     The rows are checked (NOT NULL columns) before any file is written; if writing fails

@@ -111,3 +111,11 @@ def test_the_actions_judged_due_are_registered_operations() -> None:
     """The due rule, the fleet planner, inspect and the Dagster schedule name the actions they
     judge by the operations' names."""
     assert {a.value for a in Action} <= set(registry.OPERATIONS)
+
+
+def test_the_package_docstring_lists_every_operation() -> None:
+    import delta_ops.ops
+
+    doc = delta_ops.ops.__doc__ or ""
+    for entry in registry.ENTRIES:
+        assert f"`{entry.module_path}`" in doc, entry.name
