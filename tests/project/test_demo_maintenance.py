@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from delta_ops.table.writer import write_arrow
-from tests.support import REPO, deltalake_rows, duckdb_connection, duckdb_rows
+from tests.support import REPO, deltalake_rows, duckdb_connection, duckdb_rows, module_from_file
 
 ACTIONS = ("checkpoint", "cleanup", "vacuum")
 #: the history names an operation as the CLI does
@@ -27,11 +27,7 @@ OPERATION = {"checkpoint": "checkpoint", "cleanup": "cleanup", "vacuum": "vacuum
 
 
 def demo_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("demo_script", REPO / "scripts" / "demo.py")
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
+    return module_from_file("demo_script", REPO / "scripts" / "demo.py")
 
 
 def append_events(table: Path, batch: int) -> None:

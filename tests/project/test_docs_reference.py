@@ -4,11 +4,10 @@ lands (the strict docs build, `make docs`, already fails for a page naming a mod
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from types import ModuleType
 
-from tests.support import REPO
+from tests.support import REPO, module_from_file
 
 #: modules that hold no API: the version string and the CLI's `python -m` entry
 NOT_DOCUMENTED = {"delta_ops.version", "delta_ops.cli.__main__"}
@@ -26,11 +25,7 @@ def _modules() -> set[str]:
 
 def docs_hooks() -> ModuleType:
     """docs/hooks.py, the MkDocs hook that writes the operations' pages from the registry."""
-    spec = importlib.util.spec_from_file_location("docs_hooks", REPO / "docs" / "hooks.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return module_from_file("docs_hooks", REPO / "docs" / "hooks.py")
 
 
 def _documented() -> set[str]:

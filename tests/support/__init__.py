@@ -6,6 +6,7 @@ from the pip package `duckdb-extension-delta` by file path, so no download is ne
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -181,3 +183,12 @@ def is_hadoop_checksum(name: str) -> bool:
     """Whether `name` is a Hadoop checksum sidecar (``.<file>.crc``, written by Spark on local
     disk): it goes with its file and is no file of the table's (vacuum docs)."""
     return name.startswith(".") and name.endswith(".crc")
+
+
+def module_from_file(name: str, path: Path) -> ModuleType:
+    """The module at `path` (a script or hook outside the package), imported as `name`."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
