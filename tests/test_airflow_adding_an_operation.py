@@ -29,6 +29,12 @@ def toy() -> Iterator[None]:
         yield
     finally:
         OPERATIONS.remove("toy_count")
+        # the operator made for it, so the other tests see the registry's operators only
+        from delta_ops.airflow import operators
+
+        made = operators.OPERATORS.pop("toy_count", None)
+        if made is not None:
+            delattr(operators, made.__name__)
 
 
 def test_the_toy_is_an_operator_that_runs_and_is_recorded(

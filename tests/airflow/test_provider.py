@@ -138,7 +138,7 @@ def test_a_bad_value_is_refused_by_the_clis_parser_naming_the_argument(
     # the same parser's words, naming the operation and the Python argument, not the flag
     said = str(refused.value)
     assert said.startswith(f"{operation}: {option}: "), said
-    assert cli([operation, "/data/t", spec.flag, bad]) == 2
+    assert cli([OPERATIONS[operation].command, "/data/t", spec.flag, bad]) == 2
     clis = capsys.readouterr().err.removeprefix(f"delta-ops: error: {spec.flag}: ")
     assert said == f"{operation}: {option}: {clis}".rstrip("\n")
 
