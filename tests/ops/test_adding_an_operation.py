@@ -1,11 +1,11 @@
 """Adding an operation is one module and one registry line: the rest follows.
 
-`tests/toy_operation.py` is written as a real operation is; the fixture adds its one registry
-line (`Registry.extend`, the registry's extension point) and takes it out again. With nothing
-else, the toy is a CLI subcommand with its option, a Dagster job with its run config and a
+`tests/support/toy_operation.py` is written as a real operation is; the fixture adds its one
+registry line (`Registry.extend`, the registry's extension point) and takes it out again. With
+nothing else, the toy is a CLI subcommand with its option, a Dagster job with its run config and a
 routine action a table's settings may choose, a row of the operation history from each, and a
 reference page, a nav entry and a row of the table of operations on the docs site. The Airflow
-operator is proven in `tests/test_airflow_adding_an_operation.py` (Airflow's own process).
+operator is proven in `tests/airflow/test_adding_an_operation.py` (Airflow's own process).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from delta_ops.ops.history import OperationHistory
 from delta_ops.ops.operation import AnyOperation
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.table.writer import write_arrow
-from tests import toy_operation
-from tests.test_docs_reference import docs_hooks
+from tests.project.test_docs_reference import docs_hooks
+from tests.support import toy_operation
 
 
 @pytest.fixture
@@ -103,7 +103,7 @@ def test_dagster_has_its_job_config_and_action(toy: AnyOperation, table: Path) -
 def test_the_docs_have_its_reference_page_nav_entry_and_row(toy: AnyOperation) -> None:
     hooks = docs_hooks()
     page = hooks.reference_pages()["reference/ops/toy_operation.md"]
-    assert "::: tests.toy_operation" in page
+    assert "::: tests.support.toy_operation" in page
     assert {"Toy count": "reference/ops/toy_operation.md"} in hooks.reference_nav()
     table = hooks.operations_table()
     assert (

@@ -69,4 +69,4 @@ OPERATION: Operation[ToyOptions, ToyPlan, ToyResult] = Operation(
 )
 
 #: the one registry line
-ENTRY = Entry("toy_count", "tests.toy_operation")
+ENTRY = Entry("toy_count", "tests.support.toy_operation")

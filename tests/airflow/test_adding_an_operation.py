@@ -1,6 +1,6 @@
 """Adding an operation is one module and one registry line: Airflow's part (its own process,
-as every Airflow test). The toy of `tests/toy_operation.py`, registered with its one line, is
-an operator with its option as a keyword, runs in a DAG, and is a row of the history."""
+as every Airflow test). The toy of `tests/support/toy_operation.py`, registered with its one
+line, is an operator with its option as a keyword, runs in a DAG, and is a row of the history."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from delta_ops.ops.history import OperationHistory
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.table.writer import write_arrow
-from tests import toy_operation
-from tests.airflow_support import airflow_home, dag_module, task_states, xcom
+from tests.support import toy_operation
+from tests.support.airflow_support import airflow_home, dag_module, task_states, xcom
 
 
 @pytest.fixture(scope="module")
