@@ -23,7 +23,6 @@ import functools
 import io
 import json
 import logging
-import mmap
 import posixpath
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from delta_ops.errors import CorruptLog, reading
+from delta_ops.errors import CorruptLog
 from delta_ops.log.actions import (
     ADD_FIELDS,
     COMMIT_INFO_JSON_SCHEMA,
@@ -60,8 +59,8 @@ _PARSE_COMMIT_INFO = pj.ParseOptions(
     explicit_schema=COMMIT_INFO_JSON_SCHEMA, unexpected_field_behavior="ignore"
 )
 _COMMIT_INFO_PREFIX = b'{"commitInfo":'
-#: log bytes to parse: read into memory, or a local file mapped copy-on-write
-_Bytes = bytes | bytearray | memoryview | mmap.mmap
+#: log bytes to parse, read into memory
+_Bytes = bytes | bytearray | memoryview
 
 
 @dataclass
@@ -74,7 +73,7 @@ class CommitsRead:
     commit_info_timestamps: list[int | None]  # commitInfo.timestamp per commit
 
 
-def _blank_commit_info(buffer: bytearray | mmap.mmap, start: int, end: int) -> bytes | None:
+def _blank_commit_info(buffer: bytearray, start: int, end: int) -> bytes | None:
     """Overwrite the `commitInfo` line inside `buffer[start:end]` with spaces; return the line.
 
     The JSON reader skips whitespace-only lines, so blanking in place avoids copying the
@@ -357,12 +356,10 @@ def read_commits(storage: Storage, commits: Sequence[LogFile], seq_start: int) -
     info_lines: list[bytes | None] = []
     seq = seq_start
     chunks = _chunks(commits)
-    buffered = [index for index, chunk in enumerate(chunks) if not _maps(storage, chunk)]
-    scratch = _ChunkBuffer(max((_buffer_bytes(chunks[index]) for index in buffered), default=0))
-    last_buffered = buffered[-1] if buffered else -1
+    scratch = _ChunkBuffer(max((_buffer_bytes(chunk) for chunk in chunks), default=0))
     for index, chunk in enumerate(chunks):
         batch, infos = _read_commit_chunk(storage, chunk, seq, scratch)
-        if index == last_buffered:
+        if index == len(chunks) - 1:
             scratch.release()  # no later chunk is read into it: its memory goes back now
         batches.append(batch)
         info_lines.extend(infos)
@@ -411,59 +408,21 @@ def _read_commit_chunk(
     seq_start: int,
     scratch: _ChunkBuffer | None = None,
 ) -> tuple[ActionBatch, list[bytes | None]]:
-    mapped = _mapped_commit(storage, commits[0]) if _maps(storage, commits) else None
-    buffer, length, regions = (
-        (mapped, len(mapped), [(0, len(mapped))])
-        if mapped is not None
-        else _commit_buffer(storage, commits, scratch)
-    )
+    # Read into memory, never mapped: a commit truncated while mapped takes the mapping's pages
+    # away (even copy-on-write ones) and the next touch kills the process with SIGBUS
+    # (tests/test_commit_changed_while_read.py); a copy costs ~3-8 ms for a 16 MB commit.
+    buffer, length, regions = _commit_buffer(storage, commits, scratch)
     info_lines = [_blank_commit_info(buffer, start, end) for start, end in regions]
     try:
         data = buffer if length == len(buffer) else memoryview(buffer)[:length]
         table = _parse_json(data, _PARSE)
-        versions = (
-            np.full(table.num_rows, commits[0].version, dtype=np.int64)
-            if mapped is not None  # one commit, no marker line
-            else _versions_from_markers(table)
-        )
+        versions = _versions_from_markers(table)
         return normalize_actions(table, versions=versions, seq_start=seq_start), info_lines
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         pass  # the per-file path below names the culprit (or copes with cross-file type clashes)
     del buffer, data
     contents = storage.read_many([storage.log_file(c.name) for c in commits])
     return _read_commits_one_by_one(commits, contents, seq_start), info_lines
-
-
-#: a chunk that is one local commit of at least this many bytes is parsed from the file mapped
-#: copy-on-write, not from a copy of it in a new buffer: the pages of the file are already in
-#: memory, where a new buffer's are faulted in one by one (a 15 MB commit: 3,800 page faults,
-#: 15 ms, against 2 ms mapped)
-MAPPED_COMMIT_BYTES = 1 << 20
-
-
-def _maps(storage: Storage, commits: Sequence[LogFile]) -> bool:
-    """Whether a chunk is one big local commit, parsed from its file mapped (unless that
-    fails, :func:`_mapped_commit`) rather than read into a buffer."""
-    return len(commits) == 1 and storage.is_local and commits[0].size >= MAPPED_COMMIT_BYTES
-
-
-def _mapped_commit(storage: Storage, commit: LogFile) -> mmap.mmap | None:
-    """A big local commit's bytes, mapped copy-on-write: blanking its commitInfo line writes
-    private pages, never the file. None for a commit read into a buffer instead: a small one,
-    one on another store, or one that is not a whole file of lines as listed (shorter than
-    its listed size, or not ending in a newline)."""
-    if not storage.is_local or commit.size < MAPPED_COMMIT_BYTES:
-        return None
-    path = storage.log_path + "/" + commit.name
-    with reading(path), open(path, "rb") as f:
-        try:
-            mapped = mmap.mmap(f.fileno(), commit.size, access=mmap.ACCESS_COPY)
-        except (ValueError, OSError):  # e.g. the file is shorter than listed
-            return None
-    if mapped[commit.size - 1] != 0x0A:
-        mapped.close()
-        return None
-    return mapped
 
 
 def _marker(version: int) -> bytes:
