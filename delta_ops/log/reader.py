@@ -243,6 +243,18 @@ def _parse_inferred(data: _Bytes) -> pa.Table | None:
 
 
 def _parse_json(data: _Bytes, options: pj.ParseOptions) -> pa.Table:
+    # the JSON reader keeps a string's bytes as they are: invalid UTF-8 in a log line is
+    # ArrowInvalid here (in a key, pyarrow's decoding of the field's name raises it), which the
+    # callers turn into the error naming the file and line
+    try:
+        table = _parse_json_as_read(data, options)
+    except UnicodeDecodeError as exc:
+        raise pa.ArrowInvalid(f"a key is not UTF-8: {exc}") from exc
+    table.validate(full=True)
+    return table
+
+
+def _parse_json_as_read(data: _Bytes, options: pj.ParseOptions) -> pa.Table:
     if options is _PARSE:
         inferred = _parse_inferred(data)
         if inferred is not None:
@@ -307,11 +319,17 @@ def _locate_json_error(name: str, content: bytes) -> CorruptLog:
             continue
         try:
             value = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return CorruptLog(name, f"malformed JSON: {exc}", line=number)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            return CorruptLog(name, f"malformed JSON: {_json_problem(exc)}", line=number)
         if not isinstance(value, dict):
             return CorruptLog(name, "an action line must be a JSON object", line=number)
     return CorruptLog(name, "unreadable commit file")
+
+
+def _json_problem(exc: Exception) -> str:
+    """What is wrong with a JSON line, in words (a RecursionError says only that Python's
+    stack ran out)."""
+    return "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
 
 
 def _parse_commit_file(name: str, content: bytes, original: bytes | None = None) -> pa.Table:
@@ -536,7 +554,7 @@ def _commit_timestamps(info_lines: list[bytes | None]) -> tuple[list[int | None]
         for line in present:
             try:
                 obj = json.loads(line).get("commitInfo") or {}
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # malformed, or nested past Python's stack
                 obj = {}
             infos.append(
                 {
@@ -601,7 +619,10 @@ def _assemble_actions(
 ) -> pa.Table:
     """The action columns of projected checkpoint rows, `add` / `remove` as structs of the wanted
     fields in their order; an action is absent exactly where its required `path` is null. Their
-    all-null fields are built by `nulls` (pass one for all row groups of a file to share them)."""
+    all-null fields are built by `nulls` (pass one for all row groups of a file to share them).
+    Rows whose strings are not UTF-8 (parquet's reader keeps their bytes as they are) raise
+    ArrowInvalid, which the callers report as a corrupt checkpoint naming the file."""
+    read.validate(full=True)
     columns: dict[str, pa.Array] = {}
     for column, fields in wanted.items():
         if column not in read.column_names:
@@ -1085,7 +1106,9 @@ def _checkpoint_columns(storage: Storage, f: LogFile, columns: Sequence[str]) ->
         with storage.open_input(path) as handle:
             pf = pq.ParquetFile(handle)
             present = [c for c in columns if pf.schema_arrow.get_field_index(c) >= 0]
-            return pf.read(columns=present) if present else pa.table({})
+            table = pf.read(columns=present) if present else pa.table({})
+            table.validate(full=True)  # strings that are not UTF-8: a corrupt checkpoint
+            return table
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptLog(f.name, f"unreadable checkpoint: {exc}") from exc
 
@@ -1181,8 +1204,8 @@ def parse_action_lines(name: str, data: bytes) -> tuple[dict[str, Any], ...]:
             continue
         try:
             action = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorruptLog(name, f"malformed JSON: {exc}", line=number) from exc
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            raise CorruptLog(name, f"malformed JSON: {_json_problem(exc)}", line=number) from exc
         if not isinstance(action, dict):
             raise CorruptLog(name, "an action must be a JSON object", line=number)
         actions.append(action)
