@@ -553,12 +553,15 @@ def _commit_timestamps(info_lines: list[bytes | None]) -> tuple[list[int | None]
         infos = []
         for line in present:
             try:
-                obj = json.loads(line).get("commitInfo") or {}
+                parsed = json.loads(line)
             except (ValueError, RecursionError):  # malformed, or nested past Python's stack
-                obj = {}
+                parsed = {}
+            # a commitInfo that is no object, or times that are no integers, give no time
+            obj = parsed.get("commitInfo") if isinstance(parsed, dict) else None
+            obj = obj if isinstance(obj, dict) else {}
             infos.append(
                 {
-                    k: obj.get(k) if isinstance(obj.get(k), int) else None
+                    k: v if isinstance(v := obj.get(k), int) and not isinstance(v, bool) else None
                     for k in ("timestamp", "inCommitTimestamp")
                 }
             )
