@@ -339,7 +339,8 @@ def _parse_commit_file(name: str, content: bytes, original: bytes | None = None)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         located = _locate_json_error(name, original if original is not None else content)
         if located.line is None:
-            located = CorruptLog(name, f"invalid action: {exc}")
+            # one line, whatever the file's keys hold (Arrow's message quotes them)
+            located = CorruptLog(name, f"invalid action: {' '.join(str(exc).split())}")
         raise located from exc
 
 
