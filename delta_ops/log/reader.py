@@ -429,7 +429,7 @@ def _read_commit_chunk(
 ) -> tuple[ActionBatch, list[bytes | None]]:
     # Read into memory, never mapped: a commit truncated while mapped takes the mapping's pages
     # away (even copy-on-write ones) and the next touch kills the process with SIGBUS
-    # (tests/test_commit_changed_while_read.py); a copy costs ~3-8 ms for a 16 MB commit.
+    # (tests/log/test_commit_changed_while_read.py); a copy costs ~3-8 ms for a 16 MB commit.
     buffer, length, regions = _commit_buffer(storage, commits, scratch)
     info_lines = [_blank_commit_info(buffer, start, end) for start, end in regions]
     try:

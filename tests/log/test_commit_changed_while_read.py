@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import log_builder as lb
 from tests.support import REPO
+from tests.support import log_builder as lb
 
 #: the child: load the table with every commit alone in its chunk, the commit `victim` changed
 #: by `how` right before its bytes are parsed; print the live paths, or the error in one line

@@ -12,8 +12,8 @@ import pytest
 from delta_ops.log import reader
 from delta_ops.log.file_names import LogFile
 from delta_ops.table.snapshot import Snapshot, load_snapshot
-from tests.support import log_builder as lb
 from tests.ops.test_checkpoint import state_facts
+from tests.support import log_builder as lb
 
 
 def _facts(snapshot: Snapshot) -> tuple:

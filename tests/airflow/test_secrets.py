@@ -6,7 +6,7 @@ maintenance DAG runs its steps on a table there (one step refused: a vacuum rete
 table's), and then the task logs (what ``dag.test()`` prints), every XCom, every asset event,
 every rendered template field delta-ops' own log records at every level (what a deployment's task log
 file holds besides the operator's lines) and the operation history the steps recorded are
-searched for the canary. The CLI, the history and Dagster are ``tests/test_secret_canaries.py``.
+searched for the canary. The CLI, the history and Dagster are ``tests/project/test_secret_canaries.py``.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import pytest
 
 from delta_ops.ops.history import OperationHistory
 from delta_ops.table.writer import write_arrow
-from tests.airflow_support import airflow_home, dag_module, task_states
-from tests.store_servers import serve_s3
+from tests.support.airflow_support import airflow_home, dag_module, task_states
+from tests.support.store_servers import serve_s3
 
 CANARY = "CANARYx9q"
 SECRETS = {

@@ -1,5 +1,5 @@
 """Hostile log files against every read-only command (issue 52.1; the harness and its judgement:
-tests/log_fuzz.py).
+tests/support/log_fuzz.py).
 
 Hypothesis writes each target file anew from its original bytes: JSON files (a commit,
 ``_last_checkpoint``, a ``.crc``) truncated, with a line dropped or repeated, a value anywhere
@@ -28,8 +28,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.log_fuzz import COMMANDS, CORPUS, TARGETS, BaseTables, Target, decode, run_case
 from tests.support import TABLES
+from tests.support.log_fuzz import COMMANDS, CORPUS, TARGETS, BaseTables, Target, decode, run_case
 
 #: examples per target in CI (a command each: ~0.2 s); the soak profile's count when soaking
 EXAMPLES = 6 if settings.default.max_examples <= 100 else settings.default.max_examples

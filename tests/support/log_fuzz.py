@@ -14,14 +14,14 @@ a traceback, and no file of the table changes (a dry run writes nothing, whateve
 A hang or runaway memory is the fuzzer's to catch (libFuzzer's ``-timeout`` and
 ``-rss_limit_mb``).
 
-Two drivers use it: hypothesis strategies in ``tests/test_log_fuzz.py`` (a short run in CI,
+Two drivers use it: hypothesis strategies in ``tests/log/test_fuzz.py`` (a short run in CI,
 longer under ``make soak``), and this module's :func:`main`, a coverage-guided run with atheris
 (``make fuzz``, part of ``make soak``)::
 
-    python -m tests.log_fuzz --seconds 600 --corpus build/fuzz-corpus
+    python -m tests.support.log_fuzz --seconds 600 --corpus build/fuzz-corpus
 
 Every input that fails the judgement is saved under ``tests/data/fuzz_corpus/`` (first byte:
-the target and command; the rest: the file's bytes), where ``tests/test_log_fuzz.py`` replays
+the target and command; the rest: the file's bytes), where ``tests/log/test_fuzz.py`` replays
 each as a regression test.
 """
 
@@ -180,7 +180,7 @@ def seeds() -> list[bytes]:
 def main(argv: list[str] | None = None) -> int:
     """A coverage-guided run with atheris for `--seconds`, its working corpus in `--corpus`;
     an input failing the judgement is saved to the regression corpus and ends the run."""
-    parser = argparse.ArgumentParser(prog="python -m tests.log_fuzz")
+    parser = argparse.ArgumentParser(prog="python -m tests.support.log_fuzz")
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--corpus", type=Path, default=Path("build/fuzz-corpus"))
     args = parser.parse_args(argv)

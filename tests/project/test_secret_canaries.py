@@ -16,7 +16,7 @@ no OAuth). Then every output of a front end is searched for any of them:
 Libraries' DEBUG records are not searched: botocore's print every request's headers, the
 session token among them, by design (a process that logs them at DEBUG has chosen to).
 Airflow (XCom, asset events, task logs, rendered templates) is
-``tests/test_airflow_secrets.py``: Airflow runs in a process of its own.
+``tests/airflow/test_secrets.py``: Airflow runs in a process of its own.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from delta_ops.dagster import (
 )
 from delta_ops.ops.history import OperationHistory
 from delta_ops.table.writer import write_arrow
-from tests.store_servers import AZURE_ACCOUNT, AZURE_KEY, SERVERS, StoreServer, storage_args
+from tests.support.store_servers import AZURE_ACCOUNT, AZURE_KEY, SERVERS, StoreServer, storage_args
 
 #: in every canary secret, and in nothing else
 CANARY = "CANARYx9q"
