@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo demo-airflow ui check lint typecheck contracts docs doctest test soak venv java-check browser-deps bench reference
+.PHONY: demo demo-airflow ui check lint typecheck contracts docs doctest test soak fuzz venv java-check browser-deps bench reference
 
 venv: $(STAMP)
 
@@ -89,11 +89,21 @@ test: venv java-check browser-deps reference
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --ignore=tests/airflow
 	$(BIN)/python -m pytest tests/airflow
 
-# The reliability suite with the long hypothesis profile; SOAK_SECONDS bounds it (default 1 h).
+# The reliability suite with the long profile (hypothesis' soak profile, every crash point);
+# SOAK_SECONDS bounds it (default 1 h). The run's seed is printed at the end
+# (RELIABILITY_SEED=N make soak replays it).
 SOAK_SECONDS ?= 3600
-soak: venv
+soak: venv fuzz
 	HYPOTHESIS_PROFILE=soak timeout --signal=INT $(SOAK_SECONDS) $(BIN)/python -m pytest -x \
-		tests/reliability/test_model.py tests/reliability/test_crashes.py || test $$? -eq 124
+		tests/reliability/test_model.py tests/reliability/test_crashes.py \
+		tests/reliability/test_concurrency.py || test $$? -eq 124
+
+# The coverage-guided log fuzzer (atheris, tests/support/log_fuzz.py) for FUZZ_SECONDS; its working corpus
+# in build/fuzz-corpus, an input it fails on saved to tests/data/fuzz_corpus/ (commit it: the
+# tests replay it). The hypothesis side runs in `make test` and, longer, in `make soak`.
+FUZZ_SECONDS ?= 600
+fuzz: venv
+	$(BIN)/python -m tests.support.log_fuzz --seconds $(FUZZ_SECONDS) --corpus build/fuzz-corpus
 
 bench: venv
 	$(BIN)/python benchmarks/run_all.py

@@ -1,15 +1,22 @@
-"""Test-run configuration: hypothesis profiles sized for CI's 2 cores, and the JVM group.
+"""Test-run configuration: hypothesis profiles sized for CI's 2 cores, the run's seed and the
+JVM group.
 
 `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`), one per core.
 Every test that talks to a JVM (the shared Spark session, Delta Spark's reference server, a
 Spark Connect server or cluster) is put in one xdist group, ``jvm``: those tests run on one
 worker, one at a time, so a run never has two Spark sessions or reference servers at once and
 each starts once per run; the other worker takes the rest.
+
+Every run has one seed: ``RELIABILITY_SEED`` (or ``--hypothesis-seed``) when given, else a
+random one. Hypothesis generates every test's examples from it, and the crash sweep
+(tests/reliability/test_crashes.py) picks its sample of fault points with it; it is printed
+at the end of the run, so ``RELIABILITY_SEED=N`` replays a failure's examples and points.
 """
 
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -44,6 +51,9 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+_SEED_HELP = "RELIABILITY_SEED={seed} replays this run's examples and crash-sweep sample"
+
+
 # The store tests talk to servers on 127.0.0.1 only: no client may look for cloud credentials on
 # a metadata endpoint (a stall off-cloud, a real identity on-cloud). Set before any client loads.
 os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
@@ -74,15 +84,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("jvm"))
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """A run starts without the last run's reference report (the controller, or a run without
-    xdist: workers leave it alone)."""
+    """The run's seed, decided before hypothesis' plugin reads ``--hypothesis-seed`` and
+    before the test modules (and the processes and xdist workers they start) read
+    ``RELIABILITY_SEED``; and a run starts without the last run's reference report (the
+    controller, or a run without xdist: workers leave it alone)."""
+    given = config.getoption("hypothesis_seed", None) or os.environ.get("RELIABILITY_SEED")
+    seed = str(int(given)) if given else str(random.randrange(2**32))
+    config.option.hypothesis_seed = seed
+    os.environ["RELIABILITY_SEED"] = seed
     if not hasattr(config, "workerinput"):
         REFERENCE_REPORT.unlink(missing_ok=True)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Delta Spark's verdict (reference tier), when this run wrote one."""
+    """The run's seed; Delta Spark's verdict (reference tier), when this run wrote one."""
+    seed = os.environ["RELIABILITY_SEED"]
+    terminalreporter.write_line(f"seed {seed}: {_SEED_HELP.format(seed=seed)}")
     if not REFERENCE_REPORT.exists():
         return
     terminalreporter.section("Delta Spark's verdict (reference tier)")

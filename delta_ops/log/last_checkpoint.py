@@ -140,8 +140,9 @@ def read_last_checkpoint(storage: Storage) -> LastCheckpointRead:
         return LastCheckpointRead(None, "missing")
     try:
         return LastCheckpointRead(parse_last_checkpoint(data))
-    except (ValueError, UnicodeDecodeError) as exc:
-        problem = f"{path}: unusable hint ({exc}); falling back to listing the log"
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        what = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        problem = f"{path}: unusable hint ({what}); falling back to listing the log"
         logger.warning(problem)
         return LastCheckpointRead(None, problem)
 

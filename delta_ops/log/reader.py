@@ -23,7 +23,6 @@ import functools
 import io
 import json
 import logging
-import mmap
 import posixpath
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from delta_ops.errors import CorruptLog, reading
+from delta_ops.errors import CorruptLog
 from delta_ops.log.actions import (
     ADD_FIELDS,
     COMMIT_INFO_JSON_SCHEMA,
@@ -60,8 +59,8 @@ _PARSE_COMMIT_INFO = pj.ParseOptions(
     explicit_schema=COMMIT_INFO_JSON_SCHEMA, unexpected_field_behavior="ignore"
 )
 _COMMIT_INFO_PREFIX = b'{"commitInfo":'
-#: log bytes to parse: read into memory, or a local file mapped copy-on-write
-_Bytes = bytes | bytearray | memoryview | mmap.mmap
+#: log bytes to parse, read into memory
+_Bytes = bytes | bytearray | memoryview
 
 
 @dataclass
@@ -74,7 +73,7 @@ class CommitsRead:
     commit_info_timestamps: list[int | None]  # commitInfo.timestamp per commit
 
 
-def _blank_commit_info(buffer: bytearray | mmap.mmap, start: int, end: int) -> bytes | None:
+def _blank_commit_info(buffer: bytearray, start: int, end: int) -> bytes | None:
     """Overwrite the `commitInfo` line inside `buffer[start:end]` with spaces; return the line.
 
     The JSON reader skips whitespace-only lines, so blanking in place avoids copying the
@@ -244,6 +243,18 @@ def _parse_inferred(data: _Bytes) -> pa.Table | None:
 
 
 def _parse_json(data: _Bytes, options: pj.ParseOptions) -> pa.Table:
+    # the JSON reader keeps a string's bytes as they are: invalid UTF-8 in a log line is
+    # ArrowInvalid here (in a key, pyarrow's decoding of the field's name raises it), which the
+    # callers turn into the error naming the file and line
+    try:
+        table = _parse_json_as_read(data, options)
+    except UnicodeDecodeError as exc:
+        raise pa.ArrowInvalid(f"a key is not UTF-8: {exc}") from exc
+    table.validate(full=True)
+    return table
+
+
+def _parse_json_as_read(data: _Bytes, options: pj.ParseOptions) -> pa.Table:
     if options is _PARSE:
         inferred = _parse_inferred(data)
         if inferred is not None:
@@ -308,11 +319,17 @@ def _locate_json_error(name: str, content: bytes) -> CorruptLog:
             continue
         try:
             value = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return CorruptLog(name, f"malformed JSON: {exc}", line=number)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            return CorruptLog(name, f"malformed JSON: {_json_problem(exc)}", line=number)
         if not isinstance(value, dict):
             return CorruptLog(name, "an action line must be a JSON object", line=number)
     return CorruptLog(name, "unreadable commit file")
+
+
+def _json_problem(exc: Exception) -> str:
+    """What is wrong with a JSON line, in words (a RecursionError says only that Python's
+    stack ran out)."""
+    return "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
 
 
 def _parse_commit_file(name: str, content: bytes, original: bytes | None = None) -> pa.Table:
@@ -322,7 +339,8 @@ def _parse_commit_file(name: str, content: bytes, original: bytes | None = None)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         located = _locate_json_error(name, original if original is not None else content)
         if located.line is None:
-            located = CorruptLog(name, f"invalid action: {exc}")
+            # one line, whatever the file's keys hold (Arrow's message quotes them)
+            located = CorruptLog(name, f"invalid action: {' '.join(str(exc).split())}")
         raise located from exc
 
 
@@ -357,12 +375,10 @@ def read_commits(storage: Storage, commits: Sequence[LogFile], seq_start: int) -
     info_lines: list[bytes | None] = []
     seq = seq_start
     chunks = _chunks(commits)
-    buffered = [index for index, chunk in enumerate(chunks) if not _maps(storage, chunk)]
-    scratch = _ChunkBuffer(max((_buffer_bytes(chunks[index]) for index in buffered), default=0))
-    last_buffered = buffered[-1] if buffered else -1
+    scratch = _ChunkBuffer(max((_buffer_bytes(chunk) for chunk in chunks), default=0))
     for index, chunk in enumerate(chunks):
         batch, infos = _read_commit_chunk(storage, chunk, seq, scratch)
-        if index == last_buffered:
+        if index == len(chunks) - 1:
             scratch.release()  # no later chunk is read into it: its memory goes back now
         batches.append(batch)
         info_lines.extend(infos)
@@ -411,59 +427,21 @@ def _read_commit_chunk(
     seq_start: int,
     scratch: _ChunkBuffer | None = None,
 ) -> tuple[ActionBatch, list[bytes | None]]:
-    mapped = _mapped_commit(storage, commits[0]) if _maps(storage, commits) else None
-    buffer, length, regions = (
-        (mapped, len(mapped), [(0, len(mapped))])
-        if mapped is not None
-        else _commit_buffer(storage, commits, scratch)
-    )
+    # Read into memory, never mapped: a commit truncated while mapped takes the mapping's pages
+    # away (even copy-on-write ones) and the next touch kills the process with SIGBUS
+    # (tests/log/test_commit_changed_while_read.py); a copy costs ~3-8 ms for a 16 MB commit.
+    buffer, length, regions = _commit_buffer(storage, commits, scratch)
     info_lines = [_blank_commit_info(buffer, start, end) for start, end in regions]
     try:
         data = buffer if length == len(buffer) else memoryview(buffer)[:length]
         table = _parse_json(data, _PARSE)
-        versions = (
-            np.full(table.num_rows, commits[0].version, dtype=np.int64)
-            if mapped is not None  # one commit, no marker line
-            else _versions_from_markers(table)
-        )
+        versions = _versions_from_markers(table)
         return normalize_actions(table, versions=versions, seq_start=seq_start), info_lines
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         pass  # the per-file path below names the culprit (or copes with cross-file type clashes)
     del buffer, data
     contents = storage.read_many([storage.log_file(c.name) for c in commits])
     return _read_commits_one_by_one(commits, contents, seq_start), info_lines
-
-
-#: a chunk that is one local commit of at least this many bytes is parsed from the file mapped
-#: copy-on-write, not from a copy of it in a new buffer: the pages of the file are already in
-#: memory, where a new buffer's are faulted in one by one (a 15 MB commit: 3,800 page faults,
-#: 15 ms, against 2 ms mapped)
-MAPPED_COMMIT_BYTES = 1 << 20
-
-
-def _maps(storage: Storage, commits: Sequence[LogFile]) -> bool:
-    """Whether a chunk is one big local commit, parsed from its file mapped (unless that
-    fails, `_mapped_commit`) rather than read into a buffer."""
-    return len(commits) == 1 and storage.is_local and commits[0].size >= MAPPED_COMMIT_BYTES
-
-
-def _mapped_commit(storage: Storage, commit: LogFile) -> mmap.mmap | None:
-    """A big local commit's bytes, mapped copy-on-write: blanking its commitInfo line writes
-    private pages, never the file. None for a commit read into a buffer instead: a small one,
-    one on another store, or one that is not a whole file of lines as listed (shorter than
-    its listed size, or not ending in a newline)."""
-    if not storage.is_local or commit.size < MAPPED_COMMIT_BYTES:
-        return None
-    path = storage.log_path + "/" + commit.name
-    with reading(path), open(path, "rb") as f:
-        try:
-            mapped = mmap.mmap(f.fileno(), commit.size, access=mmap.ACCESS_COPY)
-        except (ValueError, OSError):  # e.g. the file is shorter than listed
-            return None
-    if mapped[commit.size - 1] != 0x0A:
-        mapped.close()
-        return None
-    return mapped
 
 
 def _marker(version: int) -> bytes:
@@ -576,12 +554,15 @@ def _commit_timestamps(info_lines: list[bytes | None]) -> tuple[list[int | None]
         infos = []
         for line in present:
             try:
-                obj = json.loads(line).get("commitInfo") or {}
-            except json.JSONDecodeError:
-                obj = {}
+                parsed = json.loads(line)
+            except (ValueError, RecursionError):  # malformed, or nested past Python's stack
+                parsed = {}
+            # a commitInfo that is no object, or times that are no integers, give no time
+            obj = parsed.get("commitInfo") if isinstance(parsed, dict) else None
+            obj = obj if isinstance(obj, dict) else {}
             infos.append(
                 {
-                    k: obj.get(k) if isinstance(obj.get(k), int) else None
+                    k: v if isinstance(v := obj.get(k), int) and not isinstance(v, bool) else None
                     for k in ("timestamp", "inCommitTimestamp")
                 }
             )
@@ -642,7 +623,10 @@ def _assemble_actions(
 ) -> pa.Table:
     """The action columns of projected checkpoint rows, `add` / `remove` as structs of the wanted
     fields in their order; an action is absent exactly where its required `path` is null. Their
-    all-null fields are built by `nulls` (pass one for all row groups of a file to share them)."""
+    all-null fields are built by `nulls` (pass one for all row groups of a file to share them).
+    Rows whose strings are not UTF-8 (parquet's reader keeps their bytes as they are) raise
+    ArrowInvalid, which the callers report as a corrupt checkpoint naming the file."""
+    read.validate(full=True)
     columns: dict[str, pa.Array] = {}
     for column, fields in wanted.items():
         if column not in read.column_names:
@@ -1126,7 +1110,9 @@ def _checkpoint_columns(storage: Storage, f: LogFile, columns: Sequence[str]) ->
         with storage.open_input(path) as handle:
             pf = pq.ParquetFile(handle)
             present = [c for c in columns if pf.schema_arrow.get_field_index(c) >= 0]
-            return pf.read(columns=present) if present else pa.table({})
+            table = pf.read(columns=present) if present else pa.table({})
+            table.validate(full=True)  # strings that are not UTF-8: a corrupt checkpoint
+            return table
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptLog(f.name, f"unreadable checkpoint: {exc}") from exc
 
@@ -1222,8 +1208,8 @@ def parse_action_lines(name: str, data: bytes) -> tuple[dict[str, Any], ...]:
             continue
         try:
             action = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorruptLog(name, f"malformed JSON: {exc}", line=number) from exc
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            raise CorruptLog(name, f"malformed JSON: {_json_problem(exc)}", line=number) from exc
         if not isinstance(action, dict):
             raise CorruptLog(name, "an action must be a JSON object", line=number)
         actions.append(action)

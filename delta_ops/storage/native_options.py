@@ -229,9 +229,12 @@ def _s3(given: dict[str, Any], env: Mapping[str, str], bucket: str) -> tuple[dic
             try:
                 kwargs = json.loads(kwargs)
             except ValueError:
-                raise Unmappable(f"client_kwargs={kwargs!r}") from None
-        if not isinstance(kwargs, dict) or set(kwargs) - {"region_name", "endpoint_url"}:
-            raise Unmappable(f"client_kwargs={kwargs!r}")
+                raise Unmappable("client_kwargs (not a JSON object)") from None
+        # the refusal names keys only: client_kwargs may hold credentials
+        if not isinstance(kwargs, dict):
+            raise Unmappable("client_kwargs (not a JSON object)")
+        if unknown := sorted(set(kwargs) - {"region_name", "endpoint_url"}):
+            raise Unmappable(", ".join(f"client_kwargs.{name}" for name in unknown))
         given = {**kwargs, **given}
     for name, value in given.items():
         if name in _S3_IGNORED:

@@ -279,8 +279,9 @@ class VersionChecksum:
         name = checksum_file_name(version)
         try:
             obj = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise CorruptLog(name, f"not a JSON object: {exc}") from None
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            what = "nested too deeply" if isinstance(exc, RecursionError) else exc
+            raise CorruptLog(name, f"not a JSON object: {what}") from None
         if not isinstance(obj, dict):
             raise CorruptLog(name, "not a JSON object")
         try:
@@ -383,7 +384,7 @@ def commit_info(storage: Storage, version: int) -> Mapping[str, Any]:
         return {}
     try:
         info = json.loads(line).get("commitInfo")
-    except (ValueError, AttributeError, UnicodeDecodeError):
+    except (ValueError, AttributeError, UnicodeDecodeError, RecursionError):
         return {}
     return info if isinstance(info, dict) else {}
 

@@ -10,6 +10,7 @@ never in between: deltalake reads the same rows, and no file the table needs is 
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +20,7 @@ import pytest
 
 from delta_ops import cli
 from delta_ops.log.reader import read_commit_actions
+from delta_ops.ops.history import OperationHistory, OperationRecord, Status
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
@@ -215,4 +217,91 @@ def test_deletes_that_keep_failing_fail_the_op_and_keep_the_table(
         code, errors = _cli(capsys, s3, proxy, "vacuum", url, *FORCED)
     assert _ends_well(code, errors), (code, errors)
     assert _orphans(storage) == 30  # none deleted, none counted
+    _reads_the_same(s3, url, rows)
+
+
+# ------------------------------------------------------------ the operation history (52.5)
+# A run records itself in the operation history on the same store, through the same proxy: its
+# requests meet the faults too. The run's own result never depends on the history; the history
+# table is either one row longer or as it was, and always reads.
+
+
+def _history(s3: StoreServer, name: str) -> tuple[str, OperationHistory]:
+    url = s3.url(name)
+    history = OperationHistory(url, s3.options)
+    history.append(_record(url))  # the history exists before the faults begin
+    return url, history
+
+
+def _record(table: str) -> OperationRecord:
+    return OperationRecord(
+        start_ms=0, end_ms=1, table=table, operation="checkpoint", status=Status.SUCCEEDED
+    )
+
+
+def _history_rows(history: OperationHistory) -> list[tuple[str, str]]:
+    rows = history.read(["operation", "status"]).to_pylist()
+    return sorted((row["operation"], row["status"]) for row in rows)
+
+
+def _on(prefix: str, method: str, path: str) -> bool:
+    return f"/{prefix}" in path.split("?")[0] or f"prefix={prefix}" in path
+
+
+def test_the_history_records_a_run_through_slow_down_bursts_and_resets(
+    s3: StoreServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, _storage, rows = _table(s3, "history-burst", 0)
+    location, history = _history(s3, "history-burst-log")
+    prefix = location.split(f"{BUCKET}/", 1)[1]
+    seen, resets = [0], []
+
+    def every_other(method: str, path: str, body: bytes) -> tuple[int, bytes] | None:
+        """Writes and listings of the history throttled, every other one (reads are reset)."""
+        if not _on(prefix, method, path) or (method == "GET" and "list-type" not in path):
+            return None
+        seen[0] += 1
+        return (503, SLOW_DOWN) if seen[0] <= 24 and seen[0] % 2 else None
+
+    def first_log_read(method: str, path: str) -> bool:
+        """The first read of a history commit cut off in the middle of its body."""
+        commit = path.split("?")[0].endswith(".json") and "list-type" not in path
+        if method == "GET" and _on(prefix, method, path) and commit and not resets:
+            resets.append(path)
+            return True
+        return False
+
+    with StoreProxy(s3.endpoint, answer=every_other, reset=first_log_read) as proxy:
+        code, errors = _cli(capsys, s3, proxy, "checkpoint", url, "--history", location)
+    assert (code, errors) == (0, []) and seen[0] > 0 and resets
+    assert _history_rows(history) == [("checkpoint", "succeeded")] * 2  # the run's row landed
+    _reads_the_same(s3, url, rows)
+
+
+def test_a_history_the_store_refuses_to_write_leaves_the_run_done_and_the_history_whole(
+    s3: StoreServer, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    url, _storage, rows = _table(s3, "history-down", 0)
+    location, history = _history(s3, "history-down-log")
+    prefix = location.split(f"{BUCKET}/", 1)[1]
+    before = _history_rows(history)
+    refused = [0]
+
+    def writes_down(method: str, path: str, body: bytes) -> tuple[int, bytes] | None:
+        if method in ("PUT", "POST") and _on(prefix, method, path):
+            refused[0] += 1
+            return 503, SLOW_DOWN
+        return None
+
+    client = s3.options["client"]
+    options = {**s3.options, **QUICK[client]}
+    with StoreProxy(s3.endpoint, answer=writes_down) as proxy:
+        args = storage_args({**options, "endpoint_url": proxy.url})
+        code = cli.main(["checkpoint", url, *args, "--history", location, "--json"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 0 and refused[0] > 0, err
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1 and "could not record checkpoint" in warned[0], warned
+    assert load_snapshot(url, storage_options=s3.options).segment.checkpoint_version == 1
+    assert _history_rows(history) == before  # no row, no torn commit: it reads as it was
     _reads_the_same(s3, url, rows)

@@ -11,9 +11,19 @@ import pytest
 
 from delta_ops.log import reader
 from delta_ops.log.file_names import LogFile
-from delta_ops.table.snapshot import load_snapshot
-from tests.log.test_mapped_commits import _facts
+from delta_ops.table.snapshot import Snapshot, load_snapshot
+from tests.ops.test_checkpoint import state_facts
 from tests.support import log_builder as lb
+
+
+def _facts(snapshot: Snapshot) -> tuple:
+    return (
+        state_facts(snapshot),
+        snapshot.commit_times.column("version").to_pylist(),
+        snapshot.commit_times.column("in_commit_timestamp").to_pylist(),
+        [snapshot.commit_timestamp(v) for v in range(snapshot.version + 1)],
+        sorted(snapshot.files.column("version").to_pylist()),
+    )
 
 
 def _table(path: Path) -> Path:
@@ -47,7 +57,6 @@ def test_every_split_into_chunks_reads_as_one_chunk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sizes: list[int]
 ) -> None:
     table = _table(tmp_path / "t")
-    monkeypatch.setattr(reader, "MAPPED_COMMIT_BYTES", 1 << 40)  # every chunk is read
     monkeypatch.setattr(reader, "_chunks", _split([100]))
     whole = _facts(load_snapshot(table))
     buffers: set[int] = set()
@@ -73,29 +82,26 @@ def test_every_split_into_chunks_reads_as_one_chunk(
 def test_the_buffer_goes_once_no_later_chunk_is_read_into_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Chunks of small commits, then big commits parsed mapped: the buffer is let go before
-    the mapped ones are parsed, not held through them."""
+    """Chunks of small commits, then big ones: the buffer, sized for the biggest, is let go
+    once the last chunk is read, not before and not held after."""
     table = tmp_path / "t"
     lb.write_commit(table, 0, [lb.commit_info(1_000), lb.protocol(), lb.metadata()])
     for version in range(1, 7):
         count = 2 if version < 4 else 40  # the last three are big
         lb.write_commit(table, version, [lb.add(f"{version}-{i}.parquet") for i in range(count)])
-    big = (table / "_delta_log" / f"{4:020d}.json").stat().st_size
-    monkeypatch.setattr(reader, "MAPPED_COMMIT_BYTES", big)
     monkeypatch.setattr(reader, "_chunks", _split([1]))
     events: list[str] = []
-    release, mapped = reader._ChunkBuffer.release, reader._mapped_commit
+    release, read = reader._ChunkBuffer.release, reader._commit_buffer
 
     def spy_release(self):  # type: ignore[no-untyped-def]
         events.append("release")
         release(self)
 
-    def spy_mapped(storage, commit):  # type: ignore[no-untyped-def]
-        events.append("mapped")
-        return mapped(storage, commit)
+    def spy_read(storage, commits, scratch=None):  # type: ignore[no-untyped-def]
+        events.append("read")
+        return read(storage, commits, scratch)
 
     monkeypatch.setattr(reader._ChunkBuffer, "release", spy_release)
-    monkeypatch.setattr(reader, "_mapped_commit", spy_mapped)
+    monkeypatch.setattr(reader, "_commit_buffer", spy_read)
     assert len(load_snapshot(table).files) == 3 * 2 + 3 * 40
-    # a chunk a commit: 0-3 are read into the buffer, which goes before 4-6 are mapped
-    assert events == ["release", "mapped", "mapped", "mapped"]
+    assert events == ["read"] * 7 + ["release"]  # a chunk a commit, then the buffer goes
