@@ -12,7 +12,8 @@ The operations (each module ends with its ``OPERATION``, gathered by
 
 What they share: :mod:`~delta_ops.ops.operation` (what an operation is: options, plan,
 describe), :mod:`~delta_ops.ops.engines` (where heavy work runs), :mod:`~delta_ops.ops.rewrite`
-(purge's and compaction's file rewriting), :mod:`~delta_ops.ops.leftovers` (files of crashed
+(purge's and compaction's file rewriting), :mod:`~delta_ops.ops.write_options` (the codec and
+row-group size their files are written with), :mod:`~delta_ops.ops.leftovers` (files of crashed
 writes), :mod:`~delta_ops.ops.progress` and :mod:`~delta_ops.ops.results`. Read-only:
 :mod:`~delta_ops.ops.probe` (new commits, for sensors), :mod:`~delta_ops.ops.health` (what a
 table needs) and :mod:`~delta_ops.ops.inspect` (what `delta-ops inspect` prints).

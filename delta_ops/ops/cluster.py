@@ -87,6 +87,7 @@ from delta_ops.protocol.schema import (
     stats_schema,
 )
 from delta_ops.protocol.units import format_bytes
+from delta_ops.table.parquet_format import DEFAULT_FORMAT, ParquetFormat
 from delta_ops.table.snapshot import Snapshot
 
 if TYPE_CHECKING:  # the rewriting stack is loaded by the commands that write
@@ -284,6 +285,8 @@ class ClusterPlan:
     snapshot: Snapshot = field(repr=False, compare=False)
     clustering: tuple[ClusteringColumn, ...] = field(repr=False, compare=False, default=())
     engine: Engine = field(default=LOCAL, repr=False, compare=False)
+    #: the codec and row-group size of the files written
+    parquet: ParquetFormat = field(default=DEFAULT_FORMAT, repr=False, compare=False)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -310,6 +313,7 @@ class ClusterPlan:
             files_to_rewrite=self.files_to_rewrite,
             num_cubes=len(self.cubes),
             engine=self.engine.name,
+            parquet=self.parquet.to_dict(),
         )
 
 
@@ -353,6 +357,7 @@ def plan_cluster(
     where: PartitionPredicate | None = None,
     full: bool = False,
     engine: Engine = LOCAL,
+    parquet: ParquetFormat = DEFAULT_FORMAT,
 ) -> ClusterPlan:
     """The cubes each partition's candidate files form (see the module text); pure apart from
     reading the log (the stats of small cubes' files, to see whether new rows meet them)."""
@@ -408,6 +413,7 @@ def plan_cluster(
         snapshot=snapshot,
         clustering=tuple(columns),
         engine=engine,
+        parquet=parquet,
     )
 
 
@@ -647,7 +653,7 @@ def execute_cluster(plan: ClusterPlan) -> ClusterResult:
     snapshot = plan.snapshot
     paths = {p for c in plan.cubes for p in c.paths}
     rows = {r["path"]: r for r in live_file_rows(snapshot, paths)}
-    rewriter = Rewriter(snapshot, list(rows.values()), Access.COMPACT)
+    rewriter = Rewriter(snapshot, list(rows.values()), Access.COMPACT, plan.parquet)
     adds: list[dict[str, Any]] = []
     layout = _Layout.of(plan)
     try:
@@ -933,7 +939,7 @@ def _write_stretch(
     group of its own, in order (consecutive ranges are consecutive stretches of the curve).
     Its add and table-relative path. Runs in a worker process: memory holds one range."""
     pieces = (_sorted_range(spill, r, groups) for r in stretch)
-    add = rewriter.write(pieces, schema, directory, values, keep, 1)
+    add = rewriter.write(pieces, schema, directory, values, keep, gather=False)
     return add, rewriter.written[-1]
 
 

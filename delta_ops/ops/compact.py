@@ -36,9 +36,11 @@ from delta_ops.log.actions import from_numpy, partition_groups
 from delta_ops.ops.engines import LOCAL, Engine
 from delta_ops.ops.operation import ENGINE_OPTION, Operation, Option, OptionKind
 from delta_ops.ops.results import fields_data
+from delta_ops.ops.write_options import WRITE_OPTIONS, parquet_format
 from delta_ops.protocol.features import Access
 from delta_ops.protocol.partition_predicate import PartitionPredicate, parse_partition_predicate
 from delta_ops.protocol.units import format_bytes
+from delta_ops.table.parquet_format import DEFAULT_FORMAT, ParquetFormat
 from delta_ops.table.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -72,6 +74,8 @@ class CompactPlan:
     snapshot: Snapshot = field(repr=False, compare=False)
     #: where the bins are rewritten (`delta_ops.ops.engines`)
     engine: Engine = field(default=LOCAL, repr=False, compare=False)
+    #: the codec and row-group size of the files written
+    parquet: ParquetFormat = field(default=DEFAULT_FORMAT, repr=False, compare=False)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -92,6 +96,7 @@ class CompactPlan:
             files_to_rewrite=self.files_to_rewrite,
             num_bins=len(self.bins),
             engine=self.engine.name,
+            parquet=self.parquet.to_dict(),
         )
 
 
@@ -132,10 +137,11 @@ def plan_compact(
     target_size: int = DEFAULT_TARGET_SIZE,
     where: PartitionPredicate | None = None,
     engine: Engine = LOCAL,
+    parquet: ParquetFormat = DEFAULT_FORMAT,
 ) -> CompactPlan:
     """Bin-pack each partition's small files (pure: reads only the log); `where` limits it
     to the partitions it selects; `engine` writes the bins (here, or one Spark task per
-    bin)."""
+    bin) in the `parquet` format."""
     packing = _packing(snapshot, target_size, where)
     paths: list[str] = packing.paths.take(packing.order).to_pylist() if packing.bins else []
     bins = tuple(
@@ -151,6 +157,7 @@ def plan_compact(
         files_before=snapshot.num_files,
         snapshot=snapshot,
         engine=engine,
+        parquet=parquet,
     )
 
 
@@ -298,7 +305,7 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
     snapshot = plan.snapshot
     # what reading needs of each file, in bin order (a bin carries no tags over)
     rows = file_rows_in_order(snapshot, [p for b in plan.bins for p in b.paths])
-    rewriter = Rewriter(snapshot, rows, Access.COMPACT)
+    rewriter = Rewriter(snapshot, rows, Access.COMPACT, plan.parquet)
     units = []
     start = 0
     for b in plan.bins:
@@ -350,7 +357,13 @@ def plan_optimize(
         # table without the feature): bin-packing, without loading the clustering module
         if values.get("full"):
             raise InvalidValue("--full: only with --zorder-by, or on a table clustered by columns")
-        return plan_compact(snapshot, target_size=values["target_size"], where=where, engine=engine)
+        return plan_compact(
+            snapshot,
+            target_size=values["target_size"],
+            where=where,
+            engine=engine,
+            parquet=parquet_format(values),
+        )
     # start-up cost: the clustering module (~10 ms with tempfile and the layout curves) is
     # loaded by the plans that may cluster, not by every compaction
     from delta_ops.ops import cluster
@@ -361,6 +374,7 @@ def plan_optimize(
         "where": where,
         "full": bool(values.get("full")),
         "engine": engine,
+        "parquet": parquet_format(values),
     }
     min_cube_size = values.get("min_cube_size")
     if min_cube_size is not None:
@@ -378,7 +392,13 @@ def plan_optimize(
         return cluster.plan_cluster(snapshot, clustered, mode=cluster.Mode.CLUSTERING, **common)
     if common["full"]:
         raise InvalidValue("--full: only with --zorder-by, or on a table clustered by columns")
-    return plan_compact(snapshot, target_size=values["target_size"], where=where, engine=engine)
+    return plan_compact(
+        snapshot,
+        target_size=values["target_size"],
+        where=where,
+        engine=engine,
+        parquet=parquet_format(values),
+    )
 
 
 def _describe_plan(plan: CompactPlan | cluster.ClusterPlan) -> str:
@@ -461,6 +481,7 @@ OPERATION = Operation(
             "clustering: a cube of files clustered together this big takes no new rows",
             "100GB",
         ),
+        *WRITE_OPTIONS,
         ENGINE_OPTION,
     ),
     plan_with=plan_optimize,
