@@ -75,6 +75,7 @@ from delta_ops.layout.curves import (
     range_bounds,
     range_ids,
 )
+from delta_ops.layout.write_order import WriteOrder, curve_keys, stride_sample
 from delta_ops.ops.engines import LOCAL, Engine, Spread
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Access
@@ -247,6 +248,16 @@ def table_clustering_columns(snapshot: Snapshot) -> tuple[ClusteringColumn, ...]
             )
         out.append(ClusteringColumn(column.logical, column.physical))
     return tuple(out)
+
+
+def write_order(snapshot: Snapshot) -> WriteOrder | None:
+    """The order a write to this table gives its rows: along the curve over its clustering
+    columns (logical names, as a writer's data names them), None for a table not clustered
+    by columns."""
+    columns = table_clustering_columns(snapshot)
+    if not columns:
+        return None
+    return WriteOrder(tuple(c.logical for c in columns), curve_for_clustering(len(columns)))
 
 
 # ------------------------------------------------------------------------------ the plan
@@ -783,8 +794,8 @@ def _write_cube(
         tables = [table for _, table in rewriter.read_all(members)]
         data = pa.concat_tables(tables) if tables else schema.empty_table()
         del tables
-        keys = _keys(data, physical)
-        curve = fit_curve(plan.curve, [_stride_sample(k, SAMPLE_ROWS) for k in keys])
+        keys = curve_keys(data, physical)
+        curve = fit_curve(plan.curve, [stride_sample(k, SAMPLE_ROWS) for k in keys])
         data = data.take(pa.array(_curve_order(curve.values(keys))))
         if not data.num_rows:
             return []  # every row deleted (deletion vectors): the files go, none comes
@@ -877,7 +888,7 @@ def _sample_group(
     group, limit = item
     sample = _Sample(limit)
     for member in group:
-        sample.add(_keys(_read_columns(rewriter, member, physical), physical))
+        sample.add(curve_keys(_read_columns(rewriter, member, physical), physical))
     return np.stack(sample.columns(len(physical)), axis=1)
 
 
@@ -904,7 +915,7 @@ def _spill_group(
     counts: dict[int, int] = {}
     try:
         for _, chunk in rewriter.read_all(group):
-            values = curve.values(_keys(chunk, physical))
+            values = curve.values(curve_keys(chunk, physical))
             ids = range_ids(values, bounds)
             order = np.argsort(ids, kind="stable")
             chunk = chunk.append_column(_CURVE_COLUMN, pa.array(values))
@@ -1012,27 +1023,10 @@ def _read_columns(
     return pa.Table.from_arrays(columns, names=tops)
 
 
-def _keys(data: pa.Table, physical: list[tuple[str, ...]]) -> list[np.ndarray]:
-    """Each clustering column's curve keys for the rows of `data` (physical names)."""
-    out = []
-    for path in physical:
-        column: pa.Array | pa.ChunkedArray = data.column(path[0])
-        for part in path[1:]:
-            column = pc.struct_field(column, part)
-        out.append(column_keys(column))
-    return out
-
-
 def _curve_order(values: np.ndarray) -> np.ndarray:
     """The positions of rows sorted by their curve values (ties in input order)."""
     order: np.ndarray = np.argsort(values, kind="stable")
     return order
-
-
-def _stride_sample(keys: np.ndarray, limit: int) -> np.ndarray:
-    """Every n-th key, at most about `limit` of them."""
-    step = max(1, len(keys) // limit)
-    return keys[::step]
 
 
 class _Sample:
