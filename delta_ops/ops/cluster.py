@@ -36,9 +36,13 @@ SAMPLE_ROWS keys kept), which fixes the curve and the bounds of ranges of about
 SPILL_RANGE_BYTES; a second pass streams groups of input files (deletion vectors applied, row
 ids materialized: see `delta_ops.ops.rewrite`) into per-range spill files on local disk; each
 output file then takes a stretch of consecutive ranges, each sorted on its own and written as a
-row group. On local storage both passes run on forked workers, one per core (as compaction's
-big rewrites); a worker that dies leaves files the rewrite's name prefix finds and deletes.
-Memory holds a group of input files or one range per process, never the cube.
+row group. Both passes run on threads of this process, one per core (Arrow's decoding and
+writing and numpy's sorting release the GIL); a cube of FORK_MIN_BYTES (1 GB) of local files
+or more runs them on forked workers instead, one per core (as compaction's big rewrites),
+where a worker that dies leaves files the rewrite's name prefix finds and deletes. Below that
+size a forked worker's copy of the process (~90 MB, counted again in the process tree's
+memory) would cost more than the work it shares. Memory holds a group of input files or one
+range per thread or process, never the cube.
 
 As in compaction, the new files have ``dataChange=false``, one commit removes the old ones and
 adds the new ones, appends landing meanwhile never conflict, and a crash before the commit
@@ -51,6 +55,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import tempfile
 import time
 import uuid
@@ -60,6 +65,7 @@ from enum import StrEnum
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -117,6 +123,12 @@ SPILL_CHUNK_BYTES = 8 * 1024 * 1024
 #: MAX_SPILL_RANGES of them (open spill files)
 SPILL_RANGE_BYTES = 8 * 1024 * 1024
 MAX_SPILL_RANGES = 512
+#: a range-partitioned cube of at least this many bytes of local files is worked on by forked
+#: workers (`_spread`): below it a forked worker's copy of the process (~90 MB of
+#: interpreter, Arrow and the table's state, counted again in the process tree's memory)
+#: costs more than the work it shares
+FORK_MIN_BYTES = 1024**3
+_CORES = os.cpu_count() or 1
 #: keys kept by the sampling pass of a range-partitioned cube (per clustering column)
 SAMPLE_ROWS = 200_000
 #: files up to this size are read whole by the sampling pass
@@ -805,14 +817,14 @@ def _write_cube(
         return adds
     ranges = min(MAX_SPILL_RANGES, max(files, math.ceil(cube.size / SPILL_RANGE_BYTES)))
     groups = list(_groups(members, SPILL_CHUNK_BYTES))
-    # CPU-bound passes over local files: forked workers, one per core (as compaction's)
-    spread = Spread.PROCESSES if fork and rewriter.storage.is_local else Spread.SERIAL
+    spread = _spread(cube, rewriter, fork)
     curve, bounds = _fit_ranges(rewriter, plan, groups, physical, ranges, spread)
     with tempfile.TemporaryDirectory(prefix="delta-ops-cluster-") as spill:
         spilled = LOCAL.map_ordered(
             partial(_spill_group, rewriter, curve, bounds, physical, Path(spill)),
             list(enumerate(groups)),
             spread=spread,
+            threads=_CORES,
         )
         counts: dict[int, int] = {}
         for group_counts in spilled:
@@ -829,12 +841,26 @@ def _write_cube(
                 rewriter.written.append(done[1])
 
         try:
-            written = LOCAL.map_ordered(write, stretches, spread=spread, on_done=finished)
+            written = LOCAL.map_ordered(
+                write, stretches, spread=spread, on_done=finished, threads=_CORES
+            )
         except BaseException:
             if not here:  # a worker killed mid-write left a file only its name prefix finds
                 rewriter.record_files_written_elsewhere([directory])
             raise
     return [add for add, _ in written]
+
+
+def _spread(cube: Cube, rewriter: Rewriter, fork: bool) -> Spread:
+    """How a big cube's passes run: one after the other where `fork` forbids more (a Spark
+    task); on forked workers, one per core, for a cube of FORK_MIN_BYTES or more of local
+    files; else on threads of this process, one per core (Arrow's decoding and writing and
+    numpy's sorting release the GIL), so the process tree holds one copy of the process."""
+    if not fork:
+        return Spread.SERIAL
+    if cube.size >= FORK_MIN_BYTES and rewriter.storage.is_local:
+        return Spread.PROCESSES
+    return Spread.THREADS
 
 
 def _stretches(counts: Mapping[int, int], files: int) -> list[list[int]]:
@@ -871,7 +897,9 @@ def _fit_ranges(
         (group, max(1_000, SAMPLE_ROWS * sum(int(m.get("size") or 0) for m in group) // total))
         for group in groups
     ]
-    sampled = LOCAL.map_ordered(partial(_sample_group, rewriter, physical), shares, spread=spread)
+    sampled = LOCAL.map_ordered(
+        partial(_sample_group, rewriter, physical), shares, spread=spread, threads=_CORES
+    )
     rows = np.concatenate(sampled) if sampled else np.zeros((0, len(physical)), np.uint64)
     samples = [rows[:, i].copy() for i in range(len(physical))]
     curve = fit_curve(plan.curve, samples)
@@ -951,7 +979,7 @@ def _write_stretch(
     Its add and table-relative path. Runs in a worker process: memory holds one range."""
     pieces = (_sorted_range(spill, r, groups) for r in stretch)
     add = rewriter.write(pieces, schema, directory, values, keep, gather=False)
-    return add, rewriter.written[-1]
+    return add, unquote(add["path"])  # not written[-1]: another thread may have written since
 
 
 def _sorted_range(spill: Path, r: int, groups: int) -> pa.Table:

@@ -357,24 +357,17 @@ def plan_optimize(
         # table without the feature): bin-packing, without loading the clustering module
         if values.get("full"):
             raise InvalidValue("--full: only with --zorder-by, or on a table clustered by columns")
-        return plan_compact(
-            snapshot,
-            target_size=values["target_size"],
-            where=where,
-            engine=engine,
-            parquet=parquet_format(values),
-        )
+        return plan_compact(snapshot, where=where, engine=engine, **_writing(values))
     # start-up cost: the clustering module (~10 ms with tempfile and the layout curves) is
     # loaded by the plans that may cluster, not by every compaction
     from delta_ops.ops import cluster
 
     clustered = cluster.table_clustering_columns(snapshot)
     common = {
-        "target_size": values["target_size"],
         "where": where,
         "full": bool(values.get("full")),
         "engine": engine,
-        "parquet": parquet_format(values),
+        **_writing(values),
     }
     min_cube_size = values.get("min_cube_size")
     if min_cube_size is not None:
@@ -392,13 +385,12 @@ def plan_optimize(
         return cluster.plan_cluster(snapshot, clustered, mode=cluster.Mode.CLUSTERING, **common)
     if common["full"]:
         raise InvalidValue("--full: only with --zorder-by, or on a table clustered by columns")
-    return plan_compact(
-        snapshot,
-        target_size=values["target_size"],
-        where=where,
-        engine=engine,
-        parquet=parquet_format(values),
-    )
+    return plan_compact(snapshot, where=where, engine=engine, **_writing(values))
+
+
+def _writing(values: Mapping[str, Any]) -> dict[str, Any]:
+    """What the options say of the files to write: their size and format."""
+    return {"target_size": values["target_size"], "parquet": parquet_format(values)}
 
 
 def _describe_plan(plan: CompactPlan | cluster.ClusterPlan) -> str:
