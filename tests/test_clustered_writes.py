@@ -129,3 +129,25 @@ def test_a_stream_into_a_clustered_table_writes_each_batch_in_curve_order(
         values = pq.read_table(table / f["path"], columns=["a"]).column("a").to_pylist()
         assert values == sorted(values), f["path"]
     assert len(deltalake_rows(table)) == 3 * ROWS
+
+
+def test_the_streaming_sinks_tasks_write_in_curve_order(tmp_path: Path) -> None:
+    """The sink's task side (what each Spark task runs for a micro-batch), without a JVM:
+    built as Spark builds it from the query's options, its files hold the rows sorted."""
+    from pyspark.sql import types as T
+
+    from delta_ops.spark.stream_writer import DeltaStreamWriter
+
+    table = _clustered(tmp_path, "a")
+    schema = T.StructType(
+        [
+            T.StructField(n, t)
+            for n, t in (("id", T.LongType()), ("a", T.LongType()), ("b", T.DoubleType()))
+        ]
+    )
+    writer = DeltaStreamWriter({"path": str(table)}, schema, overwrite=False)
+    done = writer.write(iter(_rows(4, ROWS).to_batches(max_chunksize=500)))
+    assert done.files and not done.refused
+    for f in done.files:
+        values = pq.read_table(table / f.relative_path, columns=["a"]).column("a").to_pylist()
+        assert values == sorted(values)
