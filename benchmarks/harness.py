@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -73,6 +74,9 @@ class RunResult:
     max_rss_mb: float
     stdout: str
     stderr: str
+    #: the highest summed RSS of the command's process tree (forked workers included),
+    #: sampled every TREE_SAMPLE_S; NaN unless asked for (`run_fresh(tree=True)`)
+    tree_rss_mb: float = float("nan")
 
     @property
     def ok(self) -> bool:
@@ -109,8 +113,10 @@ def run_fresh(
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     timeout: float | None = 600,
+    tree: bool = False,
 ) -> RunResult:
-    """Run ``cmd`` (argv list, no shell) as a fresh process; wall time, CPU, peak RSS, output."""
+    """Run ``cmd`` (argv list, no shell) as a fresh process; wall time, CPU, peak RSS, output;
+    with `tree`, also the peak of the process tree's summed RSS (sampled)."""
     compile_package()
     cmd = [str(c) for c in cmd]
     with tempfile.TemporaryDirectory(prefix="delta-ops-bench-") as tmp:
@@ -127,12 +133,16 @@ def run_fresh(
                 cwd=cwd,
                 start_new_session=True,
             )
+            sampler = _TreeSampler(proc.pid) if tree else None
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 raise
+            finally:
+                if sampler is not None:
+                    sampler.stop()
         with open(out_path, encoding="utf-8", errors="replace") as f:
             stdout = f.read()
         with open(err_path, encoding="utf-8", errors="replace") as f:
@@ -153,7 +163,65 @@ def run_fresh(
         max_rss_mb=int(rss_kib) / 1024.0,
         stdout=stdout,
         stderr=stderr,
+        tree_rss_mb=sampler.peak_kib / 1024.0 if sampler is not None else float("nan"),
     )
+
+
+TREE_SAMPLE_S = 0.01
+
+
+class _TreeSampler:
+    """Samples the summed RSS (``/proc/PID/status`` VmRSS) of a launcher's descendants (the
+    command and every process it forks) every TREE_SAMPLE_S on a thread; `peak_kib` is the
+    highest sum seen. Pages forked workers share with their parent count once per process,
+    as the kernel's RSS counts them."""
+
+    def __init__(self, launcher: int) -> None:
+        self.launcher = launcher
+        self.peak_kib = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._done.wait(TREE_SAMPLE_S):
+            pids = _descendants(self.launcher)
+            self.peak_kib = max(self.peak_kib, sum(_rss_kib(p) for p in pids))
+
+
+def _descendants(pid: int) -> list[int]:
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except OSError:
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def rss_floor_mb() -> float:

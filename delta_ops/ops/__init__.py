@@ -21,7 +21,8 @@ the docs are built):
 
 What they share: `delta_ops.ops.operation` (what an operation is: typed options, plan,
 execute, describe), `delta_ops.ops.engines` (where heavy work runs), `delta_ops.ops.rewrite`
-(purge's and compaction's file rewriting), `delta_ops.ops.leftovers` (files of crashed
+(purge's and compaction's file rewriting), `delta_ops.ops.write_options` (the codec and
+row-group size their files are written with), `delta_ops.ops.leftovers` (files of crashed
 writes), `delta_ops.ops.runs` (one run, recorded in `delta_ops.ops.history`),
 `delta_ops.ops.progress` and `delta_ops.ops.results`. Read-only: `delta_ops.ops.probe` (new
 commits, for sensors), `delta_ops.ops.due` and `delta_ops.ops.health` (what a table needs),

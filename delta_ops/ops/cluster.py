@@ -36,9 +36,13 @@ SAMPLE_ROWS keys kept), which fixes the curve and the bounds of ranges of about
 SPILL_RANGE_BYTES; a second pass streams groups of input files (deletion vectors applied, row
 ids materialized: see `delta_ops.ops.rewrite`) into per-range spill files on local disk; each
 output file then takes a stretch of consecutive ranges, each sorted on its own and written as a
-row group. On local storage both passes run on forked workers, one per core (as compaction's
-big rewrites); a worker that dies leaves files the rewrite's name prefix finds and deletes.
-Memory holds a group of input files or one range per process, never the cube.
+row group. Both passes run on threads of this process, one per core (Arrow's decoding and
+writing and numpy's sorting release the GIL); a cube of FORK_MIN_BYTES (1 GB) of local files
+or more runs them on forked workers instead, one per core (as compaction's big rewrites),
+where a worker that dies leaves files the rewrite's name prefix finds and deletes. Below that
+size a forked worker's copy of the process (~90 MB, counted again in the process tree's
+memory) would cost more than the work it shares. Memory holds a group of input files or one
+range per thread or process, never the cube.
 
 As in compaction, the new files have ``dataChange=false``, one commit removes the old ones and
 adds the new ones, appends landing meanwhile never conflict, and a crash before the commit
@@ -51,6 +55,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import tempfile
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -59,6 +64,7 @@ from enum import StrEnum
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -74,6 +80,7 @@ from delta_ops.layout.curves import (
     range_bounds,
     range_ids,
 )
+from delta_ops.layout.write_order import WriteOrder, curve_keys, stride_sample
 from delta_ops.ops.engines import LOCAL, Engine, Spread
 from delta_ops.ops.operation import EnginePlan, Timed, timed
 from delta_ops.ops.results import fields_data
@@ -87,6 +94,7 @@ from delta_ops.protocol.schema import (
     stats_schema,
 )
 from delta_ops.protocol.units import format_bytes
+from delta_ops.table.parquet_format import DEFAULT_FORMAT, ParquetFormat
 from delta_ops.table.snapshot import Snapshot
 
 if TYPE_CHECKING:  # the rewriting stack is loaded by the commands that write
@@ -115,6 +123,12 @@ SPILL_CHUNK_BYTES = 8 * 1024 * 1024
 #: MAX_SPILL_RANGES of them (open spill files)
 SPILL_RANGE_BYTES = 8 * 1024 * 1024
 MAX_SPILL_RANGES = 512
+#: a range-partitioned cube of at least this many bytes of local files is worked on by forked
+#: workers (`_spread`): below it a forked worker's copy of the process (~90 MB of
+#: interpreter, Arrow and the table's state, counted again in the process tree's memory)
+#: costs more than the work it shares
+FORK_MIN_BYTES = 1024**3
+_CORES = os.cpu_count() or 1
 #: keys kept by the sampling pass of a range-partitioned cube (per clustering column)
 SAMPLE_ROWS = 200_000
 #: files up to this size are read whole by the sampling pass
@@ -248,6 +262,16 @@ def table_clustering_columns(snapshot: Snapshot) -> tuple[ClusteringColumn, ...]
     return tuple(out)
 
 
+def write_order(snapshot: Snapshot) -> WriteOrder | None:
+    """The order a write to this table gives its rows: along the curve over its clustering
+    columns (logical names, as a writer's data names them), None for a table not clustered
+    by columns."""
+    columns = table_clustering_columns(snapshot)
+    if not columns:
+        return None
+    return WriteOrder(tuple(c.logical for c in columns), curve_for_clustering(len(columns)))
+
+
 # ------------------------------------------------------------------------------ the plan
 @dataclass(frozen=True)
 class Cube:
@@ -283,6 +307,8 @@ class ClusterPlan(EnginePlan):
     files_clustered_otherwise: int
     snapshot: Snapshot = field(repr=False, compare=False)
     clustering: tuple[ClusteringColumn, ...] = field(repr=False, compare=False, default=())
+    #: the codec and row-group size of the files written
+    parquet: ParquetFormat = field(default=DEFAULT_FORMAT, repr=False, compare=False)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -315,6 +341,7 @@ class ClusterPlan(EnginePlan):
             files_to_rewrite=self.files_to_rewrite,
             num_cubes=len(self.cubes),
             engine=self.engine.name,
+            parquet=self.parquet.to_dict(),
         )
 
 
@@ -360,6 +387,7 @@ def plan_cluster(
     where: PartitionPredicate | None = None,
     full: bool = False,
     engine: Engine = LOCAL,
+    parquet: ParquetFormat = DEFAULT_FORMAT,
 ) -> ClusterPlan:
     """The cubes each partition's candidate files form (see the module text); pure apart from
     reading the log (the stats of small cubes' files, to see whether new rows meet them)."""
@@ -415,6 +443,7 @@ def plan_cluster(
         snapshot=snapshot,
         clustering=tuple(columns),
         engine=engine,
+        parquet=parquet,
     )
 
 
@@ -652,7 +681,7 @@ def execute_cluster(plan: ClusterPlan) -> ClusterResult:
     snapshot = plan.snapshot
     paths = {p for c in plan.cubes for p in c.paths}
     rows = {r["path"]: r for r in live_file_rows(snapshot, paths)}
-    rewriter = Rewriter(snapshot, list(rows.values()), Access.COMPACT)
+    rewriter = Rewriter(snapshot, list(rows.values()), Access.COMPACT, parquet=plan.parquet)
     adds: list[dict[str, Any]] = []
     layout = _Layout.of(plan)
     try:
@@ -781,8 +810,8 @@ def _write_cube(
         tables = [table for _, table in rewriter.read_all(members)]
         data = pa.concat_tables(tables) if tables else schema.empty_table()
         del tables
-        keys = _keys(data, physical)
-        curve = fit_curve(plan.curve, [_stride_sample(k, SAMPLE_ROWS) for k in keys])
+        keys = curve_keys(data, physical)
+        curve = fit_curve(plan.curve, [stride_sample(k, SAMPLE_ROWS) for k in keys])
         data = data.take(pa.array(_curve_order(curve.values(keys))))
         if not data.num_rows:
             return []  # every row deleted (deletion vectors): the files go, none comes
@@ -792,14 +821,14 @@ def _write_cube(
         return adds
     ranges = min(MAX_SPILL_RANGES, max(files, math.ceil(cube.size / SPILL_RANGE_BYTES)))
     groups = list(_groups(members, SPILL_CHUNK_BYTES))
-    # CPU-bound passes over local files: forked workers, one per core (as compaction's)
-    spread = Spread.PROCESSES if fork and rewriter.storage.is_local else Spread.SERIAL
+    spread = _spread(cube, rewriter, fork)
     curve, bounds = _fit_ranges(rewriter, plan, groups, physical, ranges, spread)
     with tempfile.TemporaryDirectory(prefix="delta-ops-cluster-") as spill:
         spilled = LOCAL.map_ordered(
             partial(_spill_group, rewriter, curve, bounds, physical, Path(spill)),
             list(enumerate(groups)),
             spread=spread,
+            threads=_CORES,
         )
         counts: dict[int, int] = {}
         for group_counts in spilled:
@@ -816,12 +845,26 @@ def _write_cube(
                 rewriter.written.append(done[1])
 
         try:
-            written = LOCAL.map_ordered(write, stretches, spread=spread, on_done=finished)
+            written = LOCAL.map_ordered(
+                write, stretches, spread=spread, on_done=finished, threads=_CORES
+            )
         except BaseException:
             if not here:  # a worker killed mid-write left a file only its name prefix finds
                 rewriter.record_files_written_elsewhere([directory])
             raise
     return [add for add, _ in written]
+
+
+def _spread(cube: Cube, rewriter: Rewriter, fork: bool) -> Spread:
+    """How a big cube's passes run: one after the other where `fork` forbids more (a Spark
+    task); on forked workers, one per core, for a cube of FORK_MIN_BYTES or more of local
+    files; else on threads of this process, one per core (Arrow's decoding and writing and
+    numpy's sorting release the GIL), so the process tree holds one copy of the process."""
+    if not fork:
+        return Spread.SERIAL
+    if cube.size >= FORK_MIN_BYTES and rewriter.storage.is_local:
+        return Spread.PROCESSES
+    return Spread.THREADS
 
 
 def _stretches(counts: Mapping[int, int], files: int) -> list[list[int]]:
@@ -858,7 +901,9 @@ def _fit_ranges(
         (group, max(1_000, SAMPLE_ROWS * sum(int(m.get("size") or 0) for m in group) // total))
         for group in groups
     ]
-    sampled = LOCAL.map_ordered(partial(_sample_group, rewriter, physical), shares, spread=spread)
+    sampled = LOCAL.map_ordered(
+        partial(_sample_group, rewriter, physical), shares, spread=spread, threads=_CORES
+    )
     rows = np.concatenate(sampled) if sampled else np.zeros((0, len(physical)), np.uint64)
     samples = [rows[:, i].copy() for i in range(len(physical))]
     curve = fit_curve(plan.curve, samples)
@@ -875,7 +920,7 @@ def _sample_group(
     group, limit = item
     sample = _Sample(limit)
     for member in group:
-        sample.add(_keys(_read_columns(rewriter, member, physical), physical))
+        sample.add(curve_keys(_read_columns(rewriter, member, physical), physical))
     return np.stack(sample.columns(len(physical)), axis=1)
 
 
@@ -902,7 +947,7 @@ def _spill_group(
     counts: dict[int, int] = {}
     try:
         for _, chunk in rewriter.read_all(group):
-            values = curve.values(_keys(chunk, physical))
+            values = curve.values(curve_keys(chunk, physical))
             ids = range_ids(values, bounds)
             order = np.argsort(ids, kind="stable")
             chunk = chunk.append_column(_CURVE_COLUMN, pa.array(values))
@@ -937,8 +982,8 @@ def _write_stretch(
     group of its own, in order (consecutive ranges are consecutive stretches of the curve).
     Its add and table-relative path. Runs in a worker process: memory holds one range."""
     pieces = (_sorted_range(spill, r, groups) for r in stretch)
-    add = rewriter.write(pieces, schema, directory, values, keep, 1)
-    return add, rewriter.written[-1]
+    add = rewriter.write(pieces, schema, directory, values, keep, gather=False)
+    return add, unquote(add["path"])  # not written[-1]: another thread may have written since
 
 
 def _sorted_range(spill: Path, r: int, groups: int) -> pa.Table:
@@ -1010,27 +1055,10 @@ def _read_columns(
     return pa.Table.from_arrays(columns, names=tops)
 
 
-def _keys(data: pa.Table, physical: list[tuple[str, ...]]) -> list[np.ndarray]:
-    """Each clustering column's curve keys for the rows of `data` (physical names)."""
-    out = []
-    for path in physical:
-        column: pa.Array | pa.ChunkedArray = data.column(path[0])
-        for part in path[1:]:
-            column = pc.struct_field(column, part)
-        out.append(column_keys(column))
-    return out
-
-
 def _curve_order(values: np.ndarray) -> np.ndarray:
     """The positions of rows sorted by their curve values (ties in input order)."""
     order: np.ndarray = np.argsort(values, kind="stable")
     return order
-
-
-def _stride_sample(keys: np.ndarray, limit: int) -> np.ndarray:
-    """Every n-th key, at most about `limit` of them."""
-    step = max(1, len(keys) // limit)
-    return keys[::step]
 
 
 class _Sample:

@@ -42,9 +42,11 @@ from delta_ops.ops.operation import (
     timed,
 )
 from delta_ops.ops.results import fields_data
+from delta_ops.ops.write_options import WRITE_OPTIONS, parquet_format
 from delta_ops.protocol.features import Access
 from delta_ops.protocol.partition_predicate import PartitionPredicate, parse_partition_predicate
 from delta_ops.protocol.units import format_bytes
+from delta_ops.table.parquet_format import DEFAULT_FORMAT, ParquetFormat
 from delta_ops.table.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -76,6 +78,8 @@ class CompactPlan(EnginePlan):
     bins: tuple[Bin, ...]
     files_before: int
     snapshot: Snapshot = field(repr=False, compare=False)
+    #: the codec and row-group size of the files written
+    parquet: ParquetFormat = field(default=DEFAULT_FORMAT, repr=False, compare=False)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -96,6 +100,7 @@ class CompactPlan(EnginePlan):
             files_to_rewrite=self.files_to_rewrite,
             num_bins=len(self.bins),
             engine=self.engine.name,
+            parquet=self.parquet.to_dict(),
         )
 
     def describe(self) -> str:
@@ -144,10 +149,11 @@ def plan_compact(
     target_size: int = DEFAULT_TARGET_SIZE,
     where: PartitionPredicate | None = None,
     engine: Engine = LOCAL,
+    parquet: ParquetFormat = DEFAULT_FORMAT,
 ) -> CompactPlan:
     """Bin-pack each partition's small files (pure: reads only the log); `where` limits it
     to the partitions it selects; `engine` writes the bins (here, or one Spark task per
-    bin)."""
+    bin) in the `parquet` format."""
     packing = _packing(snapshot, target_size, where)
     paths: list[str] = packing.paths.take(packing.order).to_pylist() if packing.bins else []
     bins = tuple(
@@ -163,6 +169,7 @@ def plan_compact(
         files_before=snapshot.num_files,
         snapshot=snapshot,
         engine=engine,
+        parquet=parquet,
     )
 
 
@@ -310,7 +317,7 @@ def execute_compact(plan: CompactPlan) -> CompactResult:
     snapshot = plan.snapshot
     # what reading needs of each file, in bin order (a bin carries no tags over)
     rows = file_rows_in_order(snapshot, [p for b in plan.bins for p in b.paths])
-    rewriter = Rewriter(snapshot, rows, Access.COMPACT)
+    rewriter = Rewriter(snapshot, rows, Access.COMPACT, parquet=plan.parquet)
     units = []
     start = 0
     for b in plan.bins:
@@ -356,6 +363,8 @@ class CompactOptions:
     zorder_by: str | None = None
     full: bool = False
     min_cube_size: int | None = None
+    compression: str = DEFAULT_FORMAT.codec.value
+    row_group_size: int = DEFAULT_FORMAT.row_group_bytes
     engine: str = "local"
 
 
@@ -373,17 +382,17 @@ def plan_optimize(
         # table without the feature): bin-packing, without loading the clustering module
         if options.full:
             raise InvalidValue("--full: only with --zorder-by, or on a table clustered by columns")
-        return plan_compact(snapshot, target_size=options.target_size, where=where, engine=engine)
+        return plan_compact(snapshot, where=where, engine=engine, **_writing(options))
     # start-up cost: the clustering module (~10 ms with tempfile and the layout curves) is
     # loaded by the plans that may cluster, not by every compaction
     from delta_ops.ops import cluster
 
     clustered = cluster.table_clustering_columns(snapshot)
     common: dict[str, Any] = {
-        "target_size": options.target_size,
         "where": where,
         "full": options.full,
         "engine": engine,
+        **_writing(options),
     }
     min_cube_size = options.min_cube_size
     if min_cube_size is not None:
@@ -401,7 +410,12 @@ def plan_optimize(
         return cluster.plan_cluster(snapshot, clustered, mode=cluster.Mode.CLUSTERING, **common)
     if common["full"]:
         raise InvalidValue("--full: only with --zorder-by, or on a table clustered by columns")
-    return plan_compact(snapshot, target_size=options.target_size, where=where, engine=engine)
+    return plan_compact(snapshot, where=where, engine=engine, **_writing(options))
+
+
+def _writing(options: CompactOptions) -> dict[str, Any]:
+    """What the options say of the files to write: their size and format."""
+    return {"target_size": options.target_size, "parquet": parquet_format(options)}
 
 
 def describe_plan(plan: CompactPlan) -> str:
@@ -458,6 +472,7 @@ OPERATION: Operation[
             "clustering: a cube of files clustered together this big takes no new rows",
             "100GB",
         ),
+        *WRITE_OPTIONS,
         ENGINE_OPTION,
     ),
     options_type=CompactOptions,

@@ -150,7 +150,9 @@ class LocalEngine:
         on_done: Callable[[int, Result], object] | None = None,
         stop: Callable[[Result], bool] | None = None,
         meanwhile: Callable[[], object] | None = None,
+        threads: int = THREADS,
     ) -> list[Result]:
+        """As :meth:`Engine.map_ordered`; `threads` items at once with ``Spread.THREADS``."""
         if spread is Spread.SERIAL or len(items) < 2:
             if meanwhile is not None:
                 meanwhile()
@@ -159,7 +161,7 @@ class LocalEngine:
             return _in_processes(fn, items, on_done, meanwhile)
         if meanwhile is not None:
             meanwhile()
-        with ThreadPoolExecutor(THREADS) as pool:
+        with ThreadPoolExecutor(threads) as pool:
             return _pooled([pool.submit(fn, item) for item in items], on_done, stop)
 
 

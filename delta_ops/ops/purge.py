@@ -38,8 +38,10 @@ from delta_ops.ops.operation import (
     timed,
 )
 from delta_ops.ops.results import fields_data
+from delta_ops.ops.write_options import WRITE_OPTIONS, parquet_format
 from delta_ops.protocol.features import Access
 from delta_ops.protocol.units import format_bytes, format_time_ms
+from delta_ops.table.parquet_format import DEFAULT_FORMAT, ParquetFormat
 from delta_ops.table.snapshot import Snapshot
 
 
@@ -73,6 +75,8 @@ class PurgePlan(EnginePlan):
     erased_by_vacuum_after_ms: int  # the old files' earliest vacuum (now + file retention)
     row_tracking: bool
     snapshot: Snapshot = field(repr=False, compare=False)
+    #: the codec and row-group size of the files written
+    parquet: ParquetFormat = field(default=DEFAULT_FORMAT, repr=False, compare=False)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -84,7 +88,12 @@ class PurgePlan(EnginePlan):
         return "no file has a deletion vector to purge"
 
     def to_dict(self) -> dict[str, Any]:
-        return fields_data(self, num_files=len(self.files), engine=self.engine.name)
+        return fields_data(
+            self,
+            num_files=len(self.files),
+            engine=self.engine.name,
+            parquet=self.parquet.to_dict(),
+        )
 
 
 @dataclass(frozen=True)
@@ -105,11 +114,15 @@ class PurgeResult(Timed):
 
 
 def plan_purge(
-    snapshot: Snapshot, *, min_deleted_ratio: float = 0.0, engine: Engine = LOCAL
+    snapshot: Snapshot,
+    *,
+    min_deleted_ratio: float = 0.0,
+    engine: Engine = LOCAL,
+    parquet: ParquetFormat = DEFAULT_FORMAT,
 ) -> PurgePlan:
     """Choose the files with deletion vectors whose deleted share is at least
     `min_deleted_ratio` (0: every file with a deletion vector); `engine` rewrites them
-    (``local``, or ``spark``: one task per file)."""
+    (``local``, or ``spark``: one task per file) in the `parquet` format."""
     if not 0.0 <= min_deleted_ratio <= 1.0:
         raise InvalidValue(
             f"--min-deleted-ratio {min_deleted_ratio}: a share of rows, from 0 to 1 (0.1 = 10%)"
@@ -146,6 +159,7 @@ def plan_purge(
         row_tracking=snapshot.protocol.supports("rowTracking"),
         snapshot=snapshot,
         engine=engine,
+        parquet=parquet,
     )
 
 
@@ -160,7 +174,7 @@ def execute_purge(plan: PurgePlan) -> PurgeResult:
     from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_with_removes
 
     rows = live_file_rows(snapshot, {f.path for f in plan.files})
-    rewriter = Rewriter(snapshot, rows)
+    rewriter = Rewriter(snapshot, rows, parquet=plan.parquet)
     units = [
         RewriteUnit(
             (row,),
@@ -229,6 +243,8 @@ class PurgeOptions:
     """The purge operation's options (see its `OPERATION`)."""
 
     min_deleted_ratio: float = 0.0
+    compression: str = DEFAULT_FORMAT.codec.value
+    row_group_size: int = DEFAULT_FORMAT.row_group_bytes
     engine: str = "local"
 
 
@@ -243,11 +259,15 @@ OPERATION: Operation[PurgeOptions, PurgePlan, PurgeResult] = Operation(
             "only files with at least this share of rows deleted",
             0.0,
         ),
+        *WRITE_OPTIONS,
         ENGINE_OPTION,
     ),
     options_type=PurgeOptions,
     plan_with=lambda snapshot, options, engine: plan_purge(
-        snapshot, min_deleted_ratio=options.min_deleted_ratio, engine=engine
+        snapshot,
+        min_deleted_ratio=options.min_deleted_ratio,
+        engine=engine,
+        parquet=parquet_format(options),
     ),
     execute_with=lambda plan, progress: execute_purge(plan),
     describe_plan=describe_plan,

@@ -61,13 +61,13 @@ from delta_ops.protocol.schema import StructType
 from delta_ops.protocol.stats import stats_json_from_parquet_file
 from delta_ops.storage import Storage
 from delta_ops.table.parquet_bytes import decode_parquet_bytes
+from delta_ops.table.parquet_format import DEFAULT_FORMAT, ParquetFormat
 from delta_ops.table.remove_lines import EncodedRemoves, encode_removes
 from delta_ops.table.snapshot import Snapshot
 from delta_ops.table.transaction import Transaction
 from delta_ops.table.write_target import conform, data_file_schema
 from delta_ops.table.writer import discard_uncommitted, log_path
 
-ROW_GROUP_BYTES = 64 * 1024 * 1024  # in memory (Arrow) per row group written
 READ_THREADS = 4  # files read at once (parquet decoding releases the GIL)
 READ_AHEAD = 2048  # files read ahead of the writer, at most ...
 READ_AHEAD_BYTES = 64 * 1024 * 1024  # ... and this much of them: memory besides a row group
@@ -202,12 +202,14 @@ class Rewriter:
         rows: Sequence[Mapping[str, Any]],
         purpose: Access = Access.REWRITE,
         unmapped: StructType | None = None,
+        parquet: ParquetFormat = DEFAULT_FORMAT,
     ) -> None:
         self.snapshot = snapshot
         self.purpose = purpose  # what the table's features must allow at commit time too
         # the schema without column mapping the new files take (logical names, no field
         # ids), when the rewrite takes column mapping away; None: files as the table has them
         self.unmapped = unmapped
+        self.parquet = parquet  # codec and row-group size of every file written
         self.storage = snapshot.storage
         self.now = clock.now_ms()
         self.written: list[str] = []  # table-relative paths of new files
@@ -410,28 +412,34 @@ class Rewriter:
         directory: str,
         partition_values: Mapping[str, str | None],
         keep: Mapping[str, Any] | None = None,
-        row_group_bytes: int = ROW_GROUP_BYTES,
+        gather: bool = True,
     ) -> dict[str, Any]:
         """Stream `tables` (one at a time: memory holds one) into one new parquet file in
-        `directory`; its `add` body (fresh stats, `keep` fields such as tags copied). Tables
-        smaller than `row_group_bytes` (in memory) are gathered into row groups that big."""
-        name = f"{self.file_prefix}{uuid.uuid4().hex[:16]}.c000.snappy.parquet"
+        `directory`, in the rewrite's format (`self.parquet`); its `add` body (fresh stats,
+        `keep` fields such as tags copied). Small tables are gathered into row groups of about
+        the format's row-group size unless `gather` is False (each table then starts a row
+        group of its own); a bigger table is cut into row groups of about that size."""
+        fmt = self.parquet
+        name = f"{self.file_prefix}{uuid.uuid4().hex[:16]}{fmt.file_suffix}"
         relative = f"{directory.strip('/')}/{name}" if directory.strip("/") else name
         full = self.storage.join(relative)
 
         def write(sink: Any) -> None:
-            # small inputs are gathered into row groups of about ROW_GROUP_BYTES, not one each
-            with pq.ParquetWriter(sink, schema, compression="snappy") as out:
+            with pq.ParquetWriter(sink, schema, **fmt.writer_options()) as out:
+
+                def flush(data: pa.Table) -> None:
+                    out.write_table(data, row_group_size=fmt.rows_per_group(data))
+
                 pending: list[pa.Table] = []
                 size = 0
                 for table in tables:
                     pending.append(conform(table, schema))
                     size += pending[-1].nbytes
-                    if size >= row_group_bytes:
-                        out.write_table(pa.concat_tables(pending))
+                    if not gather or size >= fmt.row_group_bytes:
+                        flush(pa.concat_tables(pending))
                         pending, size = [], 0
                 if pending:
-                    out.write_table(pa.concat_tables(pending))
+                    flush(pa.concat_tables(pending))
 
         created, size = self.storage.create_new(full, write, unique_name=True)
         if not created:

@@ -39,6 +39,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from delta_ops.errors import DeltaOpsError, TaskFailed
+from delta_ops.layout.write_order import WriteOrder
 from delta_ops.spark.options import write_options
 from delta_ops.spark.writer import spark_schema_to_arrow
 from delta_ops.storage import Storage
@@ -73,16 +74,23 @@ def task_partition_id() -> int:
 
 
 def write_task_rows(
-    storage: Storage, target: WriteTarget, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
+    storage: Storage,
+    target: WriteTarget,
+    schema: pa.Schema,
+    batches: Iterator[pa.RecordBatch],
+    order: WriteOrder | None = None,
 ) -> tuple[list[DataFile], str | None]:
     """A task's share of the rows written as data files for `target` (not yet committed),
-    and the refusal that stopped it, if any. A refusal retrying cannot cure (nulls in a NOT
-    NULL column) is returned, not raised, so Spark neither retries the task nor logs a worker
-    traceback; the files written before it are deleted already."""
+    and the refusal that stopped it, if any; on a clustered table (`order`) the rows go in
+    the order of its curve. A refusal retrying cannot cure (nulls in a NOT NULL column) is
+    returned, not raised, so Spark neither retries the task nor logs a worker traceback; the
+    files written before it are deleted already."""
     rows = list(batches)
     if not rows:
         return [], None
     data = pa.Table.from_batches(rows).cast(schema)
+    if order is not None:
+        data = order.sort(data)
     try:
         return write_data_files(storage, data, target, task=task_partition_id()), None
     except DeltaOpsError as exc:

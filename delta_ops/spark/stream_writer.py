@@ -47,6 +47,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter
 
 from delta_ops.errors import InvalidValue, OperationRefused
+from delta_ops.ops.cluster import write_order
 from delta_ops.spark.options import write_options
 from delta_ops.spark.source_writer import (
     WrittenFiles,
@@ -120,6 +121,8 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
             merge_schema=parsed.merge_schema,
         )
         self._snapshot: Snapshot | None = snapshot  # the commit's starting point; not pickled
+        # a clustered table's batches are written in its curve's order (each task's rows)
+        self.order = write_order(snapshot) if snapshot is not None else None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -133,7 +136,9 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> BatchFiles:
         from pyspark import TaskContext
 
-        files, refused = write_task_rows(self._storage(), self.target, self.schema, iterator)
+        files, refused = write_task_rows(
+            self._storage(), self.target, self.schema, iterator, self.order
+        )
         context = TaskContext.get()
         query_id = context.getLocalProperty(QUERY_ID_PROPERTY) if context else None
         batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None

@@ -4,7 +4,8 @@ Spark writes the data; delta-ops commits it. `write_delta` works in four steps, 
 leaving the table valid if the process dies right after it:
 
 1. Spark writes the DataFrame as parquet (Hive-style partition directories when the table is
-   partitioned) into a fresh staging directory inside the table,
+   partitioned; on a table clustered by columns each task's rows in the order of the table's
+   curve, `delta_ops.layout.write_order`) into a fresh staging directory inside the table,
    ``<table>/_delta_ops_staging/<uuid>/``. Its leading underscore hides it from readers and
    from vacuum, so a crash here leaves only that directory behind.
 2. Each data file Spark produced (``_SUCCESS``, ``.crc`` and other hidden files are skipped)
@@ -61,6 +62,8 @@ from delta_ops.errors import (
     SchemaMismatch,
     UnsupportedType,
 )
+from delta_ops.layout.write_order import WriteOrder
+from delta_ops.ops.cluster import write_order
 from delta_ops.ops.leftovers import STAGING_DIR  # the name vacuum knows as a leftover
 from delta_ops.protocol.schema import PARQUET_FIELD_ID_KEY, to_arrow_type
 from delta_ops.spark.workers import activate
@@ -178,6 +181,7 @@ def write_delta(
         replace_where=replace_where,
     )
     partition_columns = list(target.partition_columns)
+    order = write_order(snapshot) if snapshot is not None else None
     spark = activate(df.sparkSession)  # a worker thread has no active session of its own
     file_partitions = [target.file_name(c) for c in partition_columns]
     staging_relative = f"{STAGING_DIR}/{uuid.uuid4()}"
@@ -187,7 +191,8 @@ def write_delta(
     committed = False
     try:
         with parquet_timestamps_in_micros(spark):
-            writer = _in_file_layout(df, target).write.mode("errorifexists")
+            rows = df if order is None else _sorted_in_tasks(df, order)
+            writer = _in_file_layout(rows, target).write.mode("errorifexists")
             if file_partitions:
                 writer = writer.partitionBy(*file_partitions)
             writer.parquet(target_dir)
@@ -210,6 +215,20 @@ def write_delta(
 
 
 # ------------------------------------------------------------------------------ decisions
+def _sorted_in_tasks(df: DataFrame, order: WriteOrder) -> DataFrame:
+    """`df` with each task's rows in `order` (a clustered table's curve, fitted to the task's
+    rows), the step before Spark writes them: a task holds its rows in its Python worker."""
+
+    def sort(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa  # in the Python worker
+
+        rows = list(batches)
+        if rows:
+            yield from order.sort(pa.Table.from_batches(rows)).to_batches()
+
+    return df.mapInArrow(sort, df.schema)
+
+
 def _in_file_layout(df: DataFrame, target: WriteTarget) -> DataFrame:
     """The DataFrame's columns as the table's data files name and type them: under column
     mapping, physical names (nested ones too: Spark casts structs by position) with parquet

@@ -235,6 +235,7 @@ def test_a_worker_killed_while_writing_a_range_leaves_no_file_and_no_commit(
     rows = deltalake_rows(table)
     names = {p.name for p in table.rglob("*.parquet")}
     monkeypatch.setattr(cluster, "IN_MEMORY_BYTES", 0)
+    monkeypatch.setattr(cluster, "FORK_MIN_BYTES", 0)  # small as it is, on forked workers
     monkeypatch.setattr(cluster, "SPILL_CHUNK_BYTES", 20 * KB)
     write_stretch = cluster._write_stretch
     parent = os.getpid()
