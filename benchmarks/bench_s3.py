@@ -72,8 +72,8 @@ from benchmarks.verify import (
     set_difference,
     state_difference,
 )
-from tests.store_proxy import StoreProxy
-from tests.store_servers import BUCKET, StoreServer, serve_azure, serve_gcs, serve_s3_process
+from loopback.proxy import StoreProxy
+from loopback.servers import BUCKET, StoreServer, serve_azure, serve_gcs, serve_s3_process
 
 DATA = ROOT / "benchmarks" / ".data"
 RESULTS = DATA / "results"

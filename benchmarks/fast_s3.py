@@ -454,7 +454,7 @@ def serve(host: str, port: int) -> None:
 def serve_fast_s3() -> Iterator[Any]:
     """This server in a process of its own with the `lake` bucket, as a
     `tests.store_servers.StoreServer` (its `pid` for the server's CPU time)."""
-    from tests.store_servers import BUCKET, _process, free_port, s3_store_server
+    from loopback.servers import BUCKET, _process, free_port, s3_store_server
 
     port = free_port()
     args = [

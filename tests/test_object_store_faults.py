@@ -22,8 +22,8 @@ from delta_ops.log.reader import read_commit_actions
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
-from tests.store_proxy import SLOW_DOWN, StoreProxy, delete_errors, is_delete_objects
-from tests.store_servers import BUCKET, CLIENTS, StoreServer, serve_s3, storage_args
+from loopback.proxy import SLOW_DOWN, StoreProxy, delete_errors, is_delete_objects
+from loopback.servers import BUCKET, CLIENTS, StoreServer, serve_s3, storage_args
 from tests.support import deltalake_rows
 
 FORCED = ["--retention", "0h", "--force", "--in-flight-grace", "0s"]

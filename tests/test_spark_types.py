@@ -33,7 +33,7 @@ from delta_ops.errors import DeltaOpsError
 from delta_ops.spark import write_delta
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
-from tests.store_servers import StoreServer, serve_s3
+from loopback.servers import StoreServer, serve_s3
 from tests.support import (
     _row_key,
     copy_fixture,

@@ -1,4 +1,5 @@
-"""Real object-store servers on loopback for the store tests, started and stopped by the test run.
+"""Real object-store servers on loopback for the store tests and benchmarks, started and stopped
+by the run that uses them.
 
 Each `serve_*` context manager starts one server on a free 127.0.0.1 port, creates the `lake`
 bucket (container) and yields a `StoreServer`: how delta-ops reaches it (URL prefix and fsspec
@@ -27,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from delta_ops.storage import Storage
-from tests.support import REPO
 
+REPO = Path(__file__).resolve().parents[1]
 BUCKET = "lake"
 AZURE_ACCOUNT = "devstoreaccount1"
 # Azurite's published development key (not a secret)
@@ -186,7 +187,7 @@ def serve_gcs() -> Iterator[StoreServer]:
     args += ["-host", "127.0.0.1", "-port", str(port), "-log-level", "error"]
     # the XML API (which deltalake's client lists with) is served for this host only
     args += ["-external-url", endpoint, "-public-host", f"127.0.0.1:{port}"]
-    from tests.store_proxy import StoreProxy
+    from loopback.proxy import StoreProxy
 
     with (
         _process(args, port) as proc,
@@ -212,7 +213,7 @@ def serve_gcs() -> Iterator[StoreServer]:
         )
         peer = {"google_service_account": str(account)}
         # the native client writes through the XML API, which fake-gcs-server takes only
-        # through the shim (tests/store_proxy.py, gcs_xml)
+        # through the shim (loopback/proxy.py, gcs_xml)
         native = {"endpoint_url": shim.url}
         yield StoreServer("gcs", "gs", endpoint, options, peer, native_options=native, pid=proc.pid)
 
