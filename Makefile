@@ -1,11 +1,13 @@
 # Entry points for a fresh machine: `make demo` (the pipeline and its maintenance on a local
-# warehouse) and `make check` (every gate CI runs). Both create or update .venv first.
+# warehouse) and `make check` (every gate CI runs). Both create or update .venv first; `make check`
+# runs `make setup` (every install the tests need) before its gates, and `make test` installs
+# nothing: it says which set-up is missing.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo demo-airflow ui check lint typecheck contracts docs doctest test soak fuzz venv java-check browser-deps bench reference
+.PHONY: demo demo-airflow ui setup setup-done check gates lint typecheck contracts docs doctest test soak fuzz venv java-check browser-deps bench bench-setup reference
 
 venv: $(STAMP)
 
@@ -37,6 +39,7 @@ $(REF_STAMP): tests/reference/requirements.txt tests/reference/delta_spark_serve
 	@touch $(REF_STAMP)
 
 # Debian's Chromium for the Dagster UI test (apt only where unavoidable: no PyPI build exists).
+# Set-up only (`make setup`): never a dependency of `make test`.
 browser-deps:
 	@command -v chromium >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
@@ -55,9 +58,24 @@ demo-airflow: venv
 ui: venv
 	DAGSTER_HOME=$(CURDIR)/.dagster $(BIN)/dg dev
 
+# Every install the gates and the tests need: the virtualenv (pip, npm ci for Azurite), Java's
+# check, Debian's Chromium, the reference engine's virtualenv and jars. The only target that
+# installs for the tests; `make check` runs it first.
+setup: venv java-check browser-deps reference
+
+# What `make test` needs from `make setup`, checked without installing anything.
+setup-done:
+	@test -f $(STAMP) || { echo "delta-ops: no virtualenv in $(VENV): run make setup (make check runs it)" >&2; exit 1; }
+	@test -f $(REF_STAMP) || { echo "delta-ops: no reference engine in $(REF_VENV): run make setup (make check runs it)" >&2; exit 1; }
+	@command -v chromium >/dev/null 2>&1 || { echo "delta-ops: the UI test needs Chromium: run make setup (it installs Debian's chromium)" >&2; exit 1; }
+
 # The gates, cheapest first: lint and format, strict types, import-layer contracts, the docs
-# site, then tests (the docstrings' `>>>` examples among them: tests/project/test_doctests.py).
-check: lint typecheck contracts docs test
+# site, then tests (the docstrings' `>>>` examples among them: tests/project/test_doctests.py). The
+# set-up runs to its end before the gates start (a sub-make, so `make -j check` keeps the order).
+check: setup
+	@$(MAKE) --no-print-directory gates
+
+gates: lint typecheck contracts docs test
 
 lint: venv
 	$(BIN)/ruff check .
@@ -85,7 +103,7 @@ doctest: venv
 # Two pytest-xdist workers (PYTEST_WORKERS), one per core: the tests that need a JVM share one
 # worker as the `jvm` group (tests/conftest.py), so a run never has two Spark sessions at once.
 PYTEST_WORKERS ?= 2
-test: venv java-check browser-deps reference
+test: setup-done java-check
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --ignore=tests/airflow
 	$(BIN)/python -m pytest tests/airflow
 
@@ -105,5 +123,22 @@ FUZZ_SECONDS ?= 600
 fuzz: venv
 	$(BIN)/python -m tests.support.log_fuzz --seconds $(FUZZ_SECONDS) --corpus build/fuzz-corpus
 
-bench: venv
+# SeaweedFS (Apache-2.0), the S3 server bench_s3.py measures on: built from its Go module (the Go
+# module proxy) with the machine's Go >= 1.26, in the module's own folder so its go.mod's replace
+# line holds (`go install pkg@version` refuses modules with one). Benchmarks only: the store tests
+# keep moto.
+SEAWEEDFS_VERSION ?= v0.0.0-20261109003541-7506e5f91cd6
+WEED := build/seaweedfs/weed
+
+bench-setup: venv $(WEED)
+
+$(WEED):
+	@command -v go >/dev/null 2>&1 || { echo "delta-ops: bench_s3.py builds SeaweedFS with Go >= 1.26: install Go, then make bench-setup" >&2; exit 1; }
+	go mod download github.com/seaweedfs/seaweedfs@$(SEAWEEDFS_VERSION)
+	mkdir -p $(dir $(WEED))
+	cd "$$(go env GOMODCACHE)/github.com/seaweedfs/seaweedfs@$(SEAWEEDFS_VERSION)" && \
+		GOFLAGS=-buildvcs=false go build -o $(CURDIR)/$(WEED).tmp ./weed
+	mv $(WEED).tmp $(WEED)
+
+bench: bench-setup
 	$(BIN)/python benchmarks/run_all.py

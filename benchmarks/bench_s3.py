@@ -7,11 +7,12 @@ a proxy on loopback that delays every request by ``--latency-ms`` (20), as a rea
 trip would, and counts the requests of every run (by kind: listings, bulk deletes, PUTs, ...).
 delta-ops runs through ``--client`` (``native``: obstore, the default; ``fsspec``; or ``both``).
 On GCS both sides write through the test proxy's XML shim (fake-gcs-server takes object_store's
-XML uploads only through it). S3 is served by ``--server``: ``fast`` (the default,
-``benchmarks/fast_s3.py``: in memory, one asyncio process, a few ms of CPU per request, so the
-round trips and the clients are what is measured) or ``moto`` (the store tests' server, whose
-one Python process spends more CPU on a 10,000-key vacuum than both clients). The table: one commit adding N+1 files (N = 10,000 by default,
-tiny parquet files), one commit removing N of them 30 days ago.
+XML uploads only through it). S3 is served by ``--server``: ``seaweedfs`` (the default:
+SeaweedFS' ``weed mini``, a production S3 server that keeps objects on disk and checks every
+request's signature, built by ``make bench-setup``; ``loopback.servers.serve_seaweedfs``) or
+``moto`` (the store tests' server, whose one Python process spends more CPU on a 10,000-key
+vacuum than both clients). The table: one commit adding N+1 files (N = 10,000 by default, tiny
+parquet files), one commit removing N of them 30 days ago.
 
 - vacuum (full): ``delta-ops vacuum s3://... --mode full --retention 0h --force
   --in-flight-grace 0s`` against ``DeltaTable.vacuum(retention_hours=0, full=True,
@@ -32,7 +33,7 @@ Before every run (untimed) the table is restored through the server directly (no
 Each command runs as a fresh process (start-up included, as a scheduled job pays it). Every
 check runs before the op's ratio is printed; a difference prints ``MISMATCH: ...`` and exits 1.
 
-    python benchmarks/bench_s3.py [--store s3|azure|gcs] [--server fast|moto]
+    python benchmarks/bench_s3.py [--store s3|azure|gcs] [--server seaweedfs|moto]
         [--client native|fsspec|both] [--runs 3] [--files 10000] [--latency-ms 20]
 
 Goals (issue 28): vacuum <= 0.5x delta-rs, checkpoint and cleanup <= 1.0x, client CPU <= 1.0x,
@@ -59,7 +60,6 @@ if str(ROOT) not in sys.path:
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from benchmarks.fast_s3 import serve_fast_s3
 from benchmarks.harness import Comparison, Measurement, evaluate, format_result, run_fresh
 from benchmarks.verify import (
     CheckpointContents,
@@ -72,13 +72,14 @@ from benchmarks.verify import (
     set_difference,
     state_difference,
 )
-from tests.support.store_proxy import StoreProxy
-from tests.support.store_servers import (
+from loopback.proxy import StoreProxy
+from loopback.servers import (
     BUCKET,
     StoreServer,
     serve_azure,
     serve_gcs,
     serve_s3_process,
+    serve_seaweedfs,
 )
 
 DATA = ROOT / "benchmarks" / ".data"
@@ -344,15 +345,15 @@ def _measure(
 
 
 GOALS = {"vacuum": 0.5, "checkpoint": 1.0, "cleanup": 1.0}
-SERVERS = {"s3": serve_fast_s3, "azure": serve_azure, "gcs": serve_gcs}
+SERVERS = {"s3": serve_seaweedfs, "azure": serve_azure, "gcs": serve_gcs}
 #: --server: what serves --store s3
-S3_SERVERS = {"fast": serve_fast_s3, "moto": serve_s3_process}
+S3_SERVERS = {"seaweedfs": serve_seaweedfs, "moto": serve_s3_process}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--store", choices=sorted(SERVERS), default="s3")
-    p.add_argument("--server", choices=sorted(S3_SERVERS), default="fast", help="S3's server")
+    p.add_argument("--server", choices=sorted(S3_SERVERS), default="seaweedfs", help="S3's server")
     p.add_argument("--client", choices=["native", "fsspec", "both"], default="native")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--files", type=int, default=10_000)

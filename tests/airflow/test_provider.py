@@ -21,9 +21,9 @@ from delta_ops.cli.commands import main as cli
 from delta_ops.errors import ConcurrentModification, InvalidValue, NotADeltaTable
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.table.writer import write_arrow
+from loopback.servers import serve_s3
 from tests.support import REPO
 from tests.support.airflow_support import airflow_env, airflow_home, dag_module, task_states, xcom
-from tests.support.store_servers import serve_s3
 
 GUIDE = (REPO / "docs" / "airflow.md").read_text()
 

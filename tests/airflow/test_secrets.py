@@ -22,8 +22,8 @@ import pytest
 
 from delta_ops.ops.history import OperationHistory
 from delta_ops.table.writer import write_arrow
+from loopback.servers import serve_s3
 from tests.support.airflow_support import airflow_home, dag_module, task_states
-from tests.support.store_servers import serve_s3
 
 CANARY = "CANARYx9q"
 SECRETS = {

@@ -35,8 +35,8 @@ from delta_ops.table.scan import read_table
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import Transaction
 from delta_ops.table.writer import write_arrow
+from loopback.servers import CLIENTS, StoreServer, serve_s3
 from tests.support import file_digests
-from tests.support.store_servers import CLIENTS, StoreServer, serve_s3
 
 DAY = 24 * 3_600_000
 

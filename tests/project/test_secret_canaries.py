@@ -38,7 +38,7 @@ from delta_ops.dagster import (
 )
 from delta_ops.ops.history import OperationHistory
 from delta_ops.table.writer import write_arrow
-from tests.support.store_servers import AZURE_ACCOUNT, AZURE_KEY, SERVERS, StoreServer, storage_args
+from loopback.servers import AZURE_ACCOUNT, AZURE_KEY, SERVERS, StoreServer, storage_args
 
 #: in every canary secret, and in nothing else
 CANARY = "CANARYx9q"

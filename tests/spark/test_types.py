@@ -33,6 +33,7 @@ from delta_ops.errors import DeltaOpsError
 from delta_ops.spark import write_delta
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
+from loopback.servers import StoreServer, serve_s3
 from tests.support import (
     _row_key,
     copy_fixture,
@@ -41,7 +42,6 @@ from tests.support import (
     file_digests,
     peer_facts,
 )
-from tests.support.store_servers import StoreServer, serve_s3
 
 pytestmark = pytest.mark.spark
 

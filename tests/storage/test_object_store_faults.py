@@ -24,9 +24,9 @@ from delta_ops.ops.history import OperationHistory, OperationRecord, Status
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
+from loopback.proxy import SLOW_DOWN, StoreProxy, delete_errors, is_delete_objects
+from loopback.servers import BUCKET, CLIENTS, StoreServer, serve_s3, storage_args
 from tests.support import deltalake_rows
-from tests.support.store_proxy import SLOW_DOWN, StoreProxy, delete_errors, is_delete_objects
-from tests.support.store_servers import BUCKET, CLIENTS, StoreServer, serve_s3, storage_args
 
 FORCED = ["--retention", "0h", "--force", "--in-flight-grace", "0s"]
 #: few, quick retries, so a fault that never ends fails the op in seconds: obstore's options,

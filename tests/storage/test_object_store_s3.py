@@ -21,9 +21,9 @@ from delta_ops.ops.vacuum import VacuumResult, execute_vacuum, plan_vacuum
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
+from loopback.proxy import SLOW_DOWN, StoreProxy, delete_errors, is_delete_objects
+from loopback.servers import CLIENTS, StoreServer, serve_s3
 from tests.support import deltalake_rows
-from tests.support.store_proxy import SLOW_DOWN, StoreProxy, delete_errors, is_delete_objects
-from tests.support.store_servers import CLIENTS, StoreServer, serve_s3
 
 
 @pytest.fixture(scope="module")

@@ -29,8 +29,8 @@ from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
+from loopback.servers import CLIENTS, SERVERS, StoreServer, storage_args
 from tests.support import REPO, TABLES, check_listing_from_each_version, deltalake_rows
-from tests.support.store_servers import CLIENTS, SERVERS, StoreServer, storage_args
 
 FIXTURE = TABLES / "delta-spark" / "dv-partitioned-with-checkpoint"
 

@@ -69,8 +69,8 @@ def test_a_v2_checkpoint_completes_without_conditional_writes() -> None:
 
 def test_the_native_probe_finds_a_server_that_ignores_if_none_match() -> None:
     from delta_ops.storage import table_storage
-    from tests.support.store_proxy import StoreProxy
-    from tests.support.store_servers import serve_s3
+    from loopback.proxy import StoreProxy
+    from loopback.servers import serve_s3
 
     with serve_s3() as s3, StoreProxy(s3.endpoint, drop_headers=frozenset({"if-none-match"})) as p:
         table_storage._PROBED.clear()
@@ -95,7 +95,7 @@ def test_the_native_probe_leaves_nothing_in_the_table() -> None:
     left behind (a hidden name readers skip) is deleted by the next probe."""
     from delta_ops.storage import table_storage
     from delta_ops.storage.table_storage import NATIVE_PROBE_NAME
-    from tests.support.store_servers import serve_s3
+    from loopback.servers import serve_s3
 
     with serve_s3() as s3:
         options = {**s3.options, "client": "native"}

