@@ -249,3 +249,57 @@ def test_the_sensor_pokes_in_the_worker_when_not_deferrable(home: Path, tmp_path
     run = module.dag.test()
     assert task_states(run) == {"wait": "success"}
     assert xcom(run, "wait")["commits_since_checkpoint"] == 12
+
+
+def _break_commit(table: Path, version: int) -> None:
+    """Make an old commit unreadable: a look that replays the log fails on it from now on."""
+    (table / "_delta_log" / f"{version:020d}.json").write_text('{"add": {"path": \n')
+
+
+def test_a_look_once_due_reads_only_the_new_commits_not_the_log_since_the_checkpoint(
+    home: Path, tmp_path: Path
+) -> None:
+    from delta_ops.airflow.triggers import CommitWatch, DeltaCommitTrigger
+    from delta_ops.storage import Storage
+
+    table = tmp_path / "events"
+    commit(table, 5)  # versions 0..4
+    watch = CommitWatch(Storage.open(str(table)), min_commits=8)
+    assert watch.look()["status"] == "waiting"  # first sight: the head, once
+    cursor = watch.cursor()
+    commit(table, 5)  # versions 5..9: due at 8
+    # commit 2 is older than the cursor: a look that replays the log since the checkpoint to
+    # learn the protocol (load_head, as looks did once a table was due) fails on it
+    _break_commit(table, 2)
+    data = watch.look()
+    assert (data["status"], data["version"], data["files_checked"]) == ("due", 9, 6)
+    # a deferred sensor hands its cursor, protocol included, to its trigger, which reads no
+    # more than the commits after it either
+    trigger = DeltaCommitTrigger(str(table), min_commits=8, poll_interval=0.05, **cursor)
+    [event] = asyncio.run(first_events(trigger.run(), 1, within=30))
+    assert (event["status"], event["version"]) == ("due", 9)
+    assert DeltaCommitTrigger(**trigger.serialize()[1]).serialize() == trigger.serialize()
+
+
+def test_a_protocol_change_in_a_new_commit_is_seen_without_a_replay(
+    home: Path, tmp_path: Path
+) -> None:
+    import json
+
+    from delta_ops.airflow.triggers import CommitWatch
+    from delta_ops.storage import Storage
+
+    table = tmp_path / "events"
+    commit(table, 3)  # versions 0..2
+    watch = CommitWatch(Storage.open(str(table)), min_commits=4)
+    assert watch.look()["status"] == "waiting"
+    _break_commit(table, 1)
+    # version 3 upgrades the protocol to a writer feature delta-ops does not know
+    protocol = {
+        "minReaderVersion": 1,
+        "minWriterVersion": 7,
+        "writerFeatures": ["appendOnly", "invariants", "madeUpFeature"],
+    }
+    (table / "_delta_log" / f"{3:020d}.json").write_text(json.dumps({"protocol": protocol}) + "\n")
+    data = watch.look()
+    assert data["status"] == "refused" and "madeUpFeature" in data["reason"]

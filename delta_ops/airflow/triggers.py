@@ -1,10 +1,12 @@
 """Triggers that watch a table's commits, reading only the new ones: a deferred task's, and an
 ``AssetWatcher``'s.
 
-Both keep a cursor (the newest version seen and the checkpoint interval, as Dagster's commit
-sensor keeps one per table) and probe from it (`delta_ops.ops.probe.probe_commits`): each look
-checks for ``N+1.json``, ``N+2.json``, ... after the cursor, so it costs a few existence checks
-however long the log is. A table is *due* once the commits since its last checkpoint reach
+Both keep a cursor (the newest version seen, the checkpoint interval and the protocol, as
+Dagster's commit sensor keeps one per table) and probe from it
+(`delta_ops.ops.probe.probe_commits`): each look checks for ``N+1.json``, ``N+2.json``, ...
+after the cursor and reads only those commits (for a changed interval or protocol), so it
+costs a few existence checks however long the log is, also once the table is due: the
+protocol that decides whether a checkpoint is allowed is the cursor's, never a replay. A table is *due* once the commits since its last checkpoint reach
 ``min_commits`` (default: its ``delta.checkpointInterval``) and its protocol lets delta-ops
 checkpoint it.
 
@@ -41,6 +43,7 @@ from delta_ops.errors import DeltaOpsError
 from delta_ops.ops.due import checkpoint_due
 from delta_ops.ops.probe import probe_commits
 from delta_ops.ops.registry import OPERATIONS
+from delta_ops.protocol.features import Protocol
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_head
 
@@ -49,21 +52,33 @@ DEFAULT_POLL_SECONDS = 30.0
 
 @dataclass
 class CommitWatch:
-    """One table's cursor between looks (blocking I/O: call :meth:`look` in a thread)."""
+    """One table's cursor between looks (blocking I/O: call :meth:`look` in a thread): the
+    newest version seen, the checkpoint interval and the protocol at it. The first look reads
+    the table's head once (or the cursor's version, when handed a cursor without a protocol);
+    every later look reads only the commits after the cursor, taking a changed interval or
+    protocol from them, so a table that becomes due is judged without replaying its log."""
 
     storage: Storage
     min_commits: int | None = None
     version: int | None = None
     interval: int | None = None
+    protocol: Protocol | None = None
 
     def look(self) -> dict[str, Any]:
         """The table's commits since its checkpoint, read from the cursor on; ``status`` is
         ``due``, ``refused`` (due, but its protocol refuses a checkpoint: ``reason`` says why)
         or ``waiting``."""
+        if self.protocol is None:  # first sight: the head (protocol, interval) once
+            head = load_head(self.storage, self.version)
+            self.version, self.protocol = head.version, head.protocol
+            if self.interval is None:
+                self.interval = head.properties.checkpoint_interval
         probe = probe_commits(
             self.storage, known_version=self.version, known_interval=self.interval
         )
         self.version, self.interval = probe.latest_version, probe.checkpoint_interval
+        if probe.protocol is not None:
+            self.protocol = Protocol.from_action(probe.protocol)
         threshold = self.min_commits or probe.checkpoint_interval
         data: dict[str, Any] = {
             "status": "waiting",
@@ -74,12 +89,19 @@ class CommitWatch:
             "files_checked": probe.files_checked,
         }
         if checkpoint_due(probe.commits_since_checkpoint, threshold):
-            head = load_head(self.storage, probe.latest_version)
-            refused = head.protocol.refusal(OPERATIONS["checkpoint"].needs)
+            refused = self.protocol.refusal(OPERATIONS["checkpoint"].needs)
             data["status"] = "refused" if refused else "due"
             if refused:
                 data["reason"] = refused
         return data
+
+    def cursor(self) -> dict[str, Any]:
+        """The cursor as a trigger's arguments (``known_*``): a deferring sensor hands it on."""
+        return {
+            "known_version": self.version,
+            "known_interval": self.interval,
+            "known_protocol": self.protocol.to_action() if self.protocol else None,
+        }
 
 
 def _event(payload: dict[str, Any]) -> TriggerEvent:
@@ -154,6 +176,7 @@ class DeltaCommitTrigger(_CommitTriggerBase, BaseTrigger):
         poll_interval: seconds between looks.
         known_version: the cursor a previous look left (the deferring sensor's).
         known_interval: the checkpoint interval it read with it.
+        known_protocol: the protocol action at it (None: read once, at the cursor).
     """
 
     def __init__(
@@ -166,11 +189,13 @@ class DeltaCommitTrigger(_CommitTriggerBase, BaseTrigger):
         poll_interval: float = DEFAULT_POLL_SECONDS,
         known_version: int | None = None,
         known_interval: int | None = None,
+        known_protocol: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # Airflow's base is untyped
         self._set_arguments(table, delta_ops_conn_id, storage_options, min_commits, poll_interval)
         self.known_version = known_version
         self.known_interval = known_interval
+        self.known_protocol = dict(known_protocol) if known_protocol else None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -179,6 +204,7 @@ class DeltaCommitTrigger(_CommitTriggerBase, BaseTrigger):
                 **self._arguments(),
                 "known_version": self.known_version,
                 "known_interval": self.known_interval,
+                "known_protocol": self.known_protocol,
             },
         )
 
@@ -186,6 +212,8 @@ class DeltaCommitTrigger(_CommitTriggerBase, BaseTrigger):
         try:
             watch = await self._watch()
             watch.version, watch.interval = self.known_version, self.known_interval
+            if self.known_protocol is not None:
+                watch.protocol = Protocol.from_action(self.known_protocol)
             while True:
                 data = await asyncio.to_thread(watch.look)
                 self._log_look(data)
