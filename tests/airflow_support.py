@@ -14,6 +14,7 @@ test writes its DAG as a file (:func:`dag_module`) and runs the module's ``dag``
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 import textwrap
@@ -49,6 +50,11 @@ def airflow_home(base: Path) -> Path:
     db.initdb()
     _HOME = home
     return home
+
+
+def define_connection(conn_id: str, **fields: Any) -> None:
+    """An Airflow connection, defined the way a deployment's environment defines one."""
+    os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(fields)
 
 
 def dag_module(home: Path, name: str, source: str) -> ModuleType:

@@ -150,6 +150,7 @@ class DeltaOperationOperator(BaseOperator):
     #: the registry's operation the subclass runs
     operation: ClassVar[Operation]
     ui_color = "#cde8f5"
+    template_fields_renderers: ClassVar[dict[str, str]] = {"storage_options": "json"}
 
     def __init__(
         self,
