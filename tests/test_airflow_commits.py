@@ -303,3 +303,84 @@ def test_a_protocol_change_in_a_new_commit_is_seen_without_a_replay(
     (table / "_delta_log" / f"{3:020d}.json").write_text(json.dumps({"protocol": protocol}) + "\n")
     data = watch.look()
     assert data["status"] == "refused" and "madeUpFeature" in data["reason"]
+
+
+def test_one_lake_watcher_fires_once_per_look_with_the_tables_newly_due(
+    home: Path, tmp_path: Path
+) -> None:
+    from delta_ops.airflow.triggers import DeltaLakeCommitEventTrigger
+
+    tables = {name: tmp_path / name for name in ("events", "orders", "quiet")}
+    commit(tables["events"], 5)
+    commit(tables["orders"], 2)
+    commit(tables["quiet"], 1)
+    trigger = DeltaLakeCommitEventTrigger(
+        [{"name": name, "url": str(path)} for name, path in tables.items()]
+        + [{"name": "missing", "url": str(tmp_path / "missing")}],
+        min_commits=5,
+        poll_interval=0.05,
+    )
+
+    async def scenario() -> list[list[Any]]:
+        watching = Watching(trigger.run())
+        first = await watching.events(within=30)
+        await asyncio.sleep(0.5)  # ten more looks: nothing new is due
+        first += await watching.events(within=0.1)
+        await asyncio.to_thread(commit, tables["orders"], 3)
+        later = await watching.events(within=30)
+        watching.stop()
+        return [first, later]
+
+    first, later = asyncio.run(scenario())
+    assert [[(d["table"], d["version"]) for d in e["due"]] for e in first] == [[("events", 4)]]
+    assert first[0]["looked"] == 4  # the missing table too: logged once, looked for again
+    assert first[0]["due"][0]["url"] == str(tables["events"])
+    assert [[(d["table"], d["version"]) for d in e["due"]] for e in later] == [[("orders", 4)]]
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "delta_ops.airflow.triggers.DeltaLakeCommitEventTrigger"
+    assert DeltaLakeCommitEventTrigger(**kwargs).serialize() == (classpath, kwargs)
+
+
+def test_the_lake_commit_dag_checkpoints_each_due_table_as_a_mapped_task(
+    home: Path, tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    commit(warehouse / "events", 6)
+    commit(warehouse / "orders", 6)
+    commit(warehouse / "quiet", 2)
+    module = dag_module(
+        home,
+        "lake_commits",
+        f"""
+        from delta_ops.airflow.dags import build_delta_commit_dag
+
+        dag = build_delta_commit_dag({str(warehouse)!r}, name="lake", min_commits=5,
+                                     pool="delta_ops", max_active_tis_per_dag=2)
+        """,
+    )
+    dag = module.dag
+    assert dag.dag_id == "lake_checkpoint_on_commits"
+    # one asset, one watcher, however many tables
+    [lake] = dag.timetable.asset_condition.objects
+    assert lake.name == "delta_commits/lake" and len(lake.watchers) == 1
+    checkpoint = dag.get_task("checkpoint")
+    assert checkpoint.max_active_tis_per_dag == 2 and checkpoint.pool == "delta_ops"
+    run = dag.test()  # by hand: the first task looks at every table itself
+    assert xcom(run, "due_tables") == [
+        {
+            "table": str(warehouse / name),
+            "table_name": name,
+            "delta_ops_conn_id": None,
+            "storage_options": None,
+        }
+        for name in ("events", "orders")
+    ]
+    states = sorted((ti.task_id, ti.map_index, str(ti.state)) for ti in run.get_task_instances())
+    assert states == [
+        ("checkpoint", 0, "success"),
+        ("checkpoint", 1, "success"),
+        ("due_tables", -1, "success"),
+    ]
+    for name in ("events", "orders"):
+        assert (warehouse / name / "_delta_log" / f"{5:020d}.checkpoint.parquet").exists()
+    assert not list((warehouse / "quiet" / "_delta_log").glob("*.checkpoint.parquet"))

@@ -15,12 +15,16 @@ checkpoint it.
   or the table cannot be read), and ends.
 * :class:`DeltaCommitEventTrigger` (a ``BaseEventTrigger``): runs for as long as the watcher
   lives and fires once per due version, so a DAG scheduled on the table's asset checkpoints
-  after commits::
+  after commits (one table; for a lake, the next)::
 
     table = Asset("lake/events", uri="s3://lake/events", watchers=[AssetWatcher(
         name="events_commits",
         trigger=DeltaCommitEventTrigger("s3://lake/events", delta_ops_conn_id="lake_s3"),
     )])
+
+* :class:`DeltaLakeCommitEventTrigger` (a ``BaseEventTrigger``): one watcher for a whole lake
+  (`delta_ops.airflow.dags.build_delta_commit_dag`): each look probes every table from its
+  cursor and fires one event listing the tables newly due.
 
 A look is logged at INFO when the table's status changes (the first look, waiting to due) and
 at DEBUG otherwise, so a triggerer watching many tables logs what happens, not every poll.
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -281,4 +286,117 @@ class DeltaCommitEventTrigger(_CommitTriggerBase, BaseEventTrigger):
             await asyncio.sleep(self.poll_interval)
 
 
-__all__ = ["CommitWatch", "DeltaCommitEventTrigger", "DeltaCommitTrigger", "describe"]
+class DeltaLakeCommitEventTrigger(BaseEventTrigger):
+    """One watcher for a whole lake: each look probes every table from its own cursor (a few
+    existence checks per table, as Dagster's commit sensor does) and fires one event listing
+    the tables that became due since the last, so 1,000 tables cost one triggerer coroutine,
+    not 1,000. The event's ``extra`` holds, under ``payload``, ``due``: a look's data
+    (``table`` its name, ``url``, ``version``, ...) per due table, and ``looked``: how many
+    tables were looked at. A table whose checkpoint is refused, or that cannot be read, is
+    logged once per version or problem and fires nothing.
+
+    Args:
+        tables: each table as ``{"name", "url", "delta_ops_conn_id", "storage_options"}``
+            (the last two may be None), as `delta_ops.airflow.dags` writes them.
+        min_commits: commits since the checkpoint that make a table due (default: each
+            table's ``delta.checkpointInterval``).
+        poll_interval: seconds between looks.
+        threads: tables looked at at once (object stores answer in parallel).
+    """
+
+    def __init__(
+        self,
+        tables: list[dict[str, Any]],
+        *,
+        min_commits: int | None = None,
+        poll_interval: float = DEFAULT_POLL_SECONDS,
+        threads: int = 8,
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's base is untyped
+        self.tables = [dict(t) for t in tables]
+        self.min_commits = min_commits
+        self.poll_interval = poll_interval
+        self.threads = threads
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{__name__}.DeltaLakeCommitEventTrigger",
+            {
+                "tables": self.tables,
+                "min_commits": self.min_commits,
+                "poll_interval": self.poll_interval,
+                "threads": self.threads,
+            },
+        )
+
+    async def _watches(self) -> dict[str, CommitWatch | DeltaOpsError]:
+        """Each table's watch (or why it cannot be opened), connections read once each."""
+        by_connection: dict[str | None, Mapping[str, Any] | None] = {}
+        out: dict[str, CommitWatch | DeltaOpsError] = {}
+        for table in self.tables:
+            conn_id = table.get("delta_ops_conn_id")
+            try:
+                if conn_id not in by_connection:
+                    by_connection[conn_id] = await atable_storage_options(conn_id, None)
+                options = {**(by_connection[conn_id] or {}), **(table.get("storage_options") or {})}
+                storage = await asyncio.to_thread(Storage.open, table["url"], options or None)
+                out[table["name"]] = CommitWatch(storage, self.min_commits)
+            except DeltaOpsError as exc:
+                out[table["name"]] = exc
+        return out
+
+    def _look_all(self, watches: Mapping[str, CommitWatch]) -> dict[str, Any]:
+        """Every table's look (blocking: in a thread), by name: its data or its error."""
+
+        def look(watch: CommitWatch) -> dict[str, Any] | DeltaOpsError:
+            try:
+                return watch.look()
+            except DeltaOpsError as exc:
+                return exc
+
+        with ThreadPoolExecutor(max(1, self.threads)) as pool:
+            return dict(zip(watches, pool.map(look, watches.values()), strict=True))
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        urls = {t["name"]: t["url"] for t in self.tables}
+        watches: dict[str, CommitWatch] = {}
+        fired: dict[str, int] = {}
+        said: dict[str, str] = {}
+        while True:
+            if len(watches) < len(self.tables):  # first look, or tables that could not open
+                for name, opened in (await self._watches()).items():
+                    if isinstance(opened, CommitWatch):
+                        watches.setdefault(name, opened)
+                    elif said.get(name) != str(opened):
+                        said[name] = str(opened)
+                        self.log.warning("%s: cannot look at the commits: %s", name, opened)
+            looks = await asyncio.to_thread(self._look_all, watches)
+            due = []
+            for name, data in looks.items():
+                if isinstance(data, DeltaOpsError):
+                    if said.get(name) != str(data):  # once per different problem
+                        said[name] = str(data)
+                        self.log.warning("%s: cannot look at the commits: %s", name, data)
+                    continue
+                said.pop(name, None)
+                if data["status"] == "waiting" or fired.get(name) == data["version"]:
+                    continue
+                fired[name] = data["version"]
+                if data["status"] == "refused":
+                    self.log.warning("%s: not checkpointed: %s", name, data["reason"])
+                else:
+                    self.log.info("%s", describe(name, data))
+                    due.append({**data, "table": name, "url": urls[name]})
+            self.log.debug("looked at %d table(s): %d due", len(looks), len(due))
+            if due:
+                yield _event({"due": due, "looked": len(looks)})
+            await asyncio.sleep(self.poll_interval)
+
+
+__all__ = [
+    "CommitWatch",
+    "DeltaCommitEventTrigger",
+    "DeltaCommitTrigger",
+    "DeltaLakeCommitEventTrigger",
+    "describe",
+]
