@@ -33,6 +33,11 @@ def airflow_env(home: Path) -> dict[str, str]:
         "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        # OpenLineage's listener writes every task's events here (one JSON object a line)
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+            {"type": "file", "log_file_path": str(home / "openlineage.jsonl"), "append": True}
+        ),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "delta_ops_tests",
     }
 
 
@@ -50,6 +55,15 @@ def airflow_home(base: Path) -> Path:
     db.initdb()
     _HOME = home
     return home
+
+
+def lineage_events(home: Path, job: str) -> list[dict[str, Any]]:
+    """The OpenLineage events Airflow's listener emitted for the job (``<dag>.<task>``)."""
+    path = home / "openlineage.jsonl"
+    if not path.exists():
+        return []
+    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [e for e in events if e.get("job", {}).get("name") == job]
 
 
 def define_connection(conn_id: str, **fields: Any) -> None:

@@ -35,6 +35,9 @@ What a run does:
   the table's protocol refuses: ``AirflowFailException`` naming the table and operation), and
   lets a retryable one (a concurrent commit, a store's hiccup) through to the task's
   ``retries``;
+* reports its table to OpenLineage as input and output dataset, with the operation, the
+  versions before and after, files and bytes (`delta_ops.airflow.lineage`), when the
+  OpenLineage provider is installed;
 * when the task is killed (``on_kill``: marked failed, cleared, timed out), cancels its Spark
   jobs and stops at once with ``AirflowTaskTerminated``. Every operation writes in an order
   where stopping at any point leaves a table every reader reads, and running it again
@@ -74,7 +77,7 @@ from delta_ops.ops.operation import Naming, Operation, Option, listed
 from delta_ops.ops.progress import LogLines, reporting
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.ops.results import to_data
-from delta_ops.ops.runs import record_refusal, run_operation
+from delta_ops.ops.runs import Run, record_refusal, run_operation
 from delta_ops.storage.warehouse import history_location
 
 #: a value holding Jinja is parsed once Airflow has rendered it, when the task runs
@@ -202,6 +205,7 @@ class DeltaOperationOperator(BaseOperator):
             setattr(self, option.name, given.get(option.name))
         self._engine: Engine = LOCAL
         self._working = False
+        self._run: Run | None = None  # the last run, for its lineage
         self._check_values()
 
     # ------------------------------------------------------------------ values
@@ -260,6 +264,7 @@ class DeltaOperationOperator(BaseOperator):
                     )
             except DeltaOpsError as exc:
                 self._fail(exc)
+            self._run = run
             if run.plan.nothing_to_do:
                 raise AirflowSkipException(
                     f"{self.display_name}: {operation.name}: nothing to do:"
@@ -334,6 +339,14 @@ class DeltaOperationOperator(BaseOperator):
         for outlet in self.outlets:
             if isinstance(outlet, Asset):
                 context["outlet_events"][outlet].extra.update(data)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The table as input and output dataset, with what the run did (Airflow's
+        OpenLineage listener asks: `delta_ops.airflow.lineage`)."""
+        # the OpenLineage provider is optional: only its listener, which it brings, calls this
+        from delta_ops.airflow.lineage import operator_lineage
+
+        return operator_lineage(self.operation, self.table, self._run)
 
     def on_kill(self) -> None:
         """Stop now: cancel the engine's Spark jobs, then end the task. Whatever the operation

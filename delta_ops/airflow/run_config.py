@@ -8,7 +8,7 @@ a description the form shows):
 | ``dry_run`` | a switch (default: the factory's ``dry_run``) | every step plans only: it logs and returns its plan and changes nothing. It can only turn a dry run on: a DAG built with ``dry_run=True`` stays one |
 | ``retention`` | text, empty for none | vacuum's ``retention`` for this run (``"7d"``, ``"168h"``), over the factory's options |
 | ``log_retention`` | text, empty for none | cleanup's ``retention`` for this run |
-| ``tables`` | a multi-select of the DAG's tables, empty for all | only these tables' steps run; the others' are skipped |
+| ``tables`` | a multi-select of the DAG's tables (up to :data:`LISTED_TABLES`; a list to type for more), empty for all | only these tables' steps run; the others' are skipped |
 
 The run's first task, ``check_params`` (:class:`CheckRunConfig`), reads them: a bad value fails
 it in one line naming the param and what is accepted (``params: retention: 'banana' is not a
@@ -36,6 +36,9 @@ from delta_ops.ops.registry import OPERATIONS
 
 #: the task that checks a run's params before any step runs
 CHECK_TASK_ID = "check_params"
+#: the form lists a fleet's tables to choose from up to this many; Airflow copies a DAG's
+#: params into every task it serializes, so a lake of 1,000 names would weigh on each
+LISTED_TABLES = 100
 #: param -> (operation, option) it overrides
 RETENTIONS = {"retention": ("vacuum", "retention"), "log_retention": ("cleanup", "retention")}
 
@@ -54,6 +57,11 @@ class RunConfig:
             "overrides": {op: dict(values) for op, values in self.overrides.items()},
             "tables": sorted(self.tables) if self.tables is not None else None,
         }
+
+
+def _listed(table_names: Sequence[str]) -> dict[str, Any]:
+    """The ``tables`` param's choices for the form (none past :data:`LISTED_TABLES`)."""
+    return {"examples": list(table_names)} if len(table_names) <= LISTED_TABLES else {}
 
 
 def dag_params(table_names: Sequence[str], *, dry_run: bool) -> dict[str, Param]:
@@ -81,7 +89,7 @@ def dag_params(table_names: Sequence[str], *, dry_run: bool) -> dict[str, Param]
             [],
             type="array",
             items={"type": "string"},
-            examples=list(table_names),
+            **_listed(table_names),
             title="Tables",
             description="Only these tables' steps run; empty: every table.",
         ),
@@ -164,6 +172,7 @@ def apply_run_config(
 
 __all__ = [
     "CHECK_TASK_ID",
+    "LISTED_TABLES",
     "CheckRunConfig",
     "RunConfig",
     "apply_run_config",
