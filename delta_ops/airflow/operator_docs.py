@@ -27,6 +27,8 @@ _COMMON = (
     ("progress_every_seconds", "how often a long step logs its progress"),
     ("history", "record the run in the operation history (`_delta_ops_history`)"),
     ("history_location", "where the history is, if not beside the table"),
+    ("deferrable", 'with `engine="spark"`: run as a Spark job of its own, the task deferred'),
+    ("job_folder", "where a deferred run's job writes its outcome and log"),
 )
 
 
