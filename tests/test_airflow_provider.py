@@ -117,7 +117,8 @@ def test_every_registered_operation_has_its_operator(home: Path) -> None:
         if operation.at_version:
             assert cls(task_id="at", table="/data/t", version="4")._version() == 4
         assert cls.__name__ in operators.__all__
-        assert f"| `{cls.__name__}` |" in GUIDE  # the guide's table of operators lists it
+        # the guide's table of operators lists it, linking its how-to page
+        assert f"| [`{cls.__name__}`](airflow/operators/{name}.md) |" in GUIDE
 
 
 @pytest.mark.parametrize(
