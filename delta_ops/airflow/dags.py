@@ -4,27 +4,33 @@ Airflow's counterpart of Dagster's `build_delta_maintenance_defs`:
 
 * `build_delta_maintenance_dag`: per table a task group, ``[rewrites] ->
   [enable_row_tracking] -> checkpoint -> cleanup -> vacuum``, each task one of
-  `delta_ops.airflow.operators`' operators, in a pool of the table's own (so two maintenance
-  tasks never work on one table at once, across DAGs too), retried with backoff for transient
-  errors only, skipped with the plan's reason when there is nothing to do, and reporting a
-  failure in one line (`delta_ops.airflow.alerts`). Each task's result is an event on its own
-  maintenance asset (``delta_maintenance/<name>/<table>/<action>``), which plots it over time;
-  a skipped step leaves none.
-* `build_delta_commit_dags`: per table a DAG scheduled on the table's asset, which an
-  ``AssetWatcher`` (`delta_ops.airflow.triggers.DeltaCommitEventTrigger`) updates whenever
-  ``delta.checkpointInterval`` commits piled up: it checkpoints the table.
+  `delta_ops.airflow.operators`' operators, retried with backoff for transient errors only,
+  skipped with the plan's reason when there is nothing to do, and reporting a failure in one
+  line (`delta_ops.airflow.alerts`). A table's steps run one after the other and the DAG one
+  run at a time, so they never overlap; how many tables work at once is set once, for the
+  fleet: the DAG's ``max_active_tasks`` and the slots of one ``pool``. Each task's result is
+  an event on its own maintenance asset (``delta_maintenance/<name>/<table>/<action>``),
+  which plots it over time; a skipped step leaves none. Its ``params`` make the "Trigger DAG
+  w/ config" form: a dry run, a vacuum or log retention, a subset of the tables, checked by
+  the run's first task (`delta_ops.airflow.run_config`).
+* `build_delta_commit_dag`: one DAG for the lake, scheduled on the lake's asset, which
+  one ``AssetWatcher`` (`delta_ops.airflow.triggers.DeltaLakeCommitEventTrigger`) updates
+  whenever tables reached ``delta.checkpointInterval`` commits since their checkpoint: it
+  checkpoints those tables, a mapped task instance each (`delta_ops.airflow.due_tables`), at
+  most ``max_active_tis_per_dag`` at once. One watcher polls the whole lake, so 1,000 tables
+  are one triggerer coroutine, not 1,000 (`benchmarks/bench_airflow_lake.py`).
 
 Like Dagster's schedules and sensors, the DAGs start **paused**: deploying a DAG file never
-starts deleting files by itself (``start_automation=True`` to start them running). The pools
-must exist before the scheduler runs their tasks (Airflow does not create pools):
-``airflow pools import`` the file `pools_file` writes, or ``airflow pools set`` each of
-`pool_specs`. A DAG file:
+starts deleting files by itself (``start_automation=True`` to start them running). A ``pool``
+must exist before the scheduler runs its tasks (Airflow does not create pools): ``airflow
+pools set NAME SLOTS DESCRIPTION`` once, or ``airflow pools import`` the file
+`pools_file` writes. A DAG file:
 
-    from delta_ops.airflow.dags import build_delta_commit_dags, build_delta_maintenance_dag
+    from delta_ops.airflow.dags import build_delta_commit_dag, build_delta_maintenance_dag
 
     maintenance = build_delta_maintenance_dag("/data/warehouse", name="lake",
                                               options={"vacuum": {"retention": "7d"}})
-    commits = build_delta_commit_dags("/data/warehouse", name="lake")
+    commits = build_delta_commit_dag("/data/warehouse", name="lake")
 """
 
 from __future__ import annotations
@@ -38,9 +44,16 @@ from typing import Any
 from airflow.sdk import DAG, Asset, AssetWatcher, BaseOperator, TaskGroup, TriggerRule
 
 from delta_ops.airflow.alerts import Notifier, failure_callback
+from delta_ops.airflow.due_tables import DueTables
 from delta_ops.airflow.operators import check_option_names, operator_for
+from delta_ops.airflow.run_config import (
+    CHECK_TASK_ID,
+    CheckRunConfig,
+    apply_run_config,
+    dag_params,
+)
 from delta_ops.airflow.tables import DeltaTable, as_tables
-from delta_ops.airflow.triggers import DEFAULT_POLL_SECONDS, DeltaCommitEventTrigger
+from delta_ops.airflow.triggers import DEFAULT_POLL_SECONDS, DeltaLakeCommitEventTrigger
 from delta_ops.errors import InvalidValue
 from delta_ops.ops.due import Action
 from delta_ops.ops.history import fleet_history
@@ -64,9 +77,8 @@ def _named(operation: str) -> str:
         return operation
 
 
-def pool_name(name: str, table: DeltaTable) -> str:
-    """One pool per table (``<name>__<table>``): its maintenance tasks never overlap."""
-    return f"{name}__{table.safe_name}"
+#: Airflow's own pool, which needs no creating
+DEFAULT_POOL = "default_pool"
 
 
 def task_id(operation: str) -> str:
@@ -111,11 +123,12 @@ def _step(
     options: Mapping[str, Mapping[str, Any]],
     dry_run: bool,
     spark_conn_id: str | None,
-    pools: bool,
+    pool: str | None,
     history: str | None,
+    **more: Any,
 ) -> BaseOperator:
     """One maintenance task of one table; `history` is where it records its runs (None:
-    nowhere)."""
+    nowhere); `more` are BaseOperator's arguments."""
     operator = operator_for(operation)
     return operator(
         task_id=task_id(operation),
@@ -125,7 +138,7 @@ def _step(
         storage_options={**(storage_options or {}), **table.storage_options} or None,
         dry_run=dry_run,
         spark_conn_id=spark_conn_id,
-        pool=pool_name(name, table) if pools else None,
+        pool=pool or DEFAULT_POOL,
         outlets=[maintenance_asset(name, table, operation)],
         inlets=[table_asset(table)],
         # a step runs when the steps before it succeeded or had nothing to do
@@ -133,6 +146,7 @@ def _step(
         history=history is not None,
         history_location=history,
         **dict(options.get(operation, {})),
+        **more,
     )
 
 
@@ -149,7 +163,8 @@ def build_delta_maintenance_dag(
     rewrites: Sequence[str] = (),
     dry_run: bool = False,
     spark_conn_id: str | None = None,
-    pools: bool = True,
+    pool: str | None = None,
+    max_active_tasks: int | None = None,
     retries: int = 3,
     retry_delay: dt.timedelta = dt.timedelta(seconds=30),
     notify: Notifier | None = None,
@@ -177,7 +192,11 @@ def build_delta_maintenance_dag(
         rewrites: operations to run before the chain (``"purge"``, ``"compact"``), in order.
         dry_run: plan only: every task logs and returns its plan and changes nothing.
         spark_conn_id: the Spark connection of the steps whose ``engine`` is ``spark``.
-        pools: put each table's steps in its own pool (create them: `pools_file`).
+        pool: the pool every step runs in (Airflow's ``default_pool`` when None): created
+            once (``airflow pools set NAME SLOTS DESCRIPTION``, or `pools_file`), its
+            slots bound how many steps run at once across the fleet's DAGs.
+        max_active_tasks: how many steps of one run work at once (Airflow's
+            ``[core] max_active_tasks_per_dag`` when None).
         retries: how often a step retries a retryable error (a concurrent commit, a store's
             hiccup), with exponential backoff from `retry_delay`; other errors never retry.
         retry_delay: the first retry's delay.
@@ -191,6 +210,7 @@ def build_delta_maintenance_dag(
             (or the folder holding the tables), a path or URL, or False for nowhere.
     """
     targets = as_tables(tables)
+    names = [t.name for t in targets]
     location = fleet_history(
         history, tables if isinstance(tables, str) else [t.url for t in targets]
     )
@@ -214,7 +234,11 @@ def build_delta_maintenance_dag(
         tags=list(tags),
         description=f"delta-ops maintenance of {len(targets)} Delta table(s)",
         doc_md=__doc__,
+        params=dag_params(names, dry_run=dry_run),
     ) as dag:
+        if max_active_tasks:  # else Airflow's [core] max_active_tasks_per_dag
+            dag.max_active_tasks = max_active_tasks
+        check = CheckRunConfig(task_id=CHECK_TASK_ID, table_names=names, dry_run=dry_run)
         for table in targets:
             with TaskGroup(group_id=table.safe_name, tooltip=f"maintenance of {table.url}"):
                 steps = [*rewrites]
@@ -232,16 +256,23 @@ def build_delta_maintenance_dag(
                         options=options,
                         dry_run=dry_run,
                         spark_conn_id=spark_conn_id,
-                        pools=pools,
+                        pool=pool,
                         history=location,
+                        pre_execute=apply_run_config(table.name, operation, names, dry_run=dry_run),
                     )
-                    if previous is not None:
-                        previous >> task
+                    (check if previous is None else previous) >> task
                     previous = task
     return dag
 
 
-def build_delta_commit_dags(
+def lake_asset(name: str) -> Asset:
+    """The asset a lake's commit watcher updates with the tables newly due."""
+    return Asset(
+        name=f"delta_commits/{name}", uri=f"x-delta-ops://{name}/commits", group="delta_commits"
+    )
+
+
+def build_delta_commit_dag(
     tables: Iterable[DeltaTable | str] | str,
     *,
     name: str = "delta",
@@ -251,7 +282,8 @@ def build_delta_commit_dags(
     min_commits: int | None = None,
     poll_interval: float = DEFAULT_POLL_SECONDS,
     spark_conn_id: str | None = None,
-    pools: bool = True,
+    pool: str | None = None,
+    max_active_tis_per_dag: int = 8,
     retries: int = 3,
     retry_delay: dt.timedelta = dt.timedelta(seconds=30),
     notify: Notifier | None = None,
@@ -259,83 +291,96 @@ def build_delta_commit_dags(
     start_automation: bool = False,
     tags: Sequence[str] = TAGS,
     history: bool | str = True,
-) -> list[DAG]:
-    """One DAG per table, ``<name>_<table>_checkpoint_on_commits``: scheduled on the table's
-    asset, which a `DeltaCommitEventTrigger` watcher updates once the commits since the last
-    checkpoint reach `min_commits` (default: the table's ``delta.checkpointInterval``); it
-    checkpoints the table (with `options`, the checkpoint's). The other arguments are
+) -> DAG:
+    """One DAG for the lake, ``<name>_checkpoint_on_commits``: scheduled on the lake's asset
+    (`lake_asset`), which one `DeltaLakeCommitEventTrigger` watcher updates whenever
+    tables became due (the commits since their checkpoint reached `min_commits`, default each
+    table's ``delta.checkpointInterval``); it checkpoints each due table (with `options`, the
+    checkpoint's), a mapped task instance per table, at most `max_active_tis_per_dag` at once.
+    One watcher and one DAG whatever the number of tables. The other arguments are
     `build_delta_maintenance_dag`'s."""
-    check_option_names(OPERATIONS[Action.CHECKPOINT], options or {})
+    check_option_names(OPERATIONS["checkpoint"], options or {})
     targets = as_tables(tables)
     location = fleet_history(
         history, tables if isinstance(tables, str) else [t.url for t in targets]
     )
-    dags = []
-    for table in targets:
-        conn_id = table.delta_ops_conn_id or delta_ops_conn_id
-        merged = {**(storage_options or {}), **table.storage_options} or None
-        watcher = AssetWatcher(
-            name=f"{name}_{table.safe_name}_commits",
-            trigger=DeltaCommitEventTrigger(
-                table.url,
-                delta_ops_conn_id=conn_id,
-                storage_options=merged,
-                min_commits=min_commits,
-                poll_interval=poll_interval,
-            ),
-        )
-        with DAG(
-            f"{name}_{table.safe_name}_checkpoint_on_commits",
-            schedule=[table_asset(table, [watcher])],
-            start_date=DEFAULT_START,
-            catchup=False,
-            max_active_runs=1,
-            is_paused_upon_creation=not start_automation,
-            default_args=_default_args(retries, retry_delay, notify, base_url),
-            tags=list(tags),
-            description=f"delta-ops: checkpoint {table.name} when commits piled up",
-        ) as dag:
-            _step(
-                Action.CHECKPOINT.value,
-                table,
-                name=name,
-                delta_ops_conn_id=delta_ops_conn_id,
-                storage_options=storage_options,
-                options={Action.CHECKPOINT.value: dict(options or {})},
-                dry_run=False,
-                spark_conn_id=spark_conn_id,
-                pools=pools,
-                history=location,
-            )
-        dags.append(dag)
-    return dags
+    arguments = {
+        table.name: {
+            "table": table.url,
+            "table_name": table.name,
+            "delta_ops_conn_id": table.delta_ops_conn_id or delta_ops_conn_id,
+            "storage_options": {**(storage_options or {}), **table.storage_options} or None,
+        }
+        for table in targets
+    }
+    watcher = AssetWatcher(
+        name=f"{name}_commits",
+        trigger=DeltaLakeCommitEventTrigger(
+            [
+                {
+                    "name": table_name,
+                    "url": given["table"],
+                    "delta_ops_conn_id": given["delta_ops_conn_id"],
+                    "storage_options": given["storage_options"],
+                }
+                for table_name, given in arguments.items()
+            ],
+            min_commits=min_commits,
+            poll_interval=poll_interval,
+        ),
+    )
+    lake = lake_asset(name)
+    lake.watchers = [watcher]
+    with DAG(
+        f"{name}_checkpoint_on_commits",
+        schedule=[lake],
+        start_date=DEFAULT_START,
+        catchup=False,
+        max_active_runs=1,
+        is_paused_upon_creation=not start_automation,
+        default_args=_default_args(retries, retry_delay, notify, base_url),
+        tags=list(tags),
+        description=f"delta-ops: checkpoint the tables of {name} when commits piled up",
+    ) as dag:
+        due = DueTables(task_id="due_tables", lake=lake, tables=arguments, min_commits=min_commits)
+        operator_for("checkpoint").partial(
+            task_id="checkpoint",
+            spark_conn_id=spark_conn_id,
+            pool=pool or DEFAULT_POOL,
+            max_active_tis_per_dag=max_active_tis_per_dag,
+            history=location is not None,
+            history_location=location,
+            **dict(options or {}),
+        ).expand_kwargs(due.output)
+    return dag
 
 
-def pool_specs(*dags: DAG) -> dict[str, dict[str, Any]]:
-    """The pools the DAGs' tasks use (one slot each), as ``airflow pools import`` reads them."""
+def pool_specs(*dags: DAG, slots: int = 4) -> dict[str, dict[str, Any]]:
+    """The pools the DAGs' tasks use besides Airflow's own (`slots` each), as ``airflow pools
+    import`` reads them."""
     specs: dict[str, dict[str, Any]] = {}
     for dag in dags:
         for task in dag.tasks:
-            if task.pool and task.pool != "default_pool" and task.pool not in specs:
-                description = f"delta-ops: one maintenance step at a time ({task.pool})"
-                specs[task.pool] = {"slots": 1, "description": description}
+            if task.pool and task.pool != DEFAULT_POOL and task.pool not in specs:
+                description = f"delta-ops: maintenance steps running at once ({task.pool})"
+                specs[task.pool] = {"slots": slots, "description": description}
     return specs
 
 
-def pools_file(path: str | Path, *dags: DAG) -> Path:
+def pools_file(path: str | Path, *dags: DAG, slots: int = 4) -> Path:
     """Write `pool_specs` to `path` for ``airflow pools import PATH``."""
     target = Path(path)
-    target.write_text(json.dumps(pool_specs(*dags), indent=2, sort_keys=True) + "\n")
+    target.write_text(json.dumps(pool_specs(*dags, slots=slots), indent=2, sort_keys=True) + "\n")
     return target
 
 
 __all__ = [
     "CHAIN",
     "REWRITES",
-    "build_delta_commit_dags",
+    "build_delta_commit_dag",
     "build_delta_maintenance_dag",
+    "lake_asset",
     "maintenance_asset",
-    "pool_name",
     "pool_specs",
     "pools_file",
     "table_asset",

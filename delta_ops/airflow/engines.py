@@ -60,16 +60,22 @@ def build_engine(name: str, spark_conn_id: str | None = None) -> Engine:
     """The engine the ``engine`` option names (`delta_ops.ops.engines`), as the CLI builds it."""
     if name != "spark":
         return LOCAL
+    settings = spark_settings(BaseHook.get_connection(spark_conn_id)) if spark_conn_id else None
+    return spark_engine(settings)
+
+
+def spark_engine(settings: tuple[str, dict[str, str]] | None) -> Engine:
+    """The Spark engine, its session started on `settings` (a master and options, from
+    `spark_settings`) when given, else on the process's running or a local one."""
     # the spark extra (PySpark) is optional: imported only when asked for
     from delta_ops.spark.engine import SparkEngine
 
-    if spark_conn_id is not None:
-        master, conf = spark_settings(BaseHook.get_connection(spark_conn_id))
+    if settings is not None:
         # the same optional extra: the connection's session is started before the engine
         # asks for the running one
         from delta_ops.spark.session import get_spark
 
-        get_spark(master, APP_NAME, conf)
+        get_spark(settings[0], APP_NAME, settings[1])
     return SparkEngine()
 
 
@@ -86,4 +92,4 @@ def cancel_spark_jobs(engine: Engine) -> None:
         session.sparkContext.cancelAllJobs()
 
 
-__all__ = ["APP_NAME", "build_engine", "cancel_spark_jobs", "spark_settings"]
+__all__ = ["APP_NAME", "build_engine", "cancel_spark_jobs", "spark_engine", "spark_settings"]

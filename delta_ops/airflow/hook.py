@@ -6,21 +6,29 @@ table opens with (`delta_ops.storage.Storage.open`), by the connection's type:
 | connection type | from | storage options |
 |---|---|---|
 | ``delta_ops`` (this provider's) | extra, a JSON object | the extra as it is (``{"endpoint_url": ..., "key": ...}``) |
-| ``aws`` | login / password (or extra ``aws_access_key_id`` / ``aws_secret_access_key``), extra ``aws_session_token``, ``region_name``, ``endpoint_url`` (or ``service_config.s3.endpoint_url``), ``profile_name`` | s3fs: ``key``, ``secret``, ``token``, ``client_kwargs.region_name``, ``endpoint_url``, ``profile`` |
+| ``aws`` | login / password (or extra ``aws_access_key_id`` / ``aws_secret_access_key``), extra ``aws_session_token``, ``region_name``, ``endpoint_url`` (or ``service_config.s3.endpoint_url``), ``profile_name``; ``role_arn`` (with ``assume_role_kwargs``): the role is assumed (`delta_ops.airflow.assumed_role`) | s3fs: ``key``, ``secret``, ``token`` (an assumed role's session keys), ``client_kwargs.region_name``, ``endpoint_url``, ``profile`` |
 | ``wasb`` | extra ``connection_string``; or login (account) and password / extra ``shared_access_key`` / ``account_key`` (key) or extra ``sas_token``; or extra ``tenant_id`` with login / password as client id / secret and host the account URL | adlfs: ``connection_string``, ``account_name``, ``account_key``, ``sas_token``, ``tenant_id``, ``client_id``, ``client_secret`` |
 | ``adls`` | extra ``connection_string``; or host (account name) with password (key), or extra ``tenant_id`` with login / password as client id / secret | adlfs, as above |
 | ``google_cloud_platform`` | extra ``key_path`` or ``keyfile_dict``, ``project`` | gcsfs: ``token`` (a key file, the key's fields, or ``google_default``), ``project`` |
 
 A connection without credentials gives options without them, so the store's client looks for
-them itself (environment, profile, managed identity), as the CLI does. What delta-ops cannot
-honour is refused rather than ignored: an AWS connection that assumes a role (``role_arn``: use
-a connection with the role's session credentials, or the environment), any other connection
-type. Options given to an operator beside a connection win over the connection's.
+them itself (environment, profile, managed identity), as the CLI does. An AWS connection with
+a ``role_arn`` assumes the role through STS, as the Amazon provider does. What delta-ops
+cannot honour is refused rather than ignored: another ``assume_role_method`` than
+``assume_role``, any other connection type. Options given to an operator beside a connection
+win over the connection's.
+
+The UI's **Test** button (`DeltaOpsHook.test_connection`) opens the location in the
+connection's *Table to test* field (the host) with its options and reads the table's
+``_delta_log``: it says the version and protocol, or in one line why the table cannot be read
+(a refused key, a missing bucket, no ``_delta_log``).
 
 For example:
 
     DeltaOpsHook("lake_s3").storage_options()
     # {'key': 'AKIA...', 'secret': '...', 'client_kwargs': {'region_name': 'eu-west-1'}}
+    DeltaOpsHook("lake_s3").test_connection("s3://lake/events")
+    # (True, 's3://lake/events: a Delta table at version 41 (protocol 1/2): its _delta_log ...')
 """
 
 from __future__ import annotations
@@ -32,8 +40,11 @@ from urllib.parse import urlsplit
 
 from airflow.sdk import BaseHook, Connection
 
+from delta_ops.airflow.assumed_role import assume_role
 from delta_ops.airflow.provider import INTEGRATION
-from delta_ops.errors import InvalidValue
+from delta_ops.errors import DeltaOpsError, InvalidValue
+from delta_ops.storage import Storage
+from delta_ops.table.snapshot import load_head
 
 Options = dict[str, Any]
 
@@ -46,12 +57,6 @@ def _field(extra: Mapping[str, Any], conn_type: str, name: str) -> Any:
 
 
 def _aws(conn: Connection, extra: Mapping[str, Any]) -> Options:
-    if _field(extra, "aws", "role_arn"):
-        raise InvalidValue(
-            f"connection {conn.conn_id!r}: role_arn: delta-ops does not assume AWS roles; give"
-            " the connection the role's session credentials (login, password and extra"
-            " aws_session_token), or leave the credentials to the environment"
-        )
     out: Options = {}
     key = conn.login or _field(extra, "aws", "aws_access_key_id")
     secret = conn.password or _field(extra, "aws", "aws_secret_access_key")
@@ -68,6 +73,13 @@ def _aws(conn: Connection, extra: Mapping[str, Any]) -> Options:
         out["client_kwargs"] = {"region_name": region}
     if profile := _field(extra, "aws", "profile_name"):
         out["profile"] = profile
+    if role_arn := _field(extra, "aws", "role_arn"):
+        # the connection's keys (or the environment's) assume the role; its session's keys
+        # open the table
+        assumed = assume_role(conn.conn_id, role_arn, extra, out)
+        for own in ("key", "secret", "token", "profile"):
+            out.pop(own, None)
+        out.update(assumed)
     return out
 
 
@@ -191,13 +203,39 @@ class DeltaOpsHook(BaseHook):
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         """The connection form: only the extra, which holds the storage options."""
         return {
-            "hidden_fields": ["host", "schema", "port", "login", "password"],
-            "relabeling": {"extra": "Storage options (JSON)"},
+            "hidden_fields": ["schema", "port", "login", "password"],
+            "relabeling": {"extra": "Storage options (JSON)", "host": "Table to test"},
             "placeholders": {
                 "extra": '{"endpoint_url": "https://minio.internal:9000", "key": "...",'
-                ' "secret": "..."}'
+                ' "secret": "..."}',
+                "host": "s3://lake/events (read by the Test button only)",
             },
         }
+
+    def test_connection(self, location: str | None = None) -> tuple[bool, str]:
+        """What the UI's Test button shows: whether the table at `location` (default: the
+        connection's host, *Table to test*) opens with the connection's options and its
+        ``_delta_log`` reads, and its version; never raises."""
+        try:
+            conn = self.get_connection(self.delta_ops_conn_id)
+            target = location or conn.host
+            if not target:
+                return False, (
+                    "nothing to test: put a table's location (s3://bucket/table) in the"
+                    " connection's 'Table to test' field"
+                )
+            storage = Storage.open(target, storage_options_from(conn) or None)
+            head = load_head(storage)
+        except DeltaOpsError as exc:
+            return False, str(exc)
+        except Exception as exc:  # noqa: BLE001 - a store's own error (refused keys): said, not raised
+            return False, f"{type(exc).__name__}: {exc}"
+        protocol = head.protocol
+        return True, (
+            f"{target}: a Delta table at version {head.version} (protocol"
+            f" {protocol.min_reader_version}/{protocol.min_writer_version}): its _delta_log"
+            " reads with these options"
+        )
 
     def get_conn(self) -> Options:
         """The storage options (what a hook's connection is, for this one)."""

@@ -17,7 +17,10 @@ operators, one class per operation, named after it: ``DeltaCheckpointOperator``,
   and the operation's options (not Airflow's ``TypeError`` listing the kwargs). The CLI's own
   conveniences (``--now``) are not offered, as in Dagster;
 * ``engine="spark"`` with ``spark_conn_id`` (`delta_ops.airflow.engines`), ``version`` for the
-  operations that act on a chosen version (checkpoint: the CLI's ``--version``), ``dry_run``.
+  operations that act on a chosen version (checkpoint: the CLI's ``--version``), ``dry_run``;
+* ``deferrable=True`` (with ``engine="spark"``): the run is a Spark job of its own and the task
+  defers while it works, holding no worker slot (`delta_ops.airflow.spark_jobs`, which says
+  its limits; ``job_folder`` where the job's outcome and log go).
 
 What a run does:
 
@@ -35,6 +38,9 @@ What a run does:
   the table's protocol refuses: ``AirflowFailException`` naming the table and operation), and
   lets a retryable one (a concurrent commit, a store's hiccup) through to the task's
   ``retries``;
+* reports its table to OpenLineage as input and output dataset, with the operation, the
+  versions before and after, files and bytes (`delta_ops.airflow.lineage`), when the
+  OpenLineage provider is installed;
 * when the task is killed (``on_kill``: marked failed, cleared, timed out), cancels its Spark
   jobs and stops at once with ``AirflowTaskTerminated``. Every operation writes in an order
   where stopping at any point leaves a table every reader reads, and running it again
@@ -58,23 +64,30 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, NoReturn, cast
 
-from airflow.sdk import Asset, BaseOperator, Context
+from airflow.sdk import Asset, BaseHook, BaseOperator, Context
 from airflow.sdk.exceptions import (
     AirflowFailException,
     AirflowSkipException,
     AirflowTaskTerminated,
 )
 
-from delta_ops.airflow.engines import build_engine, cancel_spark_jobs
+from delta_ops.airflow.engines import build_engine, cancel_spark_jobs, spark_settings
 from delta_ops.airflow.hook import table_storage_options
+from delta_ops.airflow.spark_jobs import (
+    DEFAULT_JOB_FOLDER,
+    DeltaJobTrigger,
+    JobSpec,
+    job_path,
+    run_data,
+    submit,
+)
 from delta_ops.errors import DeltaOpsError, InvalidValue
 from delta_ops.ops.engines import ENGINE_NAMES, LOCAL, Engine
 from delta_ops.ops.history import OperationHistory
 from delta_ops.ops.operation import AnyOperation, Naming, Option, listed
 from delta_ops.ops.progress import LogLines, reporting
 from delta_ops.ops.registry import OPERATIONS
-from delta_ops.ops.results import to_data
-from delta_ops.ops.runs import record_refusal, run_operation
+from delta_ops.ops.runs import Run, record_refusal, run_operation
 from delta_ops.storage.warehouse import history_location
 
 #: a value holding Jinja is parsed once Airflow has rendered it, when the task runs
@@ -150,6 +163,7 @@ class DeltaOperationOperator(BaseOperator):
     #: the registry's operation the subclass runs
     operation: ClassVar[AnyOperation]
     ui_color = "#cde8f5"
+    template_fields_renderers: ClassVar[dict[str, str]] = {"storage_options": "json"}
 
     def __init__(
         self,
@@ -165,6 +179,8 @@ class DeltaOperationOperator(BaseOperator):
         progress_every_seconds: float = 10.0,
         history: bool = True,
         history_location: str | None = None,
+        deferrable: bool = False,
+        job_folder: str | None = None,
         **kwargs: Any,
     ) -> None:
         operation = self.operation
@@ -199,8 +215,18 @@ class DeltaOperationOperator(BaseOperator):
             )
         for option in options:
             setattr(self, option.name, given.get(option.name))
+        # engine="spark" only: the job runs elsewhere while the task defers (spark_jobs)
+        self.deferrable = deferrable
+        self.job_folder = job_folder
+        spark = given.get("engine", engine)
+        if deferrable and not _templated(spark) and spark != "spark":
+            raise InvalidValue(
+                f"{operation.name}: deferrable: the work runs in the task with engine"
+                f" {spark!r}; deferrable=True needs engine='spark'"
+            )
         self._engine: Engine = LOCAL
         self._working = False
+        self._run: Run[Any, Any] | None = None  # the last run, for its lineage
         self._check_values()
 
     # ------------------------------------------------------------------ values
@@ -236,6 +262,8 @@ class DeltaOperationOperator(BaseOperator):
     # ------------------------------------------------------------------ running
     def execute(self, context: Context) -> dict[str, Any]:
         operation = self.operation
+        if self.deferrable:
+            self._defer(context)
         self._working = True
         try:
             values, version, options, history = self._prepare()
@@ -259,20 +287,82 @@ class DeltaOperationOperator(BaseOperator):
                     )
             except DeltaOpsError as exc:
                 self._fail(exc)
+            self._run = run
             if run.plan.nothing_to_do:
                 raise AirflowSkipException(
                     f"{self.display_name}: {operation.name}: nothing to do:"
                     f" {operation.idle_reason(run.plan)}"
                 )
-            if self.plan_only:
-                data = {**to_data(run.plan), "dry_run": True, "warnings": list(run.warnings)}
-            else:
+            if not self.plan_only:
                 said = listed(operation.describe_result(run.result), self.max_listed)
                 self.log.info("%s: %s", self.display_name, said)
-                data = {**to_data(run.result), "dry_run": False}
+            data = run_data(run, self.plan_only)
         finally:
             self._working = False
         data = bounded(data, self.max_listed)
+        self._record(context, data)
+        return data
+
+    def _defer(self, context: Context) -> NoReturn:
+        """Start the run as a Spark job of its own and wait for it in the triggerer
+        (`delta_ops.airflow.spark_jobs`); `execute_complete` resumes with its outcome."""
+        try:
+            options = table_storage_options(self.delta_ops_conn_id, self.storage_options)
+            self.operation.parse(self._raw_options(), Naming.ARGUMENT)  # refused here, at once
+            ti = context["ti"]
+            job = submit(
+                JobSpec(
+                    operation=self.operation.name,
+                    table=self.table,
+                    options=self._raw_options(),
+                    version=self._version(),
+                    dry_run=self.plan_only,
+                    storage_options=dict(options) if options else None,
+                    history_location=(
+                        (self.history_location or history_location([self.table]))
+                        if self.history
+                        else None
+                    ),
+                    table_name=self.display_name,
+                    spark=spark_settings(BaseHook.get_connection(self.spark_conn_id))
+                    if self.spark_conn_id
+                    else None,
+                    outcome_path=str(
+                        job_path(
+                            self.job_folder or DEFAULT_JOB_FOLDER,
+                            ti.dag_id,
+                            ti.task_id,
+                            ti.run_id,
+                            ti.try_number,
+                        )
+                    ),
+                )
+            )
+        except DeltaOpsError as exc:
+            self._fail(exc)
+        self.log.info(
+            "%s: %s runs as job %d (log: %s)",
+            self.display_name,
+            self.operation.name,
+            job.pid,
+            job.log_path,
+        )
+        self.defer(
+            trigger=DeltaJobTrigger(job.outcome_path, job.pid),
+            method_name="execute_complete",
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """Where a deferred run resumes: the job's outcome, as `execute` ends."""
+        if event["status"] == "error":
+            error = DeltaOpsError(event["error"])
+            error.retryable = bool(event.get("retryable"))
+            self._fail(error)
+        if event.get("nothing_to_do"):
+            raise AirflowSkipException(
+                f"{self.display_name}: {self.operation.name}: nothing to do: {event['idle_reason']}"
+            )
+        data = bounded(event["data"], self.max_listed)
         self._record(context, data)
         return data
 
@@ -333,6 +423,14 @@ class DeltaOperationOperator(BaseOperator):
         for outlet in self.outlets:
             if isinstance(outlet, Asset):
                 context["outlet_events"][outlet].extra.update(data)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The table as input and output dataset, with what the run did (Airflow's
+        OpenLineage listener asks: `delta_ops.airflow.lineage`)."""
+        # the OpenLineage provider is optional: only its listener, which it brings, calls this
+        from delta_ops.airflow.lineage import operator_lineage
+
+        return operator_lineage(self.operation, self.table, self._run)
 
     def on_kill(self) -> None:
         """Stop now: cancel the engine's Spark jobs, then end the task. Whatever the operation

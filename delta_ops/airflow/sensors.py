@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
@@ -48,6 +48,7 @@ class DeltaCommitSensor(BaseSensorOperator):
     """
 
     template_fields = ("table", "storage_options")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"storage_options": "json"}
     ui_color = "#cde8f5"
 
     def __init__(
@@ -99,8 +100,7 @@ class DeltaCommitSensor(BaseSensorOperator):
                 storage_options=self.storage_options,
                 min_commits=self.min_commits,
                 poll_interval=self.poke_interval,
-                known_version=self._watch.version,
-                known_interval=self._watch.interval,
+                **self._watch.cursor(),
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),

@@ -1,10 +1,12 @@
 """Triggers that watch a table's commits, reading only the new ones: a deferred task's, and an
 ``AssetWatcher``'s.
 
-Both keep a cursor (the newest version seen and the checkpoint interval, as Dagster's commit
-sensor keeps one per table) and probe from it (`delta_ops.ops.probe.probe_commits`): each look
-checks for ``N+1.json``, ``N+2.json``, ... after the cursor, so it costs a few existence checks
-however long the log is. A table is *due* once the commits since its last checkpoint reach
+Both keep a cursor (the newest version seen, the checkpoint interval and the protocol, as
+Dagster's commit sensor keeps one per table) and probe from it
+(`delta_ops.ops.probe.probe_commits`): each look checks for ``N+1.json``, ``N+2.json``, ...
+after the cursor and reads only those commits (for a changed interval or protocol), so it
+costs a few existence checks however long the log is, also once the table is due: the
+protocol that decides whether a checkpoint is allowed is the cursor's, never a replay. A table is *due* once the commits since its last checkpoint reach
 ``min_commits`` (default: its ``delta.checkpointInterval``) and its protocol lets delta-ops
 checkpoint it.
 
@@ -13,12 +15,16 @@ checkpoint it.
   or the table cannot be read), and ends.
 * `DeltaCommitEventTrigger` (a ``BaseEventTrigger``): runs for as long as the watcher
   lives and fires once per due version, so a DAG scheduled on the table's asset checkpoints
-  after commits:
+  after commits (one table; for a lake, the next):
 
     table = Asset("lake/events", uri="s3://lake/events", watchers=[AssetWatcher(
         name="events_commits",
         trigger=DeltaCommitEventTrigger("s3://lake/events", delta_ops_conn_id="lake_s3"),
     )])
+
+* `DeltaLakeCommitEventTrigger` (a ``BaseEventTrigger``): one watcher for a whole lake
+  (`delta_ops.airflow.dags.build_delta_commit_dag`): each look probes every table from its
+  cursor and fires one event listing the tables newly due.
 
 A look is logged at INFO when the table's status changes (the first look, waiting to due) and
 at DEBUG otherwise, so a triggerer watching many tables logs what happens, not every poll.
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +48,7 @@ from delta_ops.errors import DeltaOpsError
 from delta_ops.ops.due import checkpoint_due
 from delta_ops.ops.probe import probe_commits
 from delta_ops.ops.registry import OPERATIONS
+from delta_ops.protocol.features import Protocol
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_head
 
@@ -49,21 +57,33 @@ DEFAULT_POLL_SECONDS = 30.0
 
 @dataclass
 class CommitWatch:
-    """One table's cursor between looks (blocking I/O: call `look` in a thread)."""
+    """One table's cursor between looks (blocking I/O: call `look` in a thread): the
+    newest version seen, the checkpoint interval and the protocol at it. The first look reads
+    the table's head once (or the cursor's version, when handed a cursor without a protocol);
+    every later look reads only the commits after the cursor, taking a changed interval or
+    protocol from them, so a table that becomes due is judged without replaying its log."""
 
     storage: Storage
     min_commits: int | None = None
     version: int | None = None
     interval: int | None = None
+    protocol: Protocol | None = None
 
     def look(self) -> dict[str, Any]:
         """The table's commits since its checkpoint, read from the cursor on; ``status`` is
         ``due``, ``refused`` (due, but its protocol refuses a checkpoint: ``reason`` says why)
         or ``waiting``."""
+        if self.protocol is None:  # first sight: the head (protocol, interval) once
+            head = load_head(self.storage, self.version)
+            self.version, self.protocol = head.version, head.protocol
+            if self.interval is None:
+                self.interval = head.properties.checkpoint_interval
         probe = probe_commits(
             self.storage, known_version=self.version, known_interval=self.interval
         )
         self.version, self.interval = probe.latest_version, probe.checkpoint_interval
+        if probe.protocol is not None:
+            self.protocol = Protocol.from_action(probe.protocol)
         threshold = self.min_commits or probe.checkpoint_interval
         data: dict[str, Any] = {
             "status": "waiting",
@@ -74,12 +94,19 @@ class CommitWatch:
             "files_checked": probe.files_checked,
         }
         if checkpoint_due(probe.commits_since_checkpoint, threshold):
-            head = load_head(self.storage, probe.latest_version)
-            refused = head.protocol.refusal(OPERATIONS["checkpoint"].needs)
+            refused = self.protocol.refusal(OPERATIONS["checkpoint"].needs)
             data["status"] = "refused" if refused else "due"
             if refused:
                 data["reason"] = refused
         return data
+
+    def cursor(self) -> dict[str, Any]:
+        """The cursor as a trigger's arguments (``known_*``): a deferring sensor hands it on."""
+        return {
+            "known_version": self.version,
+            "known_interval": self.interval,
+            "known_protocol": self.protocol.to_action() if self.protocol else None,
+        }
 
 
 def _event(payload: dict[str, Any]) -> TriggerEvent:
@@ -154,6 +181,7 @@ class DeltaCommitTrigger(_CommitTriggerBase, BaseTrigger):
         poll_interval: seconds between looks.
         known_version: the cursor a previous look left (the deferring sensor's).
         known_interval: the checkpoint interval it read with it.
+        known_protocol: the protocol action at it (None: read once, at the cursor).
     """
 
     def __init__(
@@ -166,11 +194,13 @@ class DeltaCommitTrigger(_CommitTriggerBase, BaseTrigger):
         poll_interval: float = DEFAULT_POLL_SECONDS,
         known_version: int | None = None,
         known_interval: int | None = None,
+        known_protocol: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # Airflow's base is untyped
         self._set_arguments(table, delta_ops_conn_id, storage_options, min_commits, poll_interval)
         self.known_version = known_version
         self.known_interval = known_interval
+        self.known_protocol = dict(known_protocol) if known_protocol else None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -179,6 +209,7 @@ class DeltaCommitTrigger(_CommitTriggerBase, BaseTrigger):
                 **self._arguments(),
                 "known_version": self.known_version,
                 "known_interval": self.known_interval,
+                "known_protocol": self.known_protocol,
             },
         )
 
@@ -186,6 +217,8 @@ class DeltaCommitTrigger(_CommitTriggerBase, BaseTrigger):
         try:
             watch = await self._watch()
             watch.version, watch.interval = self.known_version, self.known_interval
+            if self.known_protocol is not None:
+                watch.protocol = Protocol.from_action(self.known_protocol)
             while True:
                 data = await asyncio.to_thread(watch.look)
                 self._log_look(data)
@@ -253,4 +286,117 @@ class DeltaCommitEventTrigger(_CommitTriggerBase, BaseEventTrigger):
             await asyncio.sleep(self.poll_interval)
 
 
-__all__ = ["CommitWatch", "DeltaCommitEventTrigger", "DeltaCommitTrigger", "describe"]
+class DeltaLakeCommitEventTrigger(BaseEventTrigger):
+    """One watcher for a whole lake: each look probes every table from its own cursor (a few
+    existence checks per table, as Dagster's commit sensor does) and fires one event listing
+    the tables that became due since the last, so 1,000 tables cost one triggerer coroutine,
+    not 1,000. The event's ``extra`` holds, under ``payload``, ``due``: a look's data
+    (``table`` its name, ``url``, ``version``, ...) per due table, and ``looked``: how many
+    tables were looked at. A table whose checkpoint is refused, or that cannot be read, is
+    logged once per version or problem and fires nothing.
+
+    Args:
+        tables: each table as ``{"name", "url", "delta_ops_conn_id", "storage_options"}``
+            (the last two may be None), as `delta_ops.airflow.dags` writes them.
+        min_commits: commits since the checkpoint that make a table due (default: each
+            table's ``delta.checkpointInterval``).
+        poll_interval: seconds between looks.
+        threads: tables looked at at once (object stores answer in parallel).
+    """
+
+    def __init__(
+        self,
+        tables: list[dict[str, Any]],
+        *,
+        min_commits: int | None = None,
+        poll_interval: float = DEFAULT_POLL_SECONDS,
+        threads: int = 8,
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's base is untyped
+        self.tables = [dict(t) for t in tables]
+        self.min_commits = min_commits
+        self.poll_interval = poll_interval
+        self.threads = threads
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{__name__}.DeltaLakeCommitEventTrigger",
+            {
+                "tables": self.tables,
+                "min_commits": self.min_commits,
+                "poll_interval": self.poll_interval,
+                "threads": self.threads,
+            },
+        )
+
+    async def _watches(self) -> dict[str, CommitWatch | DeltaOpsError]:
+        """Each table's watch (or why it cannot be opened), connections read once each."""
+        by_connection: dict[str | None, Mapping[str, Any] | None] = {}
+        out: dict[str, CommitWatch | DeltaOpsError] = {}
+        for table in self.tables:
+            conn_id = table.get("delta_ops_conn_id")
+            try:
+                if conn_id not in by_connection:
+                    by_connection[conn_id] = await atable_storage_options(conn_id, None)
+                options = {**(by_connection[conn_id] or {}), **(table.get("storage_options") or {})}
+                storage = await asyncio.to_thread(Storage.open, table["url"], options or None)
+                out[table["name"]] = CommitWatch(storage, self.min_commits)
+            except DeltaOpsError as exc:
+                out[table["name"]] = exc
+        return out
+
+    def _look_all(self, watches: Mapping[str, CommitWatch]) -> dict[str, Any]:
+        """Every table's look (blocking: in a thread), by name: its data or its error."""
+
+        def look(watch: CommitWatch) -> dict[str, Any] | DeltaOpsError:
+            try:
+                return watch.look()
+            except DeltaOpsError as exc:
+                return exc
+
+        with ThreadPoolExecutor(max(1, self.threads)) as pool:
+            return dict(zip(watches, pool.map(look, watches.values()), strict=True))
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        urls = {t["name"]: t["url"] for t in self.tables}
+        watches: dict[str, CommitWatch] = {}
+        fired: dict[str, int] = {}
+        said: dict[str, str] = {}
+        while True:
+            if len(watches) < len(self.tables):  # first look, or tables that could not open
+                for name, opened in (await self._watches()).items():
+                    if isinstance(opened, CommitWatch):
+                        watches.setdefault(name, opened)
+                    elif said.get(name) != str(opened):
+                        said[name] = str(opened)
+                        self.log.warning("%s: cannot look at the commits: %s", name, opened)
+            looks = await asyncio.to_thread(self._look_all, watches)
+            due = []
+            for name, data in looks.items():
+                if isinstance(data, DeltaOpsError):
+                    if said.get(name) != str(data):  # once per different problem
+                        said[name] = str(data)
+                        self.log.warning("%s: cannot look at the commits: %s", name, data)
+                    continue
+                said.pop(name, None)
+                if data["status"] == "waiting" or fired.get(name) == data["version"]:
+                    continue
+                fired[name] = data["version"]
+                if data["status"] == "refused":
+                    self.log.warning("%s: not checkpointed: %s", name, data["reason"])
+                else:
+                    self.log.info("%s", describe(name, data))
+                    due.append({**data, "table": name, "url": urls[name]})
+            self.log.debug("looked at %d table(s): %d due", len(looks), len(due))
+            if due:
+                yield _event({"due": due, "looked": len(looks)})
+            await asyncio.sleep(self.poll_interval)
+
+
+__all__ = [
+    "CommitWatch",
+    "DeltaCommitEventTrigger",
+    "DeltaCommitTrigger",
+    "DeltaLakeCommitEventTrigger",
+    "describe",
+]

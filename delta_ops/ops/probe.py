@@ -4,7 +4,9 @@ A commit sensor must not replay a table's log on every tick. `probe_commits` rea
 `_last_checkpoint` and then checks for `N+1.json`, `N+2.json`, ... starting from the newest
 version already known (the sensor's cursor, or the checkpoint), so its cost grows with the
 number of *new* commits, not with the size of the log. The checkpoint interval is read from
-the metaData of new commits when one changes it, and otherwise remembered by the caller.
+the metaData of new commits when one changes it, and otherwise remembered by the caller; a
+``protocol`` action among the new commits is returned too (``protocol``), so a caller that
+remembers the table's protocol (`delta_ops.airflow.triggers`) never replays the log for it.
 
 What a table needs beyond new commits (cleanup, vacuum, compaction) is judged by
 `delta_ops.ops.health`, from a loaded snapshot.
@@ -17,7 +19,9 @@ For example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from delta_ops.errors import NotADeltaTable
 from delta_ops.log.file_names import commit_file_name
@@ -36,6 +40,8 @@ class CommitProbe:
     last_checkpoint_version: int | None
     checkpoint_interval: int
     files_checked: int  # existence checks made: the probe's cost
+    #: the newest ``protocol`` action among the commits read (None: they changed none)
+    protocol: Mapping[str, Any] | None = None
 
     @property
     def commits_since_checkpoint(self) -> int:
@@ -43,18 +49,25 @@ class CommitProbe:
         return self.latest_version - base
 
 
-def _interval_from_commit(storage: Storage, version: int) -> int | None:
-    """The checkpoint interval set by a metaData action in commit `version`, if any."""
+def _changes_in_commit(
+    storage: Storage, version: int
+) -> tuple[int | None, Mapping[str, Any] | None]:
+    """The checkpoint interval a metaData action in commit `version` sets and the protocol
+    action it holds, each None when it has none."""
     name = commit_file_name(version)
     data = storage.read_bytes(storage.log_file(name))
-    if b'"metaData"' not in data:
-        return None  # the common case: no parse at all
+    if b'"metaData"' not in data and b'"protocol"' not in data:
+        return None, None  # the common case: no parse at all
+    interval: int | None = None
+    protocol: Mapping[str, Any] | None = None
     for action in parse_action_lines(name, data):
         metadata = action.get("metaData")
         if isinstance(metadata, dict):
             configuration = metadata.get("configuration") or {}
-            return TableProperties.from_configuration(configuration).checkpoint_interval
-    return None
+            interval = TableProperties.from_configuration(configuration).checkpoint_interval
+        if isinstance(action.get("protocol"), dict):
+            protocol = action["protocol"]
+    return interval, protocol
 
 
 def probe_commits(
@@ -79,6 +92,7 @@ def probe_commits(
     if start < 0 and not storage.exists(storage.log_path):
         raise NotADeltaTable(storage.url, "no _delta_log directory")
     interval = known_interval
+    protocol: Mapping[str, Any] | None = None
     checked = 0
     version = start
     while True:
@@ -86,11 +100,12 @@ def probe_commits(
         if not storage.exists(storage.log_file(commit_file_name(version + 1))):
             break
         version += 1
-        changed = _interval_from_commit(storage, version)
+        changed, new_protocol = _changes_in_commit(storage, version)
         if changed is not None:
             interval = changed
+        protocol = new_protocol or protocol
     if version < 0:
         raise NotADeltaTable(storage.url, "_delta_log has no commits")
     if interval is None:  # first sight only: the light head, never the file state
         interval = load_head(storage, version).properties.checkpoint_interval
-    return CommitProbe(version, checkpoint_version, interval, checked)
+    return CommitProbe(version, checkpoint_version, interval, checked, protocol)

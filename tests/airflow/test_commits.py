@@ -249,3 +249,138 @@ def test_the_sensor_pokes_in_the_worker_when_not_deferrable(home: Path, tmp_path
     run = module.dag.test()
     assert task_states(run) == {"wait": "success"}
     assert xcom(run, "wait")["commits_since_checkpoint"] == 12
+
+
+def _break_commit(table: Path, version: int) -> None:
+    """Make an old commit unreadable: a look that replays the log fails on it from now on."""
+    (table / "_delta_log" / f"{version:020d}.json").write_text('{"add": {"path": \n')
+
+
+def test_a_look_once_due_reads_only_the_new_commits_not_the_log_since_the_checkpoint(
+    home: Path, tmp_path: Path
+) -> None:
+    from delta_ops.airflow.triggers import CommitWatch, DeltaCommitTrigger
+    from delta_ops.storage import Storage
+
+    table = tmp_path / "events"
+    commit(table, 5)  # versions 0..4
+    watch = CommitWatch(Storage.open(str(table)), min_commits=8)
+    assert watch.look()["status"] == "waiting"  # first sight: the head, once
+    cursor = watch.cursor()
+    commit(table, 5)  # versions 5..9: due at 8
+    # commit 2 is older than the cursor: a look that replays the log since the checkpoint to
+    # learn the protocol (load_head, as looks did once a table was due) fails on it
+    _break_commit(table, 2)
+    data = watch.look()
+    assert (data["status"], data["version"], data["files_checked"]) == ("due", 9, 6)
+    # a deferred sensor hands its cursor, protocol included, to its trigger, which reads no
+    # more than the commits after it either
+    trigger = DeltaCommitTrigger(str(table), min_commits=8, poll_interval=0.05, **cursor)
+    [event] = asyncio.run(first_events(trigger.run(), 1, within=30))
+    assert (event["status"], event["version"]) == ("due", 9)
+    assert DeltaCommitTrigger(**trigger.serialize()[1]).serialize() == trigger.serialize()
+
+
+def test_a_protocol_change_in_a_new_commit_is_seen_without_a_replay(
+    home: Path, tmp_path: Path
+) -> None:
+    import json
+
+    from delta_ops.airflow.triggers import CommitWatch
+    from delta_ops.storage import Storage
+
+    table = tmp_path / "events"
+    commit(table, 3)  # versions 0..2
+    watch = CommitWatch(Storage.open(str(table)), min_commits=4)
+    assert watch.look()["status"] == "waiting"
+    _break_commit(table, 1)
+    # version 3 upgrades the protocol to a writer feature delta-ops does not know
+    protocol = {
+        "minReaderVersion": 1,
+        "minWriterVersion": 7,
+        "writerFeatures": ["appendOnly", "invariants", "madeUpFeature"],
+    }
+    (table / "_delta_log" / f"{3:020d}.json").write_text(json.dumps({"protocol": protocol}) + "\n")
+    data = watch.look()
+    assert data["status"] == "refused" and "madeUpFeature" in data["reason"]
+
+
+def test_one_lake_watcher_fires_once_per_look_with_the_tables_newly_due(
+    home: Path, tmp_path: Path
+) -> None:
+    from delta_ops.airflow.triggers import DeltaLakeCommitEventTrigger
+
+    tables = {name: tmp_path / name for name in ("events", "orders", "quiet")}
+    commit(tables["events"], 5)
+    commit(tables["orders"], 2)
+    commit(tables["quiet"], 1)
+    trigger = DeltaLakeCommitEventTrigger(
+        [{"name": name, "url": str(path)} for name, path in tables.items()]
+        + [{"name": "missing", "url": str(tmp_path / "missing")}],
+        min_commits=5,
+        poll_interval=0.05,
+    )
+
+    async def scenario() -> list[list[Any]]:
+        watching = Watching(trigger.run())
+        first = await watching.events(within=30)
+        await asyncio.sleep(0.5)  # ten more looks: nothing new is due
+        first += await watching.events(within=0.1)
+        await asyncio.to_thread(commit, tables["orders"], 3)
+        later = await watching.events(within=30)
+        watching.stop()
+        return [first, later]
+
+    first, later = asyncio.run(scenario())
+    assert [[(d["table"], d["version"]) for d in e["due"]] for e in first] == [[("events", 4)]]
+    assert first[0]["looked"] == 4  # the missing table too: logged once, looked for again
+    assert first[0]["due"][0]["url"] == str(tables["events"])
+    assert [[(d["table"], d["version"]) for d in e["due"]] for e in later] == [[("orders", 4)]]
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "delta_ops.airflow.triggers.DeltaLakeCommitEventTrigger"
+    assert DeltaLakeCommitEventTrigger(**kwargs).serialize() == (classpath, kwargs)
+
+
+def test_the_lake_commit_dag_checkpoints_each_due_table_as_a_mapped_task(
+    home: Path, tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    commit(warehouse / "events", 6)
+    commit(warehouse / "orders", 6)
+    commit(warehouse / "quiet", 2)
+    module = dag_module(
+        home,
+        "lake_commits",
+        f"""
+        from delta_ops.airflow.dags import build_delta_commit_dag
+
+        dag = build_delta_commit_dag({str(warehouse)!r}, name="lake", min_commits=5,
+                                     pool="delta_ops", max_active_tis_per_dag=2)
+        """,
+    )
+    dag = module.dag
+    assert dag.dag_id == "lake_checkpoint_on_commits"
+    # one asset, one watcher, however many tables
+    [lake] = dag.timetable.asset_condition.objects
+    assert lake.name == "delta_commits/lake" and len(lake.watchers) == 1
+    checkpoint = dag.get_task("checkpoint")
+    assert checkpoint.max_active_tis_per_dag == 2 and checkpoint.pool == "delta_ops"
+    run = dag.test()  # by hand: the first task looks at every table itself
+    assert xcom(run, "due_tables") == [
+        {
+            "table": str(warehouse / name),
+            "table_name": name,
+            "delta_ops_conn_id": None,
+            "storage_options": None,
+        }
+        for name in ("events", "orders")
+    ]
+    states = sorted((ti.task_id, ti.map_index, str(ti.state)) for ti in run.get_task_instances())
+    assert states == [
+        ("checkpoint", 0, "success"),
+        ("checkpoint", 1, "success"),
+        ("due_tables", -1, "success"),
+    ]
+    for name in ("events", "orders"):
+        assert (warehouse / name / "_delta_log" / f"{5:020d}.checkpoint.parquet").exists()
+    assert not list((warehouse / "quiet" / "_delta_log").glob("*.checkpoint.parquet"))

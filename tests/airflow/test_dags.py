@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -78,16 +79,19 @@ def test_the_factory_dag_maintains_every_table_of_a_warehouse(home: Path, tmp_pa
             name="lake",
             rewrites=["compact"],
             options={{"vacuum": {{"retention": "0h", "force": True}}, "cleanup": {{"retention": "1d"}}}},
+            pool="delta_ops", max_active_tasks=3,
         )
         """,
     )
     dag = module.dag
     assert dag.dag_id == "lake_maintenance" and dag.is_paused_upon_creation
-    assert sorted(dag.task_group.children) == ["events", "sales__orders"]
+    assert sorted(dag.task_group.children) == ["check_params", "events", "sales__orders"]
+    # concurrency is set once for the fleet: one pool, the DAG's max_active_tasks
+    assert dag.max_active_tasks == 3
     chain = ["compact", "checkpoint", "cleanup", "vacuum"]
     for group in ("events", "sales__orders"):
         tasks = [dag.get_task(f"{group}.{step}") for step in chain]
-        assert {t.pool for t in tasks} == {f"lake__{group}"}  # one pool per table
+        assert {t.pool for t in tasks} == {"delta_ops"}
         for before, after in itertools.pairwise(tasks):
             assert after.upstream_task_ids == {before.task_id}
 
@@ -131,6 +135,7 @@ def test_nothing_to_do_skips_the_step_and_the_chain_goes_on(home: Path, tmp_path
     # fresh files are inside every retention: cleanup and vacuum have nothing to do
     states = task_states(run)
     assert states == {
+        "check_params": "success",
         "fresh.checkpoint": "success",
         "fresh.cleanup": "skipped",
         "fresh.vacuum": "skipped",
@@ -262,7 +267,7 @@ def test_the_example_dag_imports_cleanly_and_lists_its_dags(home: Path, tmp_path
 
     assert json.loads(run("dags", "list-import-errors", "--local", "-o", "json")) == []
     listed = {d["dag_id"] for d in json.loads(run("dags", "list", "--local", "-o", "json"))}
-    assert listed == {"lake_maintenance", "lake_events_checkpoint_on_commits"}
+    assert listed == {"lake_maintenance", "lake_checkpoint_on_commits"}
 
 
 def test_the_failure_line_is_dagsters(home: Path) -> None:
@@ -281,3 +286,63 @@ def test_the_failure_line_is_dagsters(home: Path) -> None:
         no_link.message
         == DagsterFailure(job="lake", step="events.vacuum", run_url=None, **fields).message
     )
+
+
+def test_trigger_with_config_runs_a_dry_run_of_a_subset_with_another_retention(
+    home: Path, tmp_path: Path
+) -> None:
+    tables = {name: small_table(tmp_path / name, 2) for name in ("events", "orders")}
+    for table in tables.values():
+        (table / "stray.parquet").write_bytes(b"left by a failed write")
+        age(table, 3)  # the stray is 3 days old: inside vacuum's default 7 days
+    before = {name: file_digests(table) for name, table in tables.items()}
+
+    def dag_file() -> Any:
+        # anew for each run: dag.test(run_conf=...) keeps the conf in the DAG's params
+        return dag_module(
+            home,
+            "configured",
+            f"""
+            from delta_ops.airflow.dags import build_delta_maintenance_dag
+
+            FAILURES = []
+            dag = build_delta_maintenance_dag(
+                [{str(tables["events"])!r}, {str(tables["orders"])!r}], name="configured",
+                options={{"vacuum": {{"force": True}}}}, notify=FAILURES.append,
+            )
+            """,
+        )
+
+    dag = dag_file().dag
+    assert set(dag.params) == {"dry_run", "retention", "log_retention", "tables"}
+    # the form's multi-select offers the DAG's tables
+    assert dag.params.get_param("tables").schema["examples"] == ["events", "orders"]
+    run = dag.test(run_conf={"tables": ["events"], "retention": "1d", "dry_run": True})
+    states = task_states(run)
+    assert states["check_params"] == "success"
+    assert {s for t, s in states.items() if t.startswith("orders.")} == {"skipped"}
+    plan = xcom(run, "events.vacuum")  # with the DAG's 7 days it would have nothing to do
+    assert plan["dry_run"] is True and plan["retention_ms"] == DAY_S * 1000
+    assert plan["deleted"] == ["stray.parquet"]
+    assert xcom(run, "events.checkpoint")["dry_run"] is True
+    assert {name: file_digests(table) for name, table in tables.items()} == before
+
+    for conf, said in (
+        ({"retention": "banana"}, "params: retention: 'banana' is not a duration"),
+        (
+            {"tables": ["evnts"]},
+            (
+                "params: tables: 'evnts' is not a table of this DAG (did you mean 'events'?);"
+                " its tables: events, orders"
+            ),
+        ),
+    ):
+        module = dag_file()
+        run = module.dag.test(run_conf=conf)
+        states = task_states(run)
+        assert states.pop("check_params") == "failed"
+        assert set(states.values()) == {"upstream_failed"}, states
+        [failure] = module.FAILURES
+        assert failure.task_id == "check_params" and said in failure.message
+        assert "\n" not in failure.message
+    assert {name: file_digests(table) for name, table in tables.items()} == before

@@ -23,7 +23,14 @@ from delta_ops.ops.registry import OPERATIONS
 from delta_ops.table.writer import write_arrow
 from loopback.servers import serve_s3
 from tests.support import REPO
-from tests.support.airflow_support import airflow_env, airflow_home, dag_module, task_states, xcom
+from tests.support.airflow_support import (
+    airflow_env,
+    airflow_home,
+    dag_module,
+    define_connection,
+    task_states,
+    xcom,
+)
 
 GUIDE = (REPO / "docs" / "airflow.md").read_text()
 
@@ -111,7 +118,8 @@ def test_every_registered_operation_has_its_operator(home: Path) -> None:
         if operation.at_version:
             assert cls(task_id="at", table="/data/t", version="4")._version() == 4
         assert cls.__name__ in operators.__all__
-        assert f"| `{cls.__name__}` |" in GUIDE  # the guide's table of operators lists it
+        # the guide's table of operators lists it, linking its how-to page
+        assert f"| [`{cls.__name__}`](airflow/operators/{name}.md) |" in GUIDE
 
 
 @pytest.mark.parametrize(
@@ -293,11 +301,6 @@ def test_a_real_tasks_log_lists_at_most_max_listed_files(
 
 
 # --------------------------------------------------------------------------- connections
-def _connection(conn_id: str, **fields: Any) -> None:
-    """An Airflow connection, defined the way a deployment's environment defines one."""
-    os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(fields)
-
-
 @pytest.mark.parametrize(
     "fields,options",
     [
@@ -375,14 +378,20 @@ def test_connections_become_storage_options(
 ) -> None:
     from delta_ops.airflow.hook import DeltaOpsHook
 
-    _connection("store_under_test", **fields)
+    define_connection("store_under_test", **fields)
     assert DeltaOpsHook("store_under_test").storage_options() == options
 
 
 @pytest.mark.parametrize(
     "fields,refusal",
     [
-        ({"conn_type": "aws", "extra": {"role_arn": "arn:aws:iam::1:role/x"}}, "role_arn"),
+        (
+            {
+                "conn_type": "aws",
+                "extra": {"role_arn": "arn:aws:iam::1:role/x", "assume_role_method": "saml"},
+            },
+            "assume_role_method 'saml'",
+        ),
         ({"conn_type": "postgres", "host": "db"}, "type 'postgres' holds no storage options"),
     ],
 )
@@ -391,18 +400,18 @@ def test_a_connection_delta_ops_cannot_honour_is_refused(
 ) -> None:
     from delta_ops.airflow.hook import DeltaOpsHook
 
-    _connection("refused_store", **fields)
+    define_connection("refused_store", **fields)
     with pytest.raises(InvalidValue, match=refusal):
         DeltaOpsHook("refused_store").storage_options()
 
 
-def test_a_table_on_s3_is_maintained_through_an_aws_connection(home: Path) -> None:
+def test_a_table_on_s3_is_maintained_through_an_awsdefine_connection(home: Path) -> None:
     """moto's S3 server on loopback; the keys and endpoint live only in the connection."""
     with serve_s3() as store:
         url = store.url("airflow_events")
         for i in range(3):
             write_arrow(url, pa.table({"id": [i]}), storage_options=store.options)
-        _connection(
+        define_connection(
             "lake_s3",
             conn_type="aws",
             login=store.options["key"],

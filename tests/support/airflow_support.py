@@ -14,6 +14,7 @@ test writes its DAG as a file (:func:`dag_module`) and runs the module's ``dag``
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 import textwrap
@@ -32,6 +33,11 @@ def airflow_env(home: Path) -> dict[str, str]:
         "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        # OpenLineage's listener writes every task's events here (one JSON object a line)
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+            {"type": "file", "log_file_path": str(home / "openlineage.jsonl"), "append": True}
+        ),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "delta_ops_tests",
     }
 
 
@@ -49,6 +55,20 @@ def airflow_home(base: Path) -> Path:
     db.initdb()
     _HOME = home
     return home
+
+
+def lineage_events(home: Path, job: str) -> list[dict[str, Any]]:
+    """The OpenLineage events Airflow's listener emitted for the job (``<dag>.<task>``)."""
+    path = home / "openlineage.jsonl"
+    if not path.exists():
+        return []
+    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [e for e in events if e.get("job", {}).get("name") == job]
+
+
+def define_connection(conn_id: str, **fields: Any) -> None:
+    """An Airflow connection, defined the way a deployment's environment defines one."""
+    os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(fields)
 
 
 def dag_module(home: Path, name: str, source: str) -> ModuleType:
