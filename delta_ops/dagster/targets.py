@@ -1,5 +1,6 @@
 """Which tables a maintenance fleet covers: explicit targets or a discovered warehouse."""
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -24,6 +25,9 @@ class DeltaTableTarget:
             change, so it is opt-in; the row-tracking job can always be launched explicitly).
         settings: the table's retention, actions and engine (`MaintenanceSettings`); what it
             leaves out comes from the fleet's (`build_delta_maintenance_defs(settings=...)`).
+        folder: the folder of the warehouse the table was found in (``sales/eu``; "" at the
+            top), which groups its assets in the UI (`DeltaMaintenanceTranslator.group_by_folder`).
+        owners: the table's owners (``team:sales``, an e-mail), on its maintenance assets.
     """
 
     name: str
@@ -32,6 +36,8 @@ class DeltaTableTarget:
     storage_options: Mapping[str, str] = field(default_factory=dict)
     enable_row_tracking: bool = False
     settings: MaintenanceSettings = field(default_factory=MaintenanceSettings)
+    folder: str = ""
+    owners: tuple[str, ...] = ()
 
     @property
     def safe_name(self) -> str:
@@ -42,7 +48,17 @@ class DeltaTableTarget:
 def discover_tables(warehouse: str, *, max_depth: int = 2) -> list[DeltaTableTarget]:
     """Local directories under `warehouse` (up to `max_depth` levels) that hold a `_delta_log`
     (`delta_ops.storage.warehouse`)."""
-    return [DeltaTableTarget(name=n, url=u) for n, u in find_tables(warehouse, max_depth=max_depth)]
+    root = os.path.abspath(warehouse)
+    return [
+        DeltaTableTarget(name=n, url=u, folder=_folder_of(root, u))
+        for n, u in find_tables(warehouse, max_depth=max_depth)
+    ]
+
+
+def _folder_of(root: str, table: str) -> str:
+    """The folder under `root` holding `table` ("" for a table at the top), with ``/``."""
+    parent = os.path.relpath(os.path.dirname(table), root)
+    return "" if parent == os.curdir else parent.replace(os.sep, "/")
 
 
 def as_targets(tables: Iterable[DeltaTableTarget | str] | str) -> list[DeltaTableTarget]:

@@ -9,6 +9,7 @@ from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.ops.due import Action
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.ops.row_tracking import OPERATION as ROW_TRACKING
+from delta_ops.ops.table_names import safe_identifier
 
 #: the actions every table's maintenance asset has an output for
 ACTIONS = (Action.CHECKPOINT.value, Action.CLEANUP.value, Action.VACUUM.value, ROW_TRACKING.name)
@@ -41,13 +42,23 @@ class DeltaMaintenanceTranslator:
             fleet name, so two fleets with a table of the same name do not clash).
         table_key_prefix: first parts of the key of a table that has no asset of its own.
         group_name: group of the maintenance assets (None: the table asset's group).
-        owners: owners of the maintenance assets.
+        owners: owners of the maintenance assets (a table's own `owners` are added).
+        group_by_folder: a table found in a folder of the warehouse (`DeltaTableTarget.folder`)
+            gets its own group per folder, ``<group_name>__<folder>``, so a lake of thousands of
+            tables shows as one group per folder in the UI, not one group of thousands.
     """
 
     key_prefix: Sequence[str] = ("delta_maintenance",)
     table_key_prefix: Sequence[str] = ()
     group_name: str | None = "delta_maintenance"
     owners: Sequence[str] = field(default_factory=tuple)
+    group_by_folder: bool = True
+
+    def group_for(self, table: DeltaTableTarget, group: str | None) -> str | None:
+        """`group` (the translator's, or the table asset's), per folder when it has one."""
+        if group is None or not self.group_by_folder or not table.folder:
+            return group
+        return f"{group}__{safe_identifier(table.folder)}"
 
     def get_asset_spec(self, table: DeltaTableTarget) -> dg.AssetSpec:
         """The spec of the table itself (the asset your pipeline writes)."""
@@ -56,7 +67,8 @@ class DeltaMaintenanceTranslator:
             key=key,
             description=f"Delta table at {table.url}",
             kinds={"deltalake"},
-            group_name=self.group_name,
+            group_name=self.group_for(table, self.group_name),
+            owners=[*self.owners, *table.owners],
         )
 
     def get_action_spec(self, table: DeltaTableTarget, action: str) -> dg.AssetSpec:
@@ -66,8 +78,8 @@ class DeltaMaintenanceTranslator:
             key=dg.AssetKey([*self.key_prefix, table.safe_name, action]),
             deps=[table_spec.key],
             description=_DESCRIPTIONS.get(action) or OPERATIONS[action].help,
-            group_name=self.group_name or table_spec.group_name,
-            owners=list(self.owners),
+            group_name=self.group_for(table, self.group_name) or table_spec.group_name,
+            owners=[*self.owners, *table.owners],
             kinds={"deltalake"},
             skippable=True,
             tags={"delta_ops/table": table.safe_name, "delta_ops/action": action},

@@ -313,6 +313,38 @@ class LakeTranslator(DeltaMaintenanceTranslator):
 EVENTS_KEY = dg.AssetKey(["warehouse", "events"])
 
 
+def test_a_lake_is_grouped_by_folder_with_each_tables_owners(tmp_path):
+    """Thousands of maintenance nodes in one group are unfindable (issue 45.4): a discovered
+    table's assets are grouped by the warehouse folder it is in, and carry its owners."""
+    warehouse = tmp_path / "lake"
+    for name in ("events", "sales/orders", "sales/refunds", "hr/people"):
+        small_table(warehouse / name)
+    defs = build_delta_maintenance_defs(str(warehouse), name="lake")
+    graph = defs.resolve_asset_graph()
+    groups = {
+        key.path[-2]: graph.get(key).group_name
+        for key in graph.get_all_asset_keys()
+        if key.path[-1] == "vacuum"
+    }
+    assert groups == {
+        "events": "delta_maintenance",
+        "sales__orders": "delta_maintenance__sales",
+        "sales__refunds": "delta_maintenance__sales",
+        "hr__people": "delta_maintenance__hr",
+    }
+    owned = DeltaTableTarget("orders", str(warehouse / "sales/orders"), owners=("team:sales",))
+    spec = DeltaMaintenanceTranslator().get_action_spec(owned, "vacuum")
+    assert spec.owners == ["team:sales"]
+    flat = build_delta_maintenance_defs(
+        str(warehouse), name="flat", translator=DeltaMaintenanceTranslator(group_by_folder=False)
+    )
+    assert {
+        flat.resolve_asset_graph().get(k).group_name
+        for k in flat.resolve_asset_graph().get_all_asset_keys()
+        if k.path[-1] == "vacuum"
+    } == {"delta_maintenance"}
+
+
 @dg.asset(key=EVENTS_KEY, group_name="pipeline")
 def user_events() -> None:
     """The user's own asset that writes the table."""
