@@ -69,7 +69,7 @@ def render(operation: AnyOperation) -> str:
 registry or the generator, not this page -->
 
 {operation.help[:1].upper()}{operation.help[1:]}: the operation
-[{operation.name}](../../operations/{operation.name}.md), run by an Airflow task.
+[{operation.command}](../../operations/{operation.command}.md), run by an Airflow task.
 
 ```python
 from delta_ops.airflow.operators import {cls.__name__}
