@@ -44,4 +44,9 @@ os.environ["GCE_METADATA_IP"] = "127.0.0.1:9"
 os.environ["MSI_ENDPOINT"] = "http://127.0.0.1:9"  # Azure managed identity
 os.environ["IDENTITY_ENDPOINT"] = "http://127.0.0.1:9"
 
-from tests.spark_fixtures import spark  # noqa: F401  (one Spark session per test run)
+from tests.spark_fixtures import (  # noqa: F401  (one Spark JVM per test run)
+    any_spark,
+    connect_port,
+    spark,
+    spark_connect,
+)

@@ -19,6 +19,13 @@ from tests.support import TABLES, _row_key, deltalake_rows, duckdb_rows, peer_fa
 
 pytestmark = pytest.mark.spark
 
+
+@pytest.fixture
+def spark(any_spark):
+    """Each test here runs on the classic session, then on Spark Connect (the same JVM)."""
+    return any_spark
+
+
 READABLE = [name for name, fact in sorted(peer_facts().items()) if "kernel_rows" in fact]
 
 

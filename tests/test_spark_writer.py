@@ -37,6 +37,13 @@ from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
 from tests.support import deltalake_rows, duckdb_rows
 
+
+@pytest.fixture
+def spark(any_spark):
+    """Each test here runs on the classic session, then on Spark Connect (the same JVM)."""
+    return any_spark
+
+
 ESCAPED = "a b/c:d"  # Spark writes region=a b%2Fc%3Ad
 ODD = "é=%25"  # non-ASCII stays, '=' and '%' are escaped
 

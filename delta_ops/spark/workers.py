@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+def is_connect(session: SparkSession) -> bool:
+    """Whether `session` is a Spark Connect client (its JVM, and its workers, are elsewhere)."""
+    return type(session).__module__.startswith("pyspark.sql.connect")
+
+
 def use_this_python_for_local_workers(master: str) -> None:
     """For a local master, make Spark start its Python workers (and the data source planner)
     with this interpreter, unless ``$PYSPARK_PYTHON`` says otherwise; a cluster's workers have
@@ -44,6 +49,8 @@ def warn_if_workers_lack_this_python(spark: SparkSession) -> None:
     saw it when the session started (else `python3` from the PATH, which may lack pyarrow and
     delta-ops); a session built elsewhere (a notebook, `PySparkResource`) may not have set it.
     """
+    if is_connect(spark):
+        return  # the server's workers run the server's Python, which this process cannot see
     master = spark.sparkContext.master or ""
     if master.startswith("local") and os.environ.get("PYSPARK_PYTHON") != sys.executable:
         logger.warning(
@@ -58,9 +65,11 @@ def warn_if_workers_lack_this_python(spark: SparkSession) -> None:
 
 def set_up_workers(spark: SparkSession) -> None:
     """Make delta-ops errors in `spark`'s Python workers reach the caller as one line
-    (:mod:`~delta_ops.spark.worker_errors`; Spark Connect has no py4j to hook), and warn when
+    (:mod:`~delta_ops.spark.worker_errors`, classic or Spark Connect), and warn when
     the workers may not run this interpreter."""
-    if getattr(spark, "_jvm", None) is not None:
+    if is_connect(spark):
+        worker_errors.install_connect()
+    elif getattr(spark, "_jvm", None) is not None:
         worker_errors.install()
     warn_if_workers_lack_this_python(spark)
 
@@ -86,6 +95,7 @@ def activate(spark: SparkSession) -> SparkSession:
 
 __all__ = [
     "activate",
+    "is_connect",
     "set_up_workers",
     "use_this_python_for_local_workers",
     "warn_if_workers_lack_this_python",
