@@ -213,6 +213,13 @@ class SparkEngine:
 
     def __init__(self, session: SparkSession | None = None) -> None:
         self._session = session
+        self._running: dict[str, SparkSession] = {}  # the tags of the jobs running now
+
+    def cancel(self) -> None:
+        """Cancel the jobs this engine runs now (from any thread: an orchestrator's kill), by
+        their operation tags; the maps they serve then fail."""
+        for tag, session in list(self._running.items()):
+            session.interruptTag(tag)
 
     def session(self) -> SparkSession:
         """The session this engine's jobs run on."""
@@ -233,6 +240,7 @@ class SparkEngine:
         run = partial(_run_task, _pickled(task))
         tag = f"delta-ops-{uuid.uuid4().hex}"
         session.addTag(tag)
+        self._running[tag] = session
         try:
             with _JobGroup(session) as group:
                 try:
@@ -243,6 +251,7 @@ class SparkEngine:
                         _wait_for_tasks(session, group.group, SETTLE_SECONDS)
                     raise
         finally:
+            self._running.pop(tag, None)
             session.removeTag(tag)
         results = [r for row in rows if row.failure is None for r in cloudpickle.loads(row.results)]
         return results, [row.failure for row in rows if row.failure is not None]

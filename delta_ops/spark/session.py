@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from delta_ops.errors import MissingExtra
-from delta_ops.spark.workers import activate, use_this_python_for_local_workers
+from delta_ops.spark.workers import activate, is_connect, use_this_python_for_local_workers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -117,9 +117,13 @@ def _running_connect_session() -> SparkSession | None:
     return session or connect.SparkSession._default_session
 
 
+#: the Spark Connect sessions :func:`get_spark_remote` made, by URL
+_REMOTES: dict[str, SparkSession] = {}
+
+
 def get_spark_remote(url: str) -> SparkSession:
     """A Spark Connect session to the server at `url` (``sc://host:port``, Databricks' own
-    URLs included), with the `delta` source registered; the process's one if it exists.
+    URLs included), with the `delta` source registered; the one made before for `url` if any.
 
     Example (talks to a running server)::
 
@@ -132,8 +136,13 @@ def get_spark_remote(url: str) -> SparkSession:
 
     from delta_ops.spark.source import register
 
-    # typed as PySpark's classic session, whose API a Connect session mirrors
-    spark = cast("SparkSession", ConnectSession.builder.remote(url).getOrCreate())
+    known = _REMOTES.get(url)
+    if known is not None and not getattr(known, "is_stopped", False):
+        return known
+    # a session of its own per URL (`getOrCreate` would return any URL's); typed as PySpark's
+    # classic session, whose API a Connect session mirrors
+    spark = cast("SparkSession", ConnectSession.builder.remote(url).create())
+    _REMOTES[url] = spark
     for key in SESSION_SQL_CONF:  # the server's own sizing and static options stay
         spark.conf.set(key, DEFAULT_CONF[key])
     register(spark)
@@ -148,6 +157,8 @@ def running_session() -> SparkSession:
     from pyspark.sql import SparkSession
 
     session = SparkSession.getActiveSession() or SparkSession._instantiatedSession
+    if session is not None and is_connect(session):  # PySpark in Connect mode: a remote's
+        return session
     if session is not None and session.sparkContext._jsc is not None:  # running, not stopped
         return activate(session)
     return _running_connect_session() or activate(get_spark())
