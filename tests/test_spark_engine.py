@@ -182,7 +182,7 @@ def test_work_on_another_thread_uses_the_running_session_and_makes_it_active(spa
 
     def work() -> None:
         seen["active_before"] = SparkSession.getActiveSession()
-        seen["engine_context"] = SparkEngine()._context()
+        seen["engine_session"] = SparkEngine().session()
         write_delta(df, str(table))
         seen["active_after"] = SparkSession.getActiveSession()
         seen["rows"] = sorted(
@@ -193,7 +193,7 @@ def test_work_on_another_thread_uses_the_running_session_and_makes_it_active(spa
         with ThreadPoolExecutor(1) as worker:  # a thread of its own; its errors re-raise here
             worker.submit(work).result(timeout=120)
         assert seen["active_before"] is None  # the premise: nothing active on a new thread
-        assert seen["engine_context"] is spark.sparkContext
+        assert seen["engine_session"] is spark
         assert seen["active_after"] is spark
         assert seen["rows"] == [(1, "a"), (2, "b")]
         assert spark.conf.get("spark.sql.shuffle.partitions") == "3"  # not re-applied
@@ -423,3 +423,31 @@ def test_a_failed_map_is_raised_once_its_other_tasks_have_ended(any_spark, tmp_p
         if context is not None:
             context.setLocalProperty("spark.jobGroup.id", None)
             context.setLocalProperty("spark.job.description", None)
+
+
+def _partition_of(item: int) -> tuple[int, int]:
+    from pyspark import TaskContext
+
+    return item, TaskContext.get().partitionId()
+
+
+@pytest.mark.spark
+def test_each_share_of_the_items_is_a_task_of_its_own(any_spark):
+    """`batch` items per task, exactly: the shares are placed by hash partitioning on keys
+    whose Spark hash we compute here (checked against Spark's own `hash`), never two shares
+    in one task (which would halve a rewrite's parallelism) nor one share split."""
+    from delta_ops.spark.engine import SparkEngine, partition_keys, spark_hash_int
+
+    hashed = any_spark.range(-40, 40).selectExpr(
+        "cast(id as int) as k", "hash(cast(id as int)) as h"
+    )
+    assert {r.k: r.h for r in hashed.collect()} == {k: spark_hash_int(k) for k in range(-40, 40)}
+    for slices in (1, 2, 7):
+        assert sorted(spark_hash_int(k) % slices for k in partition_keys(slices)) == list(
+            range(slices)
+        )
+    placed = SparkEngine(any_spark).map_ordered(_partition_of, list(range(10)), batch=3)
+    tasks: dict[int, list[int]] = {}
+    for item, task in placed:
+        tasks.setdefault(task, []).append(item)
+    assert sorted(tasks.values()) == [[0, 1], [2, 3, 4], [5, 6], [7, 8, 9]]  # as parallelize

@@ -239,6 +239,7 @@ def _engine(name: str, spark_remote: str | None = None) -> Engine:
             raise InvalidValue(
                 f"--spark-remote {spark_remote}: not a Spark Connect URL (sc://HOST:PORT)"
             )
+        # the same optional extra, with PySpark's Connect client
         from delta_ops.spark.session import get_spark_remote
 
         return SparkEngine(get_spark_remote(spark_remote))

@@ -15,9 +15,10 @@ plan; operations pass it their storage or their own functions and get back what 
   footers this way, purge and compaction rewrite units (the driver commits every task's file,
   or deletes them all), a checkpoint writes its parts or sidecars.
 
-Every job is built with the DataFrame API only: a DataFrame of the work items (cloudpickled,
-one row each), spread over the tasks by ``repartition`` and run by ``mapInArrow`` with the
-task's function (cloudpickled with the UDF, as Spark ships closures). No ``sparkContext``, no
+Every job is built with the DataFrame API only: a DataFrame with one row per task, its share
+of the work items (cloudpickled), hash-partitioned on a key chosen so that each share is a
+task of its own (:func:`partition_keys`), and run by ``mapInArrow`` with the task's function
+(cloudpickled with the UDF, as Spark ships closures). No ``sparkContext``, no
 RDD, so the same engine runs on a classic session and on a Spark Connect one (Databricks
 serverless and shared clusters, ``sc://`` servers, ``spark.api.mode=connect``)::
 
@@ -121,6 +122,43 @@ def _collect(frame: Any) -> list[Any]:
 _OUTPUT_SCHEMA = pa.schema([("results", pa.binary()), ("failure", pa.string())])
 
 
+_C1, _C2, _MASK = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
+
+
+def _rotl(value: int, bits: int) -> int:
+    return ((value << bits) | (value >> (32 - bits))) & _MASK
+
+
+def spark_hash_int(value: int) -> int:
+    """Spark's ``hash()`` of an int (Murmur3 x86 32-bit, seed 42), signed: what hash
+    partitioning takes modulo the number of partitions."""
+    k1 = _rotl((value & _MASK) * _C1 & _MASK, 15) * _C2 & _MASK
+    h1 = _rotl(42 ^ k1, 13)
+    h1 = (h1 * 5 + 0xE6546B64) & _MASK
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & _MASK
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & _MASK
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def partition_keys(slices: int) -> list[int]:
+    """For each partition 0..slices-1, an int that Spark's hash partitioning into `slices`
+    partitions sends there (``repartition(slices, key)``): exactly one share per task,
+    whatever partitions the items' DataFrame started in."""
+    keys: list[int | None] = [None] * slices
+    missing, candidate = slices, 0
+    while missing:
+        partition = spark_hash_int(candidate) % slices  # Spark's pmod
+        if keys[partition] is None:
+            keys[partition] = candidate
+            missing -= 1
+        candidate += 1
+    return [k for k in keys if k is not None]
+
+
 def _pickled(value: object) -> bytes:
     """`value` pickled as Spark ships closures (cloudpickle: lambdas and local functions too)."""
     data: bytes = cloudpickle.dumps(value)  # type: ignore[no-untyped-call]
@@ -131,7 +169,9 @@ def _run_task(task: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Rec
     """One Spark task (`mapInArrow`): the pickled `task` over this partition's items; one row
     with the pickled results, or with the report of what the task raised (so that the job
     still ends with every task finished: see the module doc)."""
-    items = [cloudpickle.loads(v) for b in batches for v in b.column(0).to_pylist()]
+    items = [
+        i for b in batches for v in b.column("items").to_pylist() for i in cloudpickle.loads(v)
+    ]
     try:
         results = cloudpickle.loads(task)(items)
         row: dict[str, list[Any]] = {"results": [_pickled(results)], "failure": [None]}
@@ -235,8 +275,17 @@ class SparkEngine:
         The job carries an operation tag of its own: when it fails or is interrupted, whatever
         of it still runs is cancelled by that tag (see the module doc)."""
         session = self.session()
-        frame = session.createDataFrame([(_pickled(item),) for item in items], "item binary")
-        frame = frame.repartition(slices) if slices > 1 else frame.coalesce(1)
+        slices = max(1, min(slices, len(items)))
+        keys = partition_keys(slices)
+        shares = [
+            items[s * len(items) // slices : (s + 1) * len(items) // slices] for s in range(slices)
+        ]
+        frame = session.createDataFrame(
+            [(keys[s], _pickled(list(share))) for s, share in enumerate(shares)],
+            "key int, items binary",
+        )
+        # one row per task: hash partitioning by `key` puts share s in partition s
+        frame = frame.repartition(slices, "key") if slices > 1 else frame.coalesce(1)
         run = partial(_run_task, _pickled(task))
         tag = f"delta-ops-{uuid.uuid4().hex}"
         session.addTag(tag)
@@ -368,4 +417,4 @@ class SparkEngine:
         return results
 
 
-__all__ = ["DELETE_BATCH", "SparkEngine"]
+__all__ = ["DELETE_BATCH", "SparkEngine", "partition_keys", "spark_hash_int"]

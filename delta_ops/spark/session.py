@@ -134,6 +134,7 @@ def get_spark_remote(url: str) -> SparkSession:
     except ImportError as exc:
         raise MissingExtra("spark", f"Spark Connect ({exc.__class__.__name__})") from exc
 
+    # start-up cost: `source` imports PySpark, which `import delta_ops.spark` must not
     from delta_ops.spark.source import register
 
     known = _REMOTES.get(url)
