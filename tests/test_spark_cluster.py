@@ -65,17 +65,29 @@ def _upload(local: Path, s3: StoreServer, name: str) -> str:
     return s3.url(name)
 
 
+#: the environment of a CLI run against the cluster: the credentials are only there
+CLI_ENV = {**os.environ, "AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET}
+
+
+def _cluster_command(cluster: Cluster, s3: StoreServer, args: list[str]) -> list[str]:
+    """`delta-ops ARGS --json --engine spark --spark-remote ...`: the storage options name
+    only the endpoint (the credentials come from the environment)."""
+    command = [sys.executable, "-m", "delta_ops.cli", *args, "--json"]
+    command += ["--engine", "spark", "--spark-remote", cluster.connect_url]
+    return command + storage_args({"endpoint_url": s3.endpoint})
+
+
 def _cli_on_cluster(
     cluster: Cluster, s3: StoreServer, args: list[str]
 ) -> subprocess.CompletedProcess[str]:
-    """`delta-ops ARGS --engine spark --spark-remote ...` in a process of its own whose
-    credentials come from its environment; the storage options name only the endpoint."""
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET}
-    command = [sys.executable, "-m", "delta_ops.cli", *args, "--json"]
-    command += ["--engine", "spark", "--spark-remote", cluster.connect_url]
-    command += storage_args({"endpoint_url": s3.endpoint})
+    """:func:`_cluster_command` run to its end, in a process of its own."""
     return subprocess.run(
-        command, check=False, env=env, capture_output=True, text=True, timeout=600
+        _cluster_command(cluster, s3, args),
+        check=False,
+        env=CLI_ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -153,11 +165,8 @@ def test_an_executor_killed_mid_rewrite_commits_no_partial_rewrite(cluster, s3, 
         deltalake_rows(url, s3.peer_options),
         load_snapshot(url, storage_options=s3.options).version,
     )
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET}
-    command = [sys.executable, "-m", "delta_ops.cli", "compact", url, "--json"]
-    command += ["--engine", "spark", "--spark-remote", cluster.connect_url]
-    command += storage_args({"endpoint_url": s3.endpoint})
-    run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    command = _cluster_command(cluster, s3, ["compact", url])
+    run = subprocess.Popen(command, env=CLI_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
     while not _python_task_running(cluster) and run.poll() is None:
         assert time.monotonic() < deadline, "no rewrite task started"
