@@ -78,6 +78,7 @@ SETTLE_SECONDS = 300.0
 
 #: the rows a task returns: its results (one pickled list), or the report of what it raised
 _TASK_OUTPUT = "results binary, failure string"
+_OUTPUT_SCHEMA = pa.schema([("results", pa.binary()), ("failure", pa.string())])
 
 #: the local properties a job group sets on the calling thread (restored after a map)
 _JOB_GROUP_PROPERTIES = (
@@ -117,9 +118,6 @@ def _collect(frame: Any) -> list[Any]:
         if error is None:
             raise
         raise error from exc
-
-
-_OUTPUT_SCHEMA = pa.schema([("results", pa.binary()), ("failure", pa.string())])
 
 
 _C1, _C2, _MASK = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
