@@ -155,7 +155,7 @@ def vacuum_orphans(table: Path) -> None:
     execute_vacuum(plan)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def faulty(spark: Any) -> str:
     stream_faults.register(spark)
     return stream_faults.NAME

@@ -260,7 +260,9 @@ def test_row_tracking_table_gets_row_ids(spark, tmp_path):
 
 @pytest.mark.spark
 def test_failing_commit_leaves_no_data_files(spark, tmp_path):
-    from pyspark.sql import functions as F
+    from delta_ops.spark.workers import functions_for
+
+    F = functions_for(spark)  # a Connect session's own functions (classic Columns fail there)
 
     table = tmp_path / "t"
     first = partitioned_events(spark, 0, 8, regions=("x",))

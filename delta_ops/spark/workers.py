@@ -16,10 +16,11 @@ It is the one module of the Spark engine that reads and sets the environment.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from delta_ops.spark import worker_errors
 
@@ -32,6 +33,13 @@ logger = logging.getLogger(__name__)
 def is_connect(session: SparkSession) -> bool:
     """Whether `session` is a Spark Connect client (its JVM, and its workers, are elsewhere)."""
     return type(session).__module__.startswith("pyspark.sql.connect")
+
+
+def functions_for(session: SparkSession) -> Any:
+    """`pyspark.sql.functions` for `session`'s kind: a process may hold a classic session and a
+    Spark Connect one, and a classic Column in a Connect DataFrame (or the reverse) fails."""
+    name = "pyspark.sql.connect.functions" if is_connect(session) else "pyspark.sql.functions"
+    return importlib.import_module(name)
 
 
 def use_this_python_for_local_workers(master: str) -> None:
@@ -95,6 +103,7 @@ def activate(spark: SparkSession) -> SparkSession:
 
 __all__ = [
     "activate",
+    "functions_for",
     "is_connect",
     "set_up_workers",
     "use_this_python_for_local_workers",
