@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from delta_ops.table.writer import write_arrow
+from loopback.servers import serve_s3
 from tests.support.airflow_support import (
     airflow_home,
     dag_module,
@@ -18,7 +19,6 @@ from tests.support.airflow_support import (
     task_states,
     xcom,
 )
-from tests.support.store_servers import serve_s3
 
 
 @pytest.fixture(scope="module")
