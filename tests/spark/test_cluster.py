@@ -102,7 +102,7 @@ def _facts(url: str, s3: StoreServer) -> tuple[list[dict], int, list[str]]:
     storage = Storage.open(url, s3.options)
     operations = []
     for version in range(snapshot.version + 1):
-        for line in storage.read_bytes(f"_delta_log/{version:020d}.json").splitlines():
+        for line in storage.read_bytes(storage.log_file(f"{version:020d}.json")).splitlines():
             action = json.loads(line)
             if "commitInfo" in action:
                 operations.append(action["commitInfo"]["operation"])
