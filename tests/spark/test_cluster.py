@@ -139,7 +139,7 @@ def test_maintenance_over_connect_on_the_cluster_as_the_local_engine(cluster, s3
     assert SECRET not in cluster.printed()
     history_files = Storage.open(history, s3.options)
     for path in history_files.walk(lambda name: False).paths:
-        assert SECRET.encode() not in history_files.read_bytes(path), path
+        assert SECRET.encode() not in history_files.read_bytes(history_files.join(path)), path
 
 
 def _rewrite_table(s3: StoreServer, tmp_path: Path) -> str:
