@@ -63,10 +63,17 @@ os.environ["GCE_METADATA_IP"] = "127.0.0.1:9"
 os.environ["MSI_ENDPOINT"] = "http://127.0.0.1:9"  # Azure managed identity
 os.environ["IDENTITY_ENDPOINT"] = "http://127.0.0.1:9"
 
-from tests.support.spark_fixtures import spark  # noqa: F401  (one Spark session per test run)
+from tests.support.spark_fixtures import (  # noqa: F401  (one Spark JVM per test run)
+    any_spark,
+    connect_port,
+    spark,
+    spark_connect,
+)
 
 #: the fixtures that start or reach a JVM (tests/support/spark_fixtures.py, tests/reference/conftest.py)
-JVM_FIXTURES = frozenset({"spark", "delta_spark", "corpus"})
+JVM_FIXTURES = frozenset(
+    {"spark", "spark_connect", "any_spark", "connect_port", "delta_spark", "corpus"}
+)
 REFERENCE_TIER = Path(__file__).resolve().parent / "reference"
 #: Delta Spark's verdict on our writes, per operation (written by tests/reference/conftest.py)
 REFERENCE_REPORT = REFERENCE_TIER.parents[1] / "build" / "reference-report.txt"

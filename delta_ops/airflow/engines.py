@@ -9,6 +9,7 @@ need not be installed) the session starts on the connection's master:
 | connection | Spark |
 |---|---|
 | host, port | the master (``yarn``, ``local[4]``, ``spark://host:7077``, ``k8s://https://host``) |
+| host ``sc://host``, port | a Spark Connect server (Databricks, ``start-connect-server.sh``) |
 | extra ``queue`` / ``namespace`` | ``spark.yarn.queue`` / ``spark.kubernetes.namespace`` |
 | extra ``conf`` (a JSON object) | any other Spark options |
 
@@ -73,9 +74,12 @@ def spark_engine(settings: tuple[str, dict[str, str]] | None) -> Engine:
     if settings is not None:
         # the same optional extra: the connection's session is started before the engine
         # asks for the running one
-        from delta_ops.spark.session import get_spark
+        from delta_ops.spark.session import get_spark, get_spark_remote
 
-        get_spark(settings[0], APP_NAME, settings[1])
+        master, conf = settings
+        if master.startswith("sc://"):  # a Spark Connect server runs the driver
+            return SparkEngine(get_spark_remote(master))
+        get_spark(master, APP_NAME, conf)
     return SparkEngine()
 
 
@@ -84,12 +88,11 @@ def cancel_spark_jobs(engine: Engine) -> None:
     the table once the task is gone; nothing for the local engine."""
     if engine.name != "spark":
         return
-    # only a Spark engine gets here, so PySpark is installed and a session is running
-    from pyspark.sql import SparkSession
+    # only a Spark engine gets here, so PySpark is installed
+    from delta_ops.spark.engine import SparkEngine
 
-    session = SparkSession.getActiveSession() or SparkSession._instantiatedSession
-    if session is not None and session.sparkContext._jsc is not None:  # running, not stopped
-        session.sparkContext.cancelAllJobs()
+    if isinstance(engine, SparkEngine):
+        engine.cancel()  # its jobs, by their operation tags (classic or Spark Connect)
 
 
 __all__ = ["APP_NAME", "build_engine", "cancel_spark_jobs", "spark_engine", "spark_settings"]

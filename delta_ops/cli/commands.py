@@ -194,7 +194,7 @@ def _run_operation(operation: AnyOperation, args: argparse.Namespace) -> int:
     from delta_ops.ops.runs import run_operation
 
     values = operation.parse({o.name: getattr(args, o.name) for o in operation.options})
-    engine = _engine(operation.engine_name(values))
+    engine = _engine(operation.engine_name(values), getattr(args, "spark_remote", None))
     version = args.version if operation.at_version else None
     options = _storage_options(args.storage_option)
     dry_run = bool(args.dry_run)
@@ -224,13 +224,25 @@ def _run_operation(operation: AnyOperation, args: argparse.Namespace) -> int:
     return 0
 
 
-def _engine(name: str) -> Engine:
-    """The engine ``--engine`` names (`delta_ops.ops.engines`)."""
+def _engine(name: str, spark_remote: str | None = None) -> Engine:
+    """The engine ``--engine`` names (`delta_ops.ops.engines`); for spark, on the Spark
+    Connect server ``--spark-remote`` names, else on a session of this process."""
+    if spark_remote and name != "spark":
+        raise InvalidValue(f"--spark-remote {spark_remote}: needs --engine spark")
     if name == "spark":
         # the spark extra (PySpark) is optional: imported only when asked for
         from delta_ops.spark.engine import SparkEngine
 
-        return SparkEngine()
+        if not spark_remote:
+            return SparkEngine()
+        if not spark_remote.startswith("sc://"):
+            raise InvalidValue(
+                f"--spark-remote {spark_remote}: not a Spark Connect URL (sc://HOST:PORT)"
+            )
+        # the same optional extra, with PySpark's Connect client
+        from delta_ops.spark.session import get_spark_remote
+
+        return SparkEngine(get_spark_remote(spark_remote))
     return LOCAL
 
 
@@ -277,6 +289,14 @@ def _add_operation(sub: Any, operation: AnyOperation) -> None:
             default=None,
             metavar=option.name.upper(),
             help=_literal(f"{option.help} ({hint}{default})"),
+        )
+    if any(option.name == "engine" for option in operation.options):
+        parser.add_argument(
+            "--spark-remote",
+            default=None,
+            metavar="URL",
+            help="with --engine spark: run the tasks through the Spark Connect server at URL"
+            " (sc://HOST:PORT; Databricks Connect's URLs too)",
         )
     parser.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     parser.add_argument(

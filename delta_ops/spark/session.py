@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from delta_ops.spark.workers import activate, use_this_python_for_local_workers
+from delta_ops.errors import MissingExtra
+from delta_ops.spark.workers import activate, is_connect, use_this_python_for_local_workers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,6 +43,14 @@ DEFAULT_CONF: dict[str, str] = {
     # Delta stores no Spark-specific metadata in the files; keep them small and plain
     "spark.sql.parquet.compression.codec": "snappy",
 }
+
+#: Of `DEFAULT_CONF`, what `get_spark_remote` sets in a Connect session: the
+#: options about files and timestamps, not the server's sizing.
+SESSION_SQL_CONF = (
+    "spark.sql.parquet.outputTimestampType",
+    "spark.sql.session.timeZone",
+    "spark.sql.parquet.compression.codec",
+)
 
 #: Added for `local[...]` masters only: no network name lookups, nothing listening outside.
 LOCAL_CONF: dict[str, str] = {
@@ -98,16 +107,69 @@ def get_spark(
     return spark
 
 
+def _running_connect_session() -> SparkSession | None:
+    """The process's Spark Connect session, if one was made (importing PySpark's Connect
+    client otherwise would cost start-up time and needs its extra packages)."""
+    connect = sys.modules.get("pyspark.sql.connect.session")
+    if connect is None:
+        return None
+    session: SparkSession | None = connect.SparkSession.getActiveSession()
+    return session or connect.SparkSession._default_session
+
+
+#: the Spark Connect sessions `get_spark_remote` made, by URL
+_REMOTES: dict[str, SparkSession] = {}
+
+
+def get_spark_remote(url: str) -> SparkSession:
+    """A Spark Connect session to the server at `url` (``sc://host:port``, Databricks' own
+    URLs included), with the `delta` source registered; the one made before for `url` if any.
+
+    Example (talks to a running server):
+
+        spark = get_spark_remote("sc://localhost:15002")
+    """
+    try:  # PySpark's Connect client needs pandas, grpcio and zstandard (the spark extra)
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError as exc:
+        raise MissingExtra("spark", f"Spark Connect ({exc.__class__.__name__})") from exc
+
+    # start-up cost: `source` imports PySpark, which `import delta_ops.spark` must not
+    from delta_ops.spark.source import register
+
+    known = _REMOTES.get(url)
+    if known is not None and not getattr(known, "is_stopped", False):
+        return known
+    # a session of its own per URL (`getOrCreate` would return any URL's); typed as PySpark's
+    # classic session, whose API a Connect session mirrors
+    spark = cast("SparkSession", ConnectSession.builder.remote(url).create())
+    _REMOTES[url] = spark
+    for key in SESSION_SQL_CONF:  # the server's own sizing and static options stay
+        spark.conf.set(key, DEFAULT_CONF[key])
+    register(spark)
+    return spark
+
+
 def running_session() -> SparkSession:
     """The session Spark work on this thread should use, made active here: the thread's
-    active session, else the process's running one (started on another thread), else a new
-    one from `get_spark`. A running session's options are left as they are."""
+    active session, else the process's running one (started on another thread), else a
+    Spark Connect one the process made, else a new one from `get_spark`. A running
+    session's options are left as they are."""
     from pyspark.sql import SparkSession
 
     session = SparkSession.getActiveSession() or SparkSession._instantiatedSession
-    if session is None or session.sparkContext._jsc is None:  # none, or stopped
-        session = get_spark()
-    return activate(session)
+    if session is not None and is_connect(session):  # PySpark in Connect mode: a remote's
+        return session
+    if session is not None and session.sparkContext._jsc is not None:  # running, not stopped
+        return activate(session)
+    return _running_connect_session() or activate(get_spark())
 
 
-__all__ = ["DEFAULT_CONF", "get_spark", "running_session", "session_conf"]
+__all__ = [
+    "DEFAULT_CONF",
+    "SESSION_SQL_CONF",
+    "get_spark",
+    "get_spark_remote",
+    "running_session",
+    "session_conf",
+]

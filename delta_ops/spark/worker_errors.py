@@ -12,7 +12,8 @@ decides: a Spark error whose Python worker failed with anything else (a user's U
 stays as Spark raised it.
 
 `delta_ops.spark.get_spark` and `delta_ops.spark.register` install the hook;
-a Spark Connect session has no py4j gateway and is left alone.
+for a Spark Connect session, which has no py4j gateway, `install_connect` hooks the
+Connect client's conversion of a server error into an exception the same way.
 """
 
 from __future__ import annotations
@@ -86,4 +87,32 @@ def install() -> None:
         gateway.get_return_value = translating(current)
 
 
-__all__ = ["error_in_report", "final_exception_line", "install", "translating"]
+def converting(convert: Callable[..., Any]) -> Callable[..., Any]:
+    """`convert` (the Connect client's maker of an exception from a server error), giving a
+    delta-ops error in a Python worker as that error, one line."""
+
+    @functools.wraps(convert)
+    def exception(*args: Any, **kwargs: Any) -> Any:
+        made = convert(*args, **kwargs)
+        error = error_in_report(str(made))
+        return made if error is None else error
+
+    setattr(exception, _MARK, True)
+    return exception
+
+
+def install_connect() -> None:
+    """Wrap the Connect client's error conversion (idempotent)."""
+    client: Any = importlib.import_module("pyspark.sql.connect.client.core")
+    if not getattr(client.convert_exception, _MARK, False):
+        client.convert_exception = converting(client.convert_exception)
+
+
+__all__ = [
+    "converting",
+    "error_in_report",
+    "final_exception_line",
+    "install",
+    "install_connect",
+    "translating",
+]

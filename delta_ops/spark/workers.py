@@ -16,10 +16,11 @@ It is the one module of the Spark engine that reads and sets the environment.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from delta_ops.spark import worker_errors
 
@@ -27,6 +28,18 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 logger = logging.getLogger(__name__)
+
+
+def is_connect(session: SparkSession) -> bool:
+    """Whether `session` is a Spark Connect client (its JVM, and its workers, are elsewhere)."""
+    return type(session).__module__.startswith("pyspark.sql.connect")
+
+
+def functions_for(session: SparkSession) -> Any:
+    """`pyspark.sql.functions` for `session`'s kind: a process may hold a classic session and a
+    Spark Connect one, and a classic Column in a Connect DataFrame (or the reverse) fails."""
+    name = "pyspark.sql.connect.functions" if is_connect(session) else "pyspark.sql.functions"
+    return importlib.import_module(name)
 
 
 def use_this_python_for_local_workers(master: str) -> None:
@@ -44,6 +57,8 @@ def warn_if_workers_lack_this_python(spark: SparkSession) -> None:
     saw it when the session started (else `python3` from the PATH, which may lack pyarrow and
     delta-ops); a session built elsewhere (a notebook, `PySparkResource`) may not have set it.
     """
+    if is_connect(spark):
+        return  # the server's workers run the server's Python, which this process cannot see
     master = spark.sparkContext.master or ""
     if master.startswith("local") and os.environ.get("PYSPARK_PYTHON") != sys.executable:
         logger.warning(
@@ -58,9 +73,11 @@ def warn_if_workers_lack_this_python(spark: SparkSession) -> None:
 
 def set_up_workers(spark: SparkSession) -> None:
     """Make delta-ops errors in `spark`'s Python workers reach the caller as one line
-    (`delta_ops.spark.worker_errors`; Spark Connect has no py4j to hook), and warn when
+    (`delta_ops.spark.worker_errors`, classic or Spark Connect), and warn when
     the workers may not run this interpreter."""
-    if getattr(spark, "_jvm", None) is not None:
+    if is_connect(spark):
+        worker_errors.install_connect()
+    elif getattr(spark, "_jvm", None) is not None:
         worker_errors.install()
     warn_if_workers_lack_this_python(spark)
 
@@ -86,6 +103,8 @@ def activate(spark: SparkSession) -> SparkSession:
 
 __all__ = [
     "activate",
+    "functions_for",
+    "is_connect",
     "set_up_workers",
     "use_this_python_for_local_workers",
     "warn_if_workers_lack_this_python",

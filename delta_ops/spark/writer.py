@@ -66,7 +66,7 @@ from delta_ops.layout.write_order import WriteOrder
 from delta_ops.ops.cluster import write_order
 from delta_ops.ops.leftovers import STAGING_DIR  # the name vacuum knows as a leftover
 from delta_ops.protocol.schema import PARQUET_FIELD_ID_KEY, to_arrow_type
-from delta_ops.spark.workers import activate
+from delta_ops.spark.workers import activate, functions_for
 from delta_ops.storage import Location, Storage
 from delta_ops.table.transaction import CommitResult
 from delta_ops.table.write_target import WriteTarget, resolve_write_target
@@ -192,7 +192,8 @@ def write_delta(
     try:
         with parquet_timestamps_in_micros(spark):
             rows = df if order is None else _sorted_in_tasks(df, order)
-            writer = _in_file_layout(rows, target).write.mode("errorifexists")
+            # "error": Spark Connect's writer refuses the spelling "errorifexists"
+            writer = _in_file_layout(rows, target).write.mode("error")
             if file_partitions:
                 writer = writer.partitionBy(*file_partitions)
             writer.parquet(target_dir)
@@ -235,7 +236,7 @@ def _in_file_layout(df: DataFrame, target: WriteTarget) -> DataFrame:
     field ids; columns of a narrower type than the table's cast to it (`_casts`);
     partition columns renamed only, timestamp ones as epoch microseconds (see
     `staged_files`)."""
-    from pyspark.sql import functions as F
+    F = functions_for(df.sparkSession)
 
     instants = _timestamp_partitions(target)
     mapped = any(target.file_name(c) != c for c in target.file_names)

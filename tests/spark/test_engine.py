@@ -43,19 +43,20 @@ def _aged_copy(name: str, dest: Path) -> Path:
     return table
 
 
-def _engine(name: str) -> Engine:
-    """The engine a front end builds for ``--engine name``."""
+def _engine(name: str, session: object = None) -> Engine:
+    """The engine a front end builds for ``--engine name``, on `session` (classic or Spark
+    Connect; the running one when None)."""
     from delta_ops.spark.engine import SparkEngine
 
-    return SparkEngine() if name == "spark" else LOCAL
+    return SparkEngine(session) if name == "spark" else LOCAL  # type: ignore[arg-type]
 
 
-def _plan(table: Path, engine: str):  # type: ignore[no-untyped-def]
+def _plan(table: Path, engine: str, session: object = None):  # type: ignore[no-untyped-def]
     return plan_vacuum(
         load_snapshot(table),
         int(time.time() * 1000),
         retention_ms=7 * DAY_S * 1000,
-        engine=_engine(engine),
+        engine=_engine(engine, session),
     )
 
 
@@ -63,10 +64,10 @@ def _plan(table: Path, engine: str):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(
     "name", ["delta-spark/dv-partitioned-with-checkpoint", "delta-rs/simple_table"]
 )
-def test_spark_engine_plans_and_vacuums_as_the_local_engine(spark, tmp_path, name):
+def test_spark_engine_plans_and_vacuums_as_the_local_engine(any_spark, tmp_path, name):
     local = _aged_copy(name, tmp_path / "local")
     remote = _aged_copy(name, tmp_path / "spark")
-    local_plan, spark_plan = _plan(local, "local"), _plan(remote, "spark")
+    local_plan, spark_plan = _plan(local, "local"), _plan(remote, "spark", any_spark)
     assert spark_plan.engine.name == "spark" and local_plan.engine.name == "local"
     key = sorted((c.path, c.size, c.reason) for c in local_plan.candidates)
     assert sorted((c.path, c.size, c.reason) for c in spark_plan.candidates) == key
@@ -100,7 +101,7 @@ def test_cli_engine_flag_gives_the_same_dry_run(spark, tmp_path, capsys):
 
 
 @pytest.mark.spark
-def test_row_tracking_footer_counts_on_spark_match_the_local_engine(spark, tmp_path):
+def test_row_tracking_footer_counts_on_spark_match_the_local_engine(any_spark, tmp_path):
     """delta-rs' simple_table has no numRecords in its stats: every file's rows are counted
     from its footer, by threads here and by Spark tasks there; the ids must come out equal."""
     from delta_ops.ops.row_tracking import (
@@ -112,7 +113,7 @@ def test_row_tracking_footer_counts_on_spark_match_the_local_engine(spark, tmp_p
     for engine in ("local", "spark"):
         table = tmp_path / engine
         shutil.copytree(TABLES / "delta-rs" / "simple_table", table)
-        plan = plan_enable_row_tracking(load_snapshot(table), engine=_engine(engine))
+        plan = plan_enable_row_tracking(load_snapshot(table), engine=_engine(engine, any_spark))
         assert plan.files_without_num_records > 0 and plan.engine.name == engine
         result = execute_enable_row_tracking(plan)
         assert result.files_counted_from_footer == plan.files_without_num_records
@@ -131,7 +132,7 @@ def test_row_tracking_footer_counts_on_spark_match_the_local_engine(spark, tmp_p
 
 
 @pytest.mark.spark
-def test_purge_and_compact_on_spark_keep_rows_and_row_ids_as_the_local_engine(spark, tmp_path):
+def test_purge_and_compact_on_spark_keep_rows_and_row_ids_as_the_local_engine(any_spark, tmp_path):
     """Both rewrites on a deletion-vector table with row tracking: each unit is one Spark task;
     the rows, the row ids and the shape of the commits equal the local engine's."""
     from delta_ops.ops.compact import execute_compact, plan_compact
@@ -142,11 +143,13 @@ def test_purge_and_compact_on_spark_keep_rows_and_row_ids_as_the_local_engine(sp
     for engine in ("local", "spark"):
         table = dv_table(tmp_path / engine, {"delta.enableRowTracking": "true"})
         ids_before = ids_by_value(table)
-        purged = execute_purge(plan_purge(load_snapshot(table), engine=_engine(engine)))
+        purged = execute_purge(plan_purge(load_snapshot(table), engine=_engine(engine, any_spark)))
         assert purged.files_rewritten == 2 and purged.rows_dropped == 4
         snapshot = load_snapshot(table)
         assert snapshot.files.column("deletionVector").null_count == snapshot.num_files
-        compacted = execute_compact(plan_compact(load_snapshot(table), engine=_engine(engine)))
+        compacted = execute_compact(
+            plan_compact(load_snapshot(table), engine=_engine(engine, any_spark))
+        )
         assert compacted.files_removed == 2 and compacted.files_added == 1
         assert ids_by_value(table) == ids_before  # every remaining row keeps its row id
         outcome[engine] = (
@@ -179,7 +182,7 @@ def test_work_on_another_thread_uses_the_running_session_and_makes_it_active(spa
 
     def work() -> None:
         seen["active_before"] = SparkSession.getActiveSession()
-        seen["engine_context"] = SparkEngine()._context()
+        seen["engine_session"] = SparkEngine().session()
         write_delta(df, str(table))
         seen["active_after"] = SparkSession.getActiveSession()
         seen["rows"] = sorted(
@@ -190,7 +193,7 @@ def test_work_on_another_thread_uses_the_running_session_and_makes_it_active(spa
         with ThreadPoolExecutor(1) as worker:  # a thread of its own; its errors re-raise here
             worker.submit(work).result(timeout=120)
         assert seen["active_before"] is None  # the premise: nothing active on a new thread
-        assert seen["engine_context"] is spark.sparkContext
+        assert seen["engine_session"] is spark
         assert seen["active_after"] is spark
         assert seen["rows"] == [(1, "a"), (2, "b")]
         assert spark.conf.get("spark.sql.shuffle.partitions") == "3"  # not re-applied
@@ -243,7 +246,7 @@ def test_spark_engine_writes_the_checkpoint_the_local_engine_writes(
 
 
 @pytest.mark.spark
-def test_a_failed_spark_rewrite_task_leaves_no_new_file_and_no_commit(spark, tmp_path):
+def test_a_failed_spark_rewrite_task_leaves_no_new_file_and_no_commit(any_spark, tmp_path):
     """One partition's file is unreadable: its task fails, the other partition's task has
     written its file already. The driver finds that file by the rewrite's file prefix and
     deletes it; no commit, and the table reads as before."""
@@ -257,7 +260,7 @@ def test_a_failed_spark_rewrite_task_leaves_no_new_file_and_no_commit(spark, tmp
     corrupt, original = corrupt_a_file(table)
     before = load_snapshot(table)
     files_before = sorted(p.relative_to(table) for p in table.rglob("*.parquet"))
-    plan = plan_compact(before, engine=_engine("spark"))
+    plan = plan_compact(before, engine=_engine("spark", any_spark))
     assert len(plan.bins) == 2  # one task per partition
     with pytest.raises(DeltaOpsError, match=f"{corrupt}: unreadable data file"):
         execute_compact(plan)
@@ -325,7 +328,7 @@ def test_a_task_failure_is_one_line_only_for_our_errors_and_os_errors(final, tra
 
 
 @pytest.mark.spark
-def test_zorder_on_spark_writes_the_files_the_local_engine_writes(spark, tmp_path):
+def test_zorder_on_spark_writes_the_files_the_local_engine_writes(any_spark, tmp_path):
     """Each cube is one Spark task: two partitions, two tasks; the files hold the same rows in
     the same curve order as the local engine's (the curve is fitted from the same samples),
     and deltalake reads the rows written."""
@@ -337,7 +340,7 @@ def test_zorder_on_spark_writes_the_files_the_local_engine_writes(spark, tmp_pat
         random_appends(table, files=6, rows=300, partition_by=["day"])
         rows = deltalake_rows(table)
         values = COMPACT.parse({"zorder_by": "a,b", "target_size": "4KB", "engine": engine})
-        plan = COMPACT.plan(load_snapshot(table), values, _engine(engine))
+        plan = COMPACT.plan(load_snapshot(table), values, _engine(engine, any_spark))
         assert len(plan.cubes) == 2  # one per partition
         result = COMPACT.execute(plan)
         assert result.files_removed == 6 and result.files_added > 2
@@ -355,7 +358,7 @@ def test_zorder_on_spark_writes_the_files_the_local_engine_writes(spark, tmp_pat
 
 
 @pytest.mark.spark
-def test_a_failed_spark_clustering_task_leaves_no_new_file_and_no_commit(spark, tmp_path):
+def test_a_failed_spark_clustering_task_leaves_no_new_file_and_no_commit(any_spark, tmp_path):
     """One partition's cube reads an unreadable file: its task fails, the other partition's
     task may have written its files already; the driver deletes them, nothing is committed."""
     from delta_ops.errors import DeltaOpsError
@@ -370,7 +373,7 @@ def test_a_failed_spark_clustering_task_leaves_no_new_file_and_no_commit(spark, 
     before = load_snapshot(table)
     files_before = sorted(p.relative_to(table) for p in table.rglob("*.parquet"))
     values = COMPACT.parse({"zorder_by": "a,b", "target_size": "4KB", "engine": "spark"})
-    plan = COMPACT.plan(before, values, _engine("spark"))
+    plan = COMPACT.plan(before, values, _engine("spark", any_spark))
     with pytest.raises(DeltaOpsError, match="unreadable data file"):
         COMPACT.execute(plan)
     assert load_snapshot(table).version == before.version
@@ -389,29 +392,62 @@ def _fail_fast_or_write_late(marker: str, item: int) -> int:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("callers_group", [None, "the-callers-group"])
-def test_a_failed_map_is_raised_once_its_other_tasks_have_ended(spark, tmp_path, callers_group):
+def test_a_failed_map_is_raised_once_its_other_tasks_have_ended(any_spark, tmp_path):
     """Spark fails a job as soon as one task fails, while its other tasks still run: a
-    rewrite that then lists its files to delete them would miss what they write after. The
-    engine raises the failure only once no task of the job runs (the CI run of 2026-11-27
-    left a cube's file behind this way under load), in the caller's job group if it has one,
-    which stays its own."""
+    rewrite that then lists its files to delete them would miss what they write after (the
+    CI run of 2026-11-27 left a cube's file behind this way under load). A task returns what
+    its function raised as data, so the job ends with every task done, and the engine raises
+    the failure then; the caller's operation tags (and, classic, its job group) stay its own."""
     from functools import partial
 
     from delta_ops.errors import DeltaOpsError
     from delta_ops.spark.engine import SparkEngine
+    from delta_ops.spark.workers import is_connect
 
     marker = tmp_path / "late"
-    context = spark.sparkContext
-    if callers_group is not None:
-        context.setJobGroup(callers_group, "the caller's own")
-    before = context.getLocalProperty("spark.jobGroup.id")  # an earlier test's, maybe ""
+    context = None if is_connect(any_spark) else any_spark.sparkContext
+    if context is not None:
+        context.setJobGroup("the-callers-group", "the caller's own")
+    any_spark.addTag("the-callers-tag")
     try:
         with pytest.raises(DeltaOpsError, match="the store refused"):
-            SparkEngine().map_ordered(partial(_fail_fast_or_write_late, str(marker)), [0, 1])
+            SparkEngine(any_spark).map_ordered(
+                partial(_fail_fast_or_write_late, str(marker)), [0, 1]
+            )
         assert marker.read_text() == "written after the job failed"
-        assert context.getLocalProperty("spark.jobGroup.id") == before
-        assert callers_group is None or before == callers_group
+        assert any_spark.getTags() == {"the-callers-tag"}
+        if context is not None:
+            assert context.getLocalProperty("spark.jobGroup.id") == "the-callers-group"
     finally:
-        context.setLocalProperty("spark.jobGroup.id", None)
-        context.setLocalProperty("spark.job.description", None)
+        any_spark.removeTag("the-callers-tag")
+        if context is not None:
+            context.setLocalProperty("spark.jobGroup.id", None)
+            context.setLocalProperty("spark.job.description", None)
+
+
+def _partition_of(item: int) -> tuple[int, int]:
+    from pyspark import TaskContext
+
+    return item, TaskContext.get().partitionId()
+
+
+@pytest.mark.spark
+def test_each_share_of_the_items_is_a_task_of_its_own(any_spark):
+    """`batch` items per task, exactly: the shares are placed by hash partitioning on keys
+    whose Spark hash we compute here (checked against Spark's own `hash`), never two shares
+    in one task (which would halve a rewrite's parallelism) nor one share split."""
+    from delta_ops.spark.engine import SparkEngine, partition_keys, spark_hash_int
+
+    hashed = any_spark.range(-40, 40).selectExpr(
+        "cast(id as int) as k", "hash(cast(id as int)) as h"
+    )
+    assert {r.k: r.h for r in hashed.collect()} == {k: spark_hash_int(k) for k in range(-40, 40)}
+    for slices in (1, 2, 7):
+        assert sorted(spark_hash_int(k) % slices for k in partition_keys(slices)) == list(
+            range(slices)
+        )
+    placed = SparkEngine(any_spark).map_ordered(_partition_of, list(range(10)), batch=3)
+    tasks: dict[int, list[int]] = {}
+    for item, task in placed:
+        tasks.setdefault(task, []).append(item)
+    assert sorted(tasks.values()) == [[0, 1], [2, 3, 4], [5, 6], [7, 8, 9]]  # as parallelize

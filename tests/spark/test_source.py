@@ -24,6 +24,13 @@ from tests.support.dv_tables import (
 
 pytestmark = pytest.mark.spark
 
+
+@pytest.fixture
+def spark(any_spark):
+    """Each test here runs on the classic session, then on Spark Connect (the same JVM)."""
+    return any_spark
+
+
 READABLE = [name for name, fact in sorted(peer_facts().items()) if "kernel_rows" in fact]
 
 
@@ -122,7 +129,9 @@ def test_write_append_partitioned_then_overwrite_as_peers_read_it(spark, tmp_pat
 
 
 def test_a_failed_write_job_commits_nothing_and_leaves_no_files(spark, tmp_path) -> None:
-    from pyspark.sql import functions as F
+    from delta_ops.spark.workers import functions_for
+
+    F = functions_for(spark)  # a Connect session's own functions (classic Columns fail there)
     from pyspark.sql.types import LongType
 
     table = tmp_path / "t"

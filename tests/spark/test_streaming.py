@@ -37,6 +37,13 @@ from tests.support import deltalake_rows, duckdb_rows, file_digests, stream_faul
 
 pytestmark = pytest.mark.spark
 
+
+@pytest.fixture
+def spark(any_spark):
+    """Each test here runs on the classic session, then on Spark Connect (the same JVM)."""
+    return any_spark
+
+
 SCHEMA = "id long, name string, ts timestamp"
 ROWS_PER_FILE = 5
 EPOCH = dt.datetime(2024, 11, 3, 8, 30, tzinfo=dt.UTC)
@@ -147,7 +154,7 @@ def vacuum_orphans(table: Path) -> None:
     execute_vacuum(plan)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def faulty(spark: Any) -> str:
     stream_faults.register(spark)
     return stream_faults.NAME

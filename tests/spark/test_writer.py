@@ -37,6 +37,13 @@ from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
 from tests.support import deltalake_rows, duckdb_rows
 
+
+@pytest.fixture
+def spark(any_spark):
+    """Each test here runs on the classic session, then on Spark Connect (the same JVM)."""
+    return any_spark
+
+
 ESCAPED = "a b/c:d"  # Spark writes region=a b%2Fc%3Ad
 ODD = "é=%25"  # non-ASCII stays, '=' and '%' are escaped
 
@@ -253,7 +260,9 @@ def test_row_tracking_table_gets_row_ids(spark, tmp_path):
 
 @pytest.mark.spark
 def test_failing_commit_leaves_no_data_files(spark, tmp_path):
-    from pyspark.sql import functions as F
+    from delta_ops.spark.workers import functions_for
+
+    F = functions_for(spark)  # a Connect session's own functions (classic Columns fail there)
 
     table = tmp_path / "t"
     first = partitioned_events(spark, 0, 8, regions=("x",))
