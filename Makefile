@@ -104,7 +104,7 @@ doctest: venv
 # worker as the `jvm` group (tests/conftest.py), so a run never has two Spark sessions at once.
 PYTEST_WORKERS ?= 2
 test: setup-done java-check
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --ignore=tests/airflow
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --ignore=tests/airflow
 	$(BIN)/python -m pytest tests/airflow
 
 # The reliability suite with the long profile (hypothesis' soak profile, every crash point);

@@ -1,10 +1,10 @@
 """Test-run configuration: hypothesis profiles sized for CI's 2 cores, the run's seed and the
 JVM group.
 
-`make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`), one per core.
+`make test` runs the suite on two pytest-xdist workers (`-n 2`), one per core.
 Every test that talks to a JVM (the shared Spark session, Delta Spark's reference server, a
-Spark Connect server or cluster) is put in one xdist group, ``jvm``: those tests run on one
-worker, one at a time, so a run never has two Spark sessions or reference servers at once and
+Spark Connect server or cluster) lives under `JVM_PATHS`, which the scheduler hands to one
+worker as one unit of work: those tests run on that worker, one at a time, so a run never has two Spark sessions or reference servers at once and
 each starts once per run; the other worker takes the rest.
 
 Every run has one seed: ``RELIABILITY_SEED`` (or ``--hypothesis-seed``) when given, else a
@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -79,16 +80,48 @@ REFERENCE_TIER = Path(__file__).resolve().parent / "reference"
 REFERENCE_REPORT = REFERENCE_TIER.parents[1] / "build" / "reference-report.txt"
 
 
+#: where the tests that need a JVM live: the scheduler below knows a test by its node id only
+JVM_PATHS = (
+    "tests/spark/",
+    "tests/reference/",
+    "tests/log/test_multipart_part_schemas.py",
+    "tests/project/test_demo_location.py",
+)
+
+
+def _needs_jvm(item: pytest.Item) -> bool:
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return (
+        item.get_closest_marker("spark") is not None
+        or bool(fixtures & JVM_FIXTURES)
+        or REFERENCE_TIER in Path(str(item.path)).parents
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that needs a JVM joins the ``jvm`` xdist group (see the module's doc)."""
-    for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        if (
-            item.get_closest_marker("spark") is not None
-            or fixtures & JVM_FIXTURES
-            or REFERENCE_TIER in Path(str(item.path)).parents
-        ):
-            item.add_marker(pytest.mark.xdist_group("jvm"))
+    """A test that needs a JVM outside `JVM_PATHS` stops the run: the scheduler would send it
+    to either worker, and a second Spark session would start beside the first."""
+    strays = [
+        item.nodeid for item in items if _needs_jvm(item) and not item.nodeid.startswith(JVM_PATHS)
+    ]
+    if strays:
+        raise pytest.UsageError(
+            f"tests that need a JVM outside JVM_PATHS (tests/conftest.py): {strays[:3]};"
+            " add their file to JVM_PATHS"
+        )
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The JVM tests as one unit of work for one worker (see the module's doc), every other
+    test on its own. (xdist's ``loadgroup`` would do it from ``xdist_group`` marks, but it
+    renames node ids in a way pytest 9 no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class JvmGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return "jvm" if nodeid.startswith(JVM_PATHS) else nodeid
+
+    return JvmGroupScheduling(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)
