@@ -48,7 +48,7 @@ if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
 from benchmarks.bench_lake import make_lake
-from benchmarks.dagster_floor import FLOOR_CHILD, shape_of
+from benchmarks.dagster_floor import FLOOR_CHILD, SERVE_TAIL, shape_of
 
 LOAD_GOAL_RATIO = 1.2  # of Dagster's own floor
 TICK_GOAL_S = 1.0
@@ -57,29 +57,18 @@ FLAT_GOAL = 1.25  # per-table cost at the largest size over the smallest's
 NAME = "lake"
 
 #: what the fresh child runs: the code server's work for one location, with its counts
-_CHILD = """
-import sys, time
+_CHILD = (
+    """
+import json, sys, time
 started = time.perf_counter()
 from dagster._core.remote_representation.external_data import RepositorySnap
 from dagster_shared.serdes import serialize_value
 from delta_ops.dagster import build_delta_maintenance_defs
 imported = time.perf_counter()
 defs = build_delta_maintenance_defs(sys.argv[1], name=sys.argv[2])
-built = time.perf_counter()
-repo = defs.get_repository_def()
-repo.load_all_definitions()
-resolved = time.perf_counter()
-snapshot = serialize_value(RepositorySnap.from_def(repo))
-done = time.perf_counter()
-import json
-print(json.dumps({
-    "assets": len(repo.assets_defs_by_key),
-    "checks": len(repo.asset_checks_defs_by_key),
-    "snapshot_mb": round(len(snapshot) / 1e6, 1),
-    "stages": {"import": imported - started, "build": built - imported,
-               "repository": resolved - built, "snapshot": done - resolved},
-}))
 """
+    + SERVE_TAIL
+)
 
 
 def _timed_child(args: list[str], what: str) -> tuple[float, str]:

@@ -140,6 +140,11 @@ def sensor(name):
 
 defs = dg.Definitions(assets=assets, asset_checks=asset_checks, jobs=jobs,
                       schedules=schedules, sensors=[sensor(n) for n in shape["sensors"]])
+"""
+
+#: how both children end, once `defs` is built: resolve and snapshot the repository as a code
+#: server does, and print what was built and how long each stage took
+SERVE_TAIL = """
 built = time.perf_counter()
 repo = defs.get_repository_def()
 repo.load_all_definitions()
@@ -155,4 +160,6 @@ print(json.dumps({
 }))
 """
 
-__all__ = ["FLOOR_CHILD", "shape_of"]
+FLOOR_CHILD += SERVE_TAIL
+
+__all__ = ["FLOOR_CHILD", "SERVE_TAIL", "shape_of"]
