@@ -1,7 +1,7 @@
 """Benchmark: vacuum and compaction on a two-worker Spark standalone cluster, over Spark Connect,
 against the local engine (issue 46).
 
-The cluster is the tests' (`tests/support/spark_cluster.py`): a master, two one-core workers and a
+The cluster is the tests' (`loopback/spark_cluster.py`): a master, two one-core workers and a
 Spark Connect server driving them, each a JVM of its own on loopback; this process is only a
 Connect client (`SparkEngine(get_spark_remote(url))`), as a Databricks job or an Airflow task
 would be. Started once, untimed. The tables are the vacuum and compaction benchmarks' own
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     from delta_ops.ops.engines import LOCAL
     from delta_ops.spark.engine import SparkEngine
     from delta_ops.spark.session import get_spark_remote
-    from tests.support.spark_cluster import standalone_cluster
+    from loopback.spark_cluster import standalone_cluster
 
     with tempfile.TemporaryDirectory() as logs, standalone_cluster(Path(logs)) as cluster:
         started = time.perf_counter()

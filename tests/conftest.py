@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import random
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +149,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.section("Delta Spark's verdict (reference tier)")
     for line in REFERENCE_REPORT.read_text().splitlines():
         terminalreporter.write_line(line)
+
+
+@pytest.fixture(autouse=True)
+def _no_dagster_state_storage_left_behind() -> Iterator[None]:
+    """Dagster keeps the current defs-state storage in a context variable that holds only a
+    weak reference to its instance; a test whose instance is gone left it set, and the next
+    test to load definitions in this process failed ("Attempted to resolve undefined
+    DagsterInstance weakref"). Cleared after every test that loaded Dagster."""
+    yield
+    state = sys.modules.get("dagster._core.storage.defs_state.base")
+    if state is not None:
+        state._current_storage.set(None)

@@ -16,7 +16,6 @@ It is the one module of the Spark engine that reads and sets the environment.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import sys
@@ -38,8 +37,15 @@ def is_connect(session: SparkSession) -> bool:
 def functions_for(session: SparkSession) -> Any:
     """`pyspark.sql.functions` for `session`'s kind: a process may hold a classic session and a
     Spark Connect one, and a classic Column in a Connect DataFrame (or the reverse) fails."""
-    name = "pyspark.sql.connect.functions" if is_connect(session) else "pyspark.sql.functions"
-    return importlib.import_module(name)
+    if is_connect(session):
+        # PySpark is optional: imported only when a session of its kind asks
+        from pyspark.sql.connect import functions as connect_functions
+
+        return connect_functions
+    # PySpark is optional: imported only when a session of its kind asks
+    from pyspark.sql import functions
+
+    return functions
 
 
 def use_this_python_for_local_workers(master: str) -> None:

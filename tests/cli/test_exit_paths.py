@@ -46,7 +46,7 @@ atexit.register(lambda: open(report, "w").write(str(len(forks))))
 import delta_ops.ops.rewrite as rewrite
 rewrite.PROCESS_MIN_FILES = 2
 import delta_ops.ops.cluster as cluster
-cluster.IN_MEMORY_BYTES = cluster.SPILL_CHUNK_BYTES = 0
+cluster.IN_MEMORY_BYTES = cluster.SPILL_CHUNK_BYTES = cluster.FORK_MIN_BYTES = 0
 from delta_ops.cli.commands import run
 sys.argv = ["delta-ops", *sys.argv[2:]]
 run()

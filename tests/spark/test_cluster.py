@@ -32,9 +32,9 @@ from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
 from loopback.servers import BUCKET, StoreServer, serve_s3, storage_args
+from loopback.spark_cluster import Cluster, standalone_cluster
 from tests.support import deltalake_rows
 from tests.support.rewrite_support import dv_table
-from tests.support.spark_cluster import Cluster, standalone_cluster
 
 pytestmark = pytest.mark.spark
 

@@ -13,26 +13,18 @@ Imported by `tests/conftest.py`; tests that use them are marked `@pytest.mark.sp
 
 from __future__ import annotations
 
-import socket
-
 import pytest
+
+from loopback.servers import free_port
 
 #: the modes `any_spark` runs a test in
 MODES = ("classic", "connect")
 
 
-def free_loopback_port() -> int:
-    """A TCP port nothing listens on at 127.0.0.1 right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="session")
 def connect_port() -> int:
     """The loopback port of the Connect server inside the test run's JVM."""
-    return free_loopback_port()
+    return free_port()
 
 
 @pytest.fixture(scope="session")

@@ -31,8 +31,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.support import REPO
-from tests.support.spark_fixtures import free_loopback_port
+from loopback.servers import REPO, free_port
 
 #: how long a JVM of the cluster may take to listen (a shared 2-core CI box is slow)
 START_S = 180.0
@@ -126,7 +125,7 @@ def standalone_cluster(
         "PYSPARK_PYTHON": sys.executable,
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
     }
-    master_port, master_ui, connect_port = (free_loopback_port() for _ in range(3))
+    master_port, master_ui, connect_port = (free_port() for _ in range(3))
     master_url = f"spark://127.0.0.1:{master_port}"
     spark_class = str(_spark_class())
     procs: list[subprocess.Popen[bytes]] = []
@@ -157,7 +156,7 @@ def standalone_cluster(
                     f"worker-{n}",
                     "org.apache.spark.deploy.worker.Worker",
                     *("--host", "127.0.0.1", "--cores", "1", "--memory", "1g"),
-                    *("--webui-port", str(free_loopback_port()), "--work-dir", str(work)),
+                    *("--webui-port", str(free_port()), "--work-dir", str(work)),
                     master_url,
                 )
             _wait_until(lambda: _alive_workers(master_ui) == workers, "the workers", procs)
