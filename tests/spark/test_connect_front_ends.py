@@ -7,6 +7,7 @@ session."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -60,18 +61,31 @@ def test_cli_spark_remote_refuses_what_is_not_a_connect_url_in_one_line(
     assert message in err and "\n" not in err and "Traceback" not in err
 
 
-def test_an_airflow_spark_connection_to_a_connect_server_runs_the_engine_there(
-    spark_connect, connect_port, monkeypatch
-):
-    pytest.importorskip("airflow")
-    from delta_ops.airflow.engines import build_engine
-    from delta_ops.spark.workers import is_connect
+AIRFLOW_RUN = """
+from delta_ops.airflow.engines import build_engine
+from delta_ops.spark.workers import is_connect
 
+engine = build_engine("spark", "spark_connect")
+print(is_connect(engine.session()), engine.map_ordered(len, ["a", "bb", "ccc"], batch=2))
+"""
+
+
+def test_an_airflow_spark_connection_to_a_connect_server_runs_the_engine_there(
+    spark_connect, connect_port
+):
+    """In a process of its own, as every Airflow test: importing Airflow configures the
+    process's logging for the rest of its life."""
     conn = {"conn_type": "spark", "host": "sc://127.0.0.1", "port": connect_port}
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT", json.dumps(conn))
-    engine = build_engine("spark", "spark_connect")
-    assert is_connect(engine.session())  # type: ignore[attr-defined]
-    assert engine.map_ordered(len, ["a", "bb", "ccc"], batch=2) == [1, 2, 3]
+    done = subprocess.run(
+        [sys.executable, "-c", AIRFLOW_RUN],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "AIRFLOW_CONN_SPARK_CONNECT": json.dumps(conn)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[-2] == "True [1, 2, 3]"
 
 
 DAGSTER_RUN = """
@@ -93,7 +107,6 @@ def test_dagsters_pyspark_resource_on_a_connect_url_is_the_engines_session(
 ):
     """A run whose PySparkResource names a Connect server (``spark.remote``) runs the engine
     there: in a process of its own, as a Dagster run's (a process keeps one kind of session)."""
-    pytest.importorskip("dagster_pyspark")
     url = f"sc://127.0.0.1:{connect_port}"
     done = subprocess.run(
         [sys.executable, "-c", DAGSTER_RUN, url],
