@@ -10,6 +10,7 @@ from tests.conftest import REFERENCE_REPORT
 from tests.reference.corpus import Corpus
 from tests.reference.delta_spark import DeltaSpark
 from tests.reference.judge import TALLY
+from tests.reference.race_model import REPORT as RACES
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +35,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """The reference report: per operation, the corpus tables Delta Spark read back identically
     at every retained version, written to build/reference-report.txt by the process that ran
     the tier (an xdist worker, or the run itself); `tests/conftest.py` prints it at the end."""
-    lines = TALLY.lines()
+    lines = TALLY.lines() + RACES
     if lines:
         REFERENCE_REPORT.parent.mkdir(parents=True, exist_ok=True)
         REFERENCE_REPORT.write_text("\n".join(lines) + "\n")

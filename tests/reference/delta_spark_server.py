@@ -135,6 +135,10 @@ def handle(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True}
     if op == "reads":
         return {"ok": True, "rows": [read_one(spark, r) for r in request["reads"]]}
+    if op == "race":
+        import race_workload  # beside this file: the pipeline's side of tests/reference/test_races.py
+
+        return race_workload.run(spark, request)
     raise ValueError(f"unknown request op {op!r}")
 
 
