@@ -111,10 +111,14 @@ test: setup-done java-check
 # SOAK_SECONDS bounds it (default 1 h). The run's seed is printed at the end
 # (RELIABILITY_SEED=N make soak replays it).
 SOAK_SECONDS ?= 3600
-soak: venv fuzz
-	HYPOTHESIS_PROFILE=soak timeout --signal=INT $(SOAK_SECONDS) $(BIN)/python -m pytest -x \
+# RACE_WRITES: Delta Spark's writes per race scenario (tests/reference/test_races.py; 5 in check)
+RACE_WRITES ?= 60
+soak: venv fuzz reference
+	HYPOTHESIS_PROFILE=soak RACE_WRITES=$(RACE_WRITES) timeout --signal=INT $(SOAK_SECONDS) \
+		$(BIN)/python -m pytest -x \
 		tests/reliability/test_model.py tests/reliability/test_crashes.py \
-		tests/reliability/test_concurrency.py || test $$? -eq 124
+		tests/reliability/test_concurrency.py tests/reference/test_races.py \
+		|| test $$? -eq 124
 
 # The coverage-guided log fuzzer (atheris, tests/support/log_fuzz.py) for FUZZ_SECONDS; its working corpus
 # in build/fuzz-corpus, an input it fails on saved to tests/data/fuzz_corpus/ (commit it: the

@@ -139,6 +139,10 @@ def handle(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
         import race_workload  # beside this file: the pipeline's side of tests/reference/test_races.py
 
         return race_workload.run(spark, request)
+    if op == "race_end":
+        import race_workload
+
+        return race_workload.end(spark, request)
     raise ValueError(f"unknown request op {op!r}")
 
 

@@ -36,6 +36,8 @@ USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 #: a DELETE or UPDATE matching no row commits anyway, so every write the race counts is in the log
 EMPTY_COMMITS = "spark.databricks.delta.skipRecordingEmptyCommits"
 ATTEMPTS = 6
+#: the streaming read of the race in progress, until `end`
+_OPEN: dict[str, Any] = {}
 
 
 def _is_conflict(exc: BaseException) -> bool:
@@ -43,11 +45,18 @@ def _is_conflict(exc: BaseException) -> bool:
     return "Concurrent" in text or "DELTA_CONCURRENT" in text or "CONCURRENT_" in text
 
 
-def _is_log_file_gone(exc: BaseException) -> bool:
-    """A log file the write's snapshot listed was deleted by a log cleanup before it was read
-    (the write commits nothing; the application's retry reads the newer checkpoint)."""
+def _file_gone(exc: BaseException) -> str | None:
+    """A file the write's snapshot listed was deleted before it was read: a log file by a log
+    cleanup, a data file by a vacuum at zero retention (the write commits nothing; the
+    application's retry reads a newer snapshot)."""
     text = str(exc)
-    return "FILE_NOT_EXIST" in text and "_delta_log" in text
+    if "FILE_NOT_EXIST" not in text:
+        return None
+    return (
+        "LOG_FILE_REMOVED_UNDER_READER"
+        if "_delta_log" in text
+        else "DATA_FILE_VACUUMED_UNDER_READER"
+    )
 
 
 def _spec(kind: str, rng: random.Random, next_id: int, first_id: int) -> dict[str, Any]:
@@ -181,9 +190,10 @@ def run(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
                         conflicts[_conflict_name(exc)] += 1
                         record["outcome"] = "conflict"
                         continue
-                    if _is_log_file_gone(exc):
-                        conflicts["LOG_FILE_REMOVED_UNDER_READER"] += 1
-                        record["outcome"] = "log file gone"
+                    gone = _file_gone(exc)
+                    if gone is not None:
+                        conflicts[gone] += 1
+                        record["outcome"] = "file gone"
                         continue
                     record["outcome"] = "failed"
                     failures.append(f"{kind} {tag}: {name}: {exc}"[:600])
@@ -194,29 +204,44 @@ def run(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
                 record["outcome"] = "gave up"
             if pause:
                 time.sleep(pause)
-        stream_error = None
-        if stream_out is not None:
-            stream_out.processAllAvailable()
-            error = stream_out.exception()
-            stream_error = None if error is None else str(error)[:2000]
-    except Exception as exc:  # noqa: BLE001 - a stream that died mid-race is a finding
-        stream_error = f"{type(exc).__name__}: {exc}"[:2000]
+    except Exception as exc:  # noqa: BLE001 - the reply says what stopped the race
+        failures.append(f"the race stopped: {type(exc).__name__}: {exc}"[:2000])
     finally:
         spark.conf.unset(EMPTY_COMMITS)
-        for query in (stream_in.query if stream_in else None, stream_out):
-            if query is not None:
-                try:
-                    query.stop()
-                except Exception:  # noqa: BLE001, S110 - stopping a failed query
-                    pass
+        if stream_in is not None:
+            _stop(stream_in.query)
+    # the streaming read goes on until `end` (our side may still be writing)
+    _OPEN["stream_out"] = stream_out
     return {
         "ok": True,
         "attempts": attempts,
         "batches": batches,
         "conflicts": dict(conflicts),
         "failures": failures,
-        "stream_error": stream_error,
     }
+
+
+def end(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
+    """After our side stopped: the streaming read catches up and stops; its error, if any."""
+    stream_out = _OPEN.pop("stream_out", None)
+    if stream_out is None:
+        return {"ok": True, "stream_error": None}
+    try:
+        stream_out.processAllAvailable()
+        error = stream_out.exception()
+        stream_error = None if error is None else str(error)[:2000]
+    except Exception as exc:  # noqa: BLE001 - a stream that died mid-race is a finding
+        stream_error = f"{type(exc).__name__}: {exc}"[:2000]
+    finally:
+        _stop(stream_out)
+    return {"ok": True, "stream_error": stream_error}
+
+
+def _stop(query: Any) -> None:
+    try:
+        query.stop()
+    except Exception:  # noqa: BLE001, S110 - stopping a failed query
+        pass
 
 
 def _conflict_name(exc: BaseException) -> str:
