@@ -16,6 +16,7 @@ from delta_ops.airflow.operator_base import COMMON_ARGUMENTS, ENGINE_ONLY_LOCAL
 from delta_ops.airflow.operators import OPERATORS, operator_options
 from delta_ops.ops.operation import AnyOperation, Option
 
+
 def _default(option: Option) -> str:
     return "—" if option.default in (None, "", ()) else f"`{option.default}`"
 
