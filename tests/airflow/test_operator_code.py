@@ -101,6 +101,30 @@ def test_airflows_own_keywords_are_all_typed(home: Path) -> None:
     assert set(BaseOperatorArguments.__annotations__) == taken
 
 
+def test_airflow_reads_the_options_from_the_signature_too(home: Path) -> None:
+    """In the signature, the options are Airflow's like any operator's arguments: a mapped
+    task's `partial` takes them (it refused them when they arrived as `**kwargs`), and a DAG's
+    `default_args` fill them."""
+    from airflow.sdk import DAG
+
+    from delta_ops.airflow.operators import DeltaVacuumOperator, operator_for
+
+    with DAG("signature", schedule=None, default_args={"retention": "3d"}):
+        task = DeltaVacuumOperator(task_id="vacuum", table="/data/t")
+        mapped = (
+            operator_for("checkpoint")
+            .partial(task_id="checkpoint", table="/data/t", parts=2)
+            .expand(version=[1, 2])
+        )
+    assert task.retention == "3d" and task.mode == "full"
+    assert mapped.partial_kwargs["parts"] == 2
+    # so the commit DAG's mapped checkpoint takes its options (a TypeError before)
+    from delta_ops.airflow.dags import build_delta_commit_dag
+
+    dag = build_delta_commit_dag(["/data/t"], options={"parts": 2})
+    assert dag.get_task("checkpoint").partial_kwargs["parts"] == 2
+
+
 #: a DAG file using the operators right: mypy --strict passes it
 RIGHT = """\
 from datetime import timedelta
