@@ -146,7 +146,7 @@ def parameters(operation: AnyOperation) -> list[Parameter]:
     """Every keyword of the class of `operation`, in its signature's order."""
     options = operator_options(operation)
     names = [o.name for o in options]
-    own = [n for n in inspect.signature(DeltaOperationOperator.__init__).parameters]
+    own = list(inspect.signature(DeltaOperationOperator.__init__).parameters)
     clashing = sorted(set(names) & (set(own) - {"engine"}))
     if clashing or (operation.at_version and "version" in names):
         raise TypeError(
