@@ -8,8 +8,10 @@ provider through the package's ``apache_airflow_provider`` entry point
 The modules, each one concept:
 
 * `delta_ops.airflow.operators`: one operator per registered operation (``DeltaVacuumOperator``,
-  ``DeltaCheckpointOperator``, ...), generated from `delta_ops.ops.registry` as the CLI's
-  subcommands and Dagster's jobs are;
+  ``DeltaCheckpointOperator``, ...), written from `delta_ops.ops.registry` as the CLI's
+  subcommands and Dagster's jobs are: typed classes checked in
+  (`delta_ops.airflow.operator_classes`, by `delta_ops.airflow.operator_code`) on
+  `delta_ops.airflow.operator_base`;
 * `delta_ops.airflow.hook`: Airflow connections (AWS, Azure, Google, or a ``delta_ops`` one
   holding storage options) turned into storage options, so secrets stay in Airflow;
 * `delta_ops.airflow.engines`: the engine an operator names (``engine="spark"`` with a Spark

@@ -1,7 +1,7 @@
 """The how-to page of each operator (arguments, templating, XCom), written from the registry.
 
 The site's pages ``docs/airflow/operators/<operation>.md`` are this module's output, checked
-in; `tests/test_airflow_docs.py` fails when one is not current, so a new operation or option
+in; `tests/airflow/test_docs.py` fails when one is not current, so a new operation or option
 reaches the docs with the operator. Rewrite them with:
 
     python -m delta_ops.airflow.operator_docs docs/airflow/operators
@@ -12,24 +12,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from delta_ops.airflow.operator_base import COMMON_ARGUMENTS, ENGINE_ONLY_LOCAL
 from delta_ops.airflow.operators import OPERATORS, operator_options
 from delta_ops.ops.operation import AnyOperation, Option
-
-#: the arguments every operator takes besides its operation's options
-_COMMON = (
-    ("task_id", "the task's id (BaseOperator's, as are `retries`, `pool`, `outlets`, ...)"),
-    ("table", "the table's path or URL (templated)"),
-    ("delta_ops_conn_id", "an Airflow connection holding the storage options (the hook's types)"),
-    ("storage_options", "options over the connection's (templated; shown as JSON in the UI)"),
-    ("dry_run", "plan only: log and return the plan, change nothing"),
-    ("table_name", "the table's name in logs, alerts and the history (default: the path's end)"),
-    ("max_listed", "lists longer than this are cut in the log, the XCom and asset events"),
-    ("progress_every_seconds", "how often a long step logs its progress"),
-    ("history", "record the run in the operation history (`_delta_ops_history`)"),
-    ("history_location", "where the history is, if not beside the table"),
-    ("deferrable", 'with `engine="spark"`: run as a Spark job of its own, the task deferred'),
-    ("job_folder", "where a deferred run's job writes its outcome and log"),
-)
 
 
 def _default(option: Option) -> str:
@@ -46,10 +31,11 @@ def render(operation: AnyOperation) -> str:
     cls = OPERATORS[operation.name]
     options = operator_options(operation)
     takes_engine = any(o.name == "engine" for o in options)
-    rows = [f"| `{name}` | {said} |" for name, said in _COMMON]
+    *common, spark = COMMON_ARGUMENTS  # the engine's row before the Spark connection's
+    rows = [f"| `{name}` | {said} |" for name, said in common]
     if not takes_engine:
-        rows.append("| `engine` | only `local`: this operation runs in the task's process |")
-    rows.append('| `spark_conn_id` | the Spark connection when `engine="spark"` |')
+        rows.append(f"| `engine` | {ENGINE_ONLY_LOCAL} |")
+    rows.append(f"| `{spark[0]}` | {spark[1]} |")
     option_rows = [
         f"| `{o.name}` | {o.kind.value} | {_default(o)} | {_cell(f'{o.help} ({o.hint})')} |"
         for o in options
