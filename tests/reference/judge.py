@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,12 +48,17 @@ class Tally:
 TALLY = Tally()
 
 
-def run_op(name: str, path: Path, **options: Any) -> Run:
+def run_op(
+    name: str,
+    path: Path,
+    on_plan: Callable[[Any, tuple[str, ...]], None] | None = None,
+    **options: Any,
+) -> Run:
     """`name` on `path` through the registry, as the CLI runs it (a plan with nothing to do is
-    not executed)."""
+    not executed); `on_plan` is called between planning and executing."""
     operation = OPERATIONS.lookup(name)
     values = operation.parse({k: v for k, v in options.items() if v is not None})
-    return run_operation(operation, str(path), values, LOCAL, skip_idle=True)
+    return run_operation(operation, str(path), values, LOCAL, skip_idle=True, on_plan=on_plan)
 
 
 def log_versions(path: Path) -> list[int]:

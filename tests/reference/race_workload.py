@@ -42,7 +42,14 @@ _OPEN: dict[str, Any] = {}
 
 def _is_conflict(exc: BaseException) -> bool:
     text = f"{type(exc).__name__} {exc}"
-    return "Concurrent" in text or "DELTA_CONCURRENT" in text or "CONCURRENT_" in text
+    markers = (
+        "Concurrent",
+        "DELTA_CONCURRENT",
+        "CONCURRENT_",
+        "ProtocolChanged",
+        "MetadataChanged",
+    )
+    return any(marker in text for marker in markers)
 
 
 def _file_gone(exc: BaseException) -> str | None:
@@ -247,7 +254,9 @@ def _stop(query: Any) -> None:
 def _conflict_name(exc: BaseException) -> str:
     text = str(exc)
     for word in text.replace("[", " ").replace("]", " ").split():
-        if word.startswith(("DELTA_CONCURRENT", "Concurrent")):
+        if word.startswith(
+            ("DELTA_CONCURRENT", "Concurrent", "DELTA_PROTOCOL_CHANGED", "DELTA_METADATA_CHANGED")
+        ):
             return word.rstrip(":.,")
     return type(exc).__name__
 

@@ -74,6 +74,8 @@ SEED_ROWS = 60
 #: tiny tables to commit the files it wrote, short enough that files rewritten early in the
 #: race are old enough to delete before it ends
 GRACE = "10s"
+#: the longest our side waits between planning and executing (Race.dawdle)
+DAWDLE_S = 5.0
 ALL_WRITES = ("append", "merge", "delete", "update", "optimize", "stream")
 
 
@@ -99,6 +101,21 @@ class Race:
     next_id: int = 1_000_000
     done_once: set[str] = field(default_factory=set)
 
+    def dawdle(self, plan: Any, warnings: tuple[str, ...]) -> None:
+        """Between planning and executing, wait for the pipeline's next commit (at most
+        DAWDLE_S): nearly every commit of ours then has a winner to check against, which a
+        fast operation beside a pipeline that commits every second or two rarely meets."""
+        if getattr(plan, "nothing_to_do", False):
+            return
+        planned = latest_version(self.path)
+        deadline = time.monotonic() + DAWDLE_S
+        while latest_version(self.path) <= planned and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def op(self, name: str, **options: Any) -> Any:
+        """Our operation `name` on the raced table, dawdling between plan and execution."""
+        return run_op(name, self.path, on_plan=self.dawdle, **options)
+
     def archive_log(self) -> None:
         """Copy every commit file into the archive before cleanup may delete it."""
         log = self.path / "_delta_log"
@@ -115,10 +132,9 @@ Step = Callable[[Race], None]
 
 def _vacuum(mode: str) -> Step:
     def step(race: Race) -> None:
-        run_op("compact", race.path)
-        run = run_op(
+        race.op("compact")
+        run = race.op(
             "vacuum",
-            race.path,
             retention="0s",
             force=True,
             mode=mode,
@@ -140,34 +156,34 @@ def _cleanup(race: Race) -> None:
         pass
     race.cleanup_floor = max(race.cleanup_floor, latest_version(race.path) + 1)
     race.archive_log()
-    run_op("checkpoint", race.path)
-    run_op("cleanup", race.path, retention="1d")
+    race.op("checkpoint")
+    race.op("cleanup", retention="1d")
 
 
 def _restore(race: Race) -> None:
     latest = load_snapshot(str(race.path)).version
     floor = max(readable_from(race.path), 1)
     if latest - floor >= 1:
-        run_op("restore", race.path, version=str(race.rng.randint(max(floor, latest - 3), latest)))
+        race.op("restore", version=str(race.rng.randint(max(floor, latest - 3), latest)))
 
 
 def _drop_deletion_vectors(race: Race) -> None:
     if "drop" not in race.done_once and load_snapshot(str(race.path)).protocol.supports(
         "deletionVectors"
     ):
-        run_op("purge", race.path)
-        run_op("drop_feature", race.path, feature="deletionVectors")
+        race.op("purge")
+        race.op("drop_feature", feature="deletionVectors")
         race.done_once.add("drop")
     else:
-        run_op("compact", race.path)
+        race.op("compact")
 
 
 def _row_tracking(race: Race) -> None:
     if "row_tracking" not in race.done_once:
-        run_op("enable_row_tracking", race.path)
+        race.op("enable_row_tracking")
         race.done_once.add("row_tracking")
     else:
-        run_op("checkpoint", race.path)
+        race.op("checkpoint")
 
 
 def _kill(race: Race) -> None:
@@ -243,7 +259,7 @@ class Scenario:
 
 
 SCENARIOS = (
-    Scenario("checkpoint", lambda r: run_op("checkpoint", r.path) and None),
+    Scenario("checkpoint", lambda r: r.op("checkpoint") and None),
     # no streams: see "Log cleanup" in the docstring
     Scenario(
         "cleanup",
@@ -255,12 +271,12 @@ SCENARIOS = (
     ),
     Scenario("vacuum-full", _vacuum("full"), read_stream=False, vacuum_zero=True),
     Scenario("vacuum-lite", _vacuum("lite"), read_stream=False, vacuum_zero=True),
-    Scenario("purge", lambda r: run_op("purge", r.path) and None),
-    Scenario("compact", lambda r: run_op("compact", r.path) and None),
-    Scenario("zorder", lambda r: run_op("compact", r.path, zorder_by="id,v") and None),
+    Scenario("purge", lambda r: r.op("purge") and None),
+    Scenario("compact", lambda r: r.op("compact") and None),
+    Scenario("zorder", lambda r: r.op("compact", zorder_by="id,v") and None),
     Scenario(
         "liquid",
-        lambda r: run_op("compact", r.path) and None,
+        lambda r: r.op("compact") and None,
         ddl="CLUSTER BY (id) TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')",
     ),
     Scenario("restore", _restore, read_stream=False, pause=3.0),
