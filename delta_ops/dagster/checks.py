@@ -11,7 +11,7 @@ from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator, asset_actions
 from delta_ops.errors import DeltaOpsError
-from delta_ops.ops.cluster import ClusteringLayout
+from delta_ops.layout.clustering import ClusteringLayout
 from delta_ops.ops.due import COMPACT_MIN_FILES, PURGE_MIN_SHARE, checkpoint_due
 from delta_ops.ops.health import RowTracking
 from delta_ops.table.checksum import ChecksumCheck
