@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delta_ops.errors import DeltaOpsError, InvalidValue
-from delta_ops.ops.cleanup import plan_cleanup
 from delta_ops.ops.due import BYTES_PER_S, REQUEST_S, Action, DueFacts, Verdict, Verdicts, judge
 from delta_ops.ops.due import POINTS as DUE_POINTS
 from delta_ops.ops.engines import LOCAL, Engine, Spread
 from delta_ops.ops.health import due_facts
+from delta_ops.ops.log_cleanup import plan_cleanup
 from delta_ops.protocol.units import format_bytes, parse_duration_ms, parse_size_bytes
 from delta_ops.storage import FileEntry, Storage
 from delta_ops.storage.warehouse import find_tables, name_for

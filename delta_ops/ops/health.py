@@ -29,9 +29,9 @@ import pyarrow.compute as pc
 from delta_ops.errors import OperationRefused, UnsafePath, UnsupportedFeature
 from delta_ops.layout.clustering import ClusteringLayout, clustering_layout
 from delta_ops.log.file_names import SIDECARS_DIR, LogFileKind
-from delta_ops.ops.cleanup import plan_cleanup
 from delta_ops.ops.compact import files_to_compact
 from delta_ops.ops.due import Action, DueFacts, Verdict, Verdicts, judge
+from delta_ops.ops.log_cleanup import plan_cleanup
 from delta_ops.ops.vacuum import read_last_vacuum_info
 from delta_ops.protocol.features import KEEPS_DATA, Access
 from delta_ops.protocol.units import format_duration

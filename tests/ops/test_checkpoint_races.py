@@ -28,7 +28,7 @@ import pytest
 from delta_ops import cli
 from delta_ops.log.file_names import LogFileKind, parse_log_file_name
 from delta_ops.log.segment import CheckpointRef, complete_checkpoints
-from delta_ops.ops import checkpoint as checkpoint_op
+from delta_ops.ops import checkpoint_writer as checkpoint_op
 from delta_ops.ops.checkpoint import checkpoint, execute_checkpoint, plan_checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.inspect import summarize

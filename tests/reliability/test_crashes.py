@@ -59,7 +59,8 @@ from delta_ops.clock import fixed_wall_clock
 from delta_ops.errors import CheckpointInProgress, InvalidValue
 from delta_ops.layout.clustering import parse_column_list
 from delta_ops.ops import cluster
-from delta_ops.ops.checkpoint import IN_PROGRESS_GRACE_MS, checkpoint
+from delta_ops.ops.checkpoint import checkpoint
+from delta_ops.ops.checkpoint_writer import IN_PROGRESS_GRACE_MS
 from delta_ops.ops.checksum import execute_checksum, plan_checksum
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.cluster import execute_cluster, plan_cluster
