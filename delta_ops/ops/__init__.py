@@ -32,11 +32,12 @@ What they share besides: `delta_ops.ops.operation` (what an operation is: typed 
 execute, describe), `delta_ops.ops.engines` (where heavy work runs), `delta_ops.ops.rewrite`
 (purge's and compaction's file rewriting), `delta_ops.ops.write_options` (the codec and
 row-group size their files are written with), `delta_ops.ops.leftovers` (files of crashed
-writes), `delta_ops.ops.runs` (one run, recorded in `delta_ops.ops.history`),
-`delta_ops.ops.progress` and `delta_ops.ops.results`. Read-only: `delta_ops.ops.probe` (new
-commits, for sensors), `delta_ops.ops.due` and `delta_ops.ops.health` (what a table needs),
-`delta_ops.ops.fleet` (which tables of a lake to visit) and `delta_ops.ops.inspect` (what
-``delta-ops inspect`` prints).
+writes), `delta_ops.ops.progress` and `delta_ops.ops.results`; and `delta_ops.ops.registry`,
+which gathers the operations for the front ends.
+
+What only the front ends use (a run recorded in the history, health, what is due, the commit
+probe, the fleet planner, inspect, table names, failure notices) is `delta_ops.service`, a
+package above this one.
 
 For example:
 

@@ -31,7 +31,7 @@ from delta_ops.log.segment import CheckpointRef, complete_checkpoints
 from delta_ops.ops import checkpoint_writer as checkpoint_op
 from delta_ops.ops.checkpoint import checkpoint, execute_checkpoint, plan_checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
-from delta_ops.ops.inspect import summarize
+from delta_ops.service.inspect import summarize
 from delta_ops.table.snapshot import load_snapshot
 from tests.support import copy_fixture, deltalake_rows, duckdb_rows
 from tests.support import log_builder as lb

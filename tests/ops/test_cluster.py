@@ -535,7 +535,7 @@ def test_the_layout_facts_follow_the_clustering(tmp_path: Path) -> None:
     """What the Dagster layout check reports: before clustering every file is unclustered and
     spans everything; after it, none is and a point on the columns skips most files."""
     from delta_ops.clock import now_ms
-    from delta_ops.ops.health import table_health
+    from delta_ops.service.health import table_health
 
     table = tmp_path / "t"
     random_appends(table, files=12, rows=1000)
