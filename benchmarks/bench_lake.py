@@ -31,7 +31,7 @@ if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
 from delta_ops import clock
-from delta_ops.ops.fleet import fleet_from_warehouse, plan_fleet
+from delta_ops.service.fleet import fleet_from_warehouse, plan_fleet
 
 DAY_MS = 86_400_000
 SCHEMA = json.dumps(

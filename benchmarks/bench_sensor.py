@@ -94,7 +94,7 @@ def timed_ms(call: Callable[[], object], repeat: int) -> float:
 def measure(table: Path, commits: int, repeat: int) -> dict[str, float]:
     from deltalake import DeltaTable
 
-    from delta_ops.ops.probe import probe_commits
+    from delta_ops.service.probe import probe_commits
     from delta_ops.storage import Storage
 
     storage = Storage.open(str(table))

@@ -2,7 +2,7 @@
 
 `failure_callback` makes an ``on_failure_callback`` (the DAG factory sets it on every
 task) that turns a failed task into a `MaintenanceFailure` and logs its one line, the
-same line Dagster's run-failure sensor reports (`delta_ops.ops.failure_notice`):
+same line Dagster's run-failure sensor reports (`delta_ops.service.failure_notice`):
 
     delta-ops: lake_maintenance (step events.vacuum) failed for events: vacuum failed:
     ... | http://airflow.example.com/dags/lake_maintenance/runs/.../tasks/events.vacuum
@@ -23,7 +23,7 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
 
 from delta_ops.errors import DeltaOpsError
-from delta_ops.ops.failure_notice import failure_line
+from delta_ops.service.failure_notice import failure_line
 
 
 @dataclass(frozen=True)

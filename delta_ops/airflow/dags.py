@@ -55,10 +55,10 @@ from delta_ops.airflow.run_config import (
 from delta_ops.airflow.tables import DeltaTable, as_tables
 from delta_ops.airflow.triggers import DEFAULT_POLL_SECONDS, DeltaLakeCommitEventTrigger
 from delta_ops.errors import InvalidValue
-from delta_ops.ops.due import Action
-from delta_ops.ops.history import fleet_history
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.ops.row_tracking import OPERATION as ROW_TRACKING
+from delta_ops.service.due import Action
+from delta_ops.service.history import fleet_history
 
 #: what every table gets, in order, after its rewrites (and row-tracking backfill)
 CHAIN = (Action.CHECKPOINT.value, Action.CLEANUP.value, Action.VACUUM.value)
@@ -206,7 +206,7 @@ def build_delta_maintenance_dag(
         start_automation: the DAG starts running when deployed (default: paused).
         tags: the DAG's tags.
         history: where every step records its runs, the operation history
-            (`delta_ops.ops.history`): True for ``_delta_ops_history`` in the warehouse root
+            (`delta_ops.service.history`): True for ``_delta_ops_history`` in the warehouse root
             (or the folder holding the tables), a path or URL, or False for nowhere.
     """
     targets = as_tables(tables)

@@ -43,7 +43,7 @@ from openlineage.client.facet_v2 import (
 
 from delta_ops.ops.operation import AnyOperation
 from delta_ops.ops.results import to_data
-from delta_ops.ops.runs import Run
+from delta_ops.service.runs import Run
 from delta_ops.version import __version__
 
 PRODUCER = f"https://github.com/delta-ops/delta-ops/tree/{__version__}"

@@ -54,10 +54,10 @@ from delta_ops.airflow.spark_jobs import (
 )
 from delta_ops.errors import DeltaOpsError, InvalidValue
 from delta_ops.ops.engines import ENGINE_NAMES, LOCAL, Engine
-from delta_ops.ops.history import OperationHistory
 from delta_ops.ops.operation import AnyOperation, Naming, Option, listed
 from delta_ops.ops.progress import LogLines, reporting
-from delta_ops.ops.runs import Run, record_refusal, run_operation
+from delta_ops.service.history import OperationHistory
+from delta_ops.service.runs import Run, record_refusal, run_operation
 from delta_ops.storage.warehouse import history_location
 
 #: the public module of the operator classes, where DAG files import them from and Airflow's

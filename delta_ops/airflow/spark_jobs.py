@@ -43,11 +43,11 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from delta_ops.airflow.engines import spark_engine
 from delta_ops.errors import DeltaOpsError
-from delta_ops.ops.history import OperationHistory
 from delta_ops.ops.operation import Naming
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.ops.results import to_data
-from delta_ops.ops.runs import Run, run_operation
+from delta_ops.service.history import OperationHistory
+from delta_ops.service.runs import Run, run_operation
 
 #: the environment variable holding a job's `JobSpec` as JSON
 JOB_ENV = "DELTA_OPS_JOB"

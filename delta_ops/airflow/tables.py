@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from delta_ops.ops.table_names import check_unique, safe_identifier
+from delta_ops.service.table_names import check_unique, safe_identifier
 from delta_ops.storage.warehouse import find_tables, name_for
 
 

@@ -3,7 +3,7 @@
 
 Both keep a cursor (the newest version seen, the checkpoint interval and the protocol, as
 Dagster's commit sensor keeps one per table) and probe from it
-(`delta_ops.ops.probe.probe_commits`): each look checks for ``N+1.json``, ``N+2.json``, ...
+(`delta_ops.service.probe.probe_commits`): each look checks for ``N+1.json``, ``N+2.json``, ...
 after the cursor and reads only those commits (for a changed interval or protocol), so it
 costs a few existence checks however long the log is, also once the table is due: the
 protocol that decides whether a checkpoint is allowed is the cursor's, never a replay. A table is *due* once the commits since its last checkpoint reach
@@ -45,10 +45,10 @@ from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
 from delta_ops.airflow.hook import atable_storage_options
 from delta_ops.errors import DeltaOpsError
-from delta_ops.ops.due import checkpoint_due
-from delta_ops.ops.probe import probe_commits
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.protocol.features import Protocol
+from delta_ops.service.due import checkpoint_due
+from delta_ops.service.probe import probe_commits
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_head
 

@@ -95,7 +95,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     )
     # the command's own stack (the planners it asks for advice), imported only after the load:
     # their modules' memory then lands below the load's peak instead of on top of it
-    from delta_ops.ops.inspect import format_summary, summarize
+    from delta_ops.service.inspect import format_summary, summarize
 
     summary = summarize(snapshot, include_files=args.files)
     _output(json.dumps(summary.to_dict()) if args.json else format_summary(summary))
@@ -103,9 +103,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    """Rank a lake's tables by what maintenance would gain (`delta_ops.ops.fleet`)."""
+    """Rank a lake's tables by what maintenance would gain (`delta_ops.service.fleet`)."""
     # the command's own stack: loaded only when the command runs
-    from delta_ops.ops.fleet import (
+    from delta_ops.service.fleet import (
         describe_fleet_plan,
         fleet_from_spec,
         fleet_from_warehouse,
@@ -190,8 +190,8 @@ def _run_operation(operation: AnyOperation, args: argparse.Namespace) -> int:
     """Plan one registered operation; print the plan (dry run) or execute it and print what
     it did. Text by default, one JSON object with --json."""
     # imported when an operation runs: `inspect` (and a bare load) need neither
-    from delta_ops.ops.history import HISTORY_ENV, OperationHistory
-    from delta_ops.ops.runs import run_operation
+    from delta_ops.service.history import HISTORY_ENV, OperationHistory
+    from delta_ops.service.runs import run_operation
 
     values = operation.parse({o.name: getattr(args, o.name) for o in operation.options})
     engine = _engine(operation.engine_name(values), getattr(args, "spark_remote", None))
@@ -264,7 +264,7 @@ def _add_operation(sub: Any, operation: AnyOperation) -> None:
     """A subcommand generated from the registry: the table, the op's options, --dry-run. Every
     text from the registry passes through `_literal` (a bare ``%`` broke `--help`)."""
     # with the operation's own modules: `inspect` and a bare load need no history
-    from delta_ops.ops.history import HISTORY_ENV
+    from delta_ops.service.history import HISTORY_ENV
 
     parser = _add_subcommand(sub, operation.command, operation.help)
     _add_table_args(parser)

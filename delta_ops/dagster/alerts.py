@@ -26,7 +26,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 )
 
 from delta_ops.errors import MissingExtra
-from delta_ops.ops.failure_notice import failure_line
+from delta_ops.service.failure_notice import failure_line
 
 TABLE_TAG = "delta_ops/table"
 WEBSERVER_URL_ENV = "DAGSTER_WEBSERVER_URL"
@@ -48,7 +48,7 @@ class MaintenanceFailure:
     @property
     def message(self) -> str:
         """One line: table, job and step, the error, and where to look (the same line
-        Airflow's failure callback gives, `delta_ops.ops.failure_notice`)."""
+        Airflow's failure callback gives, `delta_ops.service.failure_notice`)."""
         link = self.run_url or f"run {self.run_id}"
         return failure_line(
             job=self.job, step=self.step, table=self.table, error=self.error, link=link

@@ -32,10 +32,10 @@ from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
 from delta_ops.errors import DeltaOpsError
-from delta_ops.ops.due import Action, checkpoint_due
 from delta_ops.ops.row_tracking import OPERATION as ROW_TRACKING
+from delta_ops.service.due import Action, checkpoint_due
 
-#: the actions whose being due `delta_ops.ops.due` judges (the rule the planner, the sensor,
+#: the actions whose being due `delta_ops.service.due` judges (the rule the planner, the sensor,
 #: inspect and the checks ask); the others are planned to see whether they have work
 _JUDGED = {action.value: action for action in Action}
 

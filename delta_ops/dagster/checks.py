@@ -11,9 +11,9 @@ from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator, asset_actions
 from delta_ops.errors import DeltaOpsError
-from delta_ops.ops.cluster import ClusteringLayout
-from delta_ops.ops.due import COMPACT_MIN_FILES, PURGE_MIN_SHARE, checkpoint_due
-from delta_ops.ops.health import RowTracking
+from delta_ops.layout.clustering import ClusteringLayout
+from delta_ops.service.due import COMPACT_MIN_FILES, PURGE_MIN_SHARE, checkpoint_due
+from delta_ops.service.health import RowTracking
 from delta_ops.table.checksum import ChecksumCheck
 
 #: Each check and what it tells the reader of the asset's page.
@@ -47,12 +47,12 @@ CHECKS: dict[str, str] = {
     "(delta-ops checksum --dry-run names each field); a missing checksum is written by the "
     "checksum job.",
 }
-#: a compaction is due from this many small files (`delta_ops.ops.due`, the rule every
+#: a compaction is due from this many small files (`delta_ops.service.due`, the rule every
 #: front end asks: the check fails exactly when a schedule would compact)
 SMALL_FILES_WARN = COMPACT_MIN_FILES
 #: a clustering is worth it from this many files not clustered yet
 UNCLUSTERED_FILES_WARN = 50
-#: a purge is due from this share of rows hidden by deletion vectors (`delta_ops.ops.due`)
+#: a purge is due from this share of rows hidden by deletion vectors (`delta_ops.service.due`)
 DELETED_ROWS_WARN = PURGE_MIN_SHARE
 HOUR_MS = 3_600_000
 

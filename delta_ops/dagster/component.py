@@ -44,7 +44,7 @@ from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.settings import MaintenanceSettings
 from delta_ops.dagster.targets import DeltaTableTarget, discover_tables
 from delta_ops.errors import InvalidValue
-from delta_ops.ops.history import fleet_history
+from delta_ops.service.history import fleet_history
 
 
 class SettingsModel(BaseModel):

@@ -16,8 +16,8 @@ from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.settings import MaintenanceSettings
 from delta_ops.dagster.targets import DeltaTableTarget, as_targets
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator, asset_actions
-from delta_ops.ops.history import fleet_history
 from delta_ops.ops.row_tracking import OPERATION as ROW_TRACKING
+from delta_ops.service.history import fleet_history
 
 
 def build_delta_maintenance_defs(
@@ -58,7 +58,7 @@ def build_delta_maintenance_defs(
         webserver_url: the Dagster UI's address, so alerts link to the failed run (default
             $DAGSTER_WEBSERVER_URL).
         history: where every maintenance run is recorded, the operation history
-            (`delta_ops.ops.history`): True for ``_delta_ops_history`` in the warehouse root
+            (`delta_ops.service.history`): True for ``_delta_ops_history`` in the warehouse root
             (or the folder holding the tables) unless `resource` names its own, a path or URL,
             or False for nowhere. A fleet with a history gets an asset showing it,
             ``<key prefix>/operation_history`` (`delta_ops.dagster.history_asset`).

@@ -3,7 +3,7 @@
 `build_delta_maintenance_defs` adds it when the fleet records a history (the default):
 ``delta_maintenance/<name>/operation_history``, in the maintenance group. Materializing it
 (from the UI, or in a job of your own after maintenance) reads the history table
-(`delta_ops.ops.history`) and records, as the materialization's metadata:
+(`delta_ops.service.history`) and records, as the materialization's metadata:
 
 * ``dagster/row_count``: the operation runs recorded;
 * ``succeeded`` / ``skipped`` / ``failed``: runs by status (numbers, plotted over time), and
@@ -26,7 +26,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from delta_ops.dagster.resource import DeltaMaintenanceResource
-from delta_ops.ops.history import OperationHistory, Status
+from delta_ops.service.history import OperationHistory, Status
 
 #: the columns the summary reads
 COLUMNS = (

@@ -20,9 +20,9 @@ from delta_ops.dagster.assets import run_action
 from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator, asset_actions
-from delta_ops.ops.due import Action
 from delta_ops.ops.operation import AnyOperation, OptionKind
 from delta_ops.ops.registry import OPERATIONS, Option
+from delta_ops.service.due import Action
 
 
 class TableSelection(dg.Config):

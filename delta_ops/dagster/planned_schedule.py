@@ -1,5 +1,5 @@
 """The planner-driven maintenance schedule: each tick asks the fleet planner
-(`delta_ops.ops.fleet.plan_fleet`) which tables and actions to run within a budget, and
+(`delta_ops.service.fleet.plan_fleet`) which tables and actions to run within a budget, and
 requests runs for those only, each tagged with the planner's reason.
 
 Turned on by a budget (`PlannerBudget`; the component's ``planner:`` setting, the factory's
@@ -32,9 +32,9 @@ from delta_ops.dagster.targets import DeltaTableTarget
 from delta_ops.dagster.translator import DeltaMaintenanceTranslator
 from delta_ops.errors import InvalidValue
 from delta_ops.ops.engines import Spread
-from delta_ops.ops.fleet import ACTIONS as PLANNED
-from delta_ops.ops.fleet import FleetPlan, FleetTable, plan_fleet
 from delta_ops.ops.registry import OPERATIONS
+from delta_ops.service.fleet import ACTIONS as PLANNED
+from delta_ops.service.fleet import FleetPlan, FleetTable, plan_fleet
 
 #: run tags of a planned run: why the planner chose the table, its rank and priority
 REASON_TAG = "delta_ops/plan_reason"

@@ -12,17 +12,17 @@ from pydantic import Field
 
 from delta_ops import clock
 from delta_ops.errors import InvalidValue
-from delta_ops.ops.due import Verdicts, judge
 from delta_ops.ops.engines import LOCAL, Engine
-from delta_ops.ops.health import TableHealth, due_facts, table_health
-from delta_ops.ops.history import OperationHistory
 from delta_ops.ops.operation import AnyOperation
-from delta_ops.ops.probe import CommitProbe, probe_commits
 from delta_ops.ops.progress import LogLines, reporting
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.ops.results import to_data
-from delta_ops.ops.runs import Run, run_operation
 from delta_ops.protocol.units import format_duration
+from delta_ops.service.due import Verdicts, judge
+from delta_ops.service.health import TableHealth, due_facts, table_health
+from delta_ops.service.history import OperationHistory
+from delta_ops.service.probe import CommitProbe, probe_commits
+from delta_ops.service.runs import Run, run_operation
 from delta_ops.storage import Storage
 from delta_ops.storage.warehouse import history_location
 from delta_ops.table.snapshot import Snapshot, load_head, load_snapshot
@@ -99,7 +99,7 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
         file_retention_ms: int | None = None,
         rewrites: bool = True,
     ) -> Verdicts:
-        """Which maintenance actions are due (`delta_ops.ops.due`), judged with the retentions
+        """Which maintenance actions are due (`delta_ops.service.due`), judged with the retentions
         the runs will use (None: the table's own); `rewrites=False` leaves compaction and purge
         unjudged (their small-file count is the costly fact)."""
         facts = due_facts(
@@ -150,7 +150,7 @@ class DeltaMaintenanceResource(dg.ConfigurableResource):  # type: ignore[type-ar
         table_name: str | None = None,
     ) -> Run[Any, Any]:
         """Plan a registered operation on the table at `url` and execute it unless its plan
-        has nothing to do or this is a dry run (`delta_ops.ops.runs.run_operation`), recording
+        has nothing to do or this is a dry run (`delta_ops.service.runs.run_operation`), recording
         the run in the history (not a dry run). With `progress` (the step's
         `context.log.info`), messages and periodic progress lines of long work go there."""
         op = operation_named(operation)

@@ -25,10 +25,10 @@ from enum import StrEnum
 from typing import Any
 
 from delta_ops.errors import InvalidValue
-from delta_ops.ops.due import Action
 from delta_ops.ops.engines import ENGINE_NAMES
 from delta_ops.ops.registry import OPERATIONS, entries
 from delta_ops.protocol.units import parse_duration_ms
+from delta_ops.service.due import Action
 
 
 class EngineName(StrEnum):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from delta_ops.dagster.settings import MaintenanceSettings
-from delta_ops.ops.table_names import check_unique, safe_identifier
+from delta_ops.service.table_names import check_unique, safe_identifier
 from delta_ops.storage.warehouse import find_tables, name_for
 
 

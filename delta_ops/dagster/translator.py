@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from delta_ops.dagster.targets import DeltaTableTarget
-from delta_ops.ops.due import Action
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.ops.row_tracking import OPERATION as ROW_TRACKING
-from delta_ops.ops.table_names import safe_identifier
+from delta_ops.service.due import Action
+from delta_ops.service.table_names import safe_identifier
 
 #: the actions every table's maintenance asset has an output for
 ACTIONS = (Action.CHECKPOINT.value, Action.CLEANUP.value, Action.VACUUM.value, ROW_TRACKING.name)

@@ -1,6 +1,6 @@
 """Checkpoint content: the reconciled state as Delta Spark lays it out in parquet.
 
-The workflow of writing a checkpoint, in order (see `delta_ops.ops.checkpoint` for the
+The workflow of writing a checkpoint, in order (see `delta_ops.ops.checkpoint_writer` for the
 plan/execute operation that drives it):
 
 1. `checkpoint_state` takes a loaded snapshot and `now` and applies expiry: tombstones

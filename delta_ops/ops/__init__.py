@@ -19,15 +19,25 @@ the docs are built):
 * `delta_ops.ops.drop_feature`: take a table feature out of the protocol.
 * `delta_ops.ops.recompute_stats`: compute missing or short file statistics.
 
-What they share: `delta_ops.ops.operation` (what an operation is: typed options, plan,
+No operation imports another (an import-linter contract in pyproject.toml says so; compaction's
+clustering mode, `delta_ops.ops.cluster`, is compact's alone). What several of them need is a
+module of its own: `delta_ops.ops.checkpoint_writer` (a checkpoint written: the checkpoint
+operation, drop-feature's barrier checkpoints), `delta_ops.ops.log_cleanup` (expired log
+files: cleanup, drop-feature's history truncation), `delta_ops.ops.dv_purge` (files rewritten
+without their deleted rows: purge, drop-feature's deletion-vector removal), and below the
+operations `delta_ops.layout.clustering` (a table's clustering) and
+`delta_ops.table.file_paths` (the log's paths as storage keys).
+
+What they share besides: `delta_ops.ops.operation` (what an operation is: typed options, plan,
 execute, describe), `delta_ops.ops.engines` (where heavy work runs), `delta_ops.ops.rewrite`
 (purge's and compaction's file rewriting), `delta_ops.ops.write_options` (the codec and
 row-group size their files are written with), `delta_ops.ops.leftovers` (files of crashed
-writes), `delta_ops.ops.runs` (one run, recorded in `delta_ops.ops.history`),
-`delta_ops.ops.progress` and `delta_ops.ops.results`. Read-only: `delta_ops.ops.probe` (new
-commits, for sensors), `delta_ops.ops.due` and `delta_ops.ops.health` (what a table needs),
-`delta_ops.ops.fleet` (which tables of a lake to visit) and `delta_ops.ops.inspect` (what
-``delta-ops inspect`` prints).
+writes), `delta_ops.ops.progress` and `delta_ops.ops.results`; and `delta_ops.ops.registry`,
+which gathers the operations for the front ends.
+
+What only the front ends use (a run recorded in the history, health, what is due, the commit
+probe, the fleet planner, inspect, table names, failure notices) is `delta_ops.service`, a
+package above this one.
 
 For example:
 

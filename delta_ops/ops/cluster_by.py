@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delta_ops.errors import InvalidValue
-from delta_ops.ops.cluster import (
+from delta_ops.layout.clustering import (
     CLUSTERING_DOMAIN,
     ClusteringColumn,
     parse_column_list,
@@ -89,7 +89,7 @@ class ClusterByResult(Timed):
 def plan_cluster_by(snapshot: Snapshot, columns: str) -> ClusterByPlan:
     """The commit that makes `columns` (``a,b``, or ``none``) the table's clustering columns;
     refuses a partitioned table, more than four columns and columns clustering cannot use
-    (see `delta_ops.ops.cluster.resolve_columns`)."""
+    (see `delta_ops.layout.clustering.resolve_columns`)."""
     snapshot.protocol.check_allows(Access.WRITE)
     text = columns.strip()
     if not text:

@@ -378,16 +378,17 @@ def plan_optimize(
     where = parse_where(options.where, snapshot)
     zorder_by = (options.zorder_by or "").strip()
     if not zorder_by and not snapshot.protocol.supports("clustering"):
-        # no clustering columns to use (what `cluster.table_clustering_columns` says of a
+        # no clustering columns to use (what `table_clustering_columns` says of a
         # table without the feature): bin-packing, without loading the clustering module
         if options.full:
             raise InvalidValue("--full: only with --zorder-by, or on a table clustered by columns")
         return plan_compact(snapshot, where=where, engine=engine, **_writing(options))
     # start-up cost: the clustering module (~10 ms with tempfile and the layout curves) is
     # loaded by the plans that may cluster, not by every compaction
+    from delta_ops.layout.clustering import parse_column_list, table_clustering_columns
     from delta_ops.ops import cluster
 
-    clustered = cluster.table_clustering_columns(snapshot)
+    clustered = table_clustering_columns(snapshot)
     common: dict[str, Any] = {
         "where": where,
         "full": options.full,
@@ -404,7 +405,7 @@ def plan_optimize(
                 f"--zorder-by: the table is clustered by {names} (liquid clustering), which"
                 " compact uses: leave --zorder-by out, or change the columns with cluster-by"
             )
-        columns = cluster.parse_column_list(zorder_by, snapshot, "--zorder-by")
+        columns = parse_column_list(zorder_by, snapshot, "--zorder-by")
         return cluster.plan_cluster(snapshot, columns, mode=cluster.Mode.ZORDER, **common)
     if clustered:
         return cluster.plan_cluster(snapshot, clustered, mode=cluster.Mode.CLUSTERING, **common)

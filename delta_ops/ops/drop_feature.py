@@ -64,11 +64,11 @@ from delta_ops.log.actions import ADD_FIELDS, file_rows_as_actions
 from delta_ops.log.file_names import LogFile, LogFileKind
 from delta_ops.log.reader import read_commit_actions, sidecar_names
 from delta_ops.log.segment import complete_checkpoints, list_log_files
-from delta_ops.ops.checkpoint import checkpoint
-from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
+from delta_ops.ops.checkpoint_writer import checkpoint
+from delta_ops.ops.dv_purge import execute_purge, plan_purge
 from delta_ops.ops.engines import LOCAL
+from delta_ops.ops.log_cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.operation import Operation, Option, OptionKind, Timed, timed
-from delta_ops.ops.purge import execute_purge, plan_purge
 from delta_ops.ops.results import fields_data
 from delta_ops.ops.rewrite import Rewriter, RewriteUnit, live_file_rows, rewrite_with_removes
 from delta_ops.protocol.deletion_vectors import dv_relative_paths

@@ -48,12 +48,12 @@ from delta_ops.ops.operation import (
     timed,
 )
 from delta_ops.ops.results import fields_data
-from delta_ops.ops.vacuum import relative_paths
 from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, dv_relative_paths
 from delta_ops.protocol.features import Access
 from delta_ops.protocol.properties import uniform_iceberg_note
 from delta_ops.protocol.units import format_bytes
 from delta_ops.storage import Storage
+from delta_ops.table.file_paths import relative_paths
 from delta_ops.table.remove_lines import encode_removes
 from delta_ops.table.snapshot import Snapshot, file_num_records
 from delta_ops.table.transaction import Transaction

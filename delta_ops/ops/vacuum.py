@@ -61,7 +61,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops import clock
-from delta_ops.errors import InvalidValue, OperationRefused, RetentionTooShort, UnsafePath
+from delta_ops.errors import InvalidValue, OperationRefused, RetentionTooShort
 from delta_ops.log.file_names import LogFile, LogFileKind, parse_listing
 from delta_ops.log.reader import read_commit_actions, read_commits
 from delta_ops.log.segment import complete_checkpoints
@@ -81,10 +81,10 @@ from delta_ops.ops.operation import (
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.deletion_vectors import DeletionVectorDescriptor, dv_relative_paths
 from delta_ops.protocol.features import Access, Protocol
-from delta_ops.protocol.string_bytes import any_holds
 from delta_ops.protocol.units import format_bytes, format_duration
 from delta_ops.storage import Storage
 from delta_ops.table.commit_times import version_at
+from delta_ops.table.file_paths import relative_path, relative_paths
 from delta_ops.table.snapshot import Snapshot
 from delta_ops.table.transaction import Transaction
 
@@ -236,38 +236,6 @@ def is_hidden(name: str, partition_columns: tuple[str, ...]) -> bool:
     if name.startswith(("_delta_index", "_change_data")):
         return False
     return not any(name.startswith(f"{col}=") for col in partition_columns)
-
-
-def _relative(storage: Storage, path_in_log: str) -> str | None:
-    """Decoded table-relative path, or None for paths outside the root (never touched)."""
-    try:
-        return storage.relative_inside_root(path_in_log)
-    except UnsafePath:
-        return None
-
-
-def relative_paths(storage: Storage, paths: pa.Array) -> pa.Array:
-    """Paths as written in the log, decoded and relative to the root (null: outside it).
-
-    Vectorised: only paths that need work (percent-escapes, absolute, `..`, a scheme) go
-    through Python; plain relative paths are already what they mean.
-    """
-    paths = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
-    if len(paths) == 0:
-        return pa.array([], pa.string())
-    if not any_holds(paths, b"%", b"..", b"://") and not pc.any(pc.starts_with(paths, "/")).as_py():
-        return paths  # one search over the paths' bytes: no row needs decoding
-    special = pc.or_(
-        pc.or_(pc.match_substring(paths, "%"), pc.match_substring(paths, "..")),
-        pc.or_(pc.starts_with(paths, "/"), pc.match_substring(paths, "://")),
-    )
-    special = pc.fill_null(special, False)
-    if not pc.any(special).as_py():
-        return paths
-    fixed = pa.array(
-        [_relative(storage, p) for p in paths.filter(special).to_pylist()], pa.string()
-    )
-    return pc.replace_with_mask(paths, special, fixed)
 
 
 def parent_directories(paths: pa.Array) -> set[str]:
@@ -712,7 +680,7 @@ def committed_since(storage: Storage, version: int) -> tuple[int, set[str]]:
             add = action.get("add")
             if add is None:
                 continue
-            rel = _relative(storage, add["path"])
+            rel = relative_path(storage, add["path"])
             if rel is not None:
                 referenced.add(rel)
             if add.get("deletionVector"):

@@ -47,7 +47,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter
 
 from delta_ops.errors import InvalidValue, OperationRefused
-from delta_ops.ops.cluster import write_order
+from delta_ops.layout.clustering import write_order
 from delta_ops.spark.options import write_options
 from delta_ops.spark.source_writer import (
     WrittenFiles,

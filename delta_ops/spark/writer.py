@@ -62,8 +62,8 @@ from delta_ops.errors import (
     SchemaMismatch,
     UnsupportedType,
 )
+from delta_ops.layout.clustering import write_order
 from delta_ops.layout.write_order import WriteOrder
-from delta_ops.ops.cluster import write_order
 from delta_ops.ops.leftovers import STAGING_DIR  # the name vacuum knows as a leftover
 from delta_ops.protocol.schema import PARQUET_FIELD_ID_KEY, to_arrow_type
 from delta_ops.spark.workers import activate, functions_for

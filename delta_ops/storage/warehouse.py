@@ -8,7 +8,7 @@ Each is named by its path under the root, with ``__`` for ``/``:
     find_tables("/data/warehouse")   # [("events", "/data/warehouse/events"),
                                      #  ("sales__orders", "/data/warehouse/sales/orders")]
 
-The fleet's operation history (`delta_ops.ops.history`) lives in `HISTORY_FOLDER` of the
+The fleet's operation history (`delta_ops.service.history`) lives in `HISTORY_FOLDER` of the
 folder that holds its tables (`history_location`), which discovery skips.
 """
 

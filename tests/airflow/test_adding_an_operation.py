@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from delta_ops.ops.history import OperationHistory
 from delta_ops.ops.registry import OPERATIONS
+from delta_ops.service.history import OperationHistory
 from delta_ops.table.writer import write_arrow
 from tests.support import toy_operation
 from tests.support.airflow_support import airflow_home, dag_module, task_states, xcom

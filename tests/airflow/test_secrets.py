@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from delta_ops.ops.history import OperationHistory
+from delta_ops.service.history import OperationHistory
 from delta_ops.table.writer import write_arrow
 from loopback.servers import serve_s3
 from tests.support.airflow_support import airflow_home, dag_module, task_states

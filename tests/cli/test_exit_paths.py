@@ -221,12 +221,12 @@ import atexit, sys, threading, time
 alive = []
 atexit.register(lambda: open(sys.argv[1], "w").write(str(int(any(alive[0]())))))
 import pyarrow as pa
-from delta_ops.ops import checkpoint
+from delta_ops.ops import checkpoint_writer
 def slow_groups():
     while True:
         time.sleep(0.05)
         yield pa.table({"a": list(range(1000))})
-groups = checkpoint.built_ahead(slow_groups())
+groups = checkpoint_writer.built_ahead(slow_groups())
 next(groups)  # the builder runs on; `groups` is never closed
 alive.append(lambda: [t.is_alive() for t in threading.enumerate() if t.daemon])
 sys.exit(0)

@@ -95,7 +95,7 @@ HINT = (
 
 def _inspect_fails_with(monkeypatch, exc: BaseException) -> None:
     """`inspect` raises `exc` once it has loaded the table (a bug in the summary)."""
-    from delta_ops.ops import inspect  # the CLI imports it when the command runs
+    from delta_ops.service import inspect  # the CLI imports it when the command runs
 
     def broken(*args, **kwargs):
         raise exc
@@ -161,7 +161,7 @@ def test_an_internal_error_names_the_file_being_read(capsys, monkeypatch, tmp_pa
 def test_a_keyboard_interrupt_is_no_internal_error(tmp_path):
     """Ctrl-C ends the command as Python does (killed by SIGINT: 130 in a shell)."""
     script = (
-        "import sys, delta_ops.ops.inspect as i\n"
+        "import sys, delta_ops.service.inspect as i\n"
         "def stop(*a, **k): raise KeyboardInterrupt\n"
         "i.summarize = stop\n"
         f"sys.argv = ['delta-ops', 'inspect', {str(TABLES / 'delta-rs/simple_table')!r}]\n"

@@ -950,7 +950,7 @@ def test_a_clustered_table_with_unclustered_files_warns(check_results):
 
 def test_small_files_and_deleted_rows_warn_with_the_numbers(check_results):
     assert failed(check_results, "small") == {"small_files": dg.AssetCheckSeverity.WARN}
-    # the compaction rule's threshold (delta_ops.ops.due.COMPACT_MIN_FILES)
+    # the compaction rule's threshold (delta_ops.service.due.COMPACT_MIN_FILES)
     assert meta(check_results, "small", "small_files") == {"small_files": 60, "threshold": 10}
     assert failed(check_results, "deleted") == {"deleted_rows": dg.AssetCheckSeverity.WARN}
     assert meta(check_results, "deleted", "deleted_rows") == {

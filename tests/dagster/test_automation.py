@@ -20,8 +20,8 @@ from delta_ops.dagster import (
 )
 from delta_ops.dagster.alerts import MaintenanceFailure, slack_notifier
 from delta_ops.ops.checkpoint import checkpoint
-from delta_ops.ops.probe import probe_commits
 from delta_ops.ops.registry import OPERATIONS
+from delta_ops.service.probe import probe_commits
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import Transaction

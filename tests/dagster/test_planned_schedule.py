@@ -19,7 +19,7 @@ from delta_ops import clock
 from delta_ops.dagster import DeltaMaintenanceComponent
 from delta_ops.dagster.planned_schedule import PRIORITY_TAG, RANK_TAG, REASON_TAG
 from delta_ops.ops.engines import Spread
-from delta_ops.ops.fleet import fleet_from_warehouse, plan_fleet
+from delta_ops.service.fleet import fleet_from_warehouse, plan_fleet
 from delta_ops.table.writer import write_arrow
 
 TYPE = "delta_ops.dagster.DeltaMaintenanceComponent"

@@ -21,9 +21,9 @@ import pytest
 from delta_ops import cli
 from delta_ops.dagster import DeltaTableTarget, build_delta_maintenance_defs
 from delta_ops.dagster.settings import MaintenanceSettings, routine_actions
-from delta_ops.ops.history import OperationHistory
 from delta_ops.ops.operation import AnyOperation
 from delta_ops.ops.registry import OPERATIONS
+from delta_ops.service.history import OperationHistory
 from delta_ops.table.writer import write_arrow
 from tests.project.test_docs_reference import docs_hooks
 from tests.support import toy_operation

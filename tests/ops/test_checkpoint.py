@@ -1474,7 +1474,7 @@ def test_snapshot_from_stats_struct_only_checkpoint_keeps_num_records(tmp_path):
 
 
 def test_v2_checkpoint_with_several_sidecars(tmp_path, monkeypatch):
-    import delta_ops.ops.checkpoint as op
+    import delta_ops.ops.checkpoint_writer as op
 
     name = "kernel/v2-checkpoints-json-with-sidecars"
     before_peers = pristine_peer_view(name)

@@ -15,8 +15,9 @@ import pyarrow as pa
 import pytest
 
 from delta_ops.log import state_stream
-from delta_ops.ops import checkpoint as checkpoint_op
-from delta_ops.ops.checkpoint import built_ahead, checkpoint
+from delta_ops.ops import checkpoint_writer as checkpoint_op
+from delta_ops.ops.checkpoint import checkpoint
+from delta_ops.ops.checkpoint_writer import built_ahead
 from tests.ops.test_checkpoint import write_table
 from tests.support import log_builder as lb
 

@@ -28,10 +28,10 @@ import pytest
 from delta_ops import cli
 from delta_ops.log.file_names import LogFileKind, parse_log_file_name
 from delta_ops.log.segment import CheckpointRef, complete_checkpoints
-from delta_ops.ops import checkpoint as checkpoint_op
+from delta_ops.ops import checkpoint_writer as checkpoint_op
 from delta_ops.ops.checkpoint import checkpoint, execute_checkpoint, plan_checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
-from delta_ops.ops.inspect import summarize
+from delta_ops.service.inspect import summarize
 from delta_ops.table.snapshot import load_snapshot
 from tests.support import copy_fixture, deltalake_rows, duckdb_rows
 from tests.support import log_builder as lb

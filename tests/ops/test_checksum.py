@@ -24,12 +24,12 @@ from delta_ops.ops import checksum as checksum_op
 from delta_ops.ops.checkpoint import checkpoint
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.compact import execute_compact, plan_compact
-from delta_ops.ops.inspect import summarize
 from delta_ops.ops.purge import execute_purge, plan_purge
 from delta_ops.ops.repair import execute_repair, plan_repair
 from delta_ops.ops.restore import execute_restore, plan_restore
 from delta_ops.ops.row_tracking import execute_enable_row_tracking, plan_enable_row_tracking
 from delta_ops.ops.vacuum import execute_vacuum, plan_vacuum
+from delta_ops.service.inspect import summarize
 from delta_ops.table import checksum as checksums
 from delta_ops.table import transaction as transaction_module
 from delta_ops.table.checksum import (

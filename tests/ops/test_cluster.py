@@ -20,15 +20,15 @@ import pytest
 
 from delta_ops import cli
 from delta_ops.errors import InvalidValue
-from delta_ops.ops import cluster
-from delta_ops.ops.cluster import (
+from delta_ops.layout.clustering import (
     ZCUBE_ID,
     ZCUBE_ZORDER_BY,
     ZCUBE_ZORDER_CURVE,
-    execute_cluster,
+    clustering_layout,
     parse_column_list,
-    plan_cluster,
 )
+from delta_ops.ops import cluster
+from delta_ops.ops.cluster import execute_cluster, plan_cluster
 from delta_ops.ops.cluster_by import execute_cluster_by, plan_cluster_by
 from delta_ops.ops.compact import OPERATION as COMPACT
 from delta_ops.protocol.schema import stats_columns_of
@@ -535,17 +535,17 @@ def test_the_layout_facts_follow_the_clustering(tmp_path: Path) -> None:
     """What the Dagster layout check reports: before clustering every file is unclustered and
     spans everything; after it, none is and a point on the columns skips most files."""
     from delta_ops.clock import now_ms
-    from delta_ops.ops.health import table_health
+    from delta_ops.service.health import table_health
 
     table = tmp_path / "t"
     random_appends(table, files=12, rows=1000)
-    assert cluster.clustering_layout(load_snapshot(table)) is None
+    assert clustering_layout(load_snapshot(table)) is None
     execute_cluster_by(plan_cluster_by(load_snapshot(table), "a,b"))
     before = table_health(load_snapshot(table), now_ms()).layout
     assert before is not None and before.columns == ("a", "b")
     assert before.unclustered_files == before.files == 12 and before.unskippable_share > 0.85
     execute_cluster(_plan(table, target_size="16KB"))
-    after = cluster.clustering_layout(load_snapshot(table))
+    after = clustering_layout(load_snapshot(table))
     assert after is not None and after.unclustered_files == 0 and after.files >= 8
     assert after.unskippable_share < 0.4
 

@@ -26,8 +26,8 @@ from delta_ops import cli
 from delta_ops.clock import fixed_wall_clock
 from delta_ops.errors import InvalidValue
 from delta_ops.log.file_names import LogFile, LogFileKind, parse_log_file_name
-from delta_ops.ops import cleanup as cleanup_module
 from delta_ops.ops import drop_feature as drop_module
+from delta_ops.ops import log_cleanup as cleanup_module
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
 from delta_ops.ops.drop_feature import (
     DropFeatureResult,

@@ -18,10 +18,10 @@ import pytest
 from delta_ops import clock
 from delta_ops.errors import InvalidValue
 from delta_ops.ops import registry
-from delta_ops.ops.due import Action
 from delta_ops.ops.engines import LOCAL
 from delta_ops.ops.operation import ENGINE_OPTION, Plan
 from delta_ops.ops.vacuum import plan_vacuum
+from delta_ops.service.due import Action
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
 from tests.support import REPO

@@ -21,8 +21,6 @@ import pytest
 
 from delta_ops import cli
 from delta_ops.dagster import DeltaTableTarget, build_delta_maintenance_defs
-from delta_ops.ops.due import Action, judge
-from delta_ops.ops.health import due_facts
 from delta_ops.protocol.features import (
     FEATURES,
     Access,
@@ -30,6 +28,8 @@ from delta_ops.protocol.features import (
     canonical_feature_name,
     lookup_feature,
 )
+from delta_ops.service.due import Action, judge
+from delta_ops.service.health import due_facts
 from delta_ops.table.snapshot import load_snapshot
 from tests.support import copy_fixture, deltalake_rows, duckdb_rows, peer_facts
 from tests.support.log_builder import write_commit

@@ -22,7 +22,7 @@ from tests.support import REPO
 HEADER = """\
 from delta_ops.ops import compact, vacuum
 from delta_ops.ops.engines import LOCAL
-from delta_ops.ops.runs import Run, run_operation
+from delta_ops.service.runs import Run, run_operation
 from delta_ops.table.snapshot import load_snapshot
 """
 

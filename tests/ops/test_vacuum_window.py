@@ -215,7 +215,7 @@ def test_two_vacuums_at_once_both_succeed(tmp_path: Path) -> None:
 
 
 def test_leftovers_of_crashed_writes_are_reported_then_vacuumed_once_old(tmp_path: Path) -> None:
-    from delta_ops.ops.inspect import summarize
+    from delta_ops.service.inspect import summarize
 
     table = tmp_path / "t"
     rows = _history(table, [3, 3, 2, 1])

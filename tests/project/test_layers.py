@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.support import REPO
 
-CORE = ("ops", "table", "log", "protocol", "spark")
+CORE = ("service", "ops", "table", "log", "protocol", "spark")
 FORBIDDEN = {"os", "shutil", "fsspec"}
 # the one place that sets the environment: Spark starts its Python workers from $PYSPARK_PYTHON
 ALLOWED = {

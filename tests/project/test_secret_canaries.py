@@ -36,7 +36,7 @@ from delta_ops.dagster import (
     DeltaTableTarget,
     build_delta_maintenance_defs,
 )
-from delta_ops.ops.history import OperationHistory
+from delta_ops.service.history import OperationHistory
 from delta_ops.table.writer import write_arrow
 from loopback.servers import AZURE_ACCOUNT, AZURE_KEY, SERVERS, StoreServer, storage_args
 

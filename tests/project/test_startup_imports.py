@@ -112,7 +112,7 @@ def test_one_operation_loads_its_own_module_and_no_other() -> None:
     loaded = _loaded_by("from delta_ops.cli.commands import build_parser\nbuild_parser('vacuum')")
     op_modules = {entry.module_path for entry in ENTRIES}
     assert sorted(op_modules & loaded) == ["delta_ops.ops.vacuum"]
-    assert "delta_ops.ops.fleet" not in loaded and "delta_ops.ops.inspect" not in loaded
+    assert "delta_ops.service.fleet" not in loaded and "delta_ops.service.inspect" not in loaded
     # every subcommand still comes with --help, or when the command is no operation
     everything = _loaded_by("from delta_ops.cli.commands import build_parser\nbuild_parser()")
     assert op_modules <= everything
@@ -129,7 +129,7 @@ def test_inspect_loads_no_operation_before_it_loads_the_table() -> None:
             f"from delta_ops.cli.commands import build_parser\nbuild_parser({command!r})"
         )
         assert sorted(op_modules & loaded) == [], command
-        assert "delta_ops.ops.inspect" not in loaded, command
+        assert "delta_ops.service.inspect" not in loaded, command
 
 
 def test_the_registry_names_each_operation_as_its_module_does() -> None:
@@ -188,7 +188,7 @@ def test_loading_inspecting_and_checkpointing_convert_no_numpy_array_through_pya
         "    return _array(obj, *args, **kwargs)\n"
         "pyarrow.array = _watched\n"
         "from delta_ops.table.snapshot import load_snapshot\n"
-        "from delta_ops.ops.inspect import summarize\n"
+        "from delta_ops.service.inspect import summarize\n"
         "from delta_ops.ops.checkpoint import checkpoint\n"
     )
     for name in ("dv-partitioned-with-checkpoint", "log-replay-dv-key-cases", "v2-checkpoint-json"):

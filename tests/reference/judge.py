@@ -13,7 +13,7 @@ from typing import Any
 
 from delta_ops.ops.engines import LOCAL
 from delta_ops.ops.registry import OPERATIONS
-from delta_ops.ops.runs import Run, run_operation
+from delta_ops.service.runs import Run, run_operation
 from delta_ops.table.snapshot import load_snapshot
 from tests.reference.corpus import BuiltTable
 from tests.reference.delta_spark import DeltaSpark, ReferenceError, same_rows, sorted_rows

@@ -20,7 +20,7 @@ import pytest
 
 from delta_ops.ops.engines import LOCAL
 from delta_ops.ops.registry import OPERATIONS
-from delta_ops.ops.runs import run_operation
+from delta_ops.service.runs import run_operation
 from tests.reference.corpus import TABLES, Corpus, table_ref
 from tests.reference.delta_spark import DeltaSpark
 from tests.reference.judge import run_op

@@ -57,11 +57,13 @@ from deltalake import DeltaTable, PostCommitHookProperties, write_deltalake
 
 from delta_ops.clock import fixed_wall_clock
 from delta_ops.errors import CheckpointInProgress, InvalidValue
+from delta_ops.layout.clustering import parse_column_list
 from delta_ops.ops import cluster
-from delta_ops.ops.checkpoint import IN_PROGRESS_GRACE_MS, checkpoint
+from delta_ops.ops.checkpoint import checkpoint
+from delta_ops.ops.checkpoint_writer import IN_PROGRESS_GRACE_MS
 from delta_ops.ops.checksum import execute_checksum, plan_checksum
 from delta_ops.ops.cleanup import execute_cleanup, plan_cleanup
-from delta_ops.ops.cluster import execute_cluster, parse_column_list, plan_cluster
+from delta_ops.ops.cluster import execute_cluster, plan_cluster
 from delta_ops.ops.compact import execute_compact, plan_compact
 from delta_ops.ops.drop_feature import execute_drop_feature, plan_drop_feature
 from delta_ops.ops.purge import execute_purge, plan_purge

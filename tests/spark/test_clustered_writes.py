@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from delta_ops.layout.clustering import write_order
 from delta_ops.layout.curves import CurveKind
 from delta_ops.layout.write_order import WriteOrder
-from delta_ops.ops.cluster import write_order
 from delta_ops.ops.cluster_by import execute_cluster_by, plan_cluster_by
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow

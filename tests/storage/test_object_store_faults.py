@@ -20,7 +20,7 @@ import pytest
 
 from delta_ops import cli
 from delta_ops.log.reader import read_commit_actions
-from delta_ops.ops.history import OperationHistory, OperationRecord, Status
+from delta_ops.service.history import OperationHistory, OperationRecord, Status
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow

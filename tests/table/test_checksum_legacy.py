@@ -17,7 +17,7 @@ import pytest
 from delta_ops import cli
 from delta_ops.errors import CorruptLog
 from delta_ops.ops import checksum as checksum_op
-from delta_ops.ops.inspect import summarize
+from delta_ops.service.inspect import summarize
 from delta_ops.table.checksum import ChecksumStatus, check_checksum, read_checksum
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.transaction import Transaction

@@ -13,8 +13,8 @@ import pytest
 from delta_ops import cli
 from delta_ops.errors import CorruptLog
 from delta_ops.ops import checksum as checksum_op
-from delta_ops.ops.inspect import summarize
 from delta_ops.protocol.deletion_vectors import inline_descriptor
+from delta_ops.service.inspect import summarize
 from delta_ops.table.deletion_vector_check import DeletionVectorFault, check_deletion_vectors
 from delta_ops.table.snapshot import load_snapshot
 from tests.support import TABLES

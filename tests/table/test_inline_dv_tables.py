@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from delta_ops.ops.inspect import summarize
+from delta_ops.service.inspect import summarize
 from delta_ops.table.scan import read_table
 from delta_ops.table.snapshot import load_snapshot
 from tests.support import deltalake_rows, duckdb_connection

@@ -1,4 +1,4 @@
-"""One notion of "due": the rule (`delta_ops.ops.due`) at its boundaries, and every front end
+"""One notion of "due": the rule (`delta_ops.service.due`) at its boundaries, and every front end
 giving the same answer on a generated lake.
 
 Before the rule, four front ends had four notions: the schedule checkpointed every table with
@@ -29,7 +29,8 @@ from delta_ops.dagster import (
     build_delta_maintenance_defs,
 )
 from delta_ops.ops.checkpoint import checkpoint
-from delta_ops.ops.due import (
+from delta_ops.ops.engines import Spread
+from delta_ops.service.due import (
     COMPACT_MIN_FILES,
     PURGE_MIN_SHARE,
     Action,
@@ -37,9 +38,8 @@ from delta_ops.ops.due import (
     checkpoint_due,
     judge,
 )
-from delta_ops.ops.engines import Spread
-from delta_ops.ops.fleet import FleetTable, plan_fleet
-from delta_ops.ops.health import due_facts
+from delta_ops.service.fleet import FleetTable, plan_fleet
+from delta_ops.service.health import due_facts
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
 from tests.support.rewrite_support import dv_table, many_small_appends

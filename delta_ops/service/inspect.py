@@ -14,12 +14,12 @@ from typing import Any
 
 from delta_ops import clock
 from delta_ops.log.file_names import SIDECARS_DIR
-from delta_ops.ops.health import RowTracking, health, row_tracking_state
 from delta_ops.ops.leftovers import find_leftovers
 from delta_ops.ops.repair import missing_live_files
 from delta_ops.ops.results import fields_data
 from delta_ops.protocol.features import Protocol
 from delta_ops.protocol.units import format_bytes
+from delta_ops.service.health import RowTracking, health, row_tracking_state
 from delta_ops.storage import LOG_DIR, FileEntry
 from delta_ops.table.snapshot import Snapshot
 
@@ -159,7 +159,7 @@ def summarize(
 
 
 def _log_files(log_tree: list[FileEntry]) -> list[FileEntry]:
-    """The log's files as log cleanup sees them (`delta_ops.ops.health.log_files`), out of a
+    """The log's files as log cleanup sees them (`delta_ops.service.health.log_files`), out of a
     walk of `_delta_log` (names relative to it): those directly in it and the sidecars in
     `_sidecars/`, no hidden name (Hadoop's `.<name>.crc` beside each)."""
     return [

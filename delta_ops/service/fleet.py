@@ -3,7 +3,7 @@
 A lake is many tables (a warehouse root to discover, or a lake file listing them with settings
 of their own: `fleet_from_spec`). For each table the planner loads only what it needs
 (the log's listing; the snapshot when the log is small, else only the latest protocol and
-metadata), asks `delta_ops.ops.due` which actions are due, what each would gain and cost (the
+metadata), asks `delta_ops.service.due` which actions are due, what each would gain and cost (the
 rule every front end asks), and ranks each due action by its gain for its cost within a budget
 (tables per tick, tables per action):
 
@@ -13,10 +13,10 @@ rule every front end asks), and ranks each due action by its gain for its cost w
 Gains, in points (the exchange rates are `POINTS`): a checkpoint interval of commits since
 the last checkpoint, 100 log files when log cleanup has work, 1 GiB that vacuum would reclaim,
 100 small files compaction would rewrite, a million rows hidden by deletion vectors. An action
-counts only when it is due (`delta_ops.ops.due`: the checkpoint when the lag reached the
+counts only when it is due (`delta_ops.service.due`: the checkpoint when the lag reached the
 interval, compaction from 10 small files, ...). Costs are object-store requests and bytes read
 or written, estimated from the same facts, turned into seconds at
-`delta_ops.ops.due.REQUEST_S` per request and `BYTES_PER_S`. An action's priority is the
+`delta_ops.service.due.REQUEST_S` per request and `BYTES_PER_S`. An action's priority is the
 table's weight times the action's points over (1 + the action's cost in seconds), so a costly
 compaction does not bury a cheap, urgent checkpoint; a table ranks by its most urgent action.
 
@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delta_ops.errors import DeltaOpsError, InvalidValue
-from delta_ops.ops.cleanup import plan_cleanup
-from delta_ops.ops.due import BYTES_PER_S, REQUEST_S, Action, DueFacts, Verdict, Verdicts, judge
-from delta_ops.ops.due import POINTS as DUE_POINTS
 from delta_ops.ops.engines import LOCAL, Engine, Spread
-from delta_ops.ops.health import due_facts
+from delta_ops.ops.log_cleanup import plan_cleanup
 from delta_ops.protocol.units import format_bytes, parse_duration_ms, parse_size_bytes
+from delta_ops.service.due import BYTES_PER_S, REQUEST_S, Action, DueFacts, Verdict, Verdicts, judge
+from delta_ops.service.due import POINTS as DUE_POINTS
+from delta_ops.service.health import due_facts
 from delta_ops.storage import FileEntry, Storage
 from delta_ops.storage.warehouse import find_tables, name_for
 from delta_ops.table.snapshot import load_head, load_snapshot

@@ -2,7 +2,7 @@
 
 Databricks' Predictive Optimization records every operation it runs in a system table (start and
 end time, table, operation, status, a map of metrics); this is that record for any lake, kept in
-the open. Every run of an operation from any front end (`delta_ops.ops.runs.run_operation`)
+the open. Every run of an operation from any front end (`delta_ops.service.runs.run_operation`)
 appends one row when the front end names a history: off by default for the CLI (``--history
 PATH`` or ``$DELTA_OPS_HISTORY``), on for Dagster and Airflow (``<warehouse>/_delta_ops_history``:
 `delta_ops.storage.warehouse.history_location`). The rows are written by delta-ops' own writer

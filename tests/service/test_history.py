@@ -1,6 +1,6 @@
 """The operation history: a row per operation run, in a Delta table DuckDB and deltalake read.
 
-Runs go through `delta_ops.ops.runs.run_operation`, the path every front end takes (the CLI
+Runs go through `delta_ops.service.runs.run_operation`, the path every front end takes (the CLI
 here; Dagster and Airflow in their own test files), and land in the history table written by
 delta-ops' own writer: succeeded, skipped and failed runs alike; concurrent appends from
 several processes all land; the table keeps itself bounded; and a history that cannot be
@@ -19,9 +19,11 @@ import pytest
 
 from delta_ops import clock
 from delta_ops.cli.commands import main
-from delta_ops.ops import history as history_module
 from delta_ops.ops.engines import LOCAL
-from delta_ops.ops.history import (
+from delta_ops.ops.registry import OPERATIONS
+from delta_ops.protocol.units import format_bytes
+from delta_ops.service import history as history_module
+from delta_ops.service.history import (
     HISTORY_ENV,
     OperationHistory,
     OperationRecord,
@@ -30,9 +32,7 @@ from delta_ops.ops.history import (
     fleet_history,
     metrics_of,
 )
-from delta_ops.ops.registry import OPERATIONS
-from delta_ops.ops.runs import run_operation
-from delta_ops.protocol.units import format_bytes
+from delta_ops.service.runs import run_operation
 from delta_ops.storage import Storage
 from delta_ops.storage.warehouse import find_tables, history_location
 from delta_ops.table.snapshot import load_snapshot
@@ -168,7 +168,7 @@ def test_a_history_that_cannot_be_written_never_fails_the_operation(tmp_path, ca
     table = _table(tmp_path / "t")
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    with caplog.at_level(logging.WARNING, logger="delta_ops.ops.history"):
+    with caplog.at_level(logging.WARNING, logger="delta_ops.service.history"):
         assert main(["compact", str(table), "--history", str(blocker / "history")]) == 0
     assert "could not record compact of" in caplog.text
     assert load_snapshot(table).num_files == 1  # the operation did its work

@@ -17,7 +17,7 @@ import pytest
 
 from delta_ops import clock
 from delta_ops.cli.commands import main
-from delta_ops.ops.fleet import (
+from delta_ops.service.fleet import (
     FleetTable,
     assess,
     fleet_from_spec,

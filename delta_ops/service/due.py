@@ -23,7 +23,7 @@ checks flag. The rules, per action:
 Each verdict carries what doing the action would gain, in points (`POINTS` says what one
 point is), and what it would cost (object-store requests and bytes), so the planner ranks
 actions with the same facts that decided them due. The facts come from
-`delta_ops.ops.health.due_facts` (a loaded snapshot), or, for the checkpoint alone, from
+`delta_ops.service.health.due_facts` (a loaded snapshot), or, for the checkpoint alone, from
 a probe of the newest commits. This module reads no storage.
 
 For example:

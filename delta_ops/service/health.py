@@ -5,13 +5,13 @@ The Dagster sensors, schedules and asset checks, the fleet planner and `delta-op
 ask the same questions: is a checkpoint due, does log cleanup or vacuum have work, how many
 files would a compaction rewrite, is row tracking fully on? This module gathers the facts from
 a loaded snapshot and a look at the ages of a bounded number of files (`due_facts`,
-`table_health`); `delta_ops.ops.due` holds the rule that turns them into what is
+`table_health`); `delta_ops.service.due` holds the rule that turns them into what is
 due. It sits above the ops whose plans it reads (cleanup, compaction, vacuum), so none of them
 depends on it.
 
 For example:
 
-    verdicts = judge(due_facts(snapshot, clock.now_ms()))     # what is due (ops.due)
+    verdicts = judge(due_facts(snapshot, clock.now_ms()))     # what is due (service.due)
     facts = table_health(snapshot, clock.now_ms())            # what the asset checks judge
     advice = health(snapshot, clock.now_ms(), leftovers=0).advice   # what inspect prints
 """
@@ -27,14 +27,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_ops.errors import OperationRefused, UnsafePath, UnsupportedFeature
+from delta_ops.layout.clustering import ClusteringLayout, clustering_layout
 from delta_ops.log.file_names import SIDECARS_DIR, LogFileKind
-from delta_ops.ops.cleanup import plan_cleanup
-from delta_ops.ops.cluster import ClusteringLayout, clustering_layout
 from delta_ops.ops.compact import files_to_compact
-from delta_ops.ops.due import Action, DueFacts, Verdict, Verdicts, judge
+from delta_ops.ops.log_cleanup import plan_cleanup
 from delta_ops.ops.vacuum import read_last_vacuum_info
 from delta_ops.protocol.features import KEEPS_DATA, Access
 from delta_ops.protocol.units import format_duration
+from delta_ops.service.due import Action, DueFacts, Verdict, Verdicts, judge
 from delta_ops.storage import FileEntry
 from delta_ops.table.checksum import ChecksumCheck, check_checksum
 from delta_ops.table.commit_times import version_at
@@ -133,7 +133,7 @@ def due_facts(
     log: Sequence[FileEntry] | None = None,
     rewrites: bool = True,
 ) -> DueFacts:
-    """What `delta_ops.ops.due.judge` reads, from a loaded snapshot and the ages of a
+    """What `delta_ops.service.due.judge` reads, from a loaded snapshot and the ages of a
     bounded number of files, with the retentions the runs will use (None: the table's
     ``delta.logRetentionDuration`` and ``delta.deletedFileRetentionDuration``). `log`: the
     files directly in `_delta_log`, when the caller listed them already. `rewrites=False`
@@ -331,7 +331,7 @@ class Health:
     reclaimable_bytes: int
     advice: list[dict[str, str]]
     checksum: ChecksumCheck | None = None  # the version's `N.crc` against the replay
-    #: every maintenance action's verdict (`delta_ops.ops.due`): what `advice` is from
+    #: every maintenance action's verdict (`delta_ops.service.due`): what `advice` is from
     verdicts: Verdicts | None = None
     #: the live deletion vectors against their files' row counts
     deletion_vectors: DeletionVectorCheck | None = None

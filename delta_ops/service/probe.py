@@ -9,7 +9,7 @@ the metaData of new commits when one changes it, and otherwise remembered by the
 remembers the table's protocol (`delta_ops.airflow.triggers`) never replays the log for it.
 
 What a table needs beyond new commits (cleanup, vacuum, compaction) is judged by
-`delta_ops.ops.health`, from a loaded snapshot.
+`delta_ops.service.health`, from a loaded snapshot.
 
 For example:
 

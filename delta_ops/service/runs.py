@@ -4,7 +4,7 @@ The CLI, the Dagster resource and the Airflow operators each run an operation th
 `run_operation`, so a run means the same everywhere: the table is loaded as the operation
 needs it, planned (a dry run previews, as ``--dry-run`` does), executed unless it is a dry run
 or the front end skips plans with nothing to do, and, when the front end names a history
-(`delta_ops.ops.history`), recorded there with how it ended, failures included. What to print
+(`delta_ops.service.history`), recorded there with how it ended, failures included. What to print
 and how to fail stay with the front end:
 
     run = run_operation(OPERATIONS["vacuum"], "/data/events", values, LOCAL,
@@ -21,7 +21,6 @@ from typing import Any, Generic
 
 from delta_ops import clock
 from delta_ops.ops.engines import LOCAL, Engine
-from delta_ops.ops.history import OperationHistory, OperationRecord, Status, metrics_of
 from delta_ops.ops.operation import (
     AnyOperation,
     Operation,
@@ -32,6 +31,7 @@ from delta_ops.ops.operation import (
     headline,
 )
 from delta_ops.ops.results import to_data
+from delta_ops.service.history import OperationHistory, OperationRecord, Status, metrics_of
 from delta_ops.storage import Storage
 
 
