@@ -163,6 +163,24 @@ class FileReader:
         return out
 
 
+def _drop_hadoop_checksum_of(path: str) -> None:
+    """Remove Hadoop's checksum sidecar (`.NAME.crc`) of a file we just created, if one is there.
+
+    Delta Spark on a local filesystem writes a commit through Hadoop's checksummed filesystem,
+    which keeps `.00000000000000000006.json.crc` beside `00000000000000000006.json` and checks
+    every later read against it. When our commit wins a version that a Delta Spark writer also
+    tried, the loser's rename can leave its checksum under the winner's name (seen in the races
+    with Delta Spark: tests/reference/test_races.py), and every Delta Spark read of that commit
+    then fails with a ChecksumException. A checksum file of a name we have just created can only
+    be such a leftover: without it Hadoop reads the file unchecked.
+    """
+    folder, name = os.path.split(path)
+    try:
+        os.unlink(os.path.join(folder, f".{name}.crc"))
+    except FileNotFoundError:
+        pass
+
+
 @contextmanager
 def _staged_local(path: str, write: Callable[[BinaryIO], object]) -> Iterator[str]:
     """A durable (fsynced) hidden temp file next to local `path`, filled by `write`; the block
@@ -657,9 +675,10 @@ class Storage:
             with _staged_local(path, lambda f: f.write(data)) as tmp:
                 try:
                     os.link(tmp, path)
-                    return True
                 except FileExistsError:
                     return False
+            _drop_hadoop_checksum_of(path)
+            return True
         if not self.supports_conditional_create:
             raise NotImplementedError(
                 f"{self._client_name} is not known to create files only-if-absent"
