@@ -42,6 +42,23 @@ def test_put_if_absent_never_overwrites(tmp_path, url):
     assert storage.read_bytes(target) == b"first"
 
 
+def test_a_commit_we_win_drops_a_hadoop_checksum_left_under_its_name(tmp_path):
+    """Delta Spark's local writes keep `.N.json.crc` beside `N.json`; a writer that lost the
+    version can leave its checksum under our commit's name, which fails every Delta Spark read
+    of it. Our winning commit drops it; a commit we lose leaves the winner's checksum alone."""
+    storage = Storage.open(str(tmp_path))
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+    stale = log / ".00000000000000000003.json.crc"
+    stale.write_bytes(b"crc\x00\x00\x00\x02\x00stale!!!")
+    target = storage.log_file("00000000000000000003.json")
+    assert storage.put_if_absent(target, b"ours")
+    assert not stale.exists()
+    stale.write_bytes(b"the winner's checksum")
+    assert not storage.put_if_absent(target, b"lost")
+    assert stale.exists()
+
+
 def test_put_if_absent_has_one_winner_under_contention(tmp_path):
     storage = Storage.open(tmp_path)
     target = storage.log_file("00000000000000000001.json")
