@@ -13,11 +13,11 @@ import inspect
 from pathlib import Path
 
 import pytest
-from mypy import api
 
 from delta_ops.ops.registry import ENTRIES, OPERATIONS
 from tests.support import REPO, toy_operation
 from tests.support.airflow_support import airflow_home
+from tests.support.type_check import mypy_strict
 
 
 @pytest.fixture(scope="module")
@@ -190,21 +190,7 @@ WRONG = {
 
 
 def _mypy(tmp_path: Path, source: str) -> tuple[str, int]:
-    snippet = tmp_path / "dag_file.py"
-    snippet.write_text(source)
-    out, err, status = api.run(
-        [
-            "--config-file",
-            str(REPO / "pyproject.toml"),
-            "--cache-dir",
-            str(REPO / ".mypy_cache"),
-            "--strict",
-            "--no-error-summary",
-            "--hide-error-context",
-            str(snippet),
-        ]
-    )
-    return out + err, status
+    return mypy_strict(tmp_path / "dag_file.py", source)
 
 
 @pytest.fixture(scope="module")

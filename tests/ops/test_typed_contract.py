@@ -14,9 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mypy import api
 
-from tests.support import REPO
+from tests.support.type_check import mypy_strict
 
 #: what every snippet starts with
 HEADER = """\
@@ -92,20 +91,7 @@ def front_end(plan: vacuum.VacuumPlan) -> compact.CompactResult:
 
 
 def _mypy(tmp_path: Path, body: str) -> tuple[str, int]:
-    snippet = tmp_path / "front_end.py"
-    snippet.write_text(HEADER + "\n\n" + body)
-    out, err, status = api.run(
-        [
-            "--config-file",
-            str(REPO / "pyproject.toml"),
-            "--cache-dir",
-            str(REPO / ".mypy_cache"),
-            "--strict",
-            "--no-error-summary",
-            str(snippet),
-        ]
-    )
-    return out + err, status
+    return mypy_strict(tmp_path / "front_end.py", HEADER + "\n\n" + body)
 
 
 @pytest.fixture(scope="module")
