@@ -17,8 +17,9 @@ Operations (`--ops`, all by default), each on a fresh copy of its pristine table
 Timing. delta-ops and delta-rs run as fresh processes (interpreter start-up and imports included,
 as in every benchmark here; peak memory is `ru_maxrss`, or the process tree's summed RSS where
 higher). Delta Spark runs in one server (`spark_reference_server.py`, under the reference
-virtualenv; `SPARK_CONF` below), started once: its start-up is reported apart, the session is warmed on a throwaway
-table by every operation once, and each operation is timed around the JVM call alone, after
+virtualenv; `SPARK_CONF` below), started once: its start-up is reported apart, the session is
+warmed on a throwaway table by every operation once, and each operation is timed around the JVM
+call alone, after
 `DeltaLog.clearCache()` (the table is loaded from storage in the timed call, as ours is). Delta
 Spark's peak memory is the JVM's `VmHWM`, reset before each call.
 
