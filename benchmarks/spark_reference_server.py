@@ -1,0 +1,167 @@
+"""Delta Spark, the reference engine, as a server that times its own calls (benchmarks only).
+
+Run under the reference virtualenv's python (`make reference`: `.venv-reference`, with
+delta-spark and its pyspark; the jars come from the Ivy cache under `build/ivy`); the benchmark
+side is `benchmarks/spark_reference.py` (`SparkReference`). It is the benchmarks' counterpart of
+`tests/reference/delta_spark_server.py` (benchmarks do not import the test package): the same
+JSON-lines protocol, but a session with Spark's and Delta's defaults, not the test server's
+tuning for tiny tables, and every operation timed inside the server around the JVM call alone.
+
+Session: `local[2]`, the UI off, `spark.driver.memory` from `--driver-memory` (Spark's default
+1g), and `--conf KEY=VALUE` pairs; everything else is Spark's and Delta's default.
+
+Protocol: one JSON request per line on stdin, one JSON reply per line on the original stdout
+(the JVM's output goes to stderr). A reply is `{"ok": true, "seconds": ...}` (`seconds`: the
+call's wall time in the session) or `{"ok": false, "error": "..."}`. Requests (`op`):
+
+- `ping`: the versions.
+- `sql`: run `sql` and collect its result (`rows`: the first 20 rows as lists of strings).
+- `checkpoint`: `DeltaLog.forTable(spark, path).checkpoint()`.
+- `cleanup`: Delta's metadata cleanup of the table at `path` (`MetadataCleanup.cleanUpExpiredLogs`
+  on its latest snapshot: what a checkpoint's post-commit hook runs).
+- `summary`: `rows` (count), `sum_id` (sum of `id`), `num_files` and `version` of the Delta
+  table at `path`, as Delta Spark reads it.
+- `clear_cache`: `DeltaLog.clearCache()` (every operation then loads its table from storage).
+- `stop`: reply and exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+SCALA = "2.13"
+
+
+def delta_package() -> str:
+    """The Delta Spark artifact matching the installed pip packages (as the test server names it)."""
+    from importlib.metadata import version
+
+    import pyspark
+
+    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
+    return f"io.delta:delta-spark_{spark_minor}_{SCALA}:{version('delta-spark')}"
+
+
+def start_session(ivy: str, driver_memory: str, extra: list[str]) -> Any:
+    from pyspark.sql import SparkSession
+
+    conf = {
+        "spark.master": "local[2]",
+        "spark.app.name": "delta-ops-bench-reference",
+        "spark.jars.packages": delta_package(),
+        "spark.jars.ivy": ivy,
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.log.level": "WARN",
+        "spark.driver.memory": driver_memory,
+        "spark.databricks.delta.retentionDurationCheck.enabled": "false",
+    }
+    for pair in extra:
+        key, _, value = pair.partition("=")
+        conf[key] = value
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _delta_log(spark: Any, path: str) -> Any:
+    jvm = spark.sparkContext._jvm
+    return jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+
+
+def _cleanup(spark: Any, path: str) -> None:
+    log = _delta_log(spark, path)
+    snapshot = log.unsafeVolatileSnapshot()
+    # Scala's default arguments are not visible through py4j: pass the defaults' getters' values
+    defaults = [getattr(log, f"cleanUpExpiredLogs$default${i}")() for i in (2, 3, 4)]
+    log.cleanUpExpiredLogs(snapshot, *defaults)
+
+
+def handle(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
+    op = request.get("op")
+    if op == "ping":
+        import pyspark
+
+        return {"ok": True, "spark": pyspark.__version__, "delta": delta_package()}
+    if op == "clear_cache":
+        spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+        return {"ok": True}
+    if op == "summary":
+        path = request["path"]
+        frame = spark.read.format("delta").load(path)
+        row = frame.selectExpr("count(*) AS n", "sum(id) AS s").collect()[0]
+        detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]
+        history = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()[0]
+        return {
+            "ok": True,
+            "rows": int(row["n"]),
+            "sum_id": None if row["s"] is None else int(row["s"]),
+            "num_files": int(detail["numFiles"]),
+            "version": int(history["version"]),
+        }
+    start = time.perf_counter()
+    rows: list[list[str]] = []
+    if op == "sql":
+        rows = [[str(v) for v in r] for r in spark.sql(request["sql"]).collect()[:20]]
+    elif op == "checkpoint":
+        _delta_log(spark, request["path"]).checkpoint()
+    elif op == "cleanup":
+        _cleanup(spark, request["path"])
+    else:
+        raise ValueError(f"unknown request op {op!r}")
+    return {"ok": True, "seconds": time.perf_counter() - start, "rows": rows}
+
+
+def serve(spark: Any, replies: Any) -> None:
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+            if request.get("op") == "stop":
+                replies.write(json.dumps({"ok": True}) + "\n")
+                replies.flush()
+                return
+            reply = handle(spark, request)
+        except Exception as exc:  # noqa: BLE001 - every failure is a reply, never a dead server
+            traceback.print_exc(file=sys.stderr)
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+        replies.write(json.dumps(reply, default=str) + "\n")
+        replies.flush()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ivy", required=True, help="the Ivy cache holding Delta's jars")
+    parser.add_argument("--driver-memory", default="1g")
+    parser.add_argument("--conf", action="append", default=[], help="KEY=VALUE (repeatable)")
+    args = parser.parse_args()
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    start = time.perf_counter()
+    spark = start_session(os.path.abspath(args.ivy), args.driver_memory, args.conf)
+    spark.range(1).collect()
+    ready = {"ok": True, "ready": delta_package(), "seconds": time.perf_counter() - start}
+    replies.write(json.dumps(ready) + "\n")
+    replies.flush()
+    try:
+        serve(spark, replies)
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
