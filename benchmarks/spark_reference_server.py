@@ -28,24 +28,14 @@ call's wall time in the session) or `{"ok": false, "error": "..."}`. Requests (`
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
-import traceback
 from typing import Any
 
-SCALA = "2.13"
-
-
-def delta_package() -> str:
-    """The Delta Spark artifact matching the installed pip packages (as the test server names it)."""
-    from importlib.metadata import version
-
-    import pyspark
-
-    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
-    return f"io.delta:delta-spark_{spark_minor}_{SCALA}:{version('delta-spark')}"
+# the repository, for loopback.reference_service (this script runs under .venv-reference)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from loopback.reference_service import delta_package, reply, serve, take_stdout
 
 
 def start_session(ivy: str, driver_memory: str, extra: list[str]) -> Any:
@@ -123,22 +113,8 @@ def handle(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "seconds": time.perf_counter() - start, "rows": rows}
 
 
-def serve(spark: Any, replies: Any) -> None:
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        try:
-            request = json.loads(line)
-            if request.get("op") == "stop":
-                replies.write(json.dumps({"ok": True}) + "\n")
-                replies.flush()
-                return
-            reply = handle(spark, request)
-        except Exception as exc:  # noqa: BLE001 - every failure is a reply, never a dead server
-            traceback.print_exc(file=sys.stderr)
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
-        replies.write(json.dumps(reply, default=str) + "\n")
-        replies.flush()
+def error_reply(exc: BaseException) -> dict[str, Any]:
+    return {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
 
 
 def main() -> int:
@@ -147,17 +123,14 @@ def main() -> int:
     parser.add_argument("--driver-memory", default="1g")
     parser.add_argument("--conf", action="append", default=[], help="KEY=VALUE (repeatable)")
     args = parser.parse_args()
-    replies = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    replies = take_stdout()
     start = time.perf_counter()
     spark = start_session(os.path.abspath(args.ivy), args.driver_memory, args.conf)
     spark.range(1).collect()
     ready = {"ok": True, "ready": delta_package(), "seconds": time.perf_counter() - start}
-    replies.write(json.dumps(ready) + "\n")
-    replies.flush()
+    reply(replies, ready)
     try:
-        serve(spark, replies)
+        serve(replies, lambda request: handle(spark, request), error_reply)
     finally:
         spark.stop()
     return 0

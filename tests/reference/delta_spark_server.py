@@ -24,26 +24,14 @@ and exits: `make reference` runs it so that the first test run starts from a war
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
-import traceback
 from typing import Any
 
-#: The Delta Spark release whose jars the session loads: the pip package's own version, the
-#: artifact named for the Spark (major.minor) it was built for, as delta-spark's
-#: `configure_spark_with_delta_pip` names it.
-SCALA = "2.13"
-
-
-def delta_package() -> str:
-    from importlib.metadata import version
-
-    import pyspark
-
-    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
-    return f"io.delta:delta-spark_{spark_minor}_{SCALA}:{version('delta-spark')}"
+# the repository, for loopback.reference_service (this script runs under .venv-reference)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from loopback.reference_service import delta_package, reply, serve, take_stdout
 
 
 def session_conf(ivy: str) -> dict[str, str]:
@@ -154,28 +142,10 @@ def error_reply(exc: BaseException) -> dict[str, Any]:
             condition = get_condition()
         except Exception:  # noqa: BLE001 - best effort, the message says the rest
             condition = None
-    traceback.print_exc(file=sys.stderr)
     return {
         "ok": False,
         "error": {"type": type(exc).__name__, "condition": condition, "message": str(exc)[:4000]},
     }
-
-
-def serve(spark: Any, replies: Any) -> None:
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        try:
-            request = json.loads(line)
-            if request.get("op") == "stop":
-                replies.write(json.dumps({"ok": True}) + "\n")
-                replies.flush()
-                return
-            reply = handle(spark, request)
-        except Exception as exc:  # noqa: BLE001 - every failure is a reply, never a dead server
-            reply = error_reply(exc)
-        replies.write(json.dumps(reply, default=str) + "\n")
-        replies.flush()
 
 
 def warm(spark: Any) -> None:
@@ -195,18 +165,14 @@ def main() -> int:
     parser.add_argument("--ivy", required=True, help="the Ivy cache for the Delta jars")
     parser.add_argument("--warm", action="store_true", help="start, check, exit")
     args = parser.parse_args()
-    # replies go to a private copy of stdout; fd 1 (inherited by the JVM) goes to stderr
-    replies = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    replies = take_stdout()
     spark = start_session(os.path.abspath(args.ivy))
     try:
         if args.warm:
             warm(spark)
             return 0
-        replies.write(json.dumps({"ok": True, "ready": delta_package()}) + "\n")
-        replies.flush()
-        serve(spark, replies)
+        reply(replies, {"ok": True, "ready": delta_package()})
+        serve(replies, lambda request: handle(spark, request), error_reply)
     finally:
         spark.stop()
     return 0
