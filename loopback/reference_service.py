@@ -36,6 +36,24 @@ def delta_package() -> str:
     return f"io.delta:delta-spark_{spark_minor}_{SCALA}:{version('delta-spark')}"
 
 
+def delta_session_conf(ivy: str, app_name: str) -> dict[str, str]:
+    """What every reference session sets: `local[2]` on loopback, Delta's jars (from the Ivy
+    cache `ivy`), its SQL extension and catalog, no UI, warnings only."""
+    return {
+        "spark.master": "local[2]",
+        "spark.app.name": app_name,
+        "spark.jars.packages": delta_package(),
+        "spark.jars.ivy": ivy,
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.log.level": "WARN",
+    }
+
+
 def take_stdout() -> TextIO:
     """A private copy of stdout for the replies; fd 1 (which the JVM inherits and prints to)
     goes to stderr from now on."""

@@ -31,24 +31,20 @@ from typing import Any
 
 # the repository, for loopback.reference_service (this script runs under .venv-reference)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from loopback.reference_service import delta_package, reply, serve, take_stdout
+from loopback.reference_service import (
+    delta_package,
+    delta_session_conf,
+    reply,
+    serve,
+    take_stdout,
+)
 
 
 def session_conf(ivy: str) -> dict[str, str]:
     """The session's options: Delta's extension and catalog, sized for a 2-core box (one task at
     a time per tiny table: Delta's log replay uses `snapshotPartitions`, 50 by default)."""
     return {
-        "spark.master": "local[2]",
-        "spark.app.name": "delta-ops-reference",
-        "spark.jars.packages": delta_package(),
-        "spark.jars.ivy": ivy,
-        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.log.level": "WARN",
+        **delta_session_conf(ivy, "delta-ops-reference"),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": "1",
         "spark.default.parallelism": "2",
