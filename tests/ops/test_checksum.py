@@ -7,6 +7,8 @@ commit and its checksum leaves a table every reader reads, which `checksum` then
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import time
 from dataclasses import replace
@@ -675,7 +677,13 @@ def test_a_failed_checksum_write_never_fails_the_commit(
 
 
 def _crc_writes(faults: FaultPlan) -> list[int]:
-    return [k for k, (_, path) in enumerate(faults.writes, start=1) if path.endswith(".crc")]
+    """The write points of Delta checksums (`N.crc`), not of Hadoop's `.N.json.crc` sidecars,
+    which a winning local commit drops (delta_ops.storage.table_storage)."""
+    return [
+        k
+        for k, (_, path) in enumerate(faults.writes, start=1)
+        if re.fullmatch(r"\d{20}\.crc", os.path.basename(path))
+    ]
 
 
 @pytest.mark.parametrize("when", ["before", "after", "torn"])

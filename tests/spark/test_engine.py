@@ -211,12 +211,13 @@ def test_spark_engine_writes_the_checkpoint_the_local_engine_writes(
     (the tasks read the previous checkpoint themselves); the files hold the same rows as the
     local engine's, and the table reads the same."""
     from delta_ops.ops import checkpoint as checkpoint_op
+    from delta_ops.ops import checkpoint_writer
     from delta_ops.table.snapshot import load_head
     from tests.ops.test_checkpoint import expected_after_checkpoint, state_facts
     from tests.ops.test_checkpoint_streaming import NOW, _plan_numbers, _written_rows, build_history
     from tests.support import deltalake_files
 
-    monkeypatch.setattr(checkpoint_op, "V2_ACTIONS_PER_SIDECAR", 10)  # several sidecars
+    monkeypatch.setattr(checkpoint_writer, "V2_ACTIONS_PER_SIDECAR", 10)  # several sidecars
     src = tmp_path / "src"
     build_history(src, layout)
     before = load_snapshot(src)
