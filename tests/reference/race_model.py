@@ -127,7 +127,7 @@ def build_model(
                 rows = apply_spec(rows, {"kind": "stream", "ids": batch})
                 model.authors["delta-spark stream"] += 1
         elif operation == "RESTORE":
-            target = int(json.loads(json.dumps(info["operationParameters"]["version"])))
+            target = int(info["operationParameters"]["version"])
             rows = dict(model.states[target])
             model.authors["restore"] += 1
         elif changes:
