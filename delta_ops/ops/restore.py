@@ -362,7 +362,13 @@ def execute_restore(plan: RestorePlan) -> RestoreResult:
     parameters: dict[str, Any] = {"version": plan.restore_to}
     if plan.timestamp_ms is not None:
         parameters["timestamp"] = format_time_ms(plan.timestamp_ms)
-    txn = Transaction(snapshot, operation="RESTORE", parameters=parameters, purpose=Access.RECOMMIT)
+    txn = Transaction(
+        snapshot,
+        operation="RESTORE",
+        parameters=parameters,
+        purpose=Access.RECOMMIT,
+        reads_whole_table=True,  # the result must be version N's rows, whatever landed meanwhile
+    )
     if plan.new_protocol is not None:
         txn.add_action({"protocol": plan.new_protocol})
     keep = _keeps_row_tracking(plan.new_protocol, snapshot.protocol)

@@ -19,6 +19,9 @@ Conflicts (after Delta Spark's `ConflictChecker`, reduced to what delta-ops' ope
 
 * a winner changed the protocol or the metadata;
 * a winner removed, or re-added, a file this transaction read or removes;
+* a winner changed data (an add or remove with `dataChange` true) while this transaction read
+  the whole table (`reads_whole_table`: RESTORE, whose result must be the version it names;
+  Delta Spark's RESTORE commits only right after the version it read);
 * a winner set a `txn` for an appId this transaction also sets;
 * a winner changed a domain this transaction also changes (except `delta.rowTracking`, whose
   high-water mark is re-read instead: row ids are re-assigned above the winner's mark).
@@ -165,6 +168,8 @@ class Transaction:
             set of paths it has resolved, which the file-level check then ignores.
         purpose: the operation the commit belongs to (data write by default), which every
             feature of the table must allow.
+        reads_whole_table: every row of the snapshot decides what this commit writes, so any
+            winner that changed data (an append included) is a conflict.
     """
 
     snapshot: Snapshot | None
@@ -182,6 +187,7 @@ class Transaction:
     metrics: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
     files_read: set[str] = field(default_factory=set)
+    reads_whole_table: bool = False
     known_version: int | None = None  # a newer version already checked for conflicts
     #: the row-id high-water mark at `known_version` (its commit's result), for new row ids
     known_row_id_high_water_mark: int | None = None
@@ -369,6 +375,18 @@ class Transaction:
             raise ConcurrentModification(f"{where}: a concurrent commit changed the protocol")
         if winner.of_kind("metaData") and not self._can_absorb_enablement(winner):
             raise ConcurrentModification(f"{where}: a concurrent commit changed the table metadata")
+        if self.reads_whole_table:
+            changed = [
+                a["path"]
+                for kind in ("add", "remove")
+                for a in winner.of_kind(kind)
+                if a.get("dataChange", True) is not False
+            ]
+            if changed:
+                raise ConcurrentModification(
+                    f"{where}: a concurrent commit changed the table's data ({len(changed)} files,"
+                    f" e.g. {changed[0]}) while {self.operation} read the whole table"
+                )
         ours = self._removed_paths() | self.files_read
         ours |= {a["path"] for a in self._of_kind("add") if a.get("dataChange") is False}
         clash = (winner.touched_paths & ours) - resolved

@@ -14,7 +14,7 @@ import pytest
 from deltalake import DeltaTable
 
 from delta_ops import cli
-from delta_ops.errors import DataFileError, InvalidValue
+from delta_ops.errors import ConcurrentModification, DataFileError, InvalidValue
 from delta_ops.ops.restore import execute_restore, plan_restore
 from delta_ops.protocol.features import Access
 from delta_ops.table.snapshot import load_snapshot
@@ -207,3 +207,22 @@ def test_protocol_downgrade_allowed_restores_the_older_protocol_and_lists_the_ri
     assert "restored version 0" in out
     # deltalake's pyarrow reader, which refuses deletion vectors, reads it again
     assert sorted(r["id"] for r in DeltaTable(str(table)).to_pyarrow_table().to_pylist()) == [1, 2]
+
+
+def test_an_append_landing_between_plan_and_commit_fails_the_restore_retryably(
+    tmp_path: Path,
+) -> None:
+    """RESTORE's result must be version N's rows: an append another writer commits after the
+    plan would otherwise survive it (the table read [1, 2, 99] after "restore to 0"). Delta
+    Spark's RESTORE fails the same way (it commits only right after the version it read);
+    a re-run plans again and restores."""
+    table = tmp_path / "t"
+    for ids in ([1, 2], [3], [4]):
+        write_arrow(table, pa.table({"id": pa.array(ids, pa.int64())}))
+    plan = plan_restore(load_snapshot(table), version=0)
+    write_arrow(table, pa.table({"id": pa.array([99], pa.int64())}))
+    with pytest.raises(ConcurrentModification, match="changed the table's data"):
+        execute_restore(plan)
+    assert load_snapshot(table).version == 3 and _ids(table) == [1, 2, 3, 4, 99]
+    execute_restore(plan_restore(load_snapshot(table), version=0))
+    assert _ids(table) == [1, 2]
