@@ -15,8 +15,10 @@ Exit 0 when the plan took less than the goal, 1 when not.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -54,6 +56,18 @@ def _add(name: str, size: int, when_ms: int) -> dict:
                     "dataChange": True, "stats": stats}}  # fmt: skip
 
 
+def _link(template: Path, dest: Path) -> None:
+    """A hard link to the template (the lake's data files are all alike), a copy once the
+    template has as many links as the filesystem allows (ext4: 65,000; 10,000 tables need
+    more)."""
+    try:
+        os.link(template, dest)
+    except OSError as exc:
+        if exc.errno != errno.EMLINK:
+            raise
+        shutil.copyfile(template, dest)
+
+
 def make_lake(root: Path, tables: int) -> Path:
     """`tables` small tables under `root/warehouse` (see the module's doc)."""
     warehouse = root / "warehouse"
@@ -72,14 +86,14 @@ def make_lake(root: Path, tables: int) -> Path:
         protocol = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}
         for version in range(commits):
             name = f"part-{version:05d}-{uuid.uuid4()}.snappy.parquet"
-            os.link(template, table / name)
+            _link(template, table / name)
             when = start + version * 60_000
             setup = [protocol, metadata] if version == 0 else []
             _commit(table, version, [*setup, _add(name, size, when)], when)
         if i % 7 == 0:  # a file removed ten days ago, still on disk: vacuum has work
             old = now - 10 * DAY_MS
             gone = f"part-old-{uuid.uuid4()}.snappy.parquet"
-            os.link(template, table / gone)
+            _link(template, table / gone)
             os.utime(table / gone, (old / 1000, old / 1000))
             remove = {"remove": {"path": gone, "deletionTimestamp": old, "dataChange": True,
                                  "size": size}}  # fmt: skip
