@@ -7,9 +7,15 @@ protection dropped, a clock not clamped, a wrong timestamp written). For each, t
 is copied to a scratch folder, the edit applied there (the working tree is never touched), and
 the suite run with `-x`: a failing suite kills the mutant, a passing one lets it survive.
 
+With `--races`, the mutants are those of the races with Delta Spark instead
+(tests/reference/test_races.py, issue 47): each is aimed at some of the race scenarios, which
+alone are run against it (`-k` is not used: every scenario it names runs, without `-x`), and
+the summary says which scenarios each mutant turned red and which scenario no mutant did.
+
 Usage::
 
     .venv/bin/python scripts/mutation_check.py              # every mutant, a summary at the end
+    .venv/bin/python scripts/mutation_check.py --races      # the race mutants (Delta Spark)
     .venv/bin/python scripts/mutation_check.py vacuum-retention-a-day-short  # some by name
     RELIABILITY_HISTORIES=40 .venv/bin/python scripts/mutation_check.py  # a longer model run
     MUTATION_SUITE=tests/reliability/test_model.py .venv/bin/python scripts/mutation_check.py
@@ -39,12 +45,20 @@ SUITE = (
 
 @dataclass(frozen=True)
 class Mutant:
-    """A one-place edit of a product file: `old` (which must occur exactly once) -> `new`."""
+    """A one-place edit of a product file: `old` (which must occur exactly once) -> `new`,
+    with any further edits (`also`: (path, old, new)) of the same bug."""
 
     name: str
     path: str
     old: str
     new: str
+    also: tuple[tuple[str, str, str], ...] = ()
+    #: the race scenarios it is aimed at (`--races`)
+    races: tuple[str, ...] = ()
+
+    @property
+    def edits(self) -> tuple[tuple[str, str, str], ...]:
+        return ((self.path, self.old, self.new), *self.also)
 
 
 MUTANTS = (
@@ -87,19 +101,19 @@ MUTANTS = (
     ),
     Mutant(
         "cleanup-cutoff-not-truncated-to-the-day",
-        "delta_ops/ops/cleanup.py",
+        "delta_ops/ops/log_cleanup.py",
         "    cutoff = (now_ms - retention) // truncate_to_ms * truncate_to_ms\n",
         "    cutoff = now_ms - retention + 86_400_000\n",
     ),
     Mutant(
         "cleanup-deletes-up-to-the-latest-checkpoint",
-        "delta_ops/ops/cleanup.py",
+        "delta_ops/ops/log_cleanup.py",
         "_expiry(snapshot, cutoff), hint.info.version - 1)",
         "_expiry(snapshot, cutoff), hint.info.version)",
     ),
     Mutant(
         "cleanup-future-now-not-clamped",
-        "delta_ops/ops/cleanup.py",
+        "delta_ops/ops/log_cleanup.py",
         "    plan = _plan_cleanup(snapshot, clamped.now_ms, retention_ms, truncate_to_ms, even_if_disabled)\n",
         "    plan = _plan_cleanup(snapshot, now_ms, retention_ms, truncate_to_ms, even_if_disabled)\n",
     ),
@@ -130,7 +144,7 @@ MUTANTS = (
     ),
     Mutant(
         "cleanup-expiry-one-day-late-is-early",
-        "delta_ops/ops/cleanup.py",
+        "delta_ops/ops/log_cleanup.py",
         "            return adjusted_mtime <= cutoff_ms\n",
         "            return adjusted_mtime <= cutoff_ms + 86_400_000\n",
     ),
@@ -158,15 +172,17 @@ MUTANTS = (
     Mutant(
         "local-commit-written-in-place",
         "delta_ops/storage/table_storage.py",
-        "            with _staged_local(path, lambda f: f.write(data)) as tmp:\n"
         "                try:\n"
         "                    os.link(tmp, path)\n"
-        "                    return True\n",
-        "            with _staged_local(path, lambda f: f.write(data)) as tmp:\n"
+        "                except FileExistsError:\n"
+        "                    return False\n"
+        "            _drop_hadoop_checksum_of(path)\n",
         "                try:\n"
         '                    with open(path, "xb") as f:\n'
         "                        f.write(data)\n"
-        "                    return True\n",
+        "                except FileExistsError:\n"
+        "                    return False\n"
+        "            _drop_hadoop_checksum_of(path)\n",
     ),
     Mutant(
         "local-checkpoint-and-data-written-in-place",
@@ -190,7 +206,7 @@ MUTANTS = (
     ),
     Mutant(
         "checkpoint-hint-before-the-parts",
-        "delta_ops/ops/checkpoint.py",
+        "delta_ops/ops/checkpoint_writer.py",
         "    files = checkpoint_files(plan)\n",
         "    files = checkpoint_files(plan)\n"
         '    _update_last_checkpoint(storage, plan.version, {"version": plan.version,'
@@ -206,7 +222,7 @@ MUTANTS = (
     ),
     Mutant(
         "cleanup-cutoff-a-day-late",
-        "delta_ops/ops/cleanup.py",
+        "delta_ops/ops/log_cleanup.py",
         "    cutoff = (now_ms - retention) // truncate_to_ms * truncate_to_ms\n",
         "    cutoff = (now_ms - retention) // truncate_to_ms * truncate_to_ms + 86_400_000\n",
     ),
@@ -227,13 +243,13 @@ MUTANTS = (
     # ---- written with the feature drop (issue 30) and the segment rule's fix (session 2026-11-27)
     Mutant(
         "cleanup-segment-judged-by-its-newest-file",
-        "delta_ops/ops/cleanup.py",
+        "delta_ops/ops/log_cleanup.py",
         "            and all(expired(b, t) for b, t in buffer if b.kind is LogFileKind.COMMIT)\n",
         "            and True\n",
     ),
     Mutant(
         "cleanup-ignores-checkpoint-protection",
-        "delta_ops/ops/cleanup.py",
+        "delta_ops/ops/log_cleanup.py",
         "    protected = protection_version(snapshot)\n",
         "    protected = 0\n",
     ),
@@ -251,28 +267,109 @@ MUTANTS = (
     ),
 )
 
+RACES = "tests/reference/test_races.py::test_race_with_delta_spark"
+
+#: bugs of what a race with Delta Spark exercises, each aimed at some of its scenarios
+RACE_MUTANTS = (
+    Mutant(
+        "commit-skips-the-path-clash-check",
+        "delta_ops/table/transaction.py",
+        "        clash = (winner.touched_paths & ours) - resolved\n",
+        "        clash: set[str] = set()\n",
+        races=("compact", "zorder", "liquid", "purge", "drop-feature"),
+    ),
+    Mutant(
+        "restore-ignores-data-changed-meanwhile",
+        "delta_ops/ops/restore.py",
+        "        reads_whole_table=True,",
+        "        reads_whole_table=False,",
+        races=("restore",),
+    ),
+    Mutant(
+        "checkpoint-named-one-version-ahead",
+        "delta_ops/ops/checkpoint_writer.py",
+        "    version = snapshot.version\n",
+        "    version = snapshot.version + 1\n",
+        races=("checkpoint",),
+    ),
+    Mutant(
+        "cleanup-deletes-its-boundary-checkpoint",
+        "delta_ops/ops/log_cleanup.py",
+        "_expiry(snapshot, cutoff), hint.info.version - 1)",
+        "_expiry(snapshot, cutoff), hint.info.version)",
+        races=("cleanup",),
+    ),
+    Mutant(
+        "vacuum-without-grace-or-recheck",
+        "delta_ops/ops/vacuum.py",
+        "    in_flight_cutoff = now_ms - max(0, in_flight_grace_ms)\n",
+        "    in_flight_cutoff = now_ms + 10**12\n",
+        also=(
+            (
+                "delta_ops/ops/vacuum.py",
+                "    to_delete = [c for c in plan.candidates if c.path not in referenced]\n",
+                "    to_delete = list(plan.candidates)\n",
+            ),
+        ),
+        races=("vacuum-full", "vacuum-lite", "kill"),
+    ),
+    Mutant(
+        "row-ids-from-a-stale-high-water-mark",
+        "delta_ops/table/transaction.py",
+        '                    hwm = int(json.loads(d["configuration"])["rowIdHighWaterMark"])\n',
+        "                    pass\n",
+        races=("row-tracking",),
+    ),
+    Mutant(
+        "local-commit-overwrites",
+        "delta_ops/storage/table_storage.py",
+        "                try:\n"
+        "                    os.link(tmp, path)\n"
+        "                except FileExistsError:\n"
+        "                    return False\n"
+        "            _drop_hadoop_checksum_of(path)\n",
+        "                os.replace(tmp, path)\n            _drop_hadoop_checksum_of(path)\n",
+        races=("mirror",),
+    ),
+)
+
 
 def _copy_repo(dest: Path) -> None:
     """The tracked files and the work tree's edits, without the virtualenv or caches."""
+    linked = ("node_modules", ".venv-reference", "build")  # big, and never mutated: shared
     ignore = shutil.ignore_patterns(
-        ".venv", ".git", "node_modules", "__pycache__", ".hypothesis", ".dagster", "warehouse"
+        ".venv", ".git", "__pycache__", ".hypothesis", ".dagster", "warehouse", *linked
     )
     shutil.copytree(REPO, dest, ignore=ignore, symlinks=True)
-    node_modules = REPO / "node_modules"
-    if node_modules.exists():
-        (dest / "node_modules").symlink_to(node_modules)
+    for name in linked:
+        if (REPO / name).exists():
+            (dest / name).symlink_to(REPO / name)
+
+
+def _apply(mutant: Mutant, root: Path) -> None:
+    for path, old, new in mutant.edits:
+        target = root / path
+        text = target.read_text()
+        if text.count(old) != 1:
+            raise SystemExit(f"{mutant.name}: the edit does not match {path} exactly once")
+        target.write_text(text.replace(old, new))
+
+
+def _suite(mutant: Mutant) -> list[str]:
+    """What runs against the mutant: its race scenarios, else the reliability suite (or
+    MUTATION_SUITE), stopping at the first failure."""
+    if mutant.races:
+        return ["-rA", *(f"{RACES}[{name}]" for name in mutant.races)]
+    chosen = os.environ.get("MUTATION_SUITE")
+    return ["-x", *(chosen.split(",") if chosen else SUITE)]
 
 
 def run(mutant: Mutant, python: str) -> tuple[bool, float, str]:
-    """(killed, seconds, the suite's last line) for one mutant."""
+    """(killed, seconds, the suite's last line, or the race scenarios it turned red)."""
     with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as scratch:
         root = Path(scratch) / "repo"
         _copy_repo(root)
-        target = root / mutant.path
-        text = target.read_text()
-        if text.count(mutant.old) != 1:
-            raise SystemExit(f"{mutant.name}: the edit does not match {mutant.path} exactly once")
-        target.write_text(text.replace(mutant.old, mutant.new))
+        _apply(mutant, root)
         env = {
             **os.environ,
             "PYTHONPATH": str(root),
@@ -281,12 +378,8 @@ def run(mutant: Mutant, python: str) -> tuple[bool, float, str]:
         }
         start = time.monotonic()
         proc = subprocess.run(
-            [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:logging"]
-            + (
-                os.environ.get("MUTATION_SUITE", "").split(",")
-                if os.environ.get("MUTATION_SUITE")
-                else list(SUITE)
-            ),
+            [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:logging"]
+            + _suite(mutant),
             cwd=root,
             env=env,
             capture_output=True,
@@ -294,15 +387,25 @@ def run(mutant: Mutant, python: str) -> tuple[bool, float, str]:
             check=False,
         )
         lines = [line for line in proc.stdout.splitlines() if line.strip()]
-        return proc.returncode != 0, time.monotonic() - start, lines[-1] if lines else ""
+        seconds = time.monotonic() - start
+        if mutant.races:
+            red = [n for n in mutant.races if any(f"FAILED {RACES}[{n}]" in ln for ln in lines)]
+            return (
+                bool(red),
+                seconds,
+                f"red: {', '.join(red) or 'none'}; " + (lines[-1] if lines else ""),
+            )
+        return proc.returncode != 0, seconds, lines[-1] if lines else ""
 
 
 def main(argv: list[str]) -> int:
-    wanted = set(argv)
-    chosen = [m for m in MUTANTS if not wanted or m.name in wanted]
-    unknown = wanted - {m.name for m in MUTANTS}
+    races = "--races" in argv
+    pool = RACE_MUTANTS if races else MUTANTS
+    wanted = set(argv) - {"--races"}
+    chosen = [m for m in pool if not wanted or m.name in wanted]
+    unknown = wanted - {m.name for m in pool}
     if unknown:
-        print(f"unknown mutants: {sorted(unknown)}; known: {[m.name for m in MUTANTS]}")
+        print(f"unknown mutants: {sorted(unknown)}; known: {[m.name for m in pool]}")
         return 2
     killed = 0
     for mutant in chosen:
@@ -310,7 +413,8 @@ def main(argv: list[str]) -> int:
         killed += dead
         verdict = "killed" if dead else "SURVIVED"
         print(f"{verdict:8} {mutant.name:45} {seconds:6.0f} s  {last}", flush=True)
-    print(f"mutation score: {killed}/{len(chosen)} killed by the reliability suite alone")
+    suite = "its race scenarios" if races else "the reliability suite alone"
+    print(f"mutation score: {killed}/{len(chosen)} killed by {suite}")
     return 0 if killed == len(chosen) else 1
 
 

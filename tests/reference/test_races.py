@@ -13,7 +13,10 @@ Afterwards (tests/reference/race_model.py rebuilds every version's rows from the
   a commit of our maintenance changed no data;
 - the streaming read never failed on a file we removed and its sink holds each appended row
   exactly once (a compaction's rewrite, `dataChange=false`, is never read again);
-- our loop failed only with conflicts (counted, as are Delta Spark's by error class).
+- our loop failed only with conflicts (counted, as are Delta Spark's by error class);
+- where our side enabled row tracking, Delta Spark reads a row id for every row, no id twice,
+  none above the table's high-water mark (a backfill or a commit of ours that assigned ids
+  from a mark a concurrent Delta Spark append had moved would give two rows one id).
 
 `kill` runs our operations as CLI processes killed with SIGKILL at random moments; the run after
 the race finishes their work. `mirror` swaps the sides: our writer appends while Delta Spark
@@ -256,6 +259,8 @@ class Scenario:
     vacuum_zero: bool = False
     #: our loop's pause between runs, seconds (the pipeline gets the CPU too)
     pause: float = 0.2
+    #: our side enables row tracking: check the row ids Delta Spark reads
+    row_ids: bool = False
 
 
 SCENARIOS = (
@@ -281,7 +286,7 @@ SCENARIOS = (
     ),
     Scenario("restore", _restore, read_stream=False, pause=3.0),
     Scenario("drop-feature", _drop_deletion_vectors),
-    Scenario("row-tracking", _row_tracking),
+    Scenario("row-tracking", _row_tracking, row_ids=True),
     Scenario("kill", _kill, read_stream=False, after=_finish_killed, vacuum_zero=True),
     Scenario(
         "mirror",
@@ -364,6 +369,25 @@ def _check(
     return problems, len(versions), rows
 
 
+def _check_row_ids(spark: DeltaSpark, path: Path) -> list[str]:
+    """Every row of the latest version has a row id, each id once, none above the table's
+    `delta.rowTracking` high-water mark (the protocol's writer requirements)."""
+    got = spark.query(
+        "SELECT count(*) AS n, count(_metadata.row_id) AS ids, "
+        "count(DISTINCT _metadata.row_id) AS distinct_ids, max(_metadata.row_id) AS top "
+        f"FROM delta.`{path}`"
+    ).to_pylist()[0]
+    problems = []
+    if not got["n"] == got["ids"] == got["distinct_ids"]:
+        problems.append(
+            f"row ids: {got['n']} rows, {got['ids']} with an id, {got['distinct_ids']} distinct"
+        )
+    mark = load_snapshot(str(path)).row_id_high_water_mark
+    if got["top"] is not None and (mark is None or got["top"] > mark):
+        problems.append(f"row id {got['top']} is above the high-water mark {mark}")
+    return problems
+
+
 def _check_stream(sink: Path, model: Model) -> list[str]:
     """The sink of the streaming read: every row a commit without removes wrote (the seed, the
     appends, stream batches, insert-only merges), each once."""
@@ -412,6 +436,8 @@ def test_race_with_delta_spark(scenario: Scenario, delta_spark: DeltaSpark, tmp_
     problems, versions, rows = _check(race, scenario, reply, model, delta_spark)
     if scenario.read_stream and not problems:
         problems += _check_stream(sink, model)
+    if scenario.row_ids and "row_tracking" in race.done_once and not problems:
+        problems += _check_row_ids(delta_spark, path)
     outcomes = Counter(a["outcome"] for a in reply["attempts"])
     REPORT.append(
         f"race {scenario.name} (seed {seed}): Delta Spark {outcomes['committed']} writes "
