@@ -15,7 +15,7 @@ from delta_ops.dagster.planned_schedule import PlannerBudget
 from delta_ops.dagster.resource import DeltaMaintenanceResource
 from delta_ops.dagster.settings import MaintenanceSettings
 from delta_ops.dagster.targets import DeltaTableTarget, as_targets
-from delta_ops.dagster.translator import DeltaMaintenanceTranslator, asset_actions
+from delta_ops.dagster.translator import DeltaMaintenanceTranslator, asset_actions, remembering
 from delta_ops.ops.row_tracking import OPERATION as ROW_TRACKING
 from delta_ops.service.history import fleet_history
 
@@ -80,8 +80,11 @@ def build_delta_maintenance_defs(
         history,
         tables if isinstance(tables, str) else [t.url for t in targets],
     )
-    translator = translator or DeltaMaintenanceTranslator(
-        key_prefix=("delta_maintenance", name), table_key_prefix=(name,)
+    translator = remembering(
+        translator
+        or DeltaMaintenanceTranslator(
+            key_prefix=("delta_maintenance", name), table_key_prefix=(name,)
+        )
     )
     resource_key = f"{name}_delta_maintenance"
     assets = [
