@@ -2,9 +2,12 @@
 costs when Dagster alone builds them, with no delta-ops code in the process.
 
 `shape_of(defs)` reads, untimed, the shape of the `Definitions` delta-ops built: every
-multi-asset (its name, pool, op tags and every output's key, dependencies, description, group,
-owners, kinds, tags), every external table asset, every multi-asset check (its specs and their
-additional dependencies), the job, schedule and sensor names. `FLOOR_CHILD` is the program a
+multi-asset (its name, pool, op tags, retry policy, the resources it requires and every
+output's key, dependencies, description, group, owners, kinds, tags), every external table
+asset, every multi-asset check (its specs and their additional dependencies), every
+configurable resource (its fields' names, types, defaults and descriptions, and the values
+given: they are part of every job's run-config schema, a large share of the snapshot), the
+jobs (names, descriptions, tags), schedule and sensor names. `FLOOR_CHILD` is the program a
 fresh interpreter runs on that shape (as JSON): it imports Dagster only, builds the same
 definitions with bodies that do nothing, resolves the repository and serializes its snapshot,
 as a code server does. Its wall time is the floor that the delta-ops load is compared with.
@@ -38,6 +41,36 @@ def _spec(spec: dg.AssetSpec) -> dict[str, Any]:
     }
 
 
+def _annotation(annotation: Any) -> str:
+    """A field's type as text the floor evaluates again (`bool`, `dict[str, str]`, `str | None`)."""
+    return annotation.__name__ if isinstance(annotation, type) else str(annotation)
+
+
+def _resource(resource: Any) -> dict[str, Any]:
+    """A configurable resource's fields (name, type, default, description) and given values."""
+    fields = []
+    for name, info in type(resource).model_fields.items():
+        required = info.is_required()
+        fields.append(
+            {
+                "name": name,
+                "annotation": _annotation(info.annotation),
+                "required": required,
+                "default": None if required else info.get_default(call_default_factory=True),
+                "description": info.description,
+            }
+        )
+    values = {f["name"]: getattr(resource, f["name"]) for f in fields}
+    return {"fields": fields, "values": values}
+
+
+def _retry(policy: dg.RetryPolicy | None) -> dict[str, Any] | None:
+    if policy is None:
+        return None
+    backoff = policy.backoff.value if policy.backoff is not None else None
+    return {"max_retries": policy.max_retries, "delay": policy.delay, "backoff": backoff}
+
+
 def shape_of(defs: dg.Definitions) -> dict[str, Any]:
     """The shape of `defs` as plain JSON data (see the module's doc)."""
     assets: list[dict[str, Any]] = []
@@ -52,6 +85,8 @@ def shape_of(defs: dg.Definitions) -> dict[str, Any]:
                     "name": item.node_def.name,
                     "pool": getattr(op, "pool", None),
                     "tags": dict(op.tags),
+                    "retry": _retry(op.retry_policy),
+                    "resources": sorted(item.required_resource_keys),
                     "specs": [_spec(s) for s in item.specs],
                 }
             )
@@ -71,12 +106,21 @@ def shape_of(defs: dg.Definitions) -> dict[str, Any]:
         for c in defs.asset_checks or ()
         if isinstance(c, dg.AssetChecksDefinition)
     ]
-    jobs = [j.name for j in defs.jobs or ()]
+    jobs = [
+        {"name": j.name, "description": j.description, "tags": dict(j.tags or {})}
+        for j in defs.jobs or ()
+    ]
+    resources = {
+        key: _resource(r)
+        for key, r in (defs.resources or {}).items()
+        if isinstance(r, dg.ConfigurableResource)
+    }
     return {
         "assets": assets,
         "external": external,
         "checks": checks,
         "jobs": jobs,
+        "resources": resources,
         "schedules": [s.name for s in defs.schedules or ()],
         "sensors": [s.name for s in defs.sensors or ()],
     }
@@ -86,7 +130,9 @@ def shape_of(defs: dg.Definitions) -> dict[str, Any]:
 FLOOR_CHILD = """
 import json, sys, time
 started = time.perf_counter()
+import typing
 import dagster as dg
+import pydantic
 from dagster._core.remote_representation.external_data import RepositorySnap
 from dagster_shared.serdes import serialize_value
 imported = time.perf_counter()
@@ -97,9 +143,22 @@ def spec(s):
         description=s["description"], group_name=s["group"], owners=s["owners"],
         kinds=set(s["kinds"]), tags=s["tags"], skippable=s["skippable"])
 
+def retry(r):
+    if r is None:
+        return None
+    backoff = dg.Backoff(r["backoff"]) if r["backoff"] is not None else None
+    return dg.RetryPolicy(max_retries=r["max_retries"], delay=r["delay"], backoff=backoff)
+def resource(key, r):
+    names = {"typing": typing}
+    body = {"__annotations__": {f["name"]: eval(f["annotation"], names) for f in r["fields"]}}
+    for f in r["fields"]:
+        body[f["name"]] = (pydantic.Field(description=f["description"]) if f["required"] else
+                           pydantic.Field(default=f["default"], description=f["description"]))
+    return type("Resource_" + key, (dg.ConfigurableResource,), body)(**r["values"])
 def multi(a):
     @dg.multi_asset(name=a["name"], specs=[spec(s) for s in a["specs"]], can_subset=True,
-                    pool=a["pool"], op_tags=a["tags"])
+                    pool=a["pool"], op_tags=a["tags"], retry_policy=retry(a["retry"]),
+                    required_resource_keys=set(a["resources"]))
     def _body(context):
         return None
     return _body
@@ -116,14 +175,16 @@ def checks(c):
 assets = [multi(a) for a in shape["assets"]] + [spec(s) for s in shape["external"]]
 asset_checks = [checks(c) for c in shape["checks"]]
 keys = [dg.AssetKey(s["key"]) for a in shape["assets"] for s in a["specs"]]
-asset_job = dg.define_asset_job(shape["jobs"][0], selection=dg.AssetSelection.assets(*keys))
+first = shape["jobs"][0]
+asset_job = dg.define_asset_job(first["name"], selection=dg.AssetSelection.assets(*keys),
+                                description=first["description"], tags=first["tags"])
 
 @dg.op
 def _noop():
     return None
 
-def op_job(name):
-    @dg.job(name=name)
+def op_job(j):
+    @dg.job(name=j["name"], description=j["description"], tags=j["tags"])
     def _job():
         _noop()
     return _job
@@ -138,8 +199,10 @@ def sensor(name):
         return None
     return _sensor
 
+resources = {key: resource(key, r) for key, r in shape["resources"].items()}
 defs = dg.Definitions(assets=assets, asset_checks=asset_checks, jobs=jobs,
-                      schedules=schedules, sensors=[sensor(n) for n in shape["sensors"]])
+                      schedules=schedules, sensors=[sensor(n) for n in shape["sensors"]],
+                      resources=resources)
 """
 
 #: how both children end, once `defs` is built: resolve and snapshot the repository as a code
