@@ -7,8 +7,8 @@ output's key, dependencies, description, group, owners, kinds, tags), every exte
 asset, every multi-asset check (its specs and their additional dependencies), every
 configurable resource (its fields' names, types, defaults and descriptions, and the values
 given: they are part of every job's run-config schema, a large share of the snapshot), the
-jobs (names, descriptions, tags), schedule and sensor names. `FLOOR_CHILD` is the program a
-fresh interpreter runs on that shape (as JSON): it imports Dagster only, builds the same
+jobs (names, descriptions, tags; the checks the asset job runs), schedule and sensor names.
+`FLOOR_CHILD` is the program a fresh interpreter runs on that shape (as JSON): it imports Dagster only, builds the same
 definitions with bodies that do nothing, resolves the repository and serializes its snapshot,
 as a code server does. Its wall time is the floor that the delta-ops load is compared with.
 
@@ -110,6 +110,15 @@ def shape_of(defs: dg.Definitions) -> dict[str, Any]:
         {"name": j.name, "description": j.description, "tags": dict(j.tags or {})}
         for j in defs.jobs or ()
     ]
+    # the checks the asset job (the first) runs, by key, as the location names them
+    asset_job = defs.resolve_job_def(jobs[0]["name"]) if jobs else None
+    job_checks = (
+        sorted(
+            [_key(k.asset_key), k.name] for k in asset_job.asset_layer.asset_graph.asset_check_keys
+        )
+        if asset_job is not None
+        else []
+    )
     resources = {
         key: _resource(r)
         for key, r in (defs.resources or {}).items()
@@ -120,6 +129,7 @@ def shape_of(defs: dg.Definitions) -> dict[str, Any]:
         "external": external,
         "checks": checks,
         "jobs": jobs,
+        "job_checks": job_checks,
         "resources": resources,
         "schedules": [s.name for s in defs.schedules or ()],
         "sensors": [s.name for s in defs.sensors or ()],
@@ -176,7 +186,11 @@ assets = [multi(a) for a in shape["assets"]] + [spec(s) for s in shape["external
 asset_checks = [checks(c) for c in shape["checks"]]
 keys = [dg.AssetKey(s["key"]) for a in shape["assets"] for s in a["specs"]]
 first = shape["jobs"][0]
-asset_job = dg.define_asset_job(first["name"], selection=dg.AssetSelection.assets(*keys),
+selection = dg.AssetSelection.assets(*keys)
+if shape["job_checks"]:
+    selection = selection | dg.AssetSelection.checks(
+        *[dg.AssetCheckKey(dg.AssetKey(a), n) for a, n in shape["job_checks"]])
+asset_job = dg.define_asset_job(first["name"], selection=selection,
                                 description=first["description"], tags=first["tags"])
 
 @dg.op

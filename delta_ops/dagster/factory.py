@@ -8,7 +8,7 @@ import dagster as dg
 from delta_ops.dagster.alerts import Notifier, build_failure_sensor
 from delta_ops.dagster.assets import build_table_maintenance_asset
 from delta_ops.dagster.automation import build_commit_sensor, build_maintenance_schedule
-from delta_ops.dagster.checks import build_table_checks
+from delta_ops.dagster.checks import build_table_checks, check_keys
 from delta_ops.dagster.history_asset import build_history_asset
 from delta_ops.dagster.jobs import build_jobs
 from delta_ops.dagster.planned_schedule import PlannerBudget
@@ -111,12 +111,14 @@ def build_delta_maintenance_defs(
     op_jobs = build_jobs(targets, prefix=name, translator=translator, resource_key=resource_key)
     all_keys = [translator.get_action_spec(t, a).key for t in targets for a in asset_actions(t)]
     # the tables' checks come with their maintenance (ordered after it: checks.py), so a
-    # maintenance run shows the state it left
-    table_keys = [translator.get_asset_spec(t).key for t in targets]
+    # maintenance run shows the state it left; named by their keys, not `checks_for_assets`,
+    # whose resolution compares every check with every table (a list scan: 100,000 checks x
+    # 10,000 tables took most of a 10,000-table location's load) and would also pull in any
+    # check of the user's own on those tables
+    health_keys = [key for t in targets for key in check_keys(t, translator)]
     asset_job = dg.define_asset_job(
         f"{name}_maintenance_assets_job",
-        selection=dg.AssetSelection.assets(*all_keys)
-        | dg.AssetSelection.checks_for_assets(*table_keys)
+        selection=dg.AssetSelection.assets(*all_keys) | dg.AssetSelection.checks(*health_keys)
         if all_keys
         else dg.AssetSelection.assets(),
     )
