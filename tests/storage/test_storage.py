@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from delta_ops.errors import UnsafePath, file_being_read
-from delta_ops.storage import Storage, table_storage
+from delta_ops.storage import Storage, local_backend
 from delta_ops.table.snapshot import load_snapshot
 from tests.support import TABLES, check_listing_from_each_version
 
@@ -234,8 +234,8 @@ def test_files_that_refuse_o_noatime_are_read_all_the_same(tmp_path, monkeypatch
             raise PermissionError(1, "Operation not permitted", path)
         return real_open(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(table_storage, "_OPEN_FLAGS", os.O_RDONLY | os.O_NOATIME)
-    monkeypatch.setattr(table_storage.os, "open", open_)
+    monkeypatch.setattr(local_backend, "_OPEN_FLAGS", os.O_RDONLY | os.O_NOATIME)
+    monkeypatch.setattr(local_backend.os, "open", open_)
     paths = [storage.join("a"), storage.join("b")]
     assert storage.read_many(paths, [3, 2]) == [b"abc", b"de"]
     assert refused == [storage.join("a")]
