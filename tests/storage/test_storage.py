@@ -86,6 +86,27 @@ def test_paths_outside_the_root_are_refused(tmp_path):
             storage.relative_inside_root(bad)
 
 
+def test_the_backend_is_chosen_once_by_the_client_that_serves_the_table(tmp_path):
+    """One backend class per client (`delta_ops.storage.backend`): a local path and a plain
+    file:// URL are the local disk's, memory:// and a wrapper of the local filesystem fsspec's
+    (its writes must go through fsspec), and `client` names the one chosen."""
+    from fsspec.implementations.dirfs import DirFileSystem
+
+    from delta_ops.storage.fsspec_backend import FsspecBackend
+    from delta_ops.storage.local_backend import LocalBackend
+
+    dirfs = DirFileSystem(path=str(tmp_path), fs=fsspec.filesystem("file"))
+    cases = [
+        (Storage.open(str(tmp_path)), LocalBackend, "local"),
+        (Storage.open(f"file://{tmp_path}"), LocalBackend, "local"),
+        (Storage.open("memory://backend-choice"), FsspecBackend, "fsspec"),
+        (Storage(dirfs, "/t", "dir://t"), FsspecBackend, "fsspec"),
+    ]
+    for storage, backend, client in cases:
+        assert type(storage.backend) is backend, storage.url
+        assert storage.client == client == storage.backend.name
+
+
 def test_unknown_filesystems_are_not_trusted_with_commits(tmp_path):
     """A filesystem not known to refuse "xb" on an existing file could let two writers
     overwrite each other's commits: the transaction refuses unless a single writer is declared."""
