@@ -164,43 +164,43 @@ MUTANTS = (
     # file + link or replace), what a crash or an I/O error there leaves, and the cutoffs
     Mutant(
         "local-hint-written-in-place",
-        "delta_ops/storage/table_storage.py",
-        "            with _staged_local(path, lambda f: f.write(data)) as tmp:\n"
-        "                os.replace(tmp, path)\n",
-        '            with open(path, "wb") as f:\n                f.write(data)\n',
+        "delta_ops/storage/local_backend.py",
+        "        with _staged_local(path, lambda f: f.write(data)) as tmp:\n"
+        "            os.replace(tmp, path)\n",
+        '        with open(path, "wb") as f:\n            f.write(data)\n',
     ),
     Mutant(
         "local-commit-written-in-place",
-        "delta_ops/storage/table_storage.py",
-        "                try:\n"
-        "                    os.link(tmp, path)\n"
-        "                except FileExistsError:\n"
-        "                    return False\n"
-        "            _drop_hadoop_checksum_of(path)\n",
-        "                try:\n"
-        '                    with open(path, "xb") as f:\n'
-        "                        f.write(data)\n"
-        "                except FileExistsError:\n"
-        "                    return False\n"
-        "            _drop_hadoop_checksum_of(path)\n",
+        "delta_ops/storage/local_backend.py",
+        "            try:\n"
+        "                os.link(tmp, path)\n"
+        "            except FileExistsError:\n"
+        "                return False\n"
+        "        _drop_hadoop_checksum_of(path)\n",
+        "            try:\n"
+        '                with open(path, "xb") as f:\n'
+        "                    f.write(data)\n"
+        "            except FileExistsError:\n"
+        "                return False\n"
+        "        _drop_hadoop_checksum_of(path)\n",
     ),
     Mutant(
         "local-checkpoint-and-data-written-in-place",
-        "delta_ops/storage/table_storage.py",
-        "            with _staged_local(path, write) as tmp:\n"
-        "                size = os.path.getsize(tmp)\n",
-        "            try:\n"
-        '                with open(path, "xb") as f:\n'
-        "                    write(f)\n"
-        "                return True, os.path.getsize(path)\n"
-        "            except FileExistsError:\n"
-        "                return False, 0\n"
-        "            with _staged_local(path, write) as tmp:\n"
-        "                size = os.path.getsize(tmp)\n",
+        "delta_ops/storage/local_backend.py",
+        "        with _staged_local(path, write) as tmp:\n"
+        "            size = os.path.getsize(tmp)\n",
+        "        try:\n"
+        '            with open(path, "xb") as f:\n'
+        "                write(f)\n"
+        "            return True, os.path.getsize(path)\n"
+        "        except FileExistsError:\n"
+        "            return False, 0\n"
+        "        with _staged_local(path, write) as tmp:\n"
+        "            size = os.path.getsize(tmp)\n",
     ),
     Mutant(
         "local-tree-listing-skips-unreadable-directories",
-        "delta_ops/storage/table_storage.py",
+        "delta_ops/storage/local_backend.py",
         "os.walk(top, onerror=_raise_unless_gone)",
         "os.walk(top)",
     ),
@@ -322,13 +322,13 @@ RACE_MUTANTS = (
     ),
     Mutant(
         "local-commit-overwrites",
-        "delta_ops/storage/table_storage.py",
-        "                try:\n"
-        "                    os.link(tmp, path)\n"
-        "                except FileExistsError:\n"
-        "                    return False\n"
-        "            _drop_hadoop_checksum_of(path)\n",
-        "                os.replace(tmp, path)\n            _drop_hadoop_checksum_of(path)\n",
+        "delta_ops/storage/local_backend.py",
+        "            try:\n"
+        "                os.link(tmp, path)\n"
+        "            except FileExistsError:\n"
+        "                return False\n"
+        "        _drop_hadoop_checksum_of(path)\n",
+        "            os.replace(tmp, path)\n        _drop_hadoop_checksum_of(path)\n",
         races=("mirror",),
     ),
 )

@@ -1,7 +1,8 @@
 """A table's root on its filesystem: what the storage package's modules share.
 
-`delta_ops.storage.Storage` (``table_storage``), its tree walker and safe deleter
-(``tree``) and its bulk deleter (``bulk_delete``) all work on one `TableRoot`: the fsspec
+`delta_ops.storage.Storage` (``table_storage``), its backends (``local_backend``,
+``native_backend``, ``fsspec_backend``), its tree walker and safe deleter (``tree``) and its
+bulk deleter (``bulk_delete``) all work on one `TableRoot`: the fsspec
 filesystem (made on first use for a local table, which lists and reads through ``os``), or
 the native object-store client (``native``: a
 `delta_ops.storage.native_store.NativeStore`, when it serves the table), the root path
@@ -9,7 +10,7 @@ inside it, whether it is local, and how a table-relative path joins the root.
 `mtime_ms` reads the modification time of an fsspec listing entry, whatever the store
 calls it. `leaves_root` is the one test of whether a decoded table-relative path names
 something outside the root (absolute, or ``..`` segments climbing above it): reads refuse such a
-path and deletes skip it, on every store. This module imports nothing else of delta-ops, so the three build on it without
+path and deletes skip it, on every store. This module imports nothing else of delta-ops, so they all build on it without
 importing one another's internals:
 
     files = TableRoot(None, "/data/events")       # a local table

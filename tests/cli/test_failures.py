@@ -138,7 +138,7 @@ def test_an_internal_error_names_the_file_being_read(capsys, monkeypatch, tmp_pa
 
     import pyarrow as pa
 
-    from delta_ops.storage import table_storage
+    from delta_ops.storage import local_backend
 
     def open_(path, *args, **kwargs):
         if str(path).endswith("_last_checkpoint"):
@@ -146,7 +146,7 @@ def test_an_internal_error_names_the_file_being_read(capsys, monkeypatch, tmp_pa
         return builtins.open(path, *args, **kwargs)
 
     monkeypatch.delenv("DELTA_OPS_TRACEBACK", raising=False)
-    monkeypatch.setattr(table_storage, "open", open_, raising=False)
+    monkeypatch.setattr(local_backend, "open", open_, raising=False)
     table = TABLES / "delta-spark/dv-partitioned-with-checkpoint"
     code = main(["inspect", str(table)])
     err = capsys.readouterr().err

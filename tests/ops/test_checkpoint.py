@@ -1134,7 +1134,7 @@ def test_crash_in_second_part_of_multi_part(tmp_path, monkeypatch):
 
 def test_crash_at_the_final_link_leaves_no_file_under_a_final_name(tmp_path, monkeypatch):
     """The temp file is complete, but publishing it fails: no partial name, no temp left."""
-    import delta_ops.storage.table_storage as storage_mod
+    import delta_ops.storage.local_backend as storage_mod
 
     table = copy_fixture("delta-rs/simple_table", tmp_path)
     listing = log_listing(table)

@@ -678,7 +678,7 @@ def test_a_failed_checksum_write_never_fails_the_commit(
 
 def _crc_writes(faults: FaultPlan) -> list[int]:
     """The write points of Delta checksums (`N.crc`), not of Hadoop's `.N.json.crc` sidecars,
-    which a winning local commit drops (delta_ops.storage.table_storage)."""
+    which a winning local commit drops (delta_ops.storage.local_backend)."""
     return [
         k
         for k, (_, path) in enumerate(faults.writes, start=1)

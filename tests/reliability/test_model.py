@@ -89,7 +89,7 @@ from delta_ops.protocol.deletion_vectors import (
     load_deletion_vector,
     z85_encode,
 )
-from delta_ops.storage import table_storage
+from delta_ops.storage import local_backend
 from delta_ops.table.checksum import ChecksumStatus, check_checksum
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
@@ -277,7 +277,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         linked or renamed into place: a millisecond after `now`, or after the newest file our
         ops wrote before if that is later (each later than the one before it, and than what the
         other writers wrote at `now`). Yields the paths so dated."""
-        original = table_storage._staged_local
+        original = local_backend._staged_local
         dated: set[Path] = set()
 
         @contextlib.contextmanager
@@ -289,11 +289,11 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 dated.add(Path(path))
                 yield tmp
 
-        table_storage._staged_local = staged
+        local_backend._staged_local = staged
         try:
             yield dated
         finally:
-            table_storage._staged_local = original
+            local_backend._staged_local = original
 
     def _ours(self, op: Any, *, truncates_log: bool = False) -> Any:
         """Run one of our ops with the wall clock at the fake time. Its commits must carry the

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from delta_ops.errors import UnsafePath, file_being_read
-from delta_ops.storage import Storage, table_storage
+from delta_ops.storage import Storage, local_backend
 from delta_ops.table.snapshot import load_snapshot
 from tests.support import TABLES, check_listing_from_each_version
 
@@ -84,6 +84,27 @@ def test_paths_outside_the_root_are_refused(tmp_path):
     for bad in ("../other/x.parquet", "/etc/passwd", "a/../../x"):
         with pytest.raises(UnsafePath):
             storage.relative_inside_root(bad)
+
+
+def test_the_backend_is_chosen_once_by_the_client_that_serves_the_table(tmp_path):
+    """One backend class per client (`delta_ops.storage.backend`): a local path and a plain
+    file:// URL are the local disk's, memory:// and a wrapper of the local filesystem fsspec's
+    (its writes must go through fsspec), and `client` names the one chosen."""
+    from fsspec.implementations.dirfs import DirFileSystem
+
+    from delta_ops.storage.fsspec_backend import FsspecBackend
+    from delta_ops.storage.local_backend import LocalBackend
+
+    dirfs = DirFileSystem(path=str(tmp_path), fs=fsspec.filesystem("file"))
+    cases = [
+        (Storage.open(str(tmp_path)), LocalBackend, "local"),
+        (Storage.open(f"file://{tmp_path}"), LocalBackend, "local"),
+        (Storage.open("memory://backend-choice"), FsspecBackend, "fsspec"),
+        (Storage(dirfs, "/t", "dir://t"), FsspecBackend, "fsspec"),
+    ]
+    for storage, backend, client in cases:
+        assert type(storage.backend) is backend, storage.url
+        assert storage.client == client == storage.backend.name
 
 
 def test_unknown_filesystems_are_not_trusted_with_commits(tmp_path):
@@ -234,8 +255,8 @@ def test_files_that_refuse_o_noatime_are_read_all_the_same(tmp_path, monkeypatch
             raise PermissionError(1, "Operation not permitted", path)
         return real_open(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(table_storage, "_OPEN_FLAGS", os.O_RDONLY | os.O_NOATIME)
-    monkeypatch.setattr(table_storage.os, "open", open_)
+    monkeypatch.setattr(local_backend, "_OPEN_FLAGS", os.O_RDONLY | os.O_NOATIME)
+    monkeypatch.setattr(local_backend.os, "open", open_)
     paths = [storage.join("a"), storage.join("b")]
     assert storage.read_many(paths, [3, 2]) == [b"abc", b"de"]
     assert refused == [storage.join("a")]

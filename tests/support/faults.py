@@ -463,11 +463,12 @@ def _counting_parquet_file(faults: FaultPlan, real: type) -> type:
 @contextmanager
 def local_faults(faults: FaultPlan) -> Iterator[FaultPlan]:
     """Count (and fail, per `faults`) the writes, reads and listings delta-ops' local storage
-    path makes in this process: `delta_ops.storage.table_storage` and `.tree` get a faulty
-    `os`, `open` and `shutil`, and Arrow's `ParquetFile` counts the local files it opens."""
+    path makes in this process: `delta_ops.storage.table_storage`, `.local_backend` and `.tree`
+    get a faulty `os`, `open` and `shutil`, and Arrow's `ParquetFile` counts the local files it
+    opens."""
     import pyarrow.parquet as pq
 
-    from delta_ops.storage import table_storage, tree
+    from delta_ops.storage import local_backend, table_storage, tree
 
     faulty_os = _FaultyOs(faults)
     patches: list[tuple[Any, str, Any]] = [
@@ -475,6 +476,9 @@ def local_faults(faults: FaultPlan) -> Iterator[FaultPlan]:
         (tree, "os", faulty_os),
         (table_storage, "shutil", _FaultyShutil(faulty_os)),
         (table_storage, "open", faulty_os.open_file),
+        (local_backend, "os", faulty_os),
+        (local_backend, "shutil", _FaultyShutil(faulty_os)),
+        (local_backend, "open", faulty_os.open_file),
         (pq, "ParquetFile", _counting_parquet_file(faults, pq.ParquetFile)),
     ]
     saved = [(module, name, module.__dict__.get(name, _MISSING)) for module, name, _ in patches]
