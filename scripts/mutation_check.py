@@ -16,6 +16,7 @@ Usage::
 
     .venv/bin/python scripts/mutation_check.py              # every mutant, a summary at the end
     .venv/bin/python scripts/mutation_check.py --races      # the race mutants (Delta Spark)
+    RACE_WRITES=20 MUTATION_RACES=purge,restore .venv/bin/python scripts/mutation_check.py --races
     .venv/bin/python scripts/mutation_check.py vacuum-retention-a-day-short  # some by name
     RELIABILITY_HISTORIES=40 .venv/bin/python scripts/mutation_check.py  # a longer model run
     MUTATION_SUITE=tests/reliability/test_model.py .venv/bin/python scripts/mutation_check.py
@@ -355,11 +356,17 @@ def _apply(mutant: Mutant, root: Path) -> None:
         target.write_text(text.replace(old, new))
 
 
+def _races_of(mutant: Mutant) -> tuple[str, ...]:
+    """The mutant's race scenarios, or those of them MUTATION_RACES names (comma-separated)."""
+    only = {n for n in os.environ.get("MUTATION_RACES", "").split(",") if n}
+    return tuple(n for n in mutant.races if not only or n in only)
+
+
 def _suite(mutant: Mutant) -> list[str]:
     """What runs against the mutant: its race scenarios, else the reliability suite (or
     MUTATION_SUITE), stopping at the first failure."""
     if mutant.races:
-        return ["-rA", *(f"{RACES}[{name}]" for name in mutant.races)]
+        return ["-rA", *(f"{RACES}[{name}]" for name in _races_of(mutant))]
     chosen = os.environ.get("MUTATION_SUITE")
     return ["-x", *(chosen.split(",") if chosen else SUITE)]
 
@@ -389,7 +396,9 @@ def run(mutant: Mutant, python: str) -> tuple[bool, float, str]:
         lines = [line for line in proc.stdout.splitlines() if line.strip()]
         seconds = time.monotonic() - start
         if mutant.races:
-            red = [n for n in mutant.races if any(f"FAILED {RACES}[{n}]" in ln for ln in lines)]
+            red = [
+                n for n in _races_of(mutant) if any(f"FAILED {RACES}[{n}]" in ln for ln in lines)
+            ]
             return (
                 bool(red),
                 seconds,
