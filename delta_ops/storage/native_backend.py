@@ -6,7 +6,7 @@ installed and no storage option asks for fsspec (`native_options.choose_client`)
 each of the interface's operations into requests of the table's
 `delta_ops.storage.native_store.NativeStore`: a commit is one conditional PUT
 (``If-None-Match: *`` or ``ifGenerationMatch=0``), trusted once the endpoint has refused a
-second create of the probe `NATIVE_PROBE_NAME` in `_delta_log`; a data file with a unique
+second create of a probe (`NATIVE_PROBE_NAME` and a unique suffix) in `_delta_log`; a data file with a unique
 name streams up as a multipart upload, which appears only when complete; a listing from a
 version on starts at that version's name.
 
@@ -18,6 +18,7 @@ version on starts at that version's name.
 from __future__ import annotations
 
 import posixpath
+import uuid
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import BinaryIO
@@ -133,18 +134,21 @@ class NativeBackend(PutBackend):
     # --------------------------------------------------------------------------- writing
     @property
     def supports_conditional_create(self) -> bool:
-        """Probed once per endpoint and process. The probe has a fixed hidden name in
-        `_delta_log` (`NATIVE_PROBE_NAME`): one an older delta-ops kept there (readers and
-        every listing of delta-ops skip hidden names) still answers (a refused create proves
-        the endpoint conditional, since a server ignoring the precondition would overwrite it)
-        and is removed with the new one."""
+        """Probed once per endpoint and process, with a probe of its own: a hidden name in
+        `_delta_log` made unique per probe (`NATIVE_PROBE_NAME` and a random suffix). One
+        shared name let processes probing at once answer each other wrongly: B's create was
+        refused by A's probe, B deleted it, and A's second create then went through, so A
+        judged the store unconditional and refused its commit. The probe is deleted with the
+        fixed name an older delta-ops kept there (readers and every listing skip hidden
+        names), in one bulk request."""
         native = self.store
-        probe = posixpath.join(self.log_dir, NATIVE_PROBE_NAME)
+        probe = posixpath.join(self.log_dir, f"{NATIVE_PROBE_NAME}-{uuid.uuid4().hex}")
+        legacy = posixpath.join(self.log_dir, NATIVE_PROBE_NAME)
         return probed_once(
             ("native", native.spec.endpoint),
             probe,
             lambda path, data: native.put(path, data, create=True),
-            lambda: native.delete_one(probe),
+            lambda: native.delete_keys([native.key(probe), native.key(legacy)]),
         )
 
     def create_exclusive(self, path: str, data: bytes) -> None:

@@ -111,3 +111,40 @@ def test_the_native_probe_leaves_nothing_in_the_table() -> None:
         assert Storage.open(url, options).supports_conditional_create
         assert not [e.name for e in storage.list_tree("_delta_log") if "probe" in e.name]
         table_storage._PROBED.clear()
+
+
+def test_processes_probing_at_once_do_not_answer_each_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two processes probe one endpoint at once (B's whole probe runs between A's two
+    creates). With one shared probe name, B's create was refused by A's probe, B deleted it,
+    A's second create went through, and A judged the store unconditional and refused its
+    commit (seen in the three-process commit race on S3 and GCS). Each probe has a name of its
+    own: both answer that the store honours conditional writes, and nothing is left."""
+    from delta_ops.storage import table_storage
+    from delta_ops.storage.native_store import NativeStore
+    from loopback.servers import serve_s3
+
+    with serve_s3() as s3:
+        options = {**s3.options, "client": "native"}
+        url = s3.url("probing")
+        a, b = Storage.open(url, options), Storage.open(url, options)
+        real_put = NativeStore.put
+        answers: list[bool] = []
+        b_started: list[str] = []
+
+        def put(self: NativeStore, path: str, data: bytes, *, create: bool) -> None:
+            real_put(self, path, data, create=create)
+            if "conditional-probe" in path and not b_started:
+                b_started.append(path)
+                table_storage._PROBED.clear()  # B is another process: a cache of its own
+                answers.append(b.supports_conditional_create)
+                table_storage._PROBED.clear()
+
+        monkeypatch.setattr(NativeStore, "put", put)
+        table_storage._PROBED.clear()
+        try:
+            assert a.supports_conditional_create and answers == [True]
+            assert not [e.name for e in a.list_tree("_delta_log") if "probe" in e.name]
+        finally:
+            table_storage._PROBED.clear()
