@@ -321,6 +321,32 @@ RACE_MUTANTS = (
         "                    pass\n",
         races=("row-tracking",),
     ),
+    # plain bugs of each operation's result, for the scenarios whose concurrency mutant above
+    # needs a commit to land in a window the race does not aim at (see the closing notes)
+    Mutant(
+        "vacuum-protects-no-live-file",
+        "delta_ops/ops/vacuum.py",
+        '        relative_paths(storage, snapshot.file_index.column("path"))\n'
+        "        if snapshot.file_index.num_rows\n"
+        "        else pa.array([], pa.string()),\n",
+        "        pa.array([], pa.string()),\n",
+        races=("vacuum-full", "vacuum-lite"),
+    ),
+    Mutant(
+        "restore-keeps-the-files-written-since-n",
+        "delta_ops/ops/restore.py",
+        "    removes = encode_removes(removed, deletion_timestamp=clock.now_ms(), data_change=True)\n",
+        "    removes = encode_removes(removed.slice(0, 0), deletion_timestamp=clock.now_ms(),"
+        " data_change=True)\n",
+        races=("restore",),
+    ),
+    Mutant(
+        "row-ids-start-at-the-mark",
+        "delta_ops/table/transaction.py",
+        '            add["baseRowId"] = mark + 1\n',
+        '            add["baseRowId"] = mark\n',
+        races=("row-tracking",),
+    ),
     Mutant(
         "local-commit-overwrites",
         "delta_ops/storage/local_backend.py",
