@@ -348,6 +348,13 @@ RACE_MUTANTS = (
         races=("row-tracking",),
     ),
     Mutant(
+        "writer-commits-without-its-last-file",
+        "delta_ops/table/writer.py",
+        "    for f in files:\n        full = storage.join(f.relative_path)\n",
+        "    for f in files[:-1]:\n        full = storage.join(f.relative_path)\n",
+        races=("mirror",),
+    ),
+    Mutant(
         "local-commit-overwrites",
         "delta_ops/storage/local_backend.py",
         "            try:\n"
