@@ -341,10 +341,10 @@ RACE_MUTANTS = (
         races=("restore",),
     ),
     Mutant(
-        "row-ids-start-at-the-mark",
+        "row-ids-counted-one-short",
         "delta_ops/table/transaction.py",
-        '            add["baseRowId"] = mark + 1\n',
-        '            add["baseRowId"] = mark\n',
+        "            mark += count\n",
+        "            mark += count - 1\n",
         races=("row-tracking",),
     ),
     Mutant(

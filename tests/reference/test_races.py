@@ -374,11 +374,13 @@ def _check(
 
 
 def _check_row_ids(spark: DeltaSpark, path: Path) -> list[str]:
-    """Every row of the latest version has a row id, each id once, none above the table's
-    `delta.rowTracking` high-water mark (the protocol's writer requirements)."""
+    """Every row of the latest version has a row id, each id once, none negative and none
+    above the table's `delta.rowTracking` high-water mark (the protocol's writer
+    requirements)."""
     got = spark.query(
         "SELECT count(*) AS n, count(_metadata.row_id) AS ids, "
-        "count(DISTINCT _metadata.row_id) AS distinct_ids, max(_metadata.row_id) AS top "
+        "count(DISTINCT _metadata.row_id) AS distinct_ids, max(_metadata.row_id) AS top, "
+        "min(_metadata.row_id) AS bottom "
         f"FROM delta.`{path}`"
     ).to_pylist()[0]
     problems = []
@@ -386,6 +388,8 @@ def _check_row_ids(spark: DeltaSpark, path: Path) -> list[str]:
         problems.append(
             f"row ids: {got['n']} rows, {got['ids']} with an id, {got['distinct_ids']} distinct"
         )
+    if got["bottom"] is not None and got["bottom"] < 0:
+        problems.append(f"row id {got['bottom']} is negative")
     mark = load_snapshot(str(path)).row_id_high_water_mark
     if got["top"] is not None and (mark is None or got["top"] > mark):
         problems.append(f"row id {got['top']} is above the high-water mark {mark}")
