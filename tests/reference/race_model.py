@@ -117,7 +117,8 @@ def build_model(
                 continue
             model.committed_tags.append(tag)
             rows = apply_spec(rows, by_tag[tag]["spec"])
-            model.authors[f"delta-spark {by_tag[tag]['spec']['kind']}"] += 1
+            spec = by_tag[tag]["spec"]
+            model.authors[f"delta-spark {spec.get('via', spec['kind'])}"] += 1
         elif operation == "STREAMING UPDATE":
             txn = next((a["txn"] for a in actions if "txn" in a), None)
             batch = None if txn is None else batches.get(str(txn["version"]))

@@ -17,6 +17,9 @@ Write kinds (`kinds` in the request, drawn with the request's seed):
 - `optimize`: Delta Spark's OPTIMIZE (its own compaction, `dataChange=false`);
 - `stream`: one micro-batch of a `writeStream` into the table (a parquet file dropped into the
   stream's source folder, then `processAllAvailable`); its rows go by the batch id;
+- `foreach_batch`: one micro-batch of a second stream whose `foreachBatch` MERGEs the batch into
+  the table (the usual streaming upsert): the batch is a merge spec's pairs, and the MERGE is
+  committed (and retried on conflicts) from inside the batch function, as an application does;
 - `vacuum` / `checkpoint`: Delta Spark's VACUUM (its default retention) and DeltaLog checkpoint
   with its metadata cleanup (the mirror race: their maintenance beside our writers).
 
@@ -70,6 +73,9 @@ def _spec(kind: str, rng: random.Random, next_id: int, first_id: int) -> dict[st
     if kind in ("append", "stream"):
         n = rng.randint(5, 20)
         return {"kind": kind, "ids": list(range(next_id, next_id + n))}
+    if kind == "foreach_batch":
+        merge = _spec("merge", rng, next_id, first_id)
+        return {**merge, "kind": "merge", "via": "foreach_batch"}
     if kind in ("delete", "update"):
         k = rng.choice((7, 11, 13))
         return {"kind": kind, "k": k, "r": rng.randrange(k)}
@@ -134,6 +140,46 @@ class _StreamIn:
         return int(self.query.lastProgress["batchId"])
 
 
+class _ForeachBatchIn:
+    """A stream from a parquet folder whose `foreachBatch` MERGEs each batch into the table,
+    committing (with retries) through `commit(spec)`, driven one file at a time."""
+
+    def __init__(self, spark: Any, scratch: str, commit: Any) -> None:
+        import pyarrow as pa
+
+        self.source = os.path.join(scratch, "foreach-source")
+        os.makedirs(self.source, exist_ok=True)
+        self.count = 0
+        self.pa = pa
+        self.commit = commit
+
+        def upsert(batch: Any, batch_id: int) -> None:
+            pairs = sorted([int(r["id"]), int(r["v"])] for r in batch.collect())
+            if pairs:
+                self.commit({"kind": "merge", "via": "foreach_batch", "pairs": pairs})
+
+        self.query = (
+            spark.readStream.schema("id BIGINT, v BIGINT")
+            .parquet(self.source)
+            .writeStream.foreachBatch(upsert)
+            .option("checkpointLocation", os.path.join(scratch, "foreach-checkpoint"))
+            .start()
+        )
+
+    def write(self, pairs: list[list[int]]) -> None:
+        import pyarrow.parquet as pq
+
+        self.count += 1
+        ids, values = zip(*pairs, strict=True)
+        table = self.pa.table(
+            {"id": self.pa.array(ids, self.pa.int64()), "v": self.pa.array(values, self.pa.int64())}
+        )
+        hidden = os.path.join(self.source, f".batch-{self.count}.parquet")
+        pq.write_table(table, hidden)
+        os.rename(hidden, os.path.join(self.source, f"batch-{self.count}.parquet"))
+        self.query.processAllAvailable()
+
+
 def _read_stream(spark: Any, path: str, sink: str, scratch: str) -> Any:
     return (
         spark.readStream.format("delta")
@@ -163,6 +209,40 @@ def run(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
     spark.conf.unset(USER_METADATA)
     spark.conf.set(EMPTY_COMMITS, "false")
     stream_in = _StreamIn(spark, path, scratch) if "stream" in kinds else None
+    pending = {"n": -1}
+
+    def commit(spec: dict[str, Any], n: int) -> None:
+        """Write attempt `n` of `spec`, retried on conflicts (a new tag each time)."""
+        for attempt in range(ATTEMPTS):
+            tag = f"race:{request['seed']}:{n}:{attempt}"
+            record = {"tag": tag, "spec": spec, "outcome": "committed"}
+            attempts.append(record)
+            spark.conf.set(USER_METADATA, tag)
+            try:
+                _write(spark, spec, path, table)
+                return
+            except Exception as exc:  # noqa: BLE001 - classified below
+                if _is_conflict(exc):
+                    conflicts[_conflict_name(exc)] += 1
+                    record["outcome"] = "conflict"
+                    continue
+                gone = _file_gone(exc)
+                if gone is not None:
+                    conflicts[gone] += 1
+                    record["outcome"] = "file gone"
+                    continue
+                record["outcome"] = "failed"
+                failures.append(f"{spec['kind']} {tag}: {type(exc).__name__}: {exc}"[:600])
+                return
+            finally:
+                spark.conf.unset(USER_METADATA)
+        record["outcome"] = "gave up"
+
+    foreach_in = (
+        _ForeachBatchIn(spark, scratch, lambda spec: commit(spec, pending["n"]))
+        if "foreach_batch" in kinds
+        else None
+    )
     stream_out = (
         _read_stream(spark, path, request["sink"], scratch) if request.get("sink") else None
     )
@@ -173,7 +253,7 @@ def run(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
         for n in range(int(request["writes"])):
             kind = rng.choice(kinds)
             spec = _spec(kind, rng, next_id, first_id)
-            next_id += len(spec.get("ids", ())) + 2 * (kind == "merge")
+            next_id += len(spec.get("ids", ())) + 2 * (spec["kind"] == "merge")
             if kind == "stream":
                 assert stream_in is not None
                 try:
@@ -183,32 +263,17 @@ def run(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
                     stream_in = None
                     kinds = [k for k in kinds if k != "stream"]
                 continue
-            for attempt in range(ATTEMPTS):
-                tag = f"race:{request['seed']}:{n}:{attempt}"
-                record = {"tag": tag, "spec": spec, "outcome": "committed"}
-                attempts.append(record)
-                spark.conf.set(USER_METADATA, tag)
+            if kind == "foreach_batch":
+                assert foreach_in is not None
+                pending["n"] = n
                 try:
-                    _write(spark, spec, path, table)
-                    break
-                except Exception as exc:  # noqa: BLE001 - classified below
-                    name = type(exc).__name__
-                    if _is_conflict(exc):
-                        conflicts[_conflict_name(exc)] += 1
-                        record["outcome"] = "conflict"
-                        continue
-                    gone = _file_gone(exc)
-                    if gone is not None:
-                        conflicts[gone] += 1
-                        record["outcome"] = "file gone"
-                        continue
-                    record["outcome"] = "failed"
-                    failures.append(f"{kind} {tag}: {name}: {exc}"[:600])
-                    break
-                finally:
-                    spark.conf.unset(USER_METADATA)
+                    foreach_in.write(spec["pairs"])
+                except Exception as exc:  # noqa: BLE001 - the reply says what failed
+                    failures.append(f"foreachBatch batch {n}: {type(exc).__name__}: {exc}"[:600])
+                    foreach_in = None
+                    kinds = [k for k in kinds if k != "foreach_batch"]
             else:
-                record["outcome"] = "gave up"
+                commit(spec, n)
             if pause:
                 time.sleep(pause)
     except Exception as exc:  # noqa: BLE001 - the reply says what stopped the race
@@ -217,6 +282,8 @@ def run(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
         spark.conf.unset(EMPTY_COMMITS)
         if stream_in is not None:
             _stop(stream_in.query)
+        if foreach_in is not None:
+            _stop(foreach_in.query)
     # the streaming read goes on until `end` (our side may still be writing)
     _OPEN["stream_out"] = stream_out
     return {

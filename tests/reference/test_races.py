@@ -2,8 +2,8 @@
 
 Each scenario creates a table with Delta Spark and starts the pipeline's side in Delta Spark's
 process (tests/reference/race_workload.py: appends, MERGE, DELETE with deletion vectors,
-UPDATE, its own OPTIMIZE, micro-batches of a `writeStream`, and a streaming read of the table
-into a sink) while this process runs one of our operations in a loop until the pipeline is done.
+UPDATE, its own OPTIMIZE, micro-batches of a `writeStream`, micro-batches of a stream whose
+`foreachBatch` MERGEs them into the table, and a streaming read of the table into a sink) while this process runs one of our operations in a loop until the pipeline is done.
 Afterwards (tests/reference/race_model.py rebuilds every version's rows from the log):
 - Delta Spark reads every version a reader is promised (from the oldest the log rebuilds, and
   after a vacuum with zero retention from the version it vacuumed) with exactly the model's
@@ -79,7 +79,7 @@ SEED_ROWS = 60
 GRACE = "10s"
 #: the longest our side waits between planning and executing (Race.dawdle)
 DAWDLE_S = 5.0
-ALL_WRITES = ("append", "merge", "delete", "update", "optimize", "stream")
+ALL_WRITES = ("append", "merge", "delete", "update", "optimize", "stream", "foreach_batch")
 
 
 @dataclass
