@@ -62,6 +62,15 @@ class Mutant:
         return ((self.path, self.old, self.new), *self.also)
 
 
+#: the local commit: link the staged file to the commit's name, refused when it exists
+LOCAL_COMMIT = (
+    "            try:\n"
+    "                os.link(tmp, path)\n"
+    "            except FileExistsError:\n"
+    "                return False\n"
+    "        _drop_hadoop_checksum_of(path)\n"
+)
+
 MUTANTS = (
     # ---- written with the suite's widening (issue 27), which aimed at each of these
     Mutant(
@@ -173,11 +182,7 @@ MUTANTS = (
     Mutant(
         "local-commit-written-in-place",
         "delta_ops/storage/local_backend.py",
-        "            try:\n"
-        "                os.link(tmp, path)\n"
-        "            except FileExistsError:\n"
-        "                return False\n"
-        "        _drop_hadoop_checksum_of(path)\n",
+        LOCAL_COMMIT,
         "            try:\n"
         '                with open(path, "xb") as f:\n'
         "                    f.write(data)\n"
@@ -357,11 +362,7 @@ RACE_MUTANTS = (
     Mutant(
         "local-commit-overwrites",
         "delta_ops/storage/local_backend.py",
-        "            try:\n"
-        "                os.link(tmp, path)\n"
-        "            except FileExistsError:\n"
-        "                return False\n"
-        "        _drop_hadoop_checksum_of(path)\n",
+        LOCAL_COMMIT,
         "            os.replace(tmp, path)\n        _drop_hadoop_checksum_of(path)\n",
         races=("mirror",),
     ),
