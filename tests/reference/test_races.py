@@ -19,8 +19,9 @@ Afterwards (tests/reference/race_model.py rebuilds every version's rows from the
   from a mark a concurrent Delta Spark append had moved would give two rows one id).
 
 `kill` runs our operations as CLI processes killed with SIGKILL at random moments; the run after
-the race finishes their work. `mirror` swaps the sides: our writer appends while Delta Spark
-runs VACUUM, checkpoints (with its metadata cleanup) and OPTIMIZE.
+the race finishes their work. `mirror` swaps the sides: our writers append (the Arrow writer,
+`write_delta` and our streaming sink in the test's own Spark session) while Delta Spark runs
+VACUUM, checkpoints (with its metadata cleanup) and OPTIMIZE.
 
 Log cleanup compresses time: each of our rounds makes the whole log look three days old, so
 the checkpoint Delta Spark listed a moment ago may already be "expired" when a newer one exists
@@ -45,6 +46,7 @@ report at the end of the run.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -103,6 +105,13 @@ class Race:
     known: dict[int, dict[str, Any]] = field(default_factory=dict)
     next_id: int = 1_000_000
     done_once: set[str] = field(default_factory=set)
+    #: the test's own Spark session (classic, delta-ops' `delta` source and sink), for the
+    #: scenarios whose side writes through it
+    spark: Any = None
+    #: our streaming sink's query (mirror), fed one parquet file per micro-batch
+    our_stream: OurStream | None = None
+    #: our appends by writer (mirror)
+    writers: Counter[str] = field(default_factory=Counter)
 
     def dawdle(self, plan: Any, warnings: tuple[str, ...]) -> None:
         """Between planning and executing, wait for the pipeline's next commit (at most
@@ -234,12 +243,77 @@ def _finish_killed(race: Race) -> None:
     run_op("checkpoint", race.path)
 
 
+class OurStream:
+    """delta-ops' streaming sink (`writeStream.format("delta")` in the test's own Spark
+    session) from a parquet folder into the raced table, one file per micro-batch."""
+
+    def __init__(self, spark: Any, path: Path, scratch: Path) -> None:
+        self.path = path
+        self.source = scratch / "our-stream-source"
+        self.source.mkdir(parents=True, exist_ok=True)
+        self.count = 0
+        self.query = (
+            spark.readStream.schema("id BIGINT, v BIGINT")
+            .parquet(str(self.source))
+            .writeStream.format("delta")
+            .option("checkpointLocation", str(scratch / "our-stream-checkpoint"))
+            .outputMode("append")
+            .start(str(path))
+        )
+
+    def write(self, ids: list[int]) -> int:
+        """One micro-batch of `ids`; the version its commit (`txn` = query id, batch id) got."""
+        import pyarrow.parquet as pq
+
+        self.count += 1
+        rows = pa.table(
+            {"id": pa.array(ids, pa.int64()), "v": pa.array([0] * len(ids), pa.int64())}
+        )
+        hidden = self.source / f".batch-{self.count}.parquet"
+        pq.write_table(rows, hidden)
+        hidden.rename(self.source / f"batch-{self.count}.parquet")
+        self.query.processAllAvailable()
+        batch = int(self.query.lastProgress["batchId"])
+        app = str(self.query.id)
+        log = self.path / "_delta_log"
+        for version in range(latest_version(self.path), -1, -1):
+            try:
+                lines = (log / f"{version:020d}.json").read_text().splitlines()
+            except FileNotFoundError:
+                continue
+            for line in lines:
+                txn = json.loads(line).get("txn")
+                if txn and txn["appId"] == app and int(txn["version"]) == batch:
+                    return version
+        raise AssertionError(f"our stream's batch {batch} is in no commit")
+
+    def stop(self) -> None:
+        self.query.stop()
+
+
 def _our_appends(race: Race) -> None:
+    """Our writers append (new ids, `v = 0`): the Arrow writer, and with the test's Spark
+    session `write_delta` and a micro-batch of our streaming sink, in turn at random."""
     ids = list(range(race.next_id, race.next_id + race.rng.randint(3, 12)))
     race.next_id = ids[-1] + 1
-    data = pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array([0] * len(ids), pa.int64())})
-    result = write_arrow(str(race.path), data)
-    race.known[result.version] = {"kind": "append", "ids": ids}
+    writer = race.rng.choice(("arrow", "spark", "stream") if race.spark is not None else ("arrow",))
+    if writer == "spark":
+        from delta_ops.spark import write_delta
+
+        frame = race.spark.range(ids[0], ids[-1] + 1, 1, 2).selectExpr(
+            "id", "CAST(0 AS BIGINT) AS v"
+        )
+        version = write_delta(frame, str(race.path)).version
+    elif writer == "stream":
+        assert race.our_stream is not None
+        version = race.our_stream.write(ids)
+    else:
+        data = pa.table(
+            {"id": pa.array(ids, pa.int64()), "v": pa.array([0] * len(ids), pa.int64())}
+        )
+        version = write_arrow(str(race.path), data).version
+    race.known[version] = {"kind": "append", "ids": ids}
+    race.writers[writer] += 1
 
 
 @dataclass(frozen=True)
@@ -265,6 +339,8 @@ class Scenario:
     pause: float = 0.2
     #: our side enables row tracking: check the row ids Delta Spark reads
     row_ids: bool = False
+    #: our side also writes through the test's Spark session (`write_delta`, our sink)
+    our_spark: bool = False
 
 
 SCENARIOS = (
@@ -304,6 +380,7 @@ SCENARIOS = (
         "'delta.checkpointInterval' = '3')",
         log_cleanup=True,
         pause=2.0,
+        our_spark=True,
     ),
 )
 
@@ -408,7 +485,9 @@ def _check_stream(sink: Path, model: Model) -> list[str]:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
-def test_race_with_delta_spark(scenario: Scenario, delta_spark: DeltaSpark, tmp_path: Path) -> None:
+def test_race_with_delta_spark(
+    scenario: Scenario, delta_spark: DeltaSpark, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     seed = int(os.environ.get("RELIABILITY_SEED", "0")) + sum(map(ord, scenario.name))
     path = tmp_path / "table"
     archive = tmp_path / "archive"
@@ -416,6 +495,9 @@ def test_race_with_delta_spark(scenario: Scenario, delta_spark: DeltaSpark, tmp_
     sink = tmp_path / "sink"
     known = _seed(delta_spark, path, scenario.ddl)
     race = Race(path, archive, random.Random(seed), known=dict(known))
+    if scenario.our_spark:
+        race.spark = request.getfixturevalue("spark")
+        race.our_stream = OurStream(race.spark, path, tmp_path / "ours")
     stop = threading.Event()
     loop = threading.Thread(target=_our_loop, args=(race, scenario, stop), daemon=True)
     loop.start()
@@ -436,6 +518,8 @@ def test_race_with_delta_spark(scenario: Scenario, delta_spark: DeltaSpark, tmp_
     finally:
         stop.set()
         loop.join(timeout=600)
+        if race.our_stream is not None:
+            race.our_stream.stop()
     if scenario.after is not None:
         scenario.after(race)
     reply.update(delta_spark.request({"op": "race_end"}, timeout=600))
@@ -451,7 +535,8 @@ def test_race_with_delta_spark(scenario: Scenario, delta_spark: DeltaSpark, tmp_
         f"race {scenario.name} (seed {seed}): Delta Spark {outcomes['committed']} writes "
         f"+ {len(reply['batches'])} stream batches, conflicts {dict(reply['conflicts'])}, "
         f"gave up {outcomes['gave up']}; ours {race.runs} runs, conflicts "
-        f"{dict(race.conflicts)}, vacuum deleted {race.deleted}; {versions} versions "
+        f"{dict(race.conflicts)}, vacuum deleted {race.deleted}"
+        f"{f', appends by {dict(race.writers)}' if race.writers else ''}; {versions} versions "
         f"({rows} rows) read back identically; commits by {dict(model.authors)}"
     )
     TALLY.record(f"race {scenario.name}", "generated", "; ".join(problems) or None)
