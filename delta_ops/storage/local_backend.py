@@ -28,6 +28,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from types import ModuleType
 from typing import BinaryIO
 
 from delta_ops.errors import NotADeltaTable, note_reading, reading
@@ -289,9 +290,7 @@ class LocalBackend(StorageBackend):
 
     # --------------------------------------------------------------------------- deleting
     def remove_tree(self, relative: str) -> None:
-        import shutil  # here: its import (with bz2 and lzma) is start-up cost elsewhere
-
-        shutil.rmtree(self.files.join(relative), ignore_errors=True)
+        _shutil().rmtree(self.files.join(relative), ignore_errors=True)
 
     def delete_files(self, paths: Sequence[str]) -> None:
         """Each file with its Hadoop checksum sidecar (`tree.unlink_local`)."""
@@ -303,3 +302,15 @@ class LocalBackend(StorageBackend):
 
 
 __all__ = ["LocalBackend", "is_temporary_name", "temporary_path"]
+
+
+def _shutil() -> ModuleType:
+    """`shutil`, imported on first use (its import, with bz2 and lzma, is start-up cost for a CLI
+    run that never removes a tree) and kept as this module's global `shutil`, where a test's fault
+    harness finds it to swap."""
+    module = globals().get("shutil")
+    if module is None:
+        import shutil as module
+
+        globals()["shutil"] = module
+    return module

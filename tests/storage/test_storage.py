@@ -202,6 +202,23 @@ def test_a_local_tree_listing_that_fails_raises_instead_of_leaving_a_directory_o
                 storage.list_tree("_delta_ops_staging")
 
 
+def test_the_fault_harness_reaches_a_local_tree_removal(tmp_path):
+    # `remove_tree` imports shutil on first use; the harness must still see (and fail) its
+    # rmtree, or a crash sweep over the Spark writer's staging cleanup injects nothing there.
+    from tests.support.faults import FaultPlan, InjectedCrash, local_faults
+
+    storage = Storage.open(str(tmp_path))
+    for name in ("a.parquet", "b.parquet"):
+        (tmp_path / "staging" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "staging" / name).write_bytes(b"x")
+    with local_faults(FaultPlan(crash_on=1)) as plan, pytest.raises(InjectedCrash):
+        storage.remove_tree("staging")
+    assert plan.writes[0][0] == "rmtree"
+    assert sorted(p.name for p in (tmp_path / "staging").iterdir()) == ["a.parquet", "b.parquet"]
+    storage.remove_tree("staging")
+    assert not (tmp_path / "staging").exists()
+
+
 def test_a_listing_from_a_version_holds_the_log_files_from_it_on(tmp_path):
     """A V2 checkpoint (sidecars in `_sidecars/`), `_last_checkpoint`, checksums and commits:
     listed from each version, exactly the version-named files at or after it."""
