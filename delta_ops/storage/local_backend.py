@@ -308,9 +308,9 @@ def _shutil() -> ModuleType:
     """`shutil`, imported on first use (its import, with bz2 and lzma, is start-up cost for a CLI
     run that never removes a tree) and kept as this module's global `shutil`, where a test's fault
     harness finds it to swap."""
-    module = globals().get("shutil")
+    module: ModuleType | None = globals().get("shutil")
     if module is None:
-        import shutil as module
+        import shutil
 
-        globals()["shutil"] = module
+        globals()["shutil"] = module = shutil
     return module
