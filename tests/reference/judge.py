@@ -1,9 +1,11 @@
 """Delta Spark's verdict on a table delta-ops changed: the rows it reads at every retained
-version, `DESCRIBE HISTORY` and `DESCRIBE DETAIL`; and the tally the reference report prints.
+version (by version, and by timestamp at three of them), `DESCRIBE HISTORY` and `DESCRIBE
+DETAIL`; and the tally the reference report prints.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 import time
 from collections.abc import Callable
@@ -106,12 +108,42 @@ def verdict(spark: DeltaSpark, path: Path, expected: dict[int, list[dict[str, An
     latest = max(expected)
     if int(history[0]["version"]) != latest:
         return f"DESCRIBE HISTORY starts at {history[0]['version']}, not {latest}"
+    problem = _time_travel(spark, path, expected, history)
+    if problem is not None:
+        return problem
     ours = load_snapshot(str(path))
     if (detail["numFiles"], detail["sizeInBytes"]) != (ours.num_files, ours.size_bytes):
         return (
             f"DESCRIBE DETAIL says {detail['numFiles']} files, {detail['sizeInBytes']} bytes; "
             f"the log {ours.num_files}, {ours.size_bytes}"
         )
+    return None
+
+
+def _time_travel(
+    spark: DeltaSpark,
+    path: Path,
+    expected: dict[int, list[dict[str, Any]]],
+    history: list[dict[str, Any]],
+) -> str | None:
+    """Time travel by timestamp: at the time `DESCRIBE HISTORY` gives the oldest, the middle
+    and the newest promised versions, Delta Spark reads those versions' rows (the commit
+    times it resolves come from the files' modification times, or in-commit timestamps,
+    which our operations write or keep)."""
+    at = {int(h["version"]): h["timestamp"] for h in history}
+    versions = sorted(expected)
+    for version in sorted({versions[0], versions[len(versions) // 2], versions[-1]}):
+        if version not in at:
+            return f"DESCRIBE HISTORY has no version {version}, which the log keeps"
+        when = at[version].astimezone(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+        try:
+            got = sorted_rows(spark.read(path, timestamp=when))
+        except ReferenceError as exc:
+            return f"timestampAsOf {when} (version {version}) failed: {exc}"
+        if not same_rows(got, expected[version]):
+            return (
+                f"timestampAsOf {when}: Delta Spark read {got[:5]}..., not version {version}'s rows"
+            )
     return None
 
 
