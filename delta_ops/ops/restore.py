@@ -359,9 +359,12 @@ def execute_restore(plan: RestorePlan) -> RestoreResult:
     if plan.nothing_to_do:
         return RestoreResult(plan.table, None, plan.restore_to, metrics)
     snapshot = plan.snapshot
-    parameters: dict[str, Any] = {"version": plan.restore_to}
-    if plan.timestamp_ms is not None:
-        parameters["timestamp"] = format_time_ms(plan.timestamp_ms)
+    # Delta Spark's parameters: the one the user gave, the other null
+    by_time = plan.timestamp_ms is not None
+    parameters: dict[str, Any] = {
+        "version": None if by_time else plan.restore_to,
+        "timestamp": format_time_ms(plan.timestamp_ms) if plan.timestamp_ms is not None else None,
+    }
     txn = Transaction(
         snapshot,
         operation="RESTORE",

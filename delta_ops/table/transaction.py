@@ -138,10 +138,12 @@ def _vacuum_ended(storage: Storage, start_version: int) -> bool:
         version += 1
 
 
-def encode_operation_values(values: Mapping[str, Any] | None) -> dict[str, str]:
-    """commitInfo parameters/metrics are string maps: non-strings are JSON-encoded (as Spark)."""
+def encode_operation_values(values: Mapping[str, Any] | None) -> dict[str, str | None]:
+    """commitInfo parameters/metrics are string maps: non-strings are JSON-encoded (as Spark),
+    None stays a JSON null (Delta Spark's absent option, e.g. RESTORE's `timestamp` when it
+    restores a version: `DESCRIBE HISTORY` shows it as null, not as the text "null")."""
     return {
-        k: v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+        k: v if v is None or isinstance(v, str) else json.dumps(v, separators=(",", ":"))
         for k, v in (values or {}).items()
     }
 

@@ -22,7 +22,7 @@ from delta_ops.ops.engines import LOCAL
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.service.runs import run_operation
 from tests.reference.corpus import TABLES, Corpus, table_ref
-from tests.reference.delta_spark import DeltaSpark
+from tests.reference.delta_spark import DeltaSpark, same_rows, sorted_rows
 from tests.reference.judge import run_op
 
 #: the crc fields Delta Spark writes that delta-ops leaves out, and why (docs/reference-tier.md)
@@ -115,3 +115,38 @@ def _comparable(key: str, value: Any) -> Any:
     if key in ("setTransactions", "domainMetadata", "allFiles") and isinstance(value, list):
         return sorted(json.dumps(v, sort_keys=True) for v in value)
     return value
+
+
+#: RESTORE's six metrics, as Delta Spark names them in its commit's `operationMetrics`
+RESTORE_METRICS = (
+    "tableSizeAfterRestore",
+    "numOfFilesAfterRestore",
+    "numRemovedFiles",
+    "numRestoredFiles",
+    "removedFilesSize",
+    "restoredFilesSize",
+)
+
+
+@pytest.mark.parametrize("table", [spec.name for spec in TABLES])
+def test_restore_gives_delta_sparks_rows_and_metrics(
+    table: str, corpus: Corpus, delta_spark: DeltaSpark, tmp_path: Path
+) -> None:
+    """`RESTORE ... TO VERSION AS OF 1` by Delta Spark on one twin and ours on the other: the
+    same rows, the same six metrics, the same operation name and parameters."""
+    built = corpus[table]
+    theirs = built.copy_to(tmp_path / "theirs")
+    ours = built.copy_to(tmp_path / "ours")
+    delta_spark.sql(f"RESTORE TABLE {table_ref(theirs)} TO VERSION AS OF 1")
+    run_op("restore", ours, version="1")
+    assert same_rows(sorted_rows(delta_spark.read(ours)), sorted_rows(delta_spark.read(theirs)))
+    (spark_commit,) = delta_spark.history(theirs)[:1]
+    (our_commit,) = delta_spark.history(ours)[:1]
+    assert our_commit["operation"] == spark_commit["operation"] == "RESTORE"
+    # DESCRIBE HISTORY gives its maps as lists of pairs
+    assert dict(our_commit["operationParameters"]) == dict(spark_commit["operationParameters"])
+    our_metrics = dict(our_commit["operationMetrics"])
+    spark_metrics = dict(spark_commit["operationMetrics"])
+    assert {k: our_metrics.get(k) for k in RESTORE_METRICS} == {
+        k: spark_metrics.get(k) for k in RESTORE_METRICS
+    }
