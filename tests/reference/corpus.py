@@ -98,6 +98,28 @@ TABLES: tuple[CorpusTable, ...] = (
         frozenset({"columnMapping"}),
     ),
     CorpusTable(
+        "column_mapping_id",
+        (
+            (
+                "CREATE TABLE {t} (id BIGINT, a STRING, b INT) USING delta TBLPROPERTIES ("
+                "'delta.columnMapping.mode' = 'id', 'delta.checkpointInterval' = '2', "
+                "'delta.enableDeletionVectors' = 'true', "
+                "'delta.feature.vacuumProtocolCheck' = 'supported')"
+            ),
+            "INSERT INTO {t} VALUES (1, 'one', 10), (2, 'two', 20), (3, 'three', 30)",
+            "ALTER TABLE {t} RENAME COLUMN a TO a_renamed",
+            "ALTER TABLE {t} DROP COLUMN b",
+            "INSERT INTO {t} VALUES (4, 'four'), (5, 'five')",
+            # Delta 4's drop without history truncation: `checkpointProtection` keeps the
+            # versions before it from log cleanup until their checkpoint is rewritten
+            "ALTER TABLE {t} DROP FEATURE deletionVectors",
+            "INSERT INTO {t} VALUES (6, 'six')",
+        ),
+        frozenset({"columnMapping", "vacuumProtocolCheck", "checkpointProtection"}),
+        # every checkpoint in parts of two actions (multi-part, classic)
+        settings=(("spark.databricks.delta.checkpoint.partSize", "2"),),
+    ),
+    CorpusTable(
         "row_tracking",
         (
             (
