@@ -42,6 +42,7 @@ from delta_ops import clock
 from delta_ops.errors import (
     ConcurrentModification,
     DataFileError,
+    InvalidDeletionVector,
     UnsafePath,
     note_reading,
     reading,
@@ -90,6 +91,18 @@ FILE_FIELDS = (
     "defaultRowCommitVersion",
     "clusteringProvider",
 )
+
+
+def _past_the_end(path: str, row: int, count: int) -> InvalidDeletionVector:
+    """The refusal to rewrite a file whose deletion vector names a row it does not have: a
+    reader skips such a row, but a rewrite would drop the deletion vector and make the rows
+    its writer meant to delete live for good (the corruption alarm of
+    `delta_ops.table.deletion_vector_check`)."""
+    return InvalidDeletionVector(
+        f"{path}: its deletion vector names row {row:,}, but the file has {count:,} rows:"
+        " a corrupt or misread deletion vector (`delta-ops inspect` reports it); the file is"
+        " not rewritten, which would keep for good the rows its writer deleted"
+    )
 
 
 def _unreadable_data_file(path: str, exc: BaseException) -> DataFileError:
@@ -280,8 +293,10 @@ class Rewriter:
                 load_deletion_vector(descriptor, self.storage.root, self.storage.reader),
                 dtype=np.int64,
             )
+            if deleted.size and int(deleted.max()) >= n:
+                raise _past_the_end(row["path"], int(deleted.max()), n)
             keep = np.ones(n, dtype=bool)
-            keep[deleted[deleted < n]] = False
+            keep[deleted] = False
             data = data.filter(pa.array(keep))
         return data
 

@@ -111,3 +111,22 @@ def test_files_without_num_records_and_dv_files_past_the_limit_are_counted_unche
     assert (check_deletion_vectors(on_disk).checked, check_deletion_vectors(on_disk).bad) == (1, ())
     limited = check_deletion_vectors(on_disk, file_limit=0)
     assert (limited.checked, limited.unchecked) == (0, 1)
+
+
+@pytest.mark.parametrize(
+    "command", [["purge"], ["compact"], ["compact", "--zorder-by", "value"]], ids=" ".join
+)
+def test_a_rewrite_refuses_a_file_whose_dv_names_a_row_past_its_end(
+    misread: Path, command: list[str], capsys: Any
+) -> None:
+    """Purge, compaction and clustering read the file's rows with its DV applied and drop the
+    DV: with a DV past the end, the row its writer deleted (row 3, under the crate's reading)
+    would be live for good. They refuse in one line naming the file and write nothing."""
+    (misread / "_delta_log" / f"{RUST_TAIL_VERSION + 1:020d}.json").unlink()  # v5 is latest
+    before = sorted(p.name for p in misread.rglob("*") if p.is_file())
+    code = cli.main([command[0], str(misread), *command[1:]])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1, (code, err)  # 1: as the checksum op's alarm
+    assert "deletion vector names row 28,168, but the file has 10 rows" in err[0]
+    assert "part-00000-inline-dv-history.snappy.parquet" in err[0]
+    assert sorted(p.name for p in misread.rglob("*") if p.is_file()) == before
