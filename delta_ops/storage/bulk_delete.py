@@ -5,7 +5,10 @@ in the response's `Errors` (SlowDown or InternalError under load, AccessDenied w
 forbids). s3fs drops that list, so a vacuum would report files as deleted that still exist
 (and still hold the data someone asked to erase). Here the errors are read: throttled keys are
 retried with backoff, refused ones are reported and left out of the result. Other stores'
-fsspec implementations raise on a failed batch, and a file already gone counts as deleted:
+fsspec implementations raise on a failed batch without saying which files went (adlfs a
+RuntimeError naming them all, gcsfs the first refusal), so the batch is then deleted file by
+file: a file already gone counts as deleted, one whose delete still fails is reported and left
+out, as above:
 
     deleted = delete_batch(files, ["part-0.parquet", "part-1.parquet"])
 
@@ -58,13 +61,19 @@ def delete_batch(files: TableRoot, relative_paths: Sequence[str]) -> list[str]:
         return _s3_delete_objects(fs, paths, list(relative_paths))
     try:
         fs.rm(paths)
-    except FileNotFoundError:
-        for path in paths:  # one by one, skipping those already gone
-            try:
-                fs.rm_file(path)
-            except FileNotFoundError:
-                pass
-    return list(relative_paths)
+        return list(relative_paths)
+    except (OSError, RuntimeError):  # adlfs raises RuntimeError naming the whole batch
+        pass
+    by_path = dict(zip(paths, relative_paths, strict=True))
+    refused: dict[str, str] = {}
+    for path in paths:  # one by one: which are gone, which the store refuses
+        try:
+            fs.rm_file(path)
+        except FileNotFoundError:
+            pass
+        except Exception as exc:  # noqa: BLE001 - azure.core's HTTP errors are no OSError
+            refused[path] = first_line(exc)
+    return _deleted(by_path, refused)
 
 
 def _s3_delete_objects(fs: Any, paths: list[str], relative: list[str]) -> list[str]:

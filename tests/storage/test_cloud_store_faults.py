@@ -96,10 +96,15 @@ PER_KEY_ORPHANS = {"azure": 300, "gcs": 30}
 
 @dataclass(frozen=True)
 class CloudStore:
-    """A store server through the native client, and how a fault proxy goes in front of it."""
+    """A store server through one client, and how a fault proxy goes in front of it."""
 
     kind: str  # "azure" or "gcs"
-    server: StoreServer
+    running: StoreServer
+    client: str = "native"
+
+    @property
+    def server(self) -> StoreServer:
+        return self.running.through(self.client)
 
     @property
     def target(self) -> str:
@@ -122,7 +127,7 @@ class CloudStore:
 @pytest.fixture(scope="module", params=sorted(SERVE))
 def store(request: pytest.FixtureRequest) -> Iterator[CloudStore]:
     with SERVE[request.param]() as running:
-        yield CloudStore(request.param, running.through("native"))
+        yield CloudStore(request.param, running)
 
 
 def _table(store: CloudStore, name: str, count: int) -> tuple[str, Storage, list[dict[str, int]]]:
@@ -255,7 +260,7 @@ def _batch_refusing(fs: Any, refused: Callable[[str], bool]) -> Answer:
 
 
 def test_per_key_delete_refusals_leave_those_files_and_say_so(
-    store: CloudStore, capsys: pytest.CaptureFixture[str]
+    store: CloudStore, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     count = PER_KEY_ORPHANS[store.kind]
     url, storage, rows = _table(store, "per-key", count)
@@ -271,6 +276,8 @@ def test_per_key_delete_refusals_leave_those_files_and_say_so(
     with StoreProxy(store.target, answer=answer) as proxy:
         code, errors = _cli(capsys, store, proxy, "vacuum", url, *FORCED)
     assert code == 0, errors
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any(f"refused to delete {count // 2} file(s)" in w for w in warned), warned
     assert orphans(storage) == count // 2  # the refused ones are still there, only they
     last = load_snapshot(url, storage_options=store.server.options).version
     (end,) = [a["commitInfo"] for a in read_commit_actions(storage, last) if "commitInfo" in a]
@@ -278,6 +285,46 @@ def test_per_key_delete_refusals_leave_those_files_and_say_so(
     deleted = end["operationMetrics"]["numDeletedFiles"]
     assert deleted == str(count - count // 2)  # refused keys not counted, every other one is
     _reads_the_same(store, url, rows)
+
+
+def _refused_alone(kind: str) -> tuple[int, bytes, dict[str, str]]:
+    """A single DELETE refused as the fsspec clients' APIs refuse it: Azure's `403
+    AuthorizationFailure`, GCS' JSON API `403 forbidden`."""
+    if kind == "azure":
+        error = (
+            b'<?xml version="1.0" encoding="utf-8"?><Error><Code>AuthorizationFailure</Code>'
+            b"<Message>This request is not authorized to perform this operation.</Message>"
+            b"</Error>"
+        )
+        return 403, error, {"x-ms-error-code": "AuthorizationFailure"}
+    error = (
+        b'{"error": {"code": 403, "message": "Access denied.", "errors": [{"reason": '
+        b'"forbidden", "message": "Access denied."}]}}'
+    )
+    return 403, error, {"Content-Type": "application/json"}
+
+
+def test_per_key_delete_refusals_through_fsspec(
+    store: CloudStore, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """adlfs and gcsfs delete object by object and raise on a refusal without saying which
+    went (adlfs a RuntimeError naming the whole batch): the refused ones stay, uncounted."""
+    fsspec = CloudStore(store.kind, store.running, "fsspec")
+    url, storage, rows = _table(fsspec, "per-key-fsspec", 6)
+
+    def refuse_odd(method: str, path: str, body: bytes) -> tuple[int, bytes, dict[str, str]] | None:
+        return _refused_alone(store.kind) if method == "DELETE" and _number(path) % 2 else None
+
+    with StoreProxy(fsspec.target, answer=refuse_odd) as proxy:
+        code, errors = _cli(capsys, fsspec, proxy, "vacuum", url, *FORCED)
+    assert (code, errors) == (0, [])
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("refused to delete 3 file(s)" in w for w in warned), warned
+    assert orphans(storage) == 3
+    last = load_snapshot(url, storage_options=fsspec.server.options).version
+    (end,) = [a["commitInfo"] for a in read_commit_actions(storage, last) if "commitInfo" in a]
+    assert end["operationMetrics"]["numDeletedFiles"] == "3"
+    _reads_the_same(fsspec, url, rows)
 
 
 def test_deletes_that_keep_failing_fail_the_op_and_keep_the_table(
