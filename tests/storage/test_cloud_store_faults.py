@@ -9,7 +9,10 @@ the server (issue 52 item 5):
   a batch itself, deleting the even orphans and refusing the odd ones inside the batch reply
   (a `403 AuthorizationFailure` sub-response each, as Azure answers a blob it may not
   delete); GCS deletes object by object (XML API `DELETE`), and the odd ones get `403
-  AccessDenied`. The vacuum ends 0 with a warning, the refused files stay and are not counted;
+  AccessDenied`. The vacuum ends 0 with a warning, the refused files stay and are not counted,
+  and every other orphan goes: more orphans than one request takes (300 on Azure, 30 on GCS),
+  so a refusal in the first request must not stop the rest. The fsspec clients (adlfs,
+  gcsfs: single DELETEs, refused `403`) run this case too;
 - deletes that keep failing (`503`): one error line or success, nothing counted;
 - a later listing page failing (`marker=` on Azure, `continuation-token=` on GCS' XML API),
   twice and then answered, and for good: the op fails in one line in bounded time, with nothing
@@ -30,10 +33,12 @@ scheme://host:port. GCS' native client talks to fake-gcs-server through the XML 
 
 Left to S3 (`test_object_store_faults.py`), and why:
 
-- the fsspec clients. adlfs goes through the Azure SDK, whose retry policy waits about 15 s
-  before a retry (exponential from there), so one burst is minutes; gcsfs backs off 1-2 s
-  growing with each retry of a request, so the bursts here are tens of seconds. Their fault
-  handling is delta-ops' shared code, which s3fs covers in the S3 file.
+- the fsspec clients in every case but the per-key refusals (a `403` is not retried, so it
+  is fast). adlfs goes through the Azure SDK, whose retry policy waits about 15 s before a
+  retry (exponential from there), so one burst is minutes; gcsfs backs off 1-2 s growing with
+  each retry of a request, so the bursts here are tens of seconds. Retrying is the clients'
+  own there; what delta-ops does above them (listings, commits, the history) is the code s3fs
+  runs through in the S3 file.
 - per-key errors in a DeleteObjects reply: that is S3's own bulk delete. Azure's per-key
   errors are covered here (inside the blob batch reply); GCS' native client deletes one key
   per request, so a refusal is the request's own answer.
