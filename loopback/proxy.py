@@ -10,6 +10,18 @@ forward, given the method, the path with query and the request body. The helpers
 S3's answers: 503 SlowDown for a whole request, and a DeleteObjects reply that lists keys as
 per-key errors (which S3 sends with status 200).
 
+An answer may carry a third item, headers of its own (a `Content-Type` replacing the default
+`application/xml`): Azure's blob batch reply is `multipart/mixed` with the request's boundary.
+
+`page_size=N` splits every listing without a delimiter (S3/GCS XML `list-type=2`, Azure
+`comp=list`) that the server answers in one page into pages of N entries: the first page
+carries a continuation token of the proxy's own (`NextContinuationToken` with
+`IsTruncated`, or Azure's `NextMarker`), and a request with that token (`continuation-token=`
+or `marker=`) gets the next page from the proxy's copy of the whole answer, never from the
+server. fake-gcs-server never pages an XML listing and Azurite pages at 5,000 blobs, so this
+is how a test reaches a later page with a few objects (the `answer` hook sees such a request
+first, so it can fail it).
+
 `reset` (method, path with query) -> bool: for a request it accepts, the proxy forwards the
 request, starts the upstream answer (status, headers, half of the body) and then drops the
 connection: a reset in the middle of a body.
@@ -37,7 +49,7 @@ from types import TracebackType
 from typing import Any, Self
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-Answer = Callable[[str, str, bytes], "tuple[int, bytes] | None"]
+Answer = Callable[[str, str, bytes], "tuple[int, bytes] | tuple[int, bytes, dict[str, str]] | None"]
 Reset = Callable[[str, str], bool]
 
 SLOW_DOWN = (
@@ -78,6 +90,7 @@ class StoreProxy:
         reset: Reset | None = None,
         gcs_xml: bool = False,
         drop_headers: frozenset[str] = frozenset(),
+        page_size: int | None = None,
     ):
         self.target = target.rstrip("/")
         self.delay_s = delay_s
@@ -87,6 +100,9 @@ class StoreProxy:
         #: request headers (lower case) the proxy does not forward: `if-none-match` makes
         #: the server behind it one without conditional writes
         self.drop_headers = drop_headers
+        self.page_size = page_size
+        #: a paged listing by the proxy's tokens: (envelope, all entries, "xml" or "azure")
+        self._pages: dict[str, tuple[str, list[str], str]] = {}
         self._uploads: dict[str, tuple[str, str, dict[int, bytes]]] = {}
         self.requests = 0
         #: requests by kind ("GET list", "PUT", "POST delete", ...), for request counts
@@ -142,8 +158,22 @@ class StoreProxy:
             await asyncio.sleep(self.delay_s)
         own = self.answer(request.method, request.path_qs, body) if self.answer else None
         if own is not None:
-            status, payload = own
-            return web.Response(status=status, body=payload, content_type="application/xml")
+            status, payload, *extra = own
+            own_headers = {"Content-Type": "application/xml", **(extra[0] if extra else {})}
+            return web.Response(status=status, body=payload, headers=own_headers)
+        paging = self.page_size is not None and _pageable(request.method, request.path_qs)
+        if paging and (token := _page_token(request.path_qs)) in self._pages:
+            return self._next_page(token)
+        response = await self._forward(request, body)
+        if paging and response.status == 200 and isinstance(response.body, bytes):
+            return self._first_page(response)
+        return response
+
+    async def _forward(self, request: Any, body: bytes) -> Any:
+        """The server's answer to the request (through the GCS XML shim and the listing
+        filters when they apply; cut off mid-body when `reset` accepts it)."""
+        from aiohttp import web
+
         dropped = {"content-length", *self.drop_headers}
         headers = {k: v for k, v in request.headers.items() if k.lower() not in dropped}
         if self.gcs_xml:
@@ -174,6 +204,39 @@ class StoreProxy:
             if request.method == "HEAD":
                 return web.Response(status=upstream.status, headers=out)
             return web.Response(status=upstream.status, body=payload, headers=out)
+
+    def _first_page(self, response: Any) -> Any:
+        """The server's one-page listing split at `page_size` (see the module docstring)."""
+        text = response.body.decode()
+        flavour = "azure" if "<EnumerationResults" in text else "xml"
+        entry = _ENTRY[flavour]
+        entries = re.findall(rf"<{entry}>.*?</{entry}>", text, flags=re.DOTALL)
+        paged = re.search(r"<NextMarker>[^<]|<NextContinuationToken>[^<]", text)
+        if paged or len(entries) <= (self.page_size or 0):
+            return response  # the server paged it itself, or one page is all there is
+        envelope = re.sub(rf"<{entry}>.*?</{entry}>", "", text, flags=re.DOTALL)
+        after = "<Blobs>" if flavour == "azure" else "</KeyCount>"
+        envelope = envelope.replace(after, after + "<!--entries-->", 1)
+        return self._page_from(f"proxy-page-{uuid.uuid4().hex}", envelope, entries, flavour, 0)
+
+    def _next_page(self, token: str) -> Any:
+        envelope, entries, flavour = self._pages[token]
+        base, offset = token.rsplit("-at-", 1)
+        return self._page_from(base, envelope, entries, flavour, int(offset))
+
+    def _page_from(
+        self, base: str, envelope: str, entries: list[str], flavour: str, offset: int
+    ) -> Any:
+        """The page of `entries` from `offset`, naming the next page's token (kept, so a
+        retried request for a page gets it again) unless it is the last."""
+        from aiohttp import web
+
+        end = offset + (self.page_size or len(entries))
+        following = f"{base}-at-{end}" if end < len(entries) else ""
+        if following:
+            self._pages[following] = (envelope, entries, flavour)
+        body = _page(envelope, entries[offset:end], flavour, following)
+        return web.Response(status=200, body=body.encode(), content_type="application/xml")
 
     async def _reset_mid_body(self, request: Any, headers: dict[str, str], body: bytes) -> Any:
         from aiohttp import web
@@ -315,6 +378,36 @@ class StoreProxy:
             xml = f"<CompleteMultipartUploadResult><ETag>{etag}</ETag></CompleteMultipartUploadResult>"
             return web.Response(status=200, body=xml.encode(), headers=out)
         return web.Response(status=200, headers=out)
+
+
+_ENTRY = {"xml": "Contents", "azure": "Blob"}
+
+
+def _pageable(method: str, path_qs: str) -> bool:
+    query = parse_qs(urlsplit(path_qs).query, keep_blank_values=True)
+    listing = "list-type" in query or query.get("comp") == ["list"]
+    return method == "GET" and listing and not query.get("delimiter", [""])[0]
+
+
+def _page_token(path_qs: str) -> str:
+    query = parse_qs(urlsplit(path_qs).query)
+    return (query.get("continuation-token") or query.get("marker") or [""])[0]
+
+
+def _page(envelope: str, entries: list[str], flavour: str, token: str) -> str:
+    """A listing of `entries` in the server's `envelope` (its entries taken out, at
+    `<!--entries-->`), naming `token` as the next page's ("" for the last page)."""
+    body = envelope.replace("<!--entries-->", "".join(entries), 1)
+    if flavour == "azure":
+        body = re.sub(r"<NextMarker\s*/>|<NextMarker>.*?</NextMarker>", "", body)
+        return body.replace(
+            "</EnumerationResults>", f"<NextMarker>{token}</NextMarker></EnumerationResults>"
+        )
+    body = re.sub(r"<KeyCount>\d+</KeyCount>", f"<KeyCount>{len(entries)}</KeyCount>", body)
+    body = re.sub(r"<IsTruncated>.*?</IsTruncated>", "", body)
+    more = f"<IsTruncated>true</IsTruncated><NextContinuationToken>{token}</NextContinuationToken>"
+    tail = more if token else "<IsTruncated>false</IsTruncated>"
+    return body.replace("</ListBucketResult>", tail + "</ListBucketResult>")
 
 
 def _unsent(headers: dict[str, str]) -> tuple[str, ...]:

@@ -5,7 +5,10 @@ in the response's `Errors` (SlowDown or InternalError under load, AccessDenied w
 forbids). s3fs drops that list, so a vacuum would report files as deleted that still exist
 (and still hold the data someone asked to erase). Here the errors are read: throttled keys are
 retried with backoff, refused ones are reported and left out of the result. Other stores'
-fsspec implementations raise on a failed batch, and a file already gone counts as deleted:
+fsspec implementations raise on a failed batch without saying which files went (adlfs a
+RuntimeError naming them all, gcsfs the first refusal), so the batch is then deleted file by
+file: a file already gone counts as deleted, one whose delete still fails is reported and left
+out, as above:
 
     deleted = delete_batch(files, ["part-0.parquet", "part-1.parquet"])
 
@@ -36,6 +39,8 @@ logger = logging.getLogger(__name__)
 #: per-key error codes of DeleteObjects worth another try (the store asked us to slow down)
 RETRYABLE_CODES = frozenset({"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout"})
 ATTEMPTS = 6
+#: the fsspec clients' errors for a store's answer that are no OSError (named: not imported)
+CLIENT_HTTP_ERRORS = frozenset({"azure.core.exceptions.AzureError", "gcsfs.retry.HttpError"})
 BACKOFF_S = 0.2  # first wait; doubles each attempt, with jitter, up to about 6 s in all
 
 
@@ -58,13 +63,39 @@ def delete_batch(files: TableRoot, relative_paths: Sequence[str]) -> list[str]:
         return _s3_delete_objects(fs, paths, list(relative_paths))
     try:
         fs.rm(paths)
-    except FileNotFoundError:
-        for path in paths:  # one by one, skipping those already gone
-            try:
-                fs.rm_file(path)
-            except FileNotFoundError:
-                pass
-    return list(relative_paths)
+        return list(relative_paths)
+    except Exception as exc:  # raised again unless it is the store's answer
+        if not _store_answered(exc):
+            raise
+    by_path = dict(zip(paths, relative_paths, strict=True))
+    refused: dict[str, str] = {}
+    for path in paths:  # one by one: which are gone, which the store refuses
+        try:
+            fs.rm_file(path)
+        except FileNotFoundError:
+            pass
+        except Exception as exc:  # raised again unless it is the store's answer
+            if not _store_answered(exc):
+                raise
+            refused[path] = first_line(exc)
+    return _deleted(by_path, refused)
+
+
+def _store_answered(error: BaseException) -> bool:
+    """Whether an fsspec client's delete error is the store's answer: an OSError (gcsfs'
+    refusals, fsspec's own), the clients' HTTP errors (the Azure SDK's under adlfs, gcsfs'
+    for other statuses), or adlfs' RuntimeError raised from one of them (its bulk `rm`).
+    Anything else (a bug, or a test's injected crash) is raised as it is."""
+    if isinstance(error, OSError):
+        return True
+    names = {f"{kind.__module__}.{kind.__qualname__}" for kind in type(error).__mro__}
+    if names & CLIENT_HTTP_ERRORS:
+        return True
+    return (
+        isinstance(error, RuntimeError)
+        and error.__cause__ is not None
+        and _store_answered(error.__cause__)
+    )
 
 
 def _s3_delete_objects(fs: Any, paths: list[str], relative: list[str]) -> list[str]:

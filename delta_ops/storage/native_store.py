@@ -32,6 +32,11 @@ from delta_ops.storage.native_options import NativeSpec, strip_protocol
 
 #: concurrent requests of one read_many / range read
 READ_WORKERS = 16
+#: keys per request of a bulk delete where obstore sends several (Azure's blob batch, GCS'
+#: single DELETE); S3's DeleteObjects takes a whole `bulk_delete` batch (1,000)
+DELETE_UNIT = {"azure": 256, "gcs": 1}
+#: concurrent requests of one bulk delete (obstore's own: 10)
+DELETE_WORKERS = 10
 #: objects per page of a listing (the most S3, Azure and GCS return per request)
 PAGE = 1000
 
@@ -239,11 +244,36 @@ class NativeStore:
 
     def delete_keys(self, keys: Sequence[str]) -> None:
         """One bulk delete of keys (S3 DeleteObjects of <= 1000, Azure blob batches of 256,
-        GCS one request per key); raises on the first key that failed (see `bulk_delete`)."""
+        GCS one request per key); raises on a key that failed (see `bulk_delete`), once every
+        request has been answered.
+
+        obstore's own bulk delete of a list stops at the first failed request and drops the
+        rest: some never sent, some still in flight. `bulk_delete` lists the keys afterwards to
+        learn which went, so it would report keys never tried as refused (GCS: all but the
+        first few of a batch), and race with deletes still landing. So a list longer than one
+        request is sent here request by request, DELETE_WORKERS at a time, each to its end."""
         import obstore
 
-        with translated(self.path(keys[0]) if keys else self.bucket):
-            obstore.delete(self.store, list(keys))
+        unit = DELETE_UNIT.get(self.kind, len(keys))
+        if len(keys) <= unit:
+            with translated(self.path(keys[0]) if keys else self.bucket):
+                obstore.delete(self.store, list(keys))
+            return
+        requests = [list(keys[i : i + unit]) for i in range(0, len(keys), unit)]
+
+        def send(request: list[str]) -> OSError | None:
+            try:
+                with translated(self.path(request[0])):
+                    obstore.delete(self.store, request if len(request) > 1 else request[0])
+            except OSError as exc:
+                return exc
+            return None
+
+        with ThreadPoolExecutor(max_workers=min(DELETE_WORKERS, len(requests))) as pool:
+            failed = [error for error in pool.map(send, requests) if error is not None]
+        if failed:
+            # a refusal last: a throttled or vanished key among them keeps its retry
+            raise min(failed, key=lambda error: isinstance(error, PermissionError))
 
 
 #: what a reader fetches first: the object's tail (a parquet footer, or the whole file)

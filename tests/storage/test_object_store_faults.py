@@ -20,21 +20,23 @@ import pytest
 
 from delta_ops import cli
 from delta_ops.log.reader import read_commit_actions
-from delta_ops.service.history import OperationHistory, OperationRecord, Status
+from delta_ops.service.history import OperationHistory
 from delta_ops.storage import Storage
 from delta_ops.table.snapshot import load_snapshot
 from delta_ops.table.writer import write_arrow
 from loopback.proxy import SLOW_DOWN, StoreProxy, delete_errors, is_delete_objects
 from loopback.servers import BUCKET, CLIENTS, StoreServer, serve_s3, storage_args
 from tests.support import deltalake_rows
-
-FORCED = ["--retention", "0h", "--force", "--in-flight-grace", "0s"]
-#: few, quick retries, so a fault that never ends fails the op in seconds: obstore's options,
-#: and botocore's under s3fs (typed, through the CLI's KEY:=JSON form)
-QUICK = {
-    "native": {"max_retries": "2", "retry_timeout": "5"},
-    "fsspec": {"config_kwargs:": '{"retries": {"max_attempts": 2}}'},
-}
+from tests.support.store_faults import (
+    FORCED,
+    QUICK,
+    ends_well,
+    fault_cli,
+    history_record,
+    history_rows,
+    orphans,
+    reads_the_same,
+)
 
 
 @pytest.fixture(scope="module")
@@ -77,27 +79,7 @@ def _cli(
     proxy: StoreProxy,
     *args: str,
 ) -> tuple[int, list[str]]:
-    client = s3.options["client"]
-    options = {**s3.options, **QUICK[client], "endpoint_url": proxy.url}
-    code = cli.main([args[0], args[1], *args[2:], *storage_args(options), "--json"])
-    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    errors = [line for line in err if not line.startswith("delta-ops: WARNING")]
-    return code, errors
-
-
-def _reads_the_same(s3: StoreServer, url: str, rows: list[dict[str, int]]) -> None:
-    assert deltalake_rows(url, s3.peer_options) == rows
-    snapshot = load_snapshot(url, storage_options=s3.options)
-    assert snapshot.num_files == 2
-
-
-def _orphans(storage: Storage) -> int:
-    return sum("orphan-" in p for p in storage.walk(lambda n: n.startswith("_")).paths)
-
-
-def _ends_well(code: int, errors: list[str]) -> bool:
-    """Success, or one line naming the failure (exit 1 or 2, never 70: an internal error)."""
-    return code == 0 or (code in (1, 2) and len(errors) == 1 and errors[0].startswith("delta-ops"))
+    return fault_cli(capsys, {**s3.options, "endpoint_url": proxy.url}, *args)
 
 
 def test_slow_down_bursts_are_retried(s3: StoreServer, capsys: pytest.CaptureFixture[str]) -> None:
@@ -111,8 +93,8 @@ def test_slow_down_bursts_are_retried(s3: StoreServer, capsys: pytest.CaptureFix
     with StoreProxy(s3.endpoint, answer=every_other) as proxy:
         assert _cli(capsys, s3, proxy, "checkpoint", url) == (0, [])
         assert _cli(capsys, s3, proxy, "vacuum", url, *FORCED) == (0, [])
-    assert _orphans(storage) == 0
-    _reads_the_same(s3, url, rows)
+    assert orphans(storage) == 0
+    reads_the_same(s3, url, rows)
 
 
 def test_a_reset_in_the_middle_of_a_body_is_retried(
@@ -132,7 +114,7 @@ def test_a_reset_in_the_middle_of_a_body_is_retried(
         code, errors = _cli(capsys, s3, proxy, "checkpoint", url)
     assert resets and code == 0, errors
     assert load_snapshot(url, storage_options=s3.options).segment.checkpoint_version == 1
-    _reads_the_same(s3, url, rows)
+    reads_the_same(s3, url, rows)
 
 
 def test_per_key_delete_errors_leave_those_files_and_say_so(
@@ -155,12 +137,12 @@ def test_per_key_delete_errors_leave_those_files_and_say_so(
     with StoreProxy(s3.endpoint, answer=half_refused) as proxy:
         code, _errors = _cli(capsys, s3, proxy, "vacuum", url, *FORCED)
     assert code == 0
-    assert _orphans(storage) == 20  # the refused ones are still there
+    assert orphans(storage) == 20  # the refused ones are still there
     last = load_snapshot(url, storage_options=s3.options).version
     (end,) = [a["commitInfo"] for a in read_commit_actions(storage, last) if "commitInfo" in a]
     assert end["operation"] == "VACUUM END"
     assert end["operationMetrics"]["numDeletedFiles"] == "20"  # refused keys not counted
-    _reads_the_same(s3, url, rows)
+    reads_the_same(s3, url, rows)
 
 
 def _failing_pages(times: int | None) -> tuple[Callable[..., tuple[int, bytes] | None], list[int]]:
@@ -184,8 +166,8 @@ def test_a_listing_page_failing_after_the_first_pages(
     answer, failed = _failing_pages(times=2)
     with StoreProxy(s3.endpoint, answer=answer) as proxy:
         assert _cli(capsys, s3, proxy, "vacuum", url, *FORCED) == (0, [])
-    assert failed == [2] and _orphans(storage) == 0
-    _reads_the_same(s3, url, rows)
+    assert failed == [2] and orphans(storage) == 0
+    reads_the_same(s3, url, rows)
 
 
 def test_a_listing_page_that_keeps_failing_fails_the_op_in_one_line(
@@ -197,12 +179,12 @@ def test_a_listing_page_that_keeps_failing_fails_the_op_in_one_line(
     started = time.monotonic()
     with StoreProxy(s3.endpoint, answer=answer) as proxy:
         code, errors = _cli(capsys, s3, proxy, "vacuum", url, *FORCED)
-    assert failed[0] > 0 and code != 0 and _ends_well(code, errors), (code, errors)
+    assert failed[0] > 0 and code != 0 and ends_well(code, errors), (code, errors)
     assert time.monotonic() - started < 120
     # the listing is part of the plan: nothing was committed and nothing deleted
     assert load_snapshot(url, storage_options=s3.options).version == version
-    assert _orphans(storage) == 2500
-    _reads_the_same(s3, url, rows)
+    assert orphans(storage) == 2500
+    reads_the_same(s3, url, rows)
 
 
 def test_deletes_that_keep_failing_fail_the_op_and_keep_the_table(
@@ -215,9 +197,9 @@ def test_deletes_that_keep_failing_fail_the_op_and_keep_the_table(
 
     with StoreProxy(s3.endpoint, answer=down) as proxy:
         code, errors = _cli(capsys, s3, proxy, "vacuum", url, *FORCED)
-    assert _ends_well(code, errors), (code, errors)
-    assert _orphans(storage) == 30  # none deleted, none counted
-    _reads_the_same(s3, url, rows)
+    assert ends_well(code, errors), (code, errors)
+    assert orphans(storage) == 30  # none deleted, none counted
+    reads_the_same(s3, url, rows)
 
 
 # ------------------------------------------------------------ the operation history (52.5)
@@ -229,19 +211,8 @@ def test_deletes_that_keep_failing_fail_the_op_and_keep_the_table(
 def _history(s3: StoreServer, name: str) -> tuple[str, OperationHistory]:
     url = s3.url(name)
     history = OperationHistory(url, s3.options)
-    history.append(_record(url))  # the history exists before the faults begin
+    history.append(history_record(url))  # the history exists before the faults begin
     return url, history
-
-
-def _record(table: str) -> OperationRecord:
-    return OperationRecord(
-        start_ms=0, end_ms=1, table=table, operation="checkpoint", status=Status.SUCCEEDED
-    )
-
-
-def _history_rows(history: OperationHistory) -> list[tuple[str, str]]:
-    rows = history.read(["operation", "status"]).to_pylist()
-    return sorted((row["operation"], row["status"]) for row in rows)
 
 
 def _on(prefix: str, method: str, path: str) -> bool:
@@ -274,8 +245,8 @@ def test_the_history_records_a_run_through_slow_down_bursts_and_resets(
     with StoreProxy(s3.endpoint, answer=every_other, reset=first_log_read) as proxy:
         code, errors = _cli(capsys, s3, proxy, "checkpoint", url, "--history", location)
     assert (code, errors) == (0, []) and seen[0] > 0 and resets
-    assert _history_rows(history) == [("checkpoint", "succeeded")] * 2  # the run's row landed
-    _reads_the_same(s3, url, rows)
+    assert history_rows(history) == [("checkpoint", "succeeded")] * 2  # the run's row landed
+    reads_the_same(s3, url, rows)
 
 
 def test_a_history_the_store_refuses_to_write_leaves_the_run_done_and_the_history_whole(
@@ -284,7 +255,7 @@ def test_a_history_the_store_refuses_to_write_leaves_the_run_done_and_the_histor
     url, _storage, rows = _table(s3, "history-down", 0)
     location, history = _history(s3, "history-down-log")
     prefix = location.split(f"{BUCKET}/", 1)[1]
-    before = _history_rows(history)
+    before = history_rows(history)
     refused = [0]
 
     def writes_down(method: str, path: str, body: bytes) -> tuple[int, bytes] | None:
@@ -303,5 +274,5 @@ def test_a_history_the_store_refuses_to_write_leaves_the_run_done_and_the_histor
     warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warned) == 1 and "could not record checkpoint" in warned[0], warned
     assert load_snapshot(url, storage_options=s3.options).segment.checkpoint_version == 1
-    assert _history_rows(history) == before  # no row, no torn commit: it reads as it was
-    _reads_the_same(s3, url, rows)
+    assert history_rows(history) == before  # no row, no torn commit: it reads as it was
+    reads_the_same(s3, url, rows)
