@@ -23,8 +23,9 @@ java-check:
 	@$(BIN)/python scripts/check_java.py
 
 # The reference engine the tests judge our writes with: Delta Spark in a virtualenv of its own
-# (its pyspark is older than the product's; pins in tests/reference/requirements.txt), its jars
-# from Maven Central cached in build/ivy by a warm-up run (the first run downloads them).
+# (its pyspark is older than the product's; pins in tests/reference/requirements.txt, with what
+# delta-ops needs to run on Delta Spark's session from the repository), its jars from Maven
+# Central cached in build/ivy by a warm-up run (the first run downloads them).
 REF_VENV ?= .venv-reference
 REF_STAMP := $(REF_VENV)/.installed-stamp
 IVY_CACHE ?= build/ivy
