@@ -19,10 +19,9 @@ files before any is read; Spark still evaluates every filter on the rows.
 The source answers to two names: ``delta_ops`` in every session, and ``delta`` unless the
 session already has a JVM data source of that name (Delta Spark's jars on its class path, a
 Databricks cluster). Spark itself refuses a Python source the name of a JVM one
-(``DATA_SOURCE_ALREADY_EXISTS``), and resolves a format name to the JVM source first, so there
-``format("delta")`` stays Delta Spark's, delta-ops logs one line saying so, and
-``format("delta_ops")`` reads and writes through delta-ops; `register` returns the name that
-does:
+(``DATA_SOURCE_ALREADY_EXISTS``), so there ``format("delta")`` stays Delta Spark's, delta-ops
+logs one line saying so, and ``format("delta_ops")`` reads and writes through delta-ops;
+`register` returns the name that does:
 
     fmt = register(spark)                          # "delta", or "delta_ops" beside Delta Spark
     df = spark.read.format(fmt).load("/warehouse/events")
@@ -113,8 +112,8 @@ def register(spark: SparkSession) -> str:
 def claim(spark: SparkSession, source: type[DataSource]) -> bool:
     """Register the Python data source `source` under its name, unless a JVM data source of
     the session has that name: Spark refuses such a registration (its
-    ``DATA_SOURCE_ALREADY_EXISTS``, whereas a Python source registered again is replaced)
-    and would resolve the name to the JVM source anyway. True when `source` has the name."""
+    ``DATA_SOURCE_ALREADY_EXISTS``, whereas a Python source registered again is replaced).
+    True when `source` has the name."""
     try:
         spark.dataSource.register(source)
     except AnalysisException as exc:
