@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo demo-airflow ui setup setup-done check gates lint typecheck contracts docs doctest test soak fuzz venv java-check browser-deps bench bench-setup reference
+.PHONY: demo demo-delta-spark demo-airflow ui setup setup-done check gates lint typecheck contracts docs doctest test soak fuzz venv java-check browser-deps bench bench-setup reference
 
 venv: $(STAMP)
 
@@ -23,8 +23,9 @@ java-check:
 	@$(BIN)/python scripts/check_java.py
 
 # The reference engine the tests judge our writes with: Delta Spark in a virtualenv of its own
-# (its pyspark is older than the product's; pins in tests/reference/requirements.txt), its jars
-# from Maven Central cached in build/ivy by a warm-up run (the first run downloads them).
+# (its pyspark is older than the product's; pins in tests/reference/requirements.txt, with what
+# delta-ops needs to run on Delta Spark's session from the repository), its jars from Maven
+# Central cached in build/ivy by a warm-up run (the first run downloads them).
 REF_VENV ?= .venv-reference
 REF_STAMP := $(REF_VENV)/.installed-stamp
 IVY_CACHE ?= build/ivy
@@ -47,6 +48,24 @@ browser-deps:
 
 demo: venv java-check
 	DAGSTER_HOME=$(CURDIR)/.dagster $(BIN)/python scripts/demo.py
+
+# The same demo with the pipeline on a Delta Spark session (DELTA_OPS_DEMO_ENGINE=delta-spark,
+# definitions.py): a virtualenv of its own, the reference engine's PySpark and delta-spark pins
+# (tests/reference/requirements.txt) with delta-ops' demo extra, Delta's jars from Maven Central
+# into build/ivy on the first run. Its warehouse is build/delta-spark-warehouse.
+DELTA_DEMO_VENV ?= .venv-delta-spark
+DELTA_DEMO_STAMP := $(DELTA_DEMO_VENV)/.installed-stamp
+
+$(DELTA_DEMO_STAMP): pyproject.toml tests/reference/requirements.txt
+	@test -x $(DELTA_DEMO_VENV)/bin/python || $(PYTHON) -m venv $(DELTA_DEMO_VENV)
+	$(DELTA_DEMO_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(DELTA_DEMO_VENV)/bin/python -m pip install --quiet -r tests/reference/requirements.txt \
+		-e '.[demo]' -c tests/reference/requirements.txt
+	@touch $(DELTA_DEMO_STAMP)
+
+demo-delta-spark: venv java-check $(DELTA_DEMO_STAMP)
+	DELTA_OPS_DEMO_ENGINE=delta-spark DELTA_OPS_WAREHOUSE=$(CURDIR)/build/delta-spark-warehouse \
+		DAGSTER_HOME=$(CURDIR)/.dagster $(DELTA_DEMO_VENV)/bin/python scripts/demo.py
 
 # The example Airflow DAG (examples/airflow/) run once on the demo warehouse with `airflow dags
 # test`: Airflow's home and SQLite database in build/airflow-home, no scheduler or webserver.

@@ -7,10 +7,18 @@ through delta-ops' commit layer, and reads the table back through `format("delta
 maintenance assets, checks, jobs, schedule and commit sensor for that table come from
 `build_delta_maintenance_defs`. Point the factory at your own tables (or a warehouse root) to
 maintain them the same way.
+
+With ``DELTA_OPS_DEMO_ENGINE=delta-spark`` (`make demo-delta-spark`) the pipeline's session is a
+Delta Spark one (Delta's jars from Maven Central through ``spark.jars.packages``, cached in
+``build/ivy``; its SQL extension and catalog): `write_delta` still commits the batches, and
+``format("delta")``, which stays Delta Spark's there, reads the table back. It needs the
+``delta-spark`` package and the PySpark release it supports installed (PySpark 4.2 for Delta
+4.4); the default, ``spark``, needs no Delta jars.
 """
 
 import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import dagster as dg
@@ -37,11 +45,49 @@ class EventsConfig(dg.Config):
 #: to run elsewhere. Spark starts the `delta` source's planner with $PYSPARK_PYTHON as the JVM
 #: saw it at launch, so it is set before the resource starts the session.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+#: the pipeline's Spark: `spark` (PySpark, no Delta jars) or `delta-spark` (a Delta Spark session)
+ENGINE = os.environ.get("DELTA_OPS_DEMO_ENGINE", "spark")
+#: where a Delta Spark session keeps its jars (the reference tier's cache too)
+IVY_CACHE = Path(__file__).resolve().parent / "build" / "ivy"
+
+
+def delta_spark_conf() -> dict[str, str]:
+    """A Delta Spark session's options: the jars of the installed `delta-spark` for the
+    installed PySpark (Maven Central, cached in `IVY_CACHE`), Delta's SQL extension and
+    catalog."""
+    import pyspark
+
+    try:
+        delta = version("delta-spark")
+    except PackageNotFoundError:
+        raise RuntimeError(
+            "DELTA_OPS_DEMO_ENGINE=delta-spark needs the delta-spark package and the PySpark it "
+            f"supports (PySpark {pyspark.__version__} here): run `make demo-delta-spark`"
+        ) from None
+    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
+    return {
+        "spark.jars.packages": f"io.delta:delta-spark_{spark_minor}_2.13:{delta}",
+        "spark.jars.ivy": str(IVY_CACHE),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    }
+
+
+def engine_conf(engine: str) -> dict[str, str]:
+    """What the pipeline's session adds for `engine` (`DELTA_OPS_DEMO_ENGINE`)."""
+    if engine == "spark":
+        return {}
+    if engine == "delta-spark":
+        return delta_spark_conf()
+    raise ValueError(f"DELTA_OPS_DEMO_ENGINE={engine!r}: spark or delta-spark")
+
+
 SPARK = PySparkResource(
     spark_config={
         "spark.master": "local[2]",
         "spark.app.name": "delta-ops-demo",
         **session_conf("local[2]"),
+        **engine_conf(ENGINE),
     }
 )
 
@@ -60,7 +106,9 @@ def events(
     from delta_ops.spark import register, write_delta
 
     spark = pyspark.spark_session
-    register(spark)  # spark.read.format("delta") in the resource's session
+    # spark.read.format("delta") in the resource's session; on a Delta Spark session the name
+    # stays Delta Spark's (register returns "delta_ops"), so Delta Spark reads the table back
+    reader = "delta-ops" if register(spark) == "delta" else "Delta Spark"
     batch = (
         spark.range(config.rows)
         .withColumn("event_id", F.expr("uuid()"))
@@ -89,7 +137,7 @@ def events(
     per_day = {str(r["day"]): r["count"] for r in table.groupBy("day").count().collect()}
     context.log.info(
         f"appended {config.rows} events as version {result.version}; the table now has "
-        f"{total} rows: {dict(sorted(per_day.items()))}"
+        f"{total} rows ({reader} read it): {dict(sorted(per_day.items()))}"
     )
     return dg.MaterializeResult(
         metadata={
@@ -97,6 +145,7 @@ def events(
             "rows": config.rows,
             "dagster/row_count": total,
             "table": str(EVENTS_TABLE),
+            "read_by": reader,
         }
     )
 

@@ -1,8 +1,8 @@
 """The Spark engine: read and write Delta tables from PySpark through delta-ops' protocol core.
 
 Read: `spark.read.format("delta").load(path)` (a Python data source, registered by
-`get_spark`, or `register` for a session made elsewhere; see
-`delta_ops.spark.source`).
+`get_spark`, or `register` for a session made elsewhere; `format("delta_ops")` in a session
+whose `delta` is Delta Spark's; see `delta_ops.spark.source`).
 
 There are no Delta jars here: Spark writes plain parquet into a staging directory inside the
 table, and `write_delta` moves the files into place and commits them with per-file
@@ -37,13 +37,15 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def register(spark: SparkSession) -> None:
+def register(spark: SparkSession) -> str:
     """Make `spark.read.format("delta")` read through delta-ops in a session made elsewhere
-    (`get_spark` does this itself)."""
+    (`get_spark` does this itself); where the session has Delta Spark, `format("delta")`
+    stays Delta Spark's and delta-ops' source is `format("delta_ops")`. Returns the format
+    name that reads through delta-ops (`delta_ops.spark.source.register`)."""
     # start-up cost: `source` imports PySpark, which importing this package must not
     from delta_ops.spark.source import register as register_source
 
-    register_source(spark)
+    return register_source(spark)
 
 
 __all__ = ["get_spark", "register", "write_delta"]

@@ -16,6 +16,16 @@ For a session made elsewhere, call `register` once. Options starting with ``stor
 are the table's storage options (credentials, endpoints). Filters on partition columns prune
 files before any is read; Spark still evaluates every filter on the rows.
 
+The source answers to two names: ``delta_ops`` in every session, and ``delta`` unless the
+session already has a JVM data source of that name (Delta Spark's jars on its class path, a
+Databricks cluster). Spark itself refuses a Python source the name of a JVM one
+(``DATA_SOURCE_ALREADY_EXISTS``), so there ``format("delta")`` stays Delta Spark's, delta-ops
+logs one line saying so, and ``format("delta_ops")`` reads and writes through delta-ops;
+`register` returns the name that does:
+
+    fmt = register(spark)                          # "delta", or "delta_ops" beside Delta Spark
+    df = spark.read.format(fmt).load("/warehouse/events")
+
 The same source writes (`delta_ops.spark.source_writer`) and streams:
 ``spark.readStream.format("delta")`` reads a table's appends
 (`delta_ops.spark.stream_reader`) and ``df.writeStream.format("delta")`` commits each
@@ -24,10 +34,12 @@ micro-batch exactly once (`delta_ops.spark.stream_writer`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyspark.errors import AnalysisException
 from pyspark.sql import datasource
 from pyspark.sql.datasource import (
     DataSource,
@@ -65,13 +77,50 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType as SparkStructType
 
 
-def register(spark: SparkSession) -> None:
-    """Make `spark.read.format("delta")` read through delta-ops in this session (and let
-    Python sources take filters, which prune files by partition values); delta-ops errors
-    in its workers reach the caller as one line (`delta_ops.spark.worker_errors`)."""
+logger = logging.getLogger(__name__)
+
+#: the format name of delta-ops' source in every session
+OWN_FORMAT = "delta_ops"
+#: the format name it also takes where no JVM source has it
+DELTA_FORMAT = "delta"
+
+
+def register(spark: SparkSession) -> str:
+    """Make `format("delta_ops")`, and `format("delta")` where the session has no JVM `delta`
+    source (Delta Spark), read and write through delta-ops in this session (and let Python
+    sources take filters, which prune files by partition values); delta-ops errors in its
+    workers reach the caller as one line (`delta_ops.spark.worker_errors`).
+
+    Returns the name `spark.read.format("delta")` should be given to read through delta-ops:
+    ``"delta"``, or ``"delta_ops"`` when Delta Spark keeps ``delta`` (logged, one line).
+    """
     set_up_workers(spark)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(DeltaDataSource)
+    spark.dataSource.register(DeltaOpsDataSource)
+    if claim(spark, DeltaDataSource):
+        return DELTA_FORMAT
+    logger.info(
+        "this Spark session has a JVM data source named %r (Delta Spark): format(%r) stays "
+        "Delta Spark's; format(%r) reads and writes through delta-ops",
+        DELTA_FORMAT,
+        DELTA_FORMAT,
+        OWN_FORMAT,
+    )
+    return OWN_FORMAT
+
+
+def claim(spark: SparkSession, source: type[DataSource]) -> bool:
+    """Register the Python data source `source` under its name, unless a JVM data source of
+    the session has that name: Spark refuses such a registration (its
+    ``DATA_SOURCE_ALREADY_EXISTS``, whereas a Python source registered again is replaced).
+    True when `source` has the name."""
+    try:
+        spark.dataSource.register(source)
+    except AnalysisException as exc:
+        if exc.getCondition() != "DATA_SOURCE_ALREADY_EXISTS":
+            raise
+        return False
+    return True
 
 
 class DeltaDataSource(DataSource):
@@ -81,7 +130,7 @@ class DeltaDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
-        return "delta"
+        return DELTA_FORMAT
 
     def _snapshot(self) -> Snapshot:
         cached = self._loaded
@@ -118,6 +167,14 @@ class DeltaDataSource(DataSource):
         snapshot = self._snapshot()
         self._loaded = None  # the reader is pickled to the executors: no snapshot inside
         return DeltaReader(snapshot, dict(self.options), list(schema.fieldNames()))
+
+
+class DeltaOpsDataSource(DeltaDataSource):
+    """The same source as `DeltaDataSource`, by the name no JVM source takes (`OWN_FORMAT`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return OWN_FORMAT
 
 
 def load_for_read(options: dict[str, str]) -> Snapshot:
@@ -214,4 +271,14 @@ def _holds(flt: Filter, value: Any) -> bool:
     return bool(compare(value, getattr(flt, "value", None)))
 
 
-__all__ = ["DeltaDataSource", "DeltaReader", "load_for_read", "register", "version_at"]
+__all__ = [
+    "DELTA_FORMAT",
+    "OWN_FORMAT",
+    "DeltaDataSource",
+    "DeltaOpsDataSource",
+    "DeltaReader",
+    "claim",
+    "load_for_read",
+    "register",
+    "version_at",
+]

@@ -154,3 +154,31 @@ def test_the_demo_shows_cleanup_and_vacuum_doing_real_work(demo, tmp_path):
     # the runs were recorded in the instance's folder: a new instance there sees all five
     with dg.DagsterInstance.local_temp(str(home)) as again:
         assert len(again.get_runs()) == 5
+
+
+def test_the_demo_pipeline_can_run_on_a_delta_spark_session(monkeypatch) -> None:
+    """DELTA_OPS_DEMO_ENGINE=delta-spark (`make demo-delta-spark`, its own virtualenv with the
+    reference engine's PySpark and delta-spark) adds Delta Spark's jars, extension and catalog
+    to the pipeline's session; where delta-spark is not installed (this virtualenv) importing
+    the code location says what to run. The default adds nothing: `make demo` needs no jars."""
+    monkeypatch.syspath_prepend(str(REPO))
+    monkeypatch.delenv("DELTA_OPS_DEMO_ENGINE", raising=False)
+    sys.modules.pop("definitions", None)
+    try:
+        module = importlib.import_module("definitions")
+        assert module.ENGINE == "spark" and module.engine_conf("spark") == {}
+        assert "spark.jars.packages" not in module.SPARK.spark_config
+        with pytest.raises(RuntimeError, match="make demo-delta-spark"):
+            module.engine_conf("delta-spark")
+        with pytest.raises(ValueError, match="spark or delta-spark"):
+            module.engine_conf("delta")
+        monkeypatch.setattr(module, "version", lambda name: {"delta-spark": "4.4.0"}[name])
+        monkeypatch.setattr("pyspark.__version__", "4.2.0")
+        conf = module.engine_conf("delta-spark")
+        assert conf["spark.jars.packages"] == "io.delta:delta-spark_4.2_2.13:4.4.0"
+        assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+        assert conf["spark.jars.ivy"] == str(REPO / "build" / "ivy")
+    finally:
+        sys.modules.pop("definitions", None)
+    makefile = (REPO / "Makefile").read_text()
+    assert "DELTA_OPS_DEMO_ENGINE=delta-spark" in makefile

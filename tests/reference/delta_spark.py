@@ -170,6 +170,11 @@ class DeltaSpark:
         """Delta Spark's own checkpoint of the latest version."""
         self.request({"op": "checkpoint", "path": str(path)})
 
+    def call(self, module: str, function: str, **fields: Any) -> dict[str, Any]:
+        """`function(spark, request)` of the workload `module` beside the server, run on Delta
+        Spark's session (`fields` are the request's); its reply."""
+        return self.request({"op": "call", "module": module, "function": function, **fields})
+
     def history(self, path: Path | str) -> list[dict[str, Any]]:
         """`DESCRIBE HISTORY`, newest first."""
         return self.query(f"DESCRIBE HISTORY delta.`{path}`").to_pylist()

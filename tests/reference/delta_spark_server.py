@@ -15,6 +15,9 @@ request never ends the server. Requests (`op`):
 - `read`: the rows of the Delta table at `path` (latest, `version` or `timestamp`) as Arrow IPC
   in `out`; `reads` a list of such reads answered in order, stopping at the first error.
 - `checkpoint`: Delta Spark's own checkpoint of the table at `path` (`DeltaLog.checkpoint`).
+- `call`: `function(spark, request)` of `module`, a workload module beside this file (its name
+  only), whose JSON-able dict is the reply: Python code that must run in Delta Spark's own
+  session (tests/reference/one_session_workload.py: delta-ops on that session).
 - `stop`: reply, stop the session and exit.
 
 `--warm` starts the session (downloading the jars on a fresh clone), creates and reads a table
@@ -24,13 +27,17 @@ and exits: `make reference` runs it so that the first test run starts from a war
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import tempfile
 from typing import Any
 
-# the repository, for loopback.reference_service (this script runs under .venv-reference)
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+#: the repository, for loopback.reference_service (this script runs under .venv-reference) and
+#: delta-ops (the `call` workloads run it on this session)
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, REPO)
 from loopback.reference_service import (
     delta_package,
     delta_session_conf,
@@ -73,6 +80,12 @@ def session_conf(ivy: str) -> dict[str, str]:
 def start_session(ivy: str) -> Any:
     from pyspark.sql import SparkSession
 
+    # Python workers (a workload's UDFs and data sources, delta-ops' tasks) run this
+    # interpreter with the repository importable; the JVM reads both variables at its start
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [REPO, *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
     builder = SparkSession.builder
     for key, value in session_conf(ivy).items():
         builder = builder.config(key, value)
@@ -127,7 +140,22 @@ def handle(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
         import race_workload
 
         return race_workload.end(spark, request)
+    if op == "call":
+        return call(spark, request)
     raise ValueError(f"unknown request op {op!r}")
+
+
+def call(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
+    """`request["function"]` of the workload module `request["module"]` (a file beside this
+    one, by its bare name), called with the session and the request."""
+    module_name = str(request["module"])
+    if not module_name.isidentifier() or not os.path.isfile(
+        os.path.join(HERE, f"{module_name}.py")
+    ):
+        raise ValueError(f"no workload module {module_name!r} beside {HERE}")
+    function = getattr(importlib.import_module(module_name), str(request["function"]))
+    answer: dict[str, Any] = function(spark, request)
+    return {"ok": True, **answer}
 
 
 def error_reply(exc: BaseException) -> dict[str, Any]:

@@ -209,3 +209,33 @@ def test_spark_reads_the_operation_history_as_duckdb_does(spark, tmp_path) -> No
     peer = [plain(r) for r in duckdb_rows(history)]
     assert sorted(r["operation"] for r in ours) == ["checkpoint", "compact", "vacuum"]
     assert sorted(ours, key=_row_key) == sorted(peer, key=_row_key)
+
+
+def test_register_takes_delta_and_delta_ops_where_no_jvm_source_has_delta(spark, tmp_path) -> None:
+    from delta_ops.spark import register
+
+    table = str(tmp_path / "t")
+    write_arrow(table, pa.table({"id": pa.array([1, 2, 3], pa.int64())}))
+    assert register(spark) == "delta"  # again: a Python source may be registered again
+    assert _rows(spark.read.format("delta_ops").load(table)) == [{"id": 1}, {"id": 2}, {"id": 3}]
+    assert _rows(spark.read.format("delta").load(table)) == [{"id": 1}, {"id": 2}, {"id": 3}]
+
+
+def test_register_leaves_a_jvm_sources_name_to_it_and_says_so(
+    spark, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Beside Delta Spark (a JVM `delta`), Spark refuses a Python source of that name
+    (DATA_SOURCE_ALREADY_EXISTS): `register` keeps `delta_ops` for delta-ops and logs one line
+    instead of failing (tests/reference/test_one_session.py runs it on Delta Spark's session;
+    here Spark's own `noop` sink stands for it)."""
+    import logging
+
+    from delta_ops.spark import register
+    from delta_ops.spark.source import DeltaDataSource
+
+    monkeypatch.setattr(DeltaDataSource, "name", classmethod(lambda cls: "noop"))
+    with caplog.at_level(logging.INFO, logger="delta_ops.spark.source"):
+        assert register(spark) == "delta_ops"
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "delta_ops.spark.source"]
+    assert "named 'delta'" in line and "format('delta_ops')" in line
+    spark.range(3).write.format("noop").mode("overwrite").save()  # still Spark's sink
