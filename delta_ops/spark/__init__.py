@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING
 
 from delta_ops.errors import MissingExtra
 
-if find_spec("pyspark") is None:
+# pandas too: PySpark's mapInArrow, which the Spark engine runs every job with, refuses to
+# start without it (an internal error deep in a job, where this is one line up front)
+if find_spec("pyspark") is None or find_spec("pandas") is None:
     raise MissingExtra("spark", "delta_ops.spark")
 
 from delta_ops.spark.session import get_spark

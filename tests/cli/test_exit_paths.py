@@ -240,3 +240,25 @@ def test_a_builder_left_running_is_stopped_before_the_interpreter_tears_down(
     outcome, _ = _run_child(BUILDER_CHILD, [], report, tmp_path)
     assert outcome == "ok", outcome
     assert report.read_text() == "0", "the builder thread was still running at teardown"
+
+
+def test_the_spark_engine_without_pandas_is_one_line_not_an_internal_error(tmp_path: Path) -> None:
+    """PySpark's mapInArrow (every Spark engine job) refuses to run without pandas, which the
+    `spark` extra brings: without it, `--engine spark` says which extra to install (exit 2),
+    where it was an internal error (exit 70) from inside the first job."""
+    table = tmp_path / "t"
+    write_arrow(table, pa.table({"id": pa.array([1, 2], pa.int64())}))
+    script = (
+        "import sys; sys.modules['pandas'] = None\n"  # as if pandas were not installed
+        "from delta_ops import cli\n"
+        f"sys.exit(cli.main(['compact', {str(table)!r}, '--engine', 'spark']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 2, done.stderr
+    wanted = (
+        "delta-ops: error: delta_ops.spark: the 'spark' extra is not installed:"
+        " pip install 'delta-ops[spark]'"
+    )
+    assert done.stderr.strip().splitlines() == [wanted]
