@@ -5,8 +5,8 @@ does against a store reached through a fault proxy, and the checks every case en
     assert ends_well(code, errors)
     reads_the_same(store, url, rows)
 
-`tests/storage/test_object_store_faults.py` (S3) and `tests/storage/test_cloud_store_faults.py`
-(Azure Blob, GCS) use it; each says how its store's endpoint is pointed at the proxy.
+`tests/storage/test_object_store_faults.py` (S3, Azure Blob, GCS) uses it; its per-store
+`Dialect` says how each store's endpoint is pointed at the proxy.
 """
 
 from __future__ import annotations
