@@ -135,49 +135,59 @@ def run(args: argparse.Namespace) -> int:
 
     with tempfile.TemporaryDirectory() as logs, standalone_cluster(Path(logs)) as cluster:
         started = time.perf_counter()
-        engine = SparkEngine(get_spark_remote(cluster.connect_url))
-        engine.map_ordered(len, ["warm", "up"])  # executors and Python workers start
-        print(f"cluster's first job in {time.perf_counter() - started:.1f} s (untimed)")
-        engines = {"local": LOCAL, "cluster": engine}
-        if args.only in (None, "vacuum"):
-            pristine = DATA / f"vacuum-2000x50-r5-o1000-a{bench_spark_vacuum.AGE_DAYS:g}"
-            spec = ensure_synthetic_table(
-                pristine,
-                commits=2000,
-                adds_per_commit=50,
-                remove_every=5,
-                seed=0,
-                with_data_files=True,
-                orphans=1000,
-                age_days=float(bench_spark_vacuum.AGE_DAYS),
-            )
-            expected = spec["num_tombstones"] + spec["num_orphans"]
-            verifier = bench_spark_vacuum.Verifier(pristine, expected)
-
-            def vacuum(name: str, timed: Any) -> float:
-                work = DATA / f"cluster-vacuum-{name}"
-                restore_vacuum(pristine, work)
-                elapsed, deleted = vacuum_once(work, timed)
-                verifier.check(name, work, deleted)
-                return elapsed
-
-            total = expected + spec["num_live"]
-            measure(f"vacuum {total:,} files ({expected:,} deleted)", args.runs, engines, vacuum)
-        if args.only in (None, "compact"):
-            pristine = DATA / "compact-10000x10"
-            if not (pristine / "BENCH_SPEC").exists():
-                bench_compact.build(pristine, 10_000, 10)
-            rows = 10_000 * 10
-
-            def compact(name: str, timed: Any) -> float:
-                work = DATA / f"cluster-compact-{name}"
-                bench_compact.restore(pristine, work)
-                elapsed = compact_once(work, timed)
-                bench_compact.check(name, work, rows)
-                return elapsed
-
-            measure("compaction of 10,000 small files", args.runs, engines, compact)
+        session = get_spark_remote(cluster.connect_url)
+        try:
+            engine = SparkEngine(session)
+            engine.map_ordered(len, ["warm", "up"])  # executors and Python workers start
+            print(f"cluster's first job in {time.perf_counter() - started:.1f} s (untimed)")
+            _measure(args, {"local": LOCAL, "cluster": engine})
+        finally:
+            # the Connect session ends while its server still runs: stopped after the
+            # cluster, its client retried releasing it against a closed port for minutes
+            session.stop()
     return 0
+
+
+def _measure(args: argparse.Namespace, engines: dict[str, Any]) -> None:
+    """Vacuum and compaction (or the one `--only` names), on each engine."""
+    if args.only in (None, "vacuum"):
+        pristine = DATA / f"vacuum-2000x50-r5-o1000-a{bench_spark_vacuum.AGE_DAYS:g}"
+        spec = ensure_synthetic_table(
+            pristine,
+            commits=2000,
+            adds_per_commit=50,
+            remove_every=5,
+            seed=0,
+            with_data_files=True,
+            orphans=1000,
+            age_days=float(bench_spark_vacuum.AGE_DAYS),
+        )
+        expected = spec["num_tombstones"] + spec["num_orphans"]
+        verifier = bench_spark_vacuum.Verifier(pristine, expected)
+
+        def vacuum(name: str, timed: Any) -> float:
+            work = DATA / f"cluster-vacuum-{name}"
+            restore_vacuum(pristine, work)
+            elapsed, deleted = vacuum_once(work, timed)
+            verifier.check(name, work, deleted)
+            return elapsed
+
+        total = expected + spec["num_live"]
+        measure(f"vacuum {total:,} files ({expected:,} deleted)", args.runs, engines, vacuum)
+    if args.only in (None, "compact"):
+        pristine = DATA / "compact-10000x10"
+        if not (pristine / "BENCH_SPEC").exists():
+            bench_compact.build(pristine, 10_000, 10)
+        rows = 10_000 * 10
+
+        def compact(name: str, timed: Any) -> float:
+            work = DATA / f"cluster-compact-{name}"
+            bench_compact.restore(pristine, work)
+            elapsed = compact_once(work, timed)
+            bench_compact.check(name, work, rows)
+            return elapsed
+
+        measure("compaction of 10,000 small files", args.runs, engines, compact)
 
 
 if __name__ == "__main__":
