@@ -2,13 +2,13 @@
 their own, a Spark Connect server driving them, the tables on S3 (moto), reached by executors
 through the store only.
 
-The CLI runs purge, compaction, checkpoint and vacuum with ``--engine spark --spark-remote``
-against the cluster and, on a copy of each table, with the local engine: the rows, the file
-counts and the commits' operations come out the same. The storage credentials are in the
-cluster's environment (as an instance role or a cluster's secret scope would put them), never in
-a task: they appear in nothing the cluster, the CLI or the history table wrote. An executor
-killed mid-rewrite leaves no commit of a partial rewrite, and once the rewrite is re-run and
-the table vacuumed, no file outside the log.
+The CLI runs purge, Z-order, liquid clustering, compaction, checkpoint and vacuum with
+``--engine spark --spark-remote`` against the cluster and, on a copy of each table, with the
+local engine: the rows, the file counts and the commits' operations come out the same. The
+storage credentials are in the cluster's environment (as an instance role or a cluster's
+secret scope would put them), never in a task: they appear in nothing the cluster, the CLI or
+the history table wrote. An executor killed mid-rewrite leaves no commit of a partial rewrite,
+and once the rewrite is re-run and the table vacuumed, no file outside the log.
 
 One cluster for the module (five JVMs and the moto server: about a minute to start on CI).
 """
@@ -111,10 +111,15 @@ def _facts(url: str, s3: StoreServer) -> tuple[list[dict], int, list[str]]:
 
 STEPS = [
     ["purge"],
+    ["compact", "--zorder-by", "id"],  # Z-order: each cube a task on the cluster
+    ["cluster-by", "id"],  # metadata only (no engine): run by the CLI itself on both tables
+    ["compact", "--full"],  # liquid clustering by the table's columns, on the cluster
     ["compact"],
     ["checkpoint"],
     ["vacuum", "--retention", "0h", "--force", "--in-flight-grace", "0s"],
 ]
+#: the steps that take no engine: run the same way (locally) for both tables
+NO_ENGINE = {"cluster-by"}
 
 
 def test_maintenance_over_connect_on_the_cluster_as_the_local_engine(cluster, s3, tmp_path, capsys):
@@ -124,6 +129,10 @@ def test_maintenance_over_connect_on_the_cluster_as_the_local_engine(cluster, s3
     history = s3.url("_history")
     rows_before = deltalake_rows(on_cluster, s3.peer_options)
     for step in STEPS:
+        if step[0] in NO_ENGINE:
+            for url in (on_cluster, local):
+                _cli_locally(s3, [step[0], url, *step[1:]], capsys)
+            continue
         done = _cli_on_cluster(cluster, s3, [step[0], on_cluster, *step[1:], "--history", history])
         assert done.returncode == 0, done.stderr
         remote = json.loads(done.stdout)
