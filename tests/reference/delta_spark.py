@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 
@@ -193,6 +194,13 @@ class DeltaSpark:
                 self._process.kill()
                 self._process.wait()
         self._log.close()
+
+
+def table_relative(url: str, root: Path) -> str:
+    """A data file's path under the table `root`, from the path or `file:` URL Delta Spark
+    names it by (`VACUUM ... DRY RUN`, `_metadata.file_path`)."""
+    path = unquote(urlparse(url).path) if url.startswith("file:") else url
+    return os.path.relpath(path, os.path.realpath(root))
 
 
 def sorted_rows(table: pa.Table) -> list[dict[str, Any]]:

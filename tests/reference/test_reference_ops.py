@@ -19,14 +19,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
 import pytest
 
 from delta_ops.table.scan import read_table
 from delta_ops.table.snapshot import load_snapshot
 from tests.reference.corpus import TABLES, BuiltTable, Corpus, CorpusTable, table_ref
-from tests.reference.delta_spark import DeltaSpark, row_key, same_rows, sorted_rows
+from tests.reference.delta_spark import (
+    DeltaSpark,
+    row_key,
+    same_rows,
+    sorted_rows,
+    table_relative,
+)
 from tests.reference.judge import TALLY, age_log, expected_rows, run_op, verdict
 
 
@@ -136,7 +142,7 @@ def _repair(built: BuiltTable, path: Path, spark: DeltaSpark) -> Outcome:
     `_metadata.file_path`); the older versions that read the deleted file are no longer
     promised, every other one is."""
     marked = spark.query(f"SELECT *, _metadata.file_path AS `__file` FROM {table_ref(path)}")
-    files = [_relative(url, path) for url in marked.column("__file").to_pylist()]
+    files = [table_relative(url, path) for url in marked.column("__file").to_pylist()]
     missing = min(files)
     lost = frozenset(
         v
@@ -149,12 +155,6 @@ def _repair(built: BuiltTable, path: Path, spark: DeltaSpark) -> Outcome:
     kept = marked.drop_columns(["__file"]).to_pylist()
     rows = sorted_rows_of([row for row, name in zip(kept, files) if name != missing])
     return Outcome(rows, lost)
-
-
-def _relative(url: str, root: Path) -> str:
-    """A data file's path under `root` from the URL Delta Spark's `_metadata.file_path` gives."""
-    path = unquote(urlparse(url).path) if url.startswith("file:") else url
-    return os.path.relpath(path, os.path.realpath(root))
 
 
 def _partitioned(spec: CorpusTable) -> bool:

@@ -14,7 +14,6 @@ import shutil
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 import pytest
 
@@ -22,7 +21,7 @@ from delta_ops.ops.engines import LOCAL
 from delta_ops.ops.registry import OPERATIONS
 from delta_ops.service.runs import run_operation
 from tests.reference.corpus import TABLES, Corpus, table_ref
-from tests.reference.delta_spark import DeltaSpark, same_rows, sorted_rows
+from tests.reference.delta_spark import DeltaSpark, same_rows, sorted_rows, table_relative
 from tests.reference.judge import run_op
 
 #: the crc fields Delta Spark writes that delta-ops leaves out, and why (docs/reference-tier.md)
@@ -41,16 +40,11 @@ def _plant_orphans(path: Path) -> None:
         os.utime(orphan, (old, old))
 
 
-def _relative(url: str, root: Path) -> str:
-    path = unquote(urlparse(url).path) if url.startswith("file:") else url
-    return os.path.relpath(path, os.path.realpath(root))
-
-
 def _spark_dry_run(spark: DeltaSpark, path: Path, hours: int | None) -> set[str]:
     retain = "" if hours is None else f" RETAIN {hours} HOURS"
     listed = spark.query(f"VACUUM {table_ref(path)}{retain} DRY RUN").column(0).to_pylist()
     # files only: with no retention Delta Spark also names `_change_data` once its files go
-    return {r for r in (_relative(p, path) for p in listed) if not (path / r).is_dir()}
+    return {r for r in (table_relative(p, path) for p in listed) if not (path / r).is_dir()}
 
 
 def _our_dry_run(path: Path, retention: str | None) -> set[str]:
