@@ -360,11 +360,11 @@ def execute_restore(plan: RestorePlan) -> RestoreResult:
         return RestoreResult(plan.table, None, plan.restore_to, metrics)
     snapshot = plan.snapshot
     # Delta Spark's parameters: the one the user gave, the other null
-    by_time = plan.timestamp_ms is not None
-    parameters: dict[str, Any] = {
-        "version": None if by_time else plan.restore_to,
-        "timestamp": format_time_ms(plan.timestamp_ms) if plan.timestamp_ms is not None else None,
-    }
+    parameters: dict[str, Any] = (
+        {"version": plan.restore_to, "timestamp": None}
+        if plan.timestamp_ms is None
+        else {"version": None, "timestamp": format_time_ms(plan.timestamp_ms)}
+    )
     txn = Transaction(
         snapshot,
         operation="RESTORE",

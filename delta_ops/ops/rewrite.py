@@ -293,8 +293,9 @@ class Rewriter:
                 load_deletion_vector(descriptor, self.storage.root, self.storage.reader),
                 dtype=np.int64,
             )
-            if deleted.size and int(deleted.max()) >= n:
-                raise _past_the_end(row["path"], int(deleted.max()), n)
+            last = int(deleted.max()) if deleted.size else -1
+            if last >= n:
+                raise _past_the_end(row["path"], last, n)
             keep = np.ones(n, dtype=bool)
             keep[deleted] = False
             data = data.filter(pa.array(keep))

@@ -301,9 +301,6 @@ class LocalBackend(StorageBackend):
                 pass
 
 
-__all__ = ["LocalBackend", "is_temporary_name", "temporary_path"]
-
-
 def _shutil() -> ModuleType:
     """`shutil`, imported on first use (its import, with bz2 and lzma, is start-up cost for a CLI
     run that never removes a tree) and kept as this module's global `shutil`, where a test's fault
@@ -314,3 +311,6 @@ def _shutil() -> ModuleType:
 
         globals()["shutil"] = module = shutil
     return module
+
+
+__all__ = ["LocalBackend", "is_temporary_name", "temporary_path"]
