@@ -31,7 +31,9 @@ Plan (pure apart from listing):
 * In-flight writes: a file no commit has removed (one the log does not reference, an
   unreferenced DV or change-data file) that is younger than ``in_flight_grace_ms`` (1 minute)
   is kept even with retention 0: it may belong to a write that has not committed yet, and
-  deleting it would corrupt that write. Expired tombstones are not affected; ``in_flight_grace_ms=0`` is exactly Spark.
+  deleting it would corrupt that write. Expired tombstones, their deletion vectors and change
+  data a commit's ``cdc`` action names are not affected (a commit named them);
+  ``in_flight_grace_ms=0`` is exactly Spark.
 * Before deleting, each path's real location on disk must still be inside the table (a
   symlinked directory never leads a delete outside the root).
 
@@ -109,12 +111,17 @@ class Reason(StrEnum):
     #: which, so it is not called an orphan
     UNREFERENCED = "unreferenced"
     EXPIRED_TOMBSTONE = "expired tombstone"  # removed before the retention window
+    #: the deletion vector of a file removed before the retention window (a commit names it)
+    EXPIRED_TOMBSTONE_DV = "expired tombstone's deletion vector"
+    #: a deletion vector no action the log holds names
     UNREFERENCED_DV = "unreferenced deletion vector"
     CHANGE_DATA = "change data"
     LEFTOVER = "leftover of a crashed write"
 
 
 LEFTOVER = Reason.LEFTOVER
+#: reasons for files a commit named, so no running write owns them: no in-flight grace
+COMMITTED_REASONS = frozenset({Reason.EXPIRED_TOMBSTONE, Reason.EXPIRED_TOMBSTONE_DV})
 
 
 class VacuumLiteRefused(OperationRefused):
@@ -390,15 +397,34 @@ def hidden_filter(partition_columns: tuple[str, ...]) -> Callable[[str], bool]:
 
 
 def _reason(path: str, tombstone_paths: set[str], *, removed: bool = False) -> Reason:
-    """Why `path` is a candidate; `removed`: a commit's remove names it (LITE read it)."""
-    if path in tombstone_paths:
-        return Reason.EXPIRED_TOMBSTONE
+    """Why `path` is a candidate. `tombstone_paths`: the snapshot's tombstones and their
+    deletion vectors; `removed`: a commit's remove names it or its DV (LITE read it)."""
     name = posixpath.basename(path)
-    if name.startswith("deletion_vector_") and name.endswith(".bin"):
+    is_dv = name.startswith("deletion_vector_") and name.endswith(".bin")
+    if path in tombstone_paths or (removed and is_dv):
+        return Reason.EXPIRED_TOMBSTONE_DV if is_dv else Reason.EXPIRED_TOMBSTONE
+    if is_dv:
         return Reason.UNREFERENCED_DV
     if path.startswith("_change_data/") or "/_change_data/" in path:
         return Reason.CHANGE_DATA
     return Reason.EXPIRED_TOMBSTONE if removed else Reason.UNREFERENCED
+
+
+def _change_data_commits_name(snapshot: Snapshot, young: list[Candidate]) -> set[str]:
+    """The young change-data candidates a commit's `cdc` action names: committed, so no running
+    write owns them. Only commits written since the oldest of them are read (a commit is
+    written after the files it names), so this costs nothing when there are none."""
+    change_data = [c for c in young if c.reason is Reason.CHANGE_DATA]
+    if not change_data:
+        return set()
+    since = min(c.modification_time for c in change_data)
+    recent = [
+        f
+        for f in snapshot.segment.listing
+        if f.kind is LogFileKind.COMMIT and f.modification_time >= since
+    ]
+    named = set(removed_files(snapshot.storage, recent).change_data.to_pylist())
+    return {c.path for c in change_data if c.path in named}
 
 
 # ----------------------------------------------------------------------------- plan
@@ -457,9 +483,12 @@ def plan_vacuum(
     protected = pa.concat_arrays(
         [protected_array(snapshot, delete_before), window_removes(snapshot, latest_outside)]
     )
+    tombstones = snapshot.tombstones
+    # a tombstone's file and its deletion vector: a commit named both, no running write owns them
     tombstone_paths = (
-        set(relative_paths(storage, snapshot.tombstones.column("path")).drop_null().to_pylist())
-        if snapshot.tombstones.num_rows
+        set(relative_paths(storage, tombstones.column("path")).drop_null().to_pylist())
+        | set(_dv_relative_paths(tombstones).to_pylist())
+        if tombstones.num_rows
         else set()
     )
     oldest = oldest_reconstructable_version(snapshot)
@@ -505,8 +534,10 @@ def plan_vacuum(
     young = [
         c
         for c in candidates
-        if c.reason is not Reason.EXPIRED_TOMBSTONE and c.modification_time > in_flight_cutoff
+        if c.reason not in COMMITTED_REASONS and c.modification_time > in_flight_cutoff
     ]
+    named = _change_data_commits_name(snapshot, young)
+    young = [c for c in young if c.path not in named]
     if young:
         young_paths = {c.path for c in young}
         candidates = [c for c in candidates if c.path not in young_paths]

@@ -12,7 +12,6 @@ import multiprocessing
 import os
 import posixpath
 import time
-import uuid
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -39,6 +38,7 @@ from tests.support import (
     peer_facts,
     readable_fixture_names,
 )
+from tests.support.dv_paths import dv_file
 
 HOUR = 3_600_000
 DAY = 24 * HOUR
@@ -132,29 +132,6 @@ def vacuum(table: Path, now: int | None = None, **kwargs):
 
 
 # ------------------------------------------------------------------ independent protocol facts
-_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-
-
-def z85_decode(text: str) -> bytes:
-    out = bytearray()
-    for i in range(0, len(text), 5):
-        value = 0
-        for ch in text[i : i + 5]:
-            value = value * 85 + _Z85.index(ch)
-        out += value.to_bytes(4, "big")
-    return bytes(out)
-
-
-def dv_file(dv: dict | None) -> str | None:
-    """Relative path of a `u` deletion vector's file (PROTOCOL.md, Deletion Vector Descriptor)."""
-    if not dv or dv.get("storageType") != "u":
-        return None
-    text = dv["pathOrInlineDv"]
-    prefix, encoded = text[:-20], text[-20:]
-    name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded))}.bin"
-    return f"{prefix}/{name}" if prefix else name
-
-
 def spark_hidden(rel: str, partition_columns) -> bool:
     """Spark's per-name rule: a `_`/`.` name is hidden unless `_change_data`, `_delta_index` or `col=`."""
     for name in rel.split("/"):
@@ -331,8 +308,41 @@ def test_deletion_vector_of_an_unexpired_tombstone_is_kept_until_it_expires(tmp_
     assert set(result.deleted) == {unquote(row["path"]), dv}
     reasons = {c.path: c.reason for c in plan.candidates}
     assert reasons[unquote(row["path"])] == "expired tombstone"
-    assert reasons[dv] == "unreferenced deletion vector"
+    assert reasons[dv] == "expired tombstone's deletion vector"
     assert deltalake_rows(table) == [] and duckdb_rows(table) == []
+
+
+@pytest.mark.parametrize("mode", ["full", "lite"])
+def test_a_young_deletion_vector_of_an_expired_tombstone_gets_no_in_flight_grace(tmp_path, mode):
+    """A commit named the DV (in its remove), so no running write owns it: with retention 0 it
+    goes with its file at once, as in Delta Spark's `RETAIN 0 HOURS`, and is not held back as
+    an untracked young file."""
+    table = copy_fixture("delta-rs/table-with-dv-small", tmp_path)
+    snap = load_snapshot(table)
+    [row] = snap.files.to_pylist()
+    dv = dv_file(row["deletionVector"])
+    removed_at = now_ms()
+    txn = Transaction(snap, operation="DELETE")
+    descriptor = {k: v for k, v in row["deletionVector"].items() if v is not None}
+    txn.add_action(
+        {
+            "remove": {
+                "path": row["path"],
+                "deletionTimestamp": removed_at,
+                "dataChange": True,
+                "size": row["size"],
+                "deletionVector": descriptor,
+            }
+        }
+    )
+    txn.commit()
+    young = (removed_at - 1000) / 1000
+    for name in (unquote(row["path"]), dv):
+        os.utime(table / name, (young, young))
+    plan, result = vacuum(table, removed_at + 1000, retention_ms=0, force=True, mode=mode)
+    assert plan.kept_in_flight == ()
+    assert set(result.deleted) == {unquote(row["path"]), dv}
+    assert {c.path: c.reason for c in plan.candidates}[dv] == "expired tombstone's deletion vector"
 
 
 @pytest.mark.parametrize("mode", ["full", "lite"])
@@ -436,6 +446,24 @@ def test_vacuum_on_an_fsspec_memory_table(tmp_path):
     assert len(result.commits) == 2 and storage.exists(
         storage.log_file(f"{result.commits[1]:020d}.json")
     )
+
+
+def test_young_change_data_a_commit_names_gets_no_in_flight_grace(tmp_path):
+    """A `cdc` action committed the first file, so no running write owns it: retention 0
+    deletes it now, as Delta Spark's `RETAIN 0 HOURS` does. The second, which no commit names,
+    may be a running write's and waits out the grace."""
+    table = tmp_path / "t"
+    write_arrow(table, ids(2, 0))
+    named, unnamed = "_change_data/cdc-named.parquet", "_change_data/cdc-running.parquet"
+    for rel in (named, unnamed):
+        write(table / rel)
+    txn = Transaction(load_snapshot(table), operation="DELETE")
+    txn.add_action({"cdc": {"path": named, "partitionValues": {}, "size": 1, "dataChange": False}})
+    txn.commit()
+    plan, result = vacuum(table, retention_ms=0, force=True)
+    assert set(result.deleted) == {named}
+    assert plan.kept_in_flight == (unnamed,)
+    assert (table / unnamed).exists()
 
 
 # ============================================================================ 3. hidden rules
