@@ -1,7 +1,7 @@
 """The demo code location: a PySpark pipeline writing a Delta table, and its maintenance.
 
 The warehouse is a local folder (`./warehouse`, or $DELTA_OPS_WAREHOUSE). The `events` asset
-appends a batch of generated events to `warehouse/events` (partitioned by day) with the Spark
+(the pipeline itself is `demo_pipeline.py`, which needs no Dagster) appends a batch of generated events to `warehouse/events` (partitioned by day) with the Spark
 session of dagster-pyspark's `PySparkResource` (configured with delta-ops' session defaults),
 through delta-ops' commit layer, and reads the table back through `format("delta")`; the
 maintenance assets, checks, jobs, schedule and commit sensor for that table come from
@@ -27,6 +27,7 @@ from pydantic import Field
 
 from delta_ops.dagster import DeltaTableTarget, build_delta_maintenance_defs
 from delta_ops.spark.session import session_conf
+from demo_pipeline import append_events
 
 WAREHOUSE = Path(
     os.environ.get("DELTA_OPS_WAREHOUSE", Path(__file__).resolve().parent / "warehouse")
@@ -101,51 +102,20 @@ SPARK = PySparkResource(
 def events(
     context: dg.AssetExecutionContext, config: EventsConfig, pyspark: PySparkResource
 ) -> dg.MaterializeResult:
-    from pyspark.sql import functions as F
-
-    from delta_ops.spark import register, write_delta
-
-    spark = pyspark.spark_session
-    # spark.read.format("delta") in the resource's session; on a Delta Spark session the name
-    # stays Delta Spark's (register returns "delta_ops"), so Delta Spark reads the table back
-    reader = "delta-ops" if register(spark) == "delta" else "Delta Spark"
-    batch = (
-        spark.range(config.rows)
-        .withColumn("event_id", F.expr("uuid()"))
-        .withColumn("user_id", (F.rand() * 1000).cast("long"))
-        .withColumn(
-            "kind",
-            F.element_at(
-                F.array(F.lit("view"), F.lit("click"), F.lit("buy")), (F.rand() * 3).cast("int") + 1
-            ),
-        )
-        .withColumn("amount", F.round(F.rand() * 100, 2))
-        .withColumn("day", F.date_sub(F.current_date(), (F.col("id") % config.days).cast("int")))
-        .withColumn("ts", F.current_timestamp())
-        .drop("id")
+    report = append_events(
+        pyspark.spark_session, str(EVENTS_TABLE), rows=config.rows, days=config.days
     )
-    # a checkpoint every 3 commits (Delta's default is 10): the demo's four runs reach it
-    result = write_delta(
-        batch,
-        str(EVENTS_TABLE),
-        mode="append",
-        partition_by=["day"],
-        configuration={"delta.checkpointInterval": "3"},
-    )
-    table = spark.read.format("delta").load(str(EVENTS_TABLE))
-    total = table.count()
-    per_day = {str(r["day"]): r["count"] for r in table.groupBy("day").count().collect()}
     context.log.info(
-        f"appended {config.rows} events as version {result.version}; the table now has "
-        f"{total} rows ({reader} read it): {dict(sorted(per_day.items()))}"
+        f"appended {config.rows} events as version {report.version}; the table now has "
+        f"{report.total} rows ({report.reader} read it): {report.per_day}"
     )
     return dg.MaterializeResult(
         metadata={
-            "version": result.version,
+            "version": report.version,
             "rows": config.rows,
-            "dagster/row_count": total,
+            "dagster/row_count": report.total,
             "table": str(EVENTS_TABLE),
-            "read_by": reader,
+            "read_by": report.reader,
         }
     )
 

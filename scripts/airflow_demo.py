@@ -30,10 +30,9 @@ def seed(table: Path) -> None:
     """The demo's events table, written by delta-ops without Spark."""
     import pyarrow as pa
 
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from demo import let_time_pass
-
+    sys.path.insert(0, str(ROOT))
     from delta_ops.table.writer import write_arrow
+    from demo_pipeline import let_time_pass
 
     today = dt.date.today()
 

@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the code location and its pipeline live at the top
+    sys.path.insert(0, str(ROOT))
+
+from demo_pipeline import AGE_DAYS, let_time_pass
+
 DAGSTER_HOME = ROOT / ".dagster"
-AGE_DAYS = 40
-CRASHED_FILE = "day=1970-01-01/part-00000-crashed-write.c000.snappy.parquet"
 
 SHOWN = ("version", "rows", "num_deleted", "num_written", "bytes", "skipped", "table_version")
 
@@ -50,19 +52,6 @@ def describe(result) -> list[str]:  # type: ignore[no-untyped-def]
         what = f"{key.to_user_string()}" + (f" {action}" if action else "")
         lines.append(f"  {verb} {what}: {shown}")
     return lines
-
-
-def let_time_pass(table: Path, days: int = AGE_DAYS) -> Path:
-    """Date every file of the table back `days` days and leave a crashed write's file: the
-    demo's stand-in for weeks of real time, so retention has something to expire."""
-    crashed = table / CRASHED_FILE
-    crashed.parent.mkdir(parents=True, exist_ok=True)
-    crashed.write_bytes(b"PAR1 a write that died before its commit PAR1")
-    then = time.time() - days * 86_400
-    for path in table.rglob("*"):
-        if path.is_file():
-            os.utime(path, (then, then))
-    return crashed
 
 
 def run_demo(defs, table: Path, instance, say: Callable[[str], None] = print) -> bool:  # type: ignore[no-untyped-def]
@@ -137,7 +126,6 @@ def run_maintenance(
 
 def main() -> int:
     os.environ.setdefault("DAGSTER_HOME", str(DAGSTER_HOME))
-    sys.path.insert(0, str(ROOT))
     import dagster as dg
 
     from definitions import EVENTS_TABLE, defs

@@ -16,6 +16,7 @@ import dagster as dg
 import pytest
 
 from delta_ops.table.snapshot import load_snapshot
+from demo_pipeline import CRASHED_FILE
 from tests.support import REPO, deltalake_rows, duckdb_rows
 
 
@@ -147,7 +148,7 @@ def test_the_demo_shows_cleanup_and_vacuum_doing_real_work(demo, tmp_path):
     assert not any((log / f"{v:020d}.json").exists() for v in range(3)), sorted(log.iterdir())
     assert (log / "00000000000000000003.checkpoint.parquet").exists()
     # vacuum: the crashed write's file is gone, every row is still there
-    assert not (table / script.CRASHED_FILE).exists()
+    assert not (table / CRASHED_FILE).exists()
     assert len(deltalake_rows(table)) == len(duckdb_rows(table)) == 4 * 300
     text = "\n".join(lines)
     assert "cleanup" in text and "vacuum" in text and "num_deleted" in text, text

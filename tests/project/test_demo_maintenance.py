@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 
 from delta_ops.table.writer import write_arrow
+from demo_pipeline import CRASHED_FILE
 from tests.support import REPO, deltalake_rows, duckdb_connection, duckdb_rows, module_from_file
 
 ACTIONS = ("checkpoint", "cleanup", "vacuum")
@@ -112,7 +113,7 @@ def test_the_demo_maintains_through_the_schedule_path_and_the_history_has_each_r
     log = table / "_delta_log"
     assert not any((log / f"{v:020d}.json").exists() for v in range(3)), sorted(log.iterdir())
     assert (log / "00000000000000000003.checkpoint.parquet").exists()
-    assert not (table / script.CRASHED_FILE).exists()
+    assert not (table / CRASHED_FILE).exists()
     assert len(deltalake_rows(table)) == len(duckdb_rows(table)) == 4 * 30
     # the history holds one row per operation run, in the order they ran
     history = table.parent / "_delta_ops_history"

@@ -139,7 +139,7 @@ def _write_delta(spark: Any, fmt: str, path: str) -> dict[str, Any]:
     }
 
 
-def _cli(*argv: str) -> dict[str, Any]:
+def cli_json(*argv: str) -> dict[str, Any]:
     """delta-ops' CLI in this process (so on this session), its JSON result."""
     from delta_ops.cli.commands import main
 
@@ -166,11 +166,11 @@ def _maintenance(spark: Any, path: str) -> dict[str, Any]:
     spark.sql(f"DELETE FROM {table} WHERE id % 4 = 0")
     before = rows(spark.read.format("delta").load(path))
     runs = {
-        "purge": _cli("purge", path, "--engine", "spark"),
-        "compact": _cli("compact", path, "--engine", "spark"),
+        "purge": cli_json("purge", path, "--engine", "spark"),
+        "compact": cli_json("compact", path, "--engine", "spark"),
         # two parts: each written by a Spark task (a single file is the driver's)
-        "checkpoint": _cli("checkpoint", path, "--engine", "spark", "--parts", "2"),
-        "vacuum": _cli("vacuum", path, "--engine", "spark", *_EVERY_UNNEEDED_FILE),
+        "checkpoint": cli_json("checkpoint", path, "--engine", "spark", "--parts", "2"),
+        "vacuum": cli_json("vacuum", path, "--engine", "spark", *_EVERY_UNNEEDED_FILE),
     }
     after = rows(spark.read.format("delta").load(path))
     spark.sql(f"INSERT INTO {table} VALUES (1000, DATE'2026-11-03', 'after')")
