@@ -277,37 +277,36 @@ def test_referenced_deletion_vector_survives_where_deltalake_would_delete_it(tmp
     )
 
 
-@pytest.mark.parametrize("mode", ["full", "lite"])
-def test_deletion_vector_of_an_unexpired_tombstone_is_kept_until_it_expires(tmp_path, mode):
+def _remove_the_file_with_a_dv(tmp_path: Path) -> tuple[Path, str, str, int]:
+    """delta-rs' one-file DV table with that file removed now (its DV in the remove): the
+    table, the data file's and the DV file's relative paths, and the removal time."""
     table = copy_fixture("delta-rs/table-with-dv-small", tmp_path)
     snap = load_snapshot(table)
     [row] = snap.files.to_pylist()
     dv = dv_file(row["deletionVector"])
+    assert dv is not None
     removed_at = now_ms()
     txn = Transaction(snap, operation="DELETE")
     descriptor = {k: v for k, v in row["deletionVector"].items() if v is not None}
-    txn.add_action(
-        {
-            "remove": {
-                "path": row["path"],
-                "deletionTimestamp": removed_at,
-                "dataChange": True,
-                "size": row["size"],
-                "deletionVector": descriptor,
-            }
-        }
-    )
+    remove = {"path": row["path"], "deletionTimestamp": removed_at, "dataChange": True}
+    txn.add_action({"remove": {**remove, "size": row["size"], "deletionVector": descriptor}})
     txn.commit()
+    return table, unquote(row["path"]), dv, removed_at
+
+
+@pytest.mark.parametrize("mode", ["full", "lite"])
+def test_deletion_vector_of_an_unexpired_tombstone_is_kept_until_it_expires(tmp_path, mode):
+    table, data, dv, removed_at = _remove_the_file_with_a_dv(tmp_path)
     age_files(table, removed_at - 30 * DAY)
     # inside the retention: the removed file and its DV stay
     plan, result = vacuum(table, removed_at + HOUR // 2, retention_ms=HOUR, force=True, mode=mode)
     assert plan.candidates == () and result.commits == ()
-    assert (table / unquote(row["path"])).exists() and (table / dv).exists()
+    assert (table / data).exists() and (table / dv).exists()
     # once the tombstone expired, both go
     plan, result = vacuum(table, removed_at + 2 * HOUR, retention_ms=HOUR, force=True, mode=mode)
-    assert set(result.deleted) == {unquote(row["path"]), dv}
+    assert set(result.deleted) == {data, dv}
     reasons = {c.path: c.reason for c in plan.candidates}
-    assert reasons[unquote(row["path"])] == "expired tombstone"
+    assert reasons[data] == "expired tombstone"
     assert reasons[dv] == "expired tombstone's deletion vector"
     assert deltalake_rows(table) == [] and duckdb_rows(table) == []
 
@@ -317,31 +316,13 @@ def test_a_young_deletion_vector_of_an_expired_tombstone_gets_no_in_flight_grace
     """A commit named the DV (in its remove), so no running write owns it: with retention 0 it
     goes with its file at once, as in Delta Spark's `RETAIN 0 HOURS`, and is not held back as
     an untracked young file."""
-    table = copy_fixture("delta-rs/table-with-dv-small", tmp_path)
-    snap = load_snapshot(table)
-    [row] = snap.files.to_pylist()
-    dv = dv_file(row["deletionVector"])
-    removed_at = now_ms()
-    txn = Transaction(snap, operation="DELETE")
-    descriptor = {k: v for k, v in row["deletionVector"].items() if v is not None}
-    txn.add_action(
-        {
-            "remove": {
-                "path": row["path"],
-                "deletionTimestamp": removed_at,
-                "dataChange": True,
-                "size": row["size"],
-                "deletionVector": descriptor,
-            }
-        }
-    )
-    txn.commit()
+    table, data, dv, removed_at = _remove_the_file_with_a_dv(tmp_path)
     young = (removed_at - 1000) / 1000
-    for name in (unquote(row["path"]), dv):
+    for name in (data, dv):
         os.utime(table / name, (young, young))
     plan, result = vacuum(table, removed_at + 1000, retention_ms=0, force=True, mode=mode)
     assert plan.kept_in_flight == ()
-    assert set(result.deleted) == {unquote(row["path"]), dv}
+    assert set(result.deleted) == {data, dv}
     assert {c.path: c.reason for c in plan.candidates}[dv] == "expired tombstone's deletion vector"
 
 
