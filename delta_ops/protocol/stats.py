@@ -33,7 +33,9 @@ that footer alone (a few KB read from the end of the file), following the same r
 * A column of the table that the file does not have reads as null: ``nullCount = numRecords``
   and no min/max, like Spark's `count(*)` for such columns. Arrays and maps get no `nullCount`:
   parquet counts null or empty lists and null elements alike in the leaf, so the number of null
-  arrays cannot be known from the footer.
+  arrays cannot be known from the footer. A variant (`struct<value, metadata>` in parquet,
+  both required) gets its `nullCount` from its `value` leaf, null exactly where the variant is,
+  as Delta Spark counts it; never min/max.
 
 Known differences with stats collected from the data: parquet writers leave NaN out of float
 min/max while Spark orders NaN above every number, so a column holding NaN gets the largest
@@ -137,7 +139,7 @@ def stats_from_parquet_metadata(
             ``true`` on tables that support deletion vectors).
         read_row_group: reads some top-level columns of one row group (index, names) as Arrow;
             when given, a column whose footer lacks min/max (statistics not written, INT96
-            timestamps, a writer that wrote none) or a null count (arrays, maps, variants) is
+            timestamps, a writer that wrote none) or a null count (arrays, maps) is
             read, one row group at a time, and its values computed by the same rules.
 
     Returns:
@@ -293,6 +295,8 @@ class _Footer:
         self.zero_null_count_omitted = _omits_zero_null_count(metadata.created_by or "")
         paths = _leaf_paths(metadata)
         self.leaves = {path: i for i, path in enumerate(paths)}
+        #: variant groups (struct<value, metadata>, both required) by path, to their value leaf
+        self.variants = _variant_groups(metadata, self.leaves)
         self.groups = {path[:n] for path in paths for n in range(1, len(path))}
         self._folded: dict[tuple[str, ...], tuple[str, ...]] = {}
         #: values the footer cannot give: (stats path, file path, Arrow type or None for a
@@ -329,6 +333,38 @@ def _omits_zero_null_count(created_by: str) -> bool:
     if match is None:
         return False
     return (int(match.group(1)), int(match.group(2))) < _PARQUET_RS_NULL_COUNT_FIXED
+
+
+def _variant_groups(
+    metadata: pq.FileMetaData, leaves: Mapping[tuple[str, ...], int]
+) -> dict[tuple[str, ...], int]:
+    """The groups outside lists and maps shaped as an unshredded variant (`struct<value:
+    binary, metadata: binary>`, both required), to the column index of their `value` leaf:
+    that leaf is null exactly where the variant is (or a struct above it is), so its null
+    count is the variant's, as Delta Spark counts it."""
+    try:
+        arrow = metadata.schema.to_arrow_schema()
+    except (pa.ArrowException, NotImplementedError, ValueError):
+        return {}
+    found: dict[tuple[str, ...], int] = {}
+
+    def walk(f: pa.Field, path: tuple[str, ...]) -> None:
+        if not pa.types.is_struct(f.type):
+            return
+        children = {f.type.field(i).name: f.type.field(i) for i in range(f.type.num_fields)}
+        if children.keys() == {"value", "metadata"} and all(
+            pa.types.is_binary(c.type) and not c.nullable for c in children.values()
+        ):
+            index = leaves.get(path + ("value",))
+            if index is not None:
+                found[path] = index
+            return
+        for child in children.values():
+            walk(child, path + (child.name,))
+
+    for f in arrow:
+        walk(f, (f.name,))
+    return found
 
 
 def _leaf_paths(metadata: pq.FileMetaData) -> list[tuple[str, ...]]:
@@ -368,13 +404,14 @@ def _null_counts(footer: _Footer, schema: pa.StructType, prefix: tuple[str, ...]
         if found is None:
             # Not in the file: every row reads as null (Spark: count(*) for such columns).
             counts[f.name] = footer.num_records
-        elif found in footer.leaves:
-            total = _leaf_null_count(footer, footer.leaves[found])
+        elif found in footer.leaves or found in footer.variants:
+            leaf = footer.leaves[found] if found in footer.leaves else footer.variants[found]
+            total = _leaf_null_count(footer, leaf)
             if total is not None:
                 counts[f.name] = total
             else:
                 footer.gaps.append((path, found, None))
-        else:  # an array, map or variant (a parquet group): unknown from leaf counts
+        else:  # an array or map (a parquet group): unknown from leaf counts
             footer.gaps.append((path, found, None))
     return counts
 

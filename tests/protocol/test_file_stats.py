@@ -628,3 +628,44 @@ def test_agrees_with_delta_rs_up_to_its_formats(tmp_path):
                 assert struct.pack("<f", value) == struct.pack("<f", theirs)
             else:
                 assert value == theirs, (key, path)
+
+
+_VARIANT = pa.struct(
+    [pa.field("value", pa.binary(), nullable=False), pa.field("metadata", pa.binary(), False)]
+)
+
+
+def test_variant_null_count_comes_from_its_value_leaf(tmp_path):
+    """A variant's null count, as Delta Spark writes it (a null struct above it counts), from
+    the footer alone: its `value` leaf is null exactly where the variant is. No min/max."""
+    some = {"value": b"\x0c\x01", "metadata": b"\x01\x00\x00"}
+    data = pa.table(
+        {
+            "id": pa.array([1, 2, 3, 4], pa.int64()),
+            "v": pa.array([some, None, some, None], _VARIANT),
+            "s": pa.array(
+                [{"n": 1, "w": some}, None, {"n": 3, "w": None}, {"n": 4, "w": some}],
+                pa.struct([("n", pa.int32()), ("w", _VARIANT)]),
+            ),
+        }
+    )
+    path = tmp_path / "variant.parquet"
+    pq.write_table(data, path, row_group_size=2)
+    schema = parse_schema(
+        '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},'
+        '{"name":"v","type":"variant","nullable":true,"metadata":{}},'
+        '{"name":"s","type":{"type":"struct","fields":['
+        '{"name":"n","type":"integer","nullable":true,"metadata":{}},'
+        '{"name":"w","type":"variant","nullable":true,"metadata":{}}]},'
+        '"nullable":true,"metadata":{}}]}'
+    )
+    expected = {
+        "numRecords": 4,
+        "minValues": {"id": 1, "s": {"n": 1}},
+        "maxValues": {"id": 4, "s": {"n": 4}},
+        "nullCount": {"id": 0, "v": 2, "s": {"n": 1, "w": 2}},
+    }
+    assert stats_from_parquet_metadata(pq.ParquetFile(path).metadata, schema, []) == expected
+    fs = fsspec.filesystem("file")
+    text = stats_json_from_parquet_file(fs, str(path), schema, [], read_data=True)
+    assert json.loads(text) == expected

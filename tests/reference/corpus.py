@@ -30,6 +30,11 @@ class CorpusTable:
 
 
 _TS = "TIMESTAMP'2024-03-10 01:30:00'"
+#: a JSON object per row for `parse_json`: a number, a mixed array, a nested string growing
+#: with the row (braces doubled for `str.format`)
+_VARIANT_JSON = (
+    """concat('{{"a":', id, ',"b":[1,"x",null,2.5],"c":{{"d":"', repeat('z', id), '"}}}}')"""
+)
 
 TABLES: tuple[CorpusTable, ...] = (
     CorpusTable(
@@ -171,6 +176,24 @@ TABLES: tuple[CorpusTable, ...] = (
             "INSERT INTO {t} VALUES (4, 'd')",
         ),
         frozenset({"v2Checkpoint", "inCommitTimestamp"}),
+    ),
+    CorpusTable(
+        "variant",
+        (
+            (
+                "CREATE TABLE {t} (id BIGINT, v VARIANT, s STRUCT<n: INT, w: VARIANT>) USING delta "
+                "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+            ),
+            (
+                "INSERT INTO {t} SELECT id, CASE WHEN id % 4 = 3 THEN NULL "
+                f"WHEN id % 4 = 2 THEN parse_json('null') ELSE parse_json({_VARIANT_JSON}) END, "
+                "named_struct('n', CAST(id AS INT), 'w', parse_json(CAST(id * 10 AS STRING))) "
+                "FROM range(0, 12)"
+            ),
+            "DELETE FROM {t} WHERE id % 5 = 0",
+            """UPDATE {t} SET v = parse_json('"updated"') WHERE id = 1""",
+        ),
+        frozenset({"variantType", "deletionVectors"}),
     ),
     CorpusTable(
         "features",

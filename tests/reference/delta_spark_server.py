@@ -100,13 +100,38 @@ def write_arrow(table: Any, out: str) -> int:
     return int(table.num_rows)
 
 
+def _has_variant(data_type: Any) -> bool:
+    from pyspark.sql.types import ArrayType, MapType, StructType, VariantType
+
+    if isinstance(data_type, VariantType):
+        return True
+    if isinstance(data_type, StructType):
+        return any(_has_variant(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, ArrayType):
+        return _has_variant(data_type.elementType)
+    if isinstance(data_type, MapType):
+        return _has_variant(data_type.keyType) or _has_variant(data_type.valueType)
+    return False
+
+
+def to_arrow(frame: Any) -> Any:
+    """A frame's rows as an Arrow table. With a VARIANT column, the batches as Spark sends them:
+    PySpark 4.2's `toArrow` casts them to a variant type whose `value` and `metadata` are not
+    nullable and fails on a NULL variant (its children are null too)."""
+    if not _has_variant(frame.schema):
+        return frame.toArrow()
+    import pyarrow as pa
+
+    return pa.Table.from_batches(frame._collect_as_arrow(empty_list_if_zero_records=False))
+
+
 def read_one(spark: Any, request: dict[str, Any]) -> int:
     reader = spark.read.format("delta")
     if request.get("version") is not None:
         reader = reader.option("versionAsOf", int(request["version"]))
     if request.get("timestamp") is not None:
         reader = reader.option("timestampAsOf", str(request["timestamp"]))
-    return write_arrow(reader.load(request["path"]).toArrow(), request["out"])
+    return write_arrow(to_arrow(reader.load(request["path"])), request["out"])
 
 
 def handle(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +143,7 @@ def handle(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
     if op == "sql":
         frame = spark.sql(request["sql"])
         if request.get("out"):
-            return {"ok": True, "rows": write_arrow(frame.toArrow(), request["out"])}
+            return {"ok": True, "rows": write_arrow(to_arrow(frame), request["out"])}
         return {"ok": True}
     if op == "read":
         return {"ok": True, "rows": read_one(spark, request)}
