@@ -185,12 +185,17 @@ def call(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
 
 def error_reply(exc: BaseException) -> dict[str, Any]:
     condition = None
-    get_condition = getattr(exc, "getCondition", None)
-    if callable(get_condition):
-        try:
-            condition = get_condition()
-        except Exception:  # noqa: BLE001 - best effort, the message says the rest
-            condition = None
+    # PySpark's own exceptions have the condition; a JVM exception through py4j (a
+    # Py4JJavaError, as Delta's DeltaTableFeatureException reaches us) holds it in java_exception
+    for source in (exc, getattr(exc, "java_exception", None)):
+        get_condition = getattr(source, "getCondition", None)
+        if callable(get_condition):
+            try:
+                condition = get_condition()
+            except Exception:  # noqa: BLE001 - best effort, the message says the rest
+                condition = None
+        if condition:
+            break
     return {
         "ok": False,
         "error": {"type": type(exc).__name__, "condition": condition, "message": str(exc)[:4000]},

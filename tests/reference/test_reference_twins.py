@@ -4,6 +4,8 @@ asked the same thing and must answer alike (differences listed in docs/reference
 - `VACUUM ... DRY RUN` and our vacuum's dry run list the same files, at the default retention
   (an old orphan) and at none (every file the latest version does not read).
 - our `N.crc`, written where Delta Spark's was taken away, equals Delta Spark's field by field.
+- `RESTORE` and our restore: the same rows, operation parameters and metrics.
+- `OPTIMIZE` and our compaction: the same rows, and files with the same stats.
 """
 
 from __future__ import annotations
