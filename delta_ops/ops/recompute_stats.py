@@ -30,7 +30,7 @@ asks of wide bounds. Files without a deletion vector on a table that supports th
 
 Which files: those whose stats lack `numRecords`, cannot be parsed, or lack a column that the
 table's stats columns include (in `nullCount`, or in `minValues` for a column with min/max);
-arrays, maps and variants are not required (delta-rs writes them no null count),
+arrays, maps and variants are not required (delta-rs writes none for them),
 but a file recomputed gets theirs too. ``columns`` narrows the check to those columns (and
 their fields); a file recomputed always gets stats for every column the table asks for.
 
