@@ -14,23 +14,12 @@ environment alone.
 
 from __future__ import annotations
 
-import os
-from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any, NoReturn
+
+from delta_ops.cli.own_process import OWN_PROCESS_ENVIRONMENT, prepare_own_process
 
 if TYPE_CHECKING:
     from delta_ops.cli.commands import build_parser, main
-
-#: what the `delta-ops` process sets where the user has not: numpy's OpenBLAS starts a
-#: thread per core that spins at load (~40 ms of CPU, ~10 ms of wall on 2 cores) for linear
-#: algebra delta-ops never does
-OWN_PROCESS_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1"}
-
-
-def prepare_own_process(environ: MutableMapping[str, str] = os.environ) -> None:
-    """Set `OWN_PROCESS_ENVIRONMENT` in `environ` where it holds no value of its own."""
-    for name, value in OWN_PROCESS_ENVIRONMENT.items():
-        environ.setdefault(name, value)
 
 
 def run() -> NoReturn:
@@ -51,4 +40,10 @@ def __getattr__(name: str) -> Any:
     return getattr(commands, name)
 
 
-__all__ = ["build_parser", "main", "prepare_own_process", "run"]
+__all__ = [
+    "OWN_PROCESS_ENVIRONMENT",
+    "build_parser",
+    "main",
+    "prepare_own_process",
+    "run",
+]

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from delta_ops import clock
+from delta_ops.cli.own_process import SET_FOR_OWN_PROCESS, keep_pandas_unloaded
 from delta_ops.errors import (
     DeltaOpsError,
     InvalidLocation,
@@ -399,14 +400,16 @@ def use_system_allocator() -> None:
 
     pyarrow's default (mimalloc) keeps freed scratch memory, so one big log load would hold
     its peak for the life of the process; the system allocator returns it. Skipped when the
-    user chose a pool with ARROW_DEFAULT_MEMORY_POOL.
+    user chose a pool with ARROW_DEFAULT_MEMORY_POOL (the `delta-ops` process's own choice
+    of it, `delta_ops.cli.OWN_PROCESS_ENVIRONMENT`, is no user's).
 
     A process forked from this one (a worker of an operation's map, such as a compaction's
     rewrite) goes back to mimalloc: it ends with its map, taking what mimalloc kept along,
     and decoding thousands of small parquet files costs ~10% less CPU with it.
     """
     global _FORK_HOOK_REGISTERED
-    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
+    pool = "ARROW_DEFAULT_MEMORY_POOL"
+    if pool not in os.environ or pool in SET_FOR_OWN_PROCESS:
         import pyarrow as pa
 
         pa.set_memory_pool(pa.system_memory_pool())
@@ -446,6 +449,8 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int
         # collector no longer walks it in the collections the command's own objects trigger
         # (a compaction of 10,000 files: one full collection, ~10 ms less)
         gc.freeze()
+        if getattr(args, "engine", "local") != "spark":
+            keep_pandas_unloaded()
     try:
         code: int = args.func(args)
         return code

@@ -38,17 +38,21 @@ this order).
 Memory: each cube is rewritten in the curve's order without holding it. A cube of at most
 IN_MEMORY_BYTES is read, sorted and cut into files in memory; a bigger one is range
 partitioned: a first pass samples the clustering columns (only those columns, at most
-SAMPLE_ROWS keys kept), which fixes the curve and the bounds of ranges of about
-SPILL_RANGE_BYTES; a second pass streams groups of input files (deletion vectors applied, row
-ids materialized: see `delta_ops.ops.rewrite`) into per-range spill files on local disk; each
-output file then takes a stretch of consecutive ranges, each sorted on its own and written as a
-row group. Both passes run on threads of this process, one per core (Arrow's decoding and
-writing and numpy's sorting release the GIL); a cube of FORK_MIN_BYTES (1 GB) of local files
-or more runs them on forked workers instead, one per core (as compaction's big rewrites),
-where a worker that dies leaves files the rewrite's name prefix finds and deletes. Below that
+SAMPLE_ROWS keys kept), which fixes the curve and the bounds of ranges of at most
+SPILL_RANGE_BYTES (a SPILL_PARTS-th of a smaller cube); a second pass streams groups of input
+files (deletion vectors applied, row ids materialized: see `delta_ops.ops.rewrite`) into
+per-range spill files on local disk; each output file then takes a stretch of consecutive
+ranges, each sorted on its own and written as a row group. Both passes run on threads of this
+process, one per core (Arrow's decoding and writing and numpy's sorting release the GIL; one
+thread below SERIAL_BELOW_BYTES); a cube of FORK_MIN_BYTES (1 GB) of local files or more runs
+them on forked workers instead, one per core (as compaction's big rewrites), where a worker that dies leaves files the rewrite's name prefix finds and deletes. Below that
 size a forked worker's copy of the process (~90 MB, counted again in the process tree's
 memory) would cost more than the work it shares. Memory holds a group of input files or one
-range per thread or process, never the cube.
+range per thread or process, never the cube, and each about once: a group's rows are taken
+range by range into the spill files, a range's sorted column by column, the written files
+keep small dictionaries (DICTIONARY_PAGE_BYTES), and the freed memory goes back to the OS
+after each group and range (under the system allocator of the `delta-ops` process, a thread's
+arena would keep it).
 
 As in compaction, the new files have ``dataChange=false``, one commit removes the old ones and
 adds the new ones, appends landing meanwhile never conflict, and a crash before the commit
@@ -65,7 +69,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import partial
 from pathlib import Path
@@ -94,6 +98,7 @@ from delta_ops.layout.curves import (
     range_ids,
 )
 from delta_ops.layout.write_order import curve_keys, stride_sample
+from delta_ops.log.actions import from_numpy
 from delta_ops.ops.engines import LOCAL, Engine, Spread
 from delta_ops.ops.operation import EnginePlan, Timed, timed
 from delta_ops.ops.results import fields_data
@@ -111,18 +116,34 @@ if TYPE_CHECKING:  # the rewriting stack is loaded by the commands that write
 DEFAULT_MIN_CUBE_SIZE = 100 * 1024**3
 #: a cube of files up to this size is sorted in memory; a bigger one is range partitioned
 IN_MEMORY_BYTES = 8 * 1024 * 1024
-#: a range partitioned cube: input files read (and spilled) this many bytes at a time ...
+#: a range partitioned cube: input files read (and spilled) at most this many bytes at a
+#: time ...
 SPILL_CHUNK_BYTES = 8 * 1024 * 1024
-#: ... into ranges of about this many bytes of files, each sorted alone and written as a row
-#: group of its own (an output file streams several consecutive ranges), at most
-#: MAX_SPILL_RANGES of them (open spill files)
+#: ... into ranges of about this many bytes of files at most, each sorted alone and written
+#: as a row group of its own (an output file streams several consecutive ranges), at most
+#: MAX_SPILL_RANGES of them (open spill files) ...
 SPILL_RANGE_BYTES = 8 * 1024 * 1024
 MAX_SPILL_RANGES = 512
+#: ... a smaller cube in chunks and ranges of a SPILL_PARTS-th of it, at least MIN_SPILL_BYTES:
+#: what a thread holds (a chunk, a range) then stays small beside the process's own ~90 MB
+#: (a 51 MB cube: 2 MB, peak 120 MB against 140 MB with 4 MB and 170 MB with 8 MB)
+SPILL_PARTS = 25
+MIN_SPILL_BYTES = 2 * 1024 * 1024
+#: the files a clustering writes: a column's dictionary grows to this many bytes before its
+#: values go plain instead (Arrow's default, 1 MB, buffered a row group's pages and hash table
+#: of a column of distinct values before giving up: a 300k-row range of ints, doubles and
+#: short strings took 40 MB of the writer's memory and 3x its CPU, against 12 MB, and wrote a
+#: bigger file; a column of a few thousand short values still gets its dictionary)
+DICTIONARY_PAGE_BYTES = 64 * 1024
 #: a range-partitioned cube of at least this many bytes of local files is worked on by forked
 #: workers (`_spread`): below it a forked worker's copy of the process (~90 MB of
 #: interpreter, Arrow and the table's state, counted again in the process tree's memory)
 #: costs more than the work it shares
 FORK_MIN_BYTES = 1024**3
+#: a range-partitioned cube of fewer bytes runs its passes on one thread: two threads' chunks
+#: and ranges would weigh more than the second core saves (1M rows, 26 MB: 120 -> 110 MB,
+#: 0.80 -> 0.93 s, less CPU)
+SERIAL_BELOW_BYTES = 32 * 1024 * 1024
 _CORES = os.cpu_count() or 1
 #: keys kept by the sampling pass of a range-partitioned cube (per clustering column)
 SAMPLE_ROWS = 200_000
@@ -431,7 +452,10 @@ def execute_cluster(plan: ClusterPlan) -> ClusterResult:
     snapshot = plan.snapshot
     paths = {p for c in plan.cubes for p in c.paths}
     rows = {r["path"]: r for r in live_file_rows(snapshot, paths)}
-    rewriter = Rewriter(snapshot, list(rows.values()), Access.COMPACT, parquet=plan.parquet)
+    parquet = plan.parquet
+    if parquet.dictionary_page_bytes is None:
+        parquet = replace(parquet, dictionary_page_bytes=DICTIONARY_PAGE_BYTES)
+    rewriter = Rewriter(snapshot, list(rows.values()), Access.COMPACT, parquet=parquet)
     adds: list[dict[str, Any]] = []
     layout = _Layout.of(plan)
     try:
@@ -569,8 +593,9 @@ def _write_cube(
             piece = data.slice(start, stop - start)
             adds.append(rewriter.write([piece], schema, directory, values, keep))
         return adds
-    ranges = min(MAX_SPILL_RANGES, max(files, math.ceil(cube.size / SPILL_RANGE_BYTES)))
-    groups = list(_groups(members, SPILL_CHUNK_BYTES))
+    range_bytes = _spill_bytes(cube.size, SPILL_RANGE_BYTES)
+    ranges = min(MAX_SPILL_RANGES, max(files, math.ceil(cube.size / max(1, range_bytes))))
+    groups = list(_groups(members, _spill_bytes(cube.size, SPILL_CHUNK_BYTES)))
     spread = _spread(cube, rewriter, fork)
     curve, bounds = _fit_ranges(rewriter, plan, groups, physical, ranges, spread)
     with tempfile.TemporaryDirectory(prefix="delta-ops-cluster-") as spill:
@@ -605,15 +630,24 @@ def _write_cube(
     return [add for add, _ in written]
 
 
+def _spill_bytes(cube_size: int, most: int) -> int:
+    """The bytes of files a range-partitioned cube reads at a time, or puts in one range: a
+    SPILL_PARTS-th of the cube, at least MIN_SPILL_BYTES, at most `most`."""
+    return min(most, max(MIN_SPILL_BYTES, cube_size // SPILL_PARTS))
+
+
 def _spread(cube: Cube, rewriter: Rewriter, fork: bool) -> Spread:
     """How a big cube's passes run: one after the other where `fork` forbids more (a Spark
     task); on forked workers, one per core, for a cube of FORK_MIN_BYTES or more of local
-    files; else on threads of this process, one per core (Arrow's decoding and writing and
-    numpy's sorting release the GIL), so the process tree holds one copy of the process."""
+    files; one after the other again for a cube under SERIAL_BELOW_BYTES; else on threads of
+    this process, one per core (Arrow's decoding and writing and numpy's sorting release the
+    GIL), so the process tree holds one copy of the process."""
     if not fork:
         return Spread.SERIAL
     if cube.size >= FORK_MIN_BYTES and rewriter.storage.is_local:
         return Spread.PROCESSES
+    if cube.size < SERIAL_BELOW_BYTES:
+        return Spread.SERIAL
     return Spread.THREADS
 
 
@@ -654,8 +688,13 @@ def _fit_ranges(
     sampled = LOCAL.map_ordered(
         partial(_sample_group, rewriter, physical), shares, spread=spread, threads=_CORES
     )
-    rows = np.concatenate(sampled) if sampled else np.zeros((0, len(physical)), np.uint64)
-    samples = [rows[:, i].copy() for i in range(len(physical))]
+    # column by column, each group's sample let go once gathered: the sample is held about
+    # once, not three times (the groups', their concatenation, its columns)
+    samples = [np.zeros(0, np.uint64) for _ in physical]
+    if sampled:
+        for i in range(len(physical)):
+            samples[i] = np.concatenate([rows[:, i] for rows in sampled])
+        del sampled
     curve = fit_curve(plan.curve, samples)
     return curve, range_bounds(curve.values(samples), ranges)
 
@@ -699,19 +738,28 @@ def _spill_group(
         for _, chunk in rewriter.read_all(group):
             values = curve.values(curve_keys(chunk, physical))
             ids = range_ids(values, bounds)
-            order = np.argsort(ids, kind="stable")
-            chunk = chunk.append_column(_CURVE_COLUMN, pa.array(values))
-            chunk = chunk.take(pa.array(order))
+            # range ids fit 16 bits (MAX_SPILL_RANGES): numpy sorts those by radix, in one pass
+            order = np.argsort(ids.astype(np.uint16), kind="stable")
             in_range = np.bincount(ids, minlength=len(bounds) + 1)
+            del ids
+            # each range's rows taken on their own: memory holds the chunk and one range's
+            # copy of it, never a second copy of the whole chunk (a take from the chunk's
+            # many file-sized chunks costs no more than from one)
             start = 0
             for r in np.flatnonzero(in_range).tolist():
                 stop = start + int(in_range[r])
+                rows = order[start:stop]
+                piece = chunk.take(from_numpy(rows)).append_column(
+                    _CURVE_COLUMN, from_numpy(values[rows])
+                )
                 counts[r] = counts.get(r, 0) + stop - start
                 if r not in writers:
                     writers[r] = ipc.new_file(str(_spill_file(spill, r, index)), schema)
-                writers[r].write_table(chunk.slice(start, stop - start))
+                writers[r].write_table(piece)
+                del piece
                 start = stop
-            del chunk, values, ids, order
+            del chunk, values, order
+            _release_memory()
     finally:
         for writer in writers.values():
             writer.close()
@@ -748,12 +796,27 @@ def _sorted_range(spill: Path, r: int, groups: int) -> pa.Table:
             with pa.OSFile(str(path)) as source:
                 tables.append(ipc.open_file(source).read_all())
     data = pa.concat_tables(tables)
-    order = _curve_order(data.column(_CURVE_COLUMN).to_numpy())
-    data = data.drop_columns([_CURVE_COLUMN]).take(pa.array(order))
     del tables
     for path in parts:
         path.unlink(missing_ok=True)
-    return data
+    order = from_numpy(_curve_order(data.column(_CURVE_COLUMN).to_numpy()))
+    data = data.drop_columns([_CURVE_COLUMN])
+    # column by column, each read column let go once sorted: memory holds the range and
+    # one column's sorted copy, not the range twice
+    schema, columns = data.schema, data.columns
+    del data
+    for i, column in enumerate(columns):
+        columns[i] = column.take(order)
+        del column
+    _release_memory()
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _release_memory() -> None:
+    """Hand the freed memory of the allocator behind pyarrow back to the OS (`malloc_trim`
+    under the system allocator the `delta-ops` process uses): a thread's freed range would
+    otherwise stay in its arena, and two threads' arenas add up."""
+    pa.default_memory_pool().release_unused()
 
 
 def _groups(members: list[Mapping[str, Any]], limit: int) -> Iterator[list[Mapping[str, Any]]]:

@@ -61,6 +61,9 @@ class ParquetFormat:
 
     codec: Codec = Codec.ZSTD
     row_group_bytes: int = ROW_GROUP_BYTES
+    #: a column's dictionary grows to this many bytes before its values are written plain
+    #: instead (None: Arrow's 1 MB); a rewrite's own choice, not an option (`for_clustering`)
+    dictionary_page_bytes: int | None = None
 
     @property
     def file_suffix(self) -> str:
@@ -69,7 +72,12 @@ class ParquetFormat:
 
     def writer_options(self) -> dict[str, Any]:
         """Keyword arguments of `pyarrow.parquet.ParquetWriter` for this format."""
-        return {"compression": "none" if self.codec is Codec.UNCOMPRESSED else self.codec.value}
+        options: dict[str, Any] = {
+            "compression": "none" if self.codec is Codec.UNCOMPRESSED else self.codec.value
+        }
+        if self.dictionary_page_bytes is not None:
+            options["dictionary_pagesize_limit"] = self.dictionary_page_bytes
+        return options
 
     def rows_per_group(self, data: pa.Table) -> int:
         """How many rows of `data` make a row group of about `row_group_bytes`."""

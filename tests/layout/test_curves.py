@@ -106,6 +106,35 @@ def test_zorder_interleaves_bits_with_the_first_column_leading() -> None:
     assert zorder_index([x, y], 2).tolist() == [0b1010, 0b0101, 0b1001]
 
 
+@pytest.mark.parametrize("bits", [1, 7, 20, 32])
+def test_two_columns_interleave_as_the_bit_by_bit_loop_does(bits: int) -> None:
+    rng = np.random.default_rng(bits)
+    ranks = [rng.integers(0, 1 << bits, 2_000, dtype=np.uint64) for _ in range(2)]
+    expected = np.zeros(2_000, dtype=np.uint64)
+    for level in range(bits):
+        for d, rank in enumerate(ranks):
+            bit = (rank >> np.uint64(level)) & np.uint64(1)
+            expected |= bit << np.uint64(2 * level + 1 - d)
+    assert zorder_index(ranks, bits).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("kind", ["zorder", "hilbert"])
+def test_curve_values_rank_each_key_by_the_cut_points_at_or_below_it(kind: str) -> None:
+    rng = np.random.default_rng(5)
+    keys = [
+        rng.integers(0, 1 << 63, 5_000, dtype=np.uint64),
+        rng.integers(0, 40, 5_000, dtype=np.uint64),
+    ]
+    curve = fit_curve(kind, [k[::3] for k in keys])
+    ranks = [
+        (np.searchsorted(cut, key, side="right").astype(np.uint64) << np.uint64(curve.bits))
+        // np.uint64(len(cut) + 1)
+        for cut, key in zip(curve.cuts, keys, strict=True)
+    ]
+    index = hilbert_index if kind == "hilbert" else zorder_index
+    assert curve.values(keys).tolist() == index(ranks, curve.bits).tolist()
+
+
 @pytest.mark.parametrize(("dims", "bits"), [(2, 1), (2, 3), (2, 5), (3, 3), (4, 2)])
 def test_hilbert_visits_every_cell_once_and_steps_to_a_neighbour(dims: int, bits: int) -> None:
     side = 1 << bits

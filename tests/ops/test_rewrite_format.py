@@ -162,3 +162,39 @@ def test_a_codec_or_size_the_options_do_not_take_is_refused_in_one_line(
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and message in err, err
     assert load_snapshot(table).version == before
+
+
+def test_a_clustering_keeps_dictionaries_small_and_a_compaction_as_arrow_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clustering writes with 64 KB dictionaries (`cluster.DICTIONARY_PAGE_BYTES`): a column
+    of distinct values goes plain early instead of buffering 1 MB of dictionary and its pages
+    (issue 50.4); bin-packing keeps Arrow's default."""
+    from delta_ops.ops import rewrite
+
+    limits: list[object] = []
+    writer = rewrite.pq.ParquetWriter
+
+    def recorded(*args: object, **kwargs: object) -> object:
+        limits.append(kwargs.get("dictionary_pagesize_limit"))
+        return writer(*args, **kwargs)
+
+    monkeypatch.setattr(rewrite.pq, "ParquetWriter", recorded)
+    table = tmp_path / "t"
+    _appends(table)
+    rows = duckdb_rows(table)
+    _run(capsys, "compact", str(table), "--zorder-by", "a")
+    assert limits and set(limits) == {64 * 1024}
+    limits.clear()
+    _appends(table)
+    _run(capsys, "compact", str(table))
+    assert limits and set(limits) == {None}
+    assert len(duckdb_rows(table)) == 2 * len(rows)
+
+
+def test_a_parquet_format_passes_its_dictionary_size_to_the_writer() -> None:
+    from delta_ops.table.parquet_format import ParquetFormat
+
+    assert "dictionary_pagesize_limit" not in ParquetFormat().writer_options()
+    options = ParquetFormat(dictionary_page_bytes=65536).writer_options()
+    assert options["dictionary_pagesize_limit"] == 65536

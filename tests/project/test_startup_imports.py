@@ -212,3 +212,52 @@ def test_loading_inspecting_and_checkpointing_convert_no_numpy_array_through_pya
 def test_from_numpy_is_pyarrows_conversion(values: np.ndarray) -> None:
     assert from_numpy(values).equals(pa.array(values))
     assert from_numpy(values, pa.int64()).equals(pa.array(values).cast(pa.int64()))
+
+
+def test_a_clustering_by_the_cli_process_loads_no_pandas_and_uses_the_system_pool(
+    tmp_path: Path,
+) -> None:
+    """pyarrow's first conversion of a Python value imports pandas when installed (~40 MB and
+    ~0.2 s in a fresh process): the `delta-ops` process has pyarrow take it for absent
+    (`cli.own_process.keep_pandas_unloaded`), and Arrow's C++ default pool (the parquet
+    writer's) is the system allocator, as pyarrow's own is (issue 50.4)."""
+    copy = copy_fixture("delta-rs/simple_table", tmp_path / "t")
+    code = (
+        "import json, os, sys\n"
+        "from delta_ops.cli import prepare_own_process\n"
+        "prepare_own_process()\n"
+        "from delta_ops.cli.commands import main\n"
+        f"code = main(['compact', {str(copy)!r}, '--zorder-by', 'id', '--json'],"
+        " own_process=True)\n"
+        "import pyarrow\n"
+        "print(json.dumps([code, 'pandas' in sys.modules,"
+        " pyarrow.default_memory_pool().backend_name]))\n"
+        "sys.stdout.flush()\nos._exit(0)\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert json.loads(child.stdout.splitlines()[-1]) == [0, False, "system"]
+
+
+def test_pyarrow_still_converts_pandas_when_asked_after_keep_pandas_unloaded() -> None:
+    code = (
+        "import json, os, sys\n"
+        "from delta_ops.cli.own_process import keep_pandas_unloaded\n"
+        "keep_pandas_unloaded()\n"
+        "import pyarrow as pa\n"
+        "pa.array([1, 2])\n"
+        "assert 'pandas' not in sys.modules\n"
+        "frame = pa.table({'a': pa.array(['x', 'y']).dictionary_encode()}).to_pandas()\n"
+        "back = pa.Table.from_pandas(frame).column('a').type\n"
+        "print(json.dumps([type(frame).__name__, str(back)]))\n"
+        "sys.stdout.flush()\nos._exit(0)\n"
+    )
+    pytest.importorskip("pandas")
+    child = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert json.loads(child.stdout.splitlines()[-1]) == [
+        "DataFrame",
+        "dictionary<values=string, indices=int8, ordered=0>",
+    ]
