@@ -70,7 +70,12 @@ def spark_expired_log_files(
     listing: dict[str, tuple[int, int]], cutoff: int, max_version: int
 ) -> set[str]:
     """Spark's BufferingLogDeletionIterator (Delta 4.1 / Kernel port), written independently:
-    files in name order, mtimes made monotonic, whole segments flushed at complete checkpoints."""
+    files in name order, mtimes made monotonic, whole segments flushed at complete checkpoints,
+    with delta-ops' one stricter rule (docs/decisions.md, "Log cleanup and skewed clocks"):
+    Spark judges a segment by its newest file alone, delta-ops also by every commit in it
+    (adjusted times), and keeps every segment after one it keeps. They differ only when a
+    commit's clock ran ahead: then Spark deletes versions whose adjusted time, the time time
+    travel resolves them by, is inside the retention."""
     files = []
     for name in sorted(listing):
         parsed = parse_log_file_name(name)
@@ -80,10 +85,16 @@ def spark_expired_log_files(
     buffer: list[tuple[str, int, int]] = []  # (name, version, adjusted mtime)
     parts: dict[tuple[int, int], list[tuple[str, int, int]]] = {}
     last: tuple[int, int] | None = None  # (version, mtime) of the previous file
+    kept_one = False  # a segment was kept: every later one is kept too
 
     def flush() -> None:
-        if buffer and buffer[-1][2] <= cutoff and buffer[-1][1] <= max_version:
+        nonlocal kept_one
+        spark_deletes = buffer and buffer[-1][2] <= cutoff and buffer[-1][1] <= max_version
+        commits_expired = all(t <= cutoff for n, _, t in buffer if is_commit(n))
+        if spark_deletes and commits_expired and not kept_one:
             out.update(n for n, _, _ in buffer)
+        elif buffer:
+            kept_one = True
         buffer.clear()
 
     for i, (name, parsed, size, mtime) in enumerate(files):
@@ -107,6 +118,12 @@ def spark_expired_log_files(
             buffer.append(entry)
         last = (entry[1], entry[2])
     return out
+
+
+def is_commit(name: str) -> bool:
+    """Whether a log file's name is a commit's (``NNN.json``), not a checkpoint's or a crc's."""
+    parsed = parse_log_file_name(name)
+    return parsed is not None and name.endswith(".json") and not parsed.is_checkpoint
 
 
 @st.composite
