@@ -121,9 +121,10 @@ doctest: venv
 # tier (tests/reference/) talks to Delta Spark in .venv-reference (`make reference`).
 # Two pytest-xdist workers (PYTEST_WORKERS), one per core: the tests that need a JVM share one
 # worker as the `jvm` group (tests/conftest.py), so a run never has two Spark sessions at once.
+# The 25 slowest tests are printed, so the CI record shows where the suite's time goes.
 PYTEST_WORKERS ?= 2
 test: setup-done java-check
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --ignore=tests/airflow
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --durations=25 --ignore=tests/airflow
 	$(BIN)/python -m pytest tests/airflow
 
 # The reliability suite with the long profile (hypothesis' soak profile, every crash point);
