@@ -53,11 +53,15 @@ class CurveKind(StrEnum):
 CURVES: tuple[CurveKind, ...] = tuple(CurveKind)
 #: bits of rank per column at most (2**20 ranks: far finer than any sample resolves)
 MAX_RANK_BITS = 20
+#: rows a curve's values are computed for at a time: each step's temporaries are arrays of
+#: this many rows (a 400k-row sample's values took 10 MB more at once: issue 50.4)
+VALUES_SLICE_ROWS = 65_536
 _SIGN = np.uint64(1 << 63)
 _ONE = np.uint64(1)
 
 __all__ = [
     "CURVES",
+    "VALUES_SLICE_ROWS",
     "Curve",
     "CurveKind",
     "column_keys",
@@ -274,6 +278,17 @@ class Curve:
             raise ValueError(f"{len(keys)} key columns for a curve of {len(self.cuts)}")
         if len(keys) == 1:
             return np.asarray(keys[0], dtype=np.uint64)
+        rows = len(keys[0])
+        if rows <= VALUES_SLICE_ROWS:
+            return self._values(keys)
+        # slice by slice: the steps' temporaries (a dozen arrays of the rows) stay small
+        out = np.empty(rows, dtype=np.uint64)
+        for start in range(0, rows, VALUES_SLICE_ROWS):
+            stop = min(rows, start + VALUES_SLICE_ROWS)
+            out[start:stop] = self._values([key[start:stop] for key in keys])
+        return out
+
+    def _values(self, keys: Sequence[np.ndarray]) -> np.ndarray:
         # ranks stretched over all `bits`: a column of few distinct values spans the grid
         # as widely as one of many (else its ranks would sit in the low bits only)
         ranks = [

@@ -605,6 +605,7 @@ def _write_cube(
             spread=spread,
             threads=_CORES,
         )
+        del curve, bounds  # every row has its curve value: the cut points (MBs) can go
         counts: dict[int, int] = {}
         for group_counts in spilled:
             for r, n in group_counts.items():
@@ -696,7 +697,9 @@ def _fit_ranges(
             samples[i] = np.concatenate([rows[:, i] for rows in sampled])
         del sampled
     curve = fit_curve(plan.curve, samples)
-    return curve, range_bounds(curve.values(samples), ranges)
+    values = curve.values(samples)
+    del samples  # only the sample's curve values are needed from here on
+    return curve, range_bounds(values, ranges)
 
 
 def _sample_group(

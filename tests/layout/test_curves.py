@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from delta_ops.errors import UnsupportedType
 from delta_ops.layout.curves import (
+    VALUES_SLICE_ROWS,
     column_keys,
     curve_for_clustering,
     fit_curve,
@@ -119,11 +120,12 @@ def test_two_columns_interleave_as_the_bit_by_bit_loop_does(bits: int) -> None:
 
 
 @pytest.mark.parametrize("kind", ["zorder", "hilbert"])
-def test_curve_values_rank_each_key_by_the_cut_points_at_or_below_it(kind: str) -> None:
+@pytest.mark.parametrize("rows", [5_000, 2 * VALUES_SLICE_ROWS + 1_000])  # one slice; three
+def test_curve_values_rank_each_key_by_the_cut_points_at_or_below_it(kind: str, rows: int) -> None:
     rng = np.random.default_rng(5)
     keys = [
-        rng.integers(0, 1 << 63, 5_000, dtype=np.uint64),
-        rng.integers(0, 40, 5_000, dtype=np.uint64),
+        rng.integers(0, 1 << 63, rows, dtype=np.uint64),
+        rng.integers(0, 40, rows, dtype=np.uint64),
     ]
     curve = fit_curve(kind, [k[::3] for k in keys])
     ranks = [
