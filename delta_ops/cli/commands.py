@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from delta_ops import clock
-from delta_ops.cli.own_process import SET_FOR_OWN_PROCESS, keep_pandas_unloaded
+from delta_ops.cli.own_process import chosen_by_user, keep_pandas_unloaded
 from delta_ops.errors import (
     DeltaOpsError,
     InvalidLocation,
@@ -408,8 +408,7 @@ def use_system_allocator() -> None:
     and decoding thousands of small parquet files costs ~10% less CPU with it.
     """
     global _FORK_HOOK_REGISTERED
-    pool = "ARROW_DEFAULT_MEMORY_POOL"
-    if pool not in os.environ or pool in SET_FOR_OWN_PROCESS:
+    if not chosen_by_user("ARROW_DEFAULT_MEMORY_POOL"):
         import pyarrow as pa
 
         pa.set_memory_pool(pa.system_memory_pool())

@@ -38,6 +38,15 @@ def prepare_own_process(environ: MutableMapping[str, str] = os.environ) -> None:
                 SET_FOR_OWN_PROCESS.add(name)
 
 
+def chosen_by_user(name: str, environ: MutableMapping[str, str] = os.environ) -> bool:
+    """Whether `environ`'s value of `name` is the user's: set, and not the value
+    `prepare_own_process` set (a program may set its own after calling it)."""
+    if name not in environ:
+        return False
+    ours = name in SET_FOR_OWN_PROCESS and environ[name] == OWN_PROCESS_ENVIRONMENT.get(name)
+    return not ours
+
+
 class _RefusePandas(importlib.abc.MetaPathFinder):
     """An import finder under which ``import pandas`` fails."""
 
@@ -72,6 +81,7 @@ def keep_pandas_unloaded() -> None:
 __all__ = [
     "OWN_PROCESS_ENVIRONMENT",
     "SET_FOR_OWN_PROCESS",
+    "chosen_by_user",
     "keep_pandas_unloaded",
     "prepare_own_process",
 ]

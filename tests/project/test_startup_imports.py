@@ -20,6 +20,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from delta_ops.cli.own_process import (
+    OWN_PROCESS_ENVIRONMENT,
+    SET_FOR_OWN_PROCESS,
+    chosen_by_user,
+)
 from delta_ops.log.actions import from_numpy
 from tests.support import REPO, TABLES, copy_fixture
 
@@ -261,3 +266,21 @@ def test_pyarrow_still_converts_pandas_when_asked_after_keep_pandas_unloaded() -
         "DataFrame",
         "dictionary<values=string, indices=int8, ordered=0>",
     ]
+
+
+def test_a_pool_the_user_set_after_the_own_process_setup_stays_theirs() -> None:
+    """A program that called `prepare_own_process` and then chose its own Arrow pool keeps
+    it: only the value delta-ops set counts as delta-ops' (`use_system_allocator` asks)."""
+    environ: dict[str, str] = {}
+    name = "ARROW_DEFAULT_MEMORY_POOL"
+    was_set = name in SET_FOR_OWN_PROCESS
+    SET_FOR_OWN_PROCESS.add(name)  # as prepare_own_process on os.environ records it
+    try:
+        assert not chosen_by_user(name, environ)
+        environ[name] = OWN_PROCESS_ENVIRONMENT[name]
+        assert not chosen_by_user(name, environ)
+        environ[name] = "jemalloc"
+        assert chosen_by_user(name, environ)
+    finally:
+        if not was_set:
+            SET_FOR_OWN_PROCESS.discard(name)
