@@ -51,8 +51,10 @@ class CurveKind(StrEnum):
 
 
 CURVES: tuple[CurveKind, ...] = tuple(CurveKind)
-#: bits of rank per column at most (2**20 ranks: far finer than any sample resolves)
-MAX_RANK_BITS = 20
+#: bits of rank per column at most: 65,535 cut points a column, 65 times the 1,000 range ids
+#: Delta Spark gives a column (`spark.databricks.io.skipping.mdc.rangeId.max`), and under
+#: 0.5 MB a column held through a clustering (2**20 held 3 MB a column of a 1M-row cube)
+MAX_RANK_BITS = 16
 #: rows a curve's values are computed for at a time: each step's temporaries are arrays of
 #: this many rows (a 400k-row sample's values took 10 MB more at once: issue 50.4)
 VALUES_SLICE_ROWS = 65_536
