@@ -404,14 +404,14 @@ def _null_counts(footer: _Footer, schema: pa.StructType, prefix: tuple[str, ...]
         if found is None:
             # Not in the file: every row reads as null (Spark: count(*) for such columns).
             counts[f.name] = footer.num_records
-        elif found in footer.leaves or found in footer.variants:
-            leaf = footer.leaves[found] if found in footer.leaves else footer.variants[found]
-            total = _leaf_null_count(footer, leaf)
-            if total is not None:
-                counts[f.name] = total
-            else:
-                footer.gaps.append((path, found, None))
-        else:  # an array or map (a parquet group): unknown from leaf counts
+            continue
+        # a leaf's own count, a variant's its value leaf's; an array or map (a parquet group)
+        # has none that leaf counts can give
+        leaf = footer.leaves.get(found, footer.variants.get(found))
+        total = None if leaf is None else _leaf_null_count(footer, leaf)
+        if total is not None:
+            counts[f.name] = total
+        else:
             footer.gaps.append((path, found, None))
     return counts
 
